@@ -1,0 +1,42 @@
+# One-command setup: `make test` and `make audit PROMPT="..."` create .venv when missing,
+# install torch ($(TORCH)), auditor with its extras and the language data, then run.
+# A stamp keyed on pyproject.toml and TORCH makes a second call skip the installs.
+PYTHON ?= python3
+TORCH ?= torch==2.13.0
+PROMPT ?= a photo of a pharmacist
+AUDIT_ARGS ?=
+PYTEST_ARGS ?=
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.stamp-$(shell (cat pyproject.toml; echo '$(TORCH)') | sha256sum | cut -c1-16)
+
+.PHONY: setup test audit selftest schemas bench clean
+
+setup: $(STAMP)
+
+$(STAMP): pyproject.toml
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --upgrade pip
+	$(BIN)/python -m pip install -q "$(TORCH)"
+	$(BIN)/python -m pip install -q -e ".[ml,providers,dev]"
+	$(BIN)/auditor setup
+	rm -f $(VENV)/.stamp-*
+	touch $@
+
+test: setup
+	$(BIN)/python -m pytest $(PYTEST_ARGS)
+
+audit: setup
+	$(BIN)/auditor prompt "$(PROMPT)" $(AUDIT_ARGS)
+
+selftest: setup
+	$(BIN)/auditor selftest
+
+schemas: setup
+	$(BIN)/auditor schemas
+
+bench: setup
+	$(BIN)/python benchmarks/bench_scoring.py
+
+clean:
+	rm -rf $(VENV) build *.egg-info .pytest_cache

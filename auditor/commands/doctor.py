@@ -1,0 +1,97 @@
+"""``auditor doctor``: what is installed and usable, without printing any secret."""
+
+from __future__ import annotations
+
+import os
+import platform
+from pathlib import Path
+
+import typer
+
+from auditor.console import out, print_json
+
+#: Environment variables holding credentials; doctor says whether each is set, never its value.
+CREDENTIAL_VARIABLES = ("OPENAI_API_KEY", "OPENAI_BASE_URL", "ANTHROPIC_API_KEY", "HF_TOKEN")
+
+
+def _torch_status() -> dict:
+    try:
+        import torch
+    except ImportError:
+        return {"installed": False}
+    status = {"installed": True, "version": torch.__version__, "cuda_available": torch.cuda.is_available()}
+    if status["cuda_available"]:
+        status["gpu"] = torch.cuda.get_device_name(0)
+    return status
+
+
+def _wordnet_status() -> dict:
+    from auditor.langdata import find_system_wordnet, wordnet_present
+
+    folder = wordnet_present()
+    system = find_system_wordnet()
+    return {
+        "present": folder is not None,
+        "path": str(folder) if folder else None,
+        "system_files": str(system) if system else None,
+    }
+
+
+def _cached_models() -> list[str]:
+    """Hugging Face hub models in the local cache (``HF_HUB_CACHE`` or ``HF_HOME``)."""
+    hub = os.environ.get("HF_HUB_CACHE") or str(Path(os.environ.get("HF_HOME", Path.home() / ".cache/huggingface")) / "hub")
+    folder = Path(hub)
+    if not folder.is_dir():
+        return []
+    return sorted(p.name.removeprefix("models--").replace("--", "/") for p in folder.glob("models--*"))
+
+
+def collect() -> dict:
+    from auditor.langdata import english_stopwords
+    from auditor.settings import get_settings
+
+    settings = get_settings()
+    return {
+        "python": platform.python_version(),
+        "torch": _torch_status(),
+        "wordnet": _wordnet_status(),
+        "stopwords": len(english_stopwords()),
+        "credentials": {name: bool(os.environ.get(name)) for name in CREDENTIAL_VARIABLES},
+        "cached_models": _cached_models(),
+        "home": str(settings.home),
+        "runs_dir": str(settings.runs_dir),
+    }
+
+
+def doctor(json_output: bool = typer.Option(False, "--json", help="Print one JSON object.")) -> None:
+    """Report Python, torch and CUDA, WordNet, stopwords, API keys (set or not) and cached models."""
+    report = collect()
+    if json_output:
+        print_json(report)
+        return
+    torch = report["torch"]
+    torch_line = (
+        f"{torch['version']}, CUDA {'available: ' + torch.get('gpu', '') if torch['cuda_available'] else 'not available'}"
+        if torch["installed"]
+        else "not installed (model backends need it: pip install 'auditor[ml]')"
+    )
+    wordnet = report["wordnet"]
+    wordnet_line = (
+        f"present ({wordnet['path']})"
+        if wordnet["present"]
+        else f"missing; run `auditor setup`{' (system files found)' if wordnet['system_files'] else ''}"
+    )
+    out.print(f"python      {report['python']}")
+    out.print(f"torch       {torch_line}")
+    out.print(f"wordnet     {wordnet_line}")
+    out.print(f"stopwords   {report['stopwords']} English words")
+    for name, is_set in report["credentials"].items():
+        out.print(f"{name:<18} {'set' if is_set else 'not set'}")
+    models = report["cached_models"]
+    out.print(f"cached models ({len(models)}): {', '.join(models) if models else 'none'}")
+    out.print(f"home        {report['home']}")
+    out.print(f"runs        {report['runs_dir']}")
+
+
+def register(app: typer.Typer) -> None:
+    app.command("doctor")(doctor)

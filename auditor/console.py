@@ -1,0 +1,25 @@
+"""Where command output goes: rich for people, plain JSON for programs."""
+
+from __future__ import annotations
+
+import json
+import sys
+from typing import Any
+
+from rich.console import Console
+
+#: Human-readable output. Width follows the terminal; pipes get 100 columns, never colour codes.
+out = Console(highlight=False, soft_wrap=False)
+#: Notices and errors, kept off stdout so ``--json`` output stays parseable.
+err = Console(stderr=True, highlight=False)
+
+
+def print_json(data: Any) -> None:
+    """One JSON document on stdout, no colour codes, for ``--json``."""
+    sys.stdout.write(json.dumps(data, indent=2, ensure_ascii=False, default=str) + "\n")
+    sys.stdout.flush()
+
+
+def notice(message: str) -> None:
+    """A short note for the person running the command (stderr)."""
+    err.print(f"[yellow]note:[/yellow] {message}", markup=True)

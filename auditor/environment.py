@@ -1,0 +1,45 @@
+"""The software and hardware a run used, for its record."""
+
+from __future__ import annotations
+
+import platform
+import sys
+from importlib import metadata
+
+from auditor import __version__
+from auditor.records import Environment
+
+#: Libraries whose versions can change a number.
+TRACKED_PACKAGES = (
+    "torch", "diffusers", "transformers", "tokenizers", "accelerate", "safetensors",
+    "nltk", "numpy", "scipy", "openai", "langchain", "langchain-core", "pydantic", "pillow",
+)  # fmt: skip
+
+
+def package_versions(names: tuple[str, ...] = TRACKED_PACKAGES) -> dict[str, str]:
+    """Installed versions of ``names`` (missing ones left out), read without importing them."""
+    versions = {}
+    for name in names:
+        try:
+            versions[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            continue
+    return versions
+
+
+def collect_environment() -> Environment:
+    """Describe this process; CUDA and GPU only when torch is already imported (no import cost)."""
+    cuda = gpu = None
+    torch = sys.modules.get("torch")
+    if torch is not None:
+        cuda = torch.version.cuda
+        if torch.cuda.is_available():
+            gpu = torch.cuda.get_device_name(0)
+    return Environment(
+        auditor_version=__version__,
+        python=platform.python_version(),
+        platform=f"{platform.system()} {platform.release()} {platform.machine()}",
+        packages=package_versions(),
+        cuda=cuda,
+        gpu=gpu,
+    )

@@ -1,0 +1,142 @@
+"""Language data for concept extraction: NLTK's WordNet and English stopwords, offline.
+
+WordNet comes, in order of preference, from any NLTK data folder that already has it,
+from NLTK's downloader, or from the system's WordNet 3.0 files (Debian's ``wordnet-base``
+and ``wordnet-sense-index``), copied into auditor's own NLTK data folder together with
+the ``lexnames`` file NLTK needs and those packages lack.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+from functools import lru_cache
+from importlib import resources
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from auditor.errors import AuditorError
+from auditor.settings import get_settings
+
+if TYPE_CHECKING:  # pragma: no cover
+    from nltk.corpus.reader.wordnet import WordNetCorpusReader
+
+#: System folders that hold WordNet 3.0 database files (``WNSEARCHDIR`` first).
+SYSTEM_WORDNET_DIRS = ("/usr/share/wordnet", "/usr/local/share/wordnet", "/usr/local/WordNet-3.0/dict")
+
+#: The 45 lexicographer files of WordNet 3.0: number, name, syntactic category.
+LEXNAMES = (
+    "adj.all adj.pert adv.all noun.Tops noun.act noun.animal noun.artifact noun.attribute noun.body "
+    "noun.cognition noun.communication noun.event noun.feeling noun.food noun.group noun.location "
+    "noun.motive noun.object noun.person noun.phenomenon noun.plant noun.possession noun.process "
+    "noun.quantity noun.relation noun.shape noun.state noun.substance noun.time verb.body verb.change "
+    "verb.cognition verb.communication verb.competition verb.consumption verb.contact verb.creation "
+    "verb.emotion verb.motion verb.perception verb.possession verb.social verb.stative verb.weather adj.ppl"
+).split()
+_CATEGORY = {"noun": 1, "verb": 2, "adj": 3, "adv": 4}
+_WORDNET_FILES = [f"{kind}.{pos}" for kind in ("index", "data") for pos in ("noun", "verb", "adj", "adv")] + [
+    f"{pos}.exc" for pos in ("noun", "verb", "adj", "adv")
+]
+_OPTIONAL_FILES = ("index.sense", "cntlist.rev", "LICENSE")
+
+
+def lexnames_text() -> str:
+    """The ``lexnames`` file NLTK's WordNet reader expects: ``NN<TAB>name<TAB>category``."""
+    return "".join(f"{i:02d}\t{name}\t{_CATEGORY[name.split('.')[0]]}\n" for i, name in enumerate(LEXNAMES))
+
+
+def _wordnet_target() -> Path:
+    return get_settings().nltk_data_dir / "corpora" / "wordnet"
+
+
+def _register_nltk_path() -> None:
+    import nltk
+
+    folder = str(get_settings().nltk_data_dir)
+    if folder not in nltk.data.path:
+        nltk.data.path.insert(0, folder)
+
+
+def wordnet_present() -> Path | None:
+    """Folder NLTK would read WordNet from, or None."""
+    import nltk
+
+    _register_nltk_path()
+    for root in nltk.data.path:
+        for candidate in (Path(root) / "corpora" / "wordnet", Path(root) / "corpora" / "wordnet.zip"):
+            if candidate.exists():
+                return candidate
+    return None
+
+
+def find_system_wordnet() -> Path | None:
+    """A system folder with the WordNet 3.0 database files NLTK needs."""
+    folders = [os.environ["WNSEARCHDIR"]] if os.environ.get("WNSEARCHDIR") else []
+    for folder in map(Path, folders + list(SYSTEM_WORDNET_DIRS)):
+        if all((folder / name).is_file() for name in _WORDNET_FILES):
+            return folder
+    return None
+
+
+def build_wordnet_from_system(source: Path, target: Path | None = None) -> Path:
+    """Copy the system's WordNet files into an NLTK corpus folder and add ``lexnames``."""
+    target = target or _wordnet_target()
+    staging = target.with_name(target.name + ".partial")
+    shutil.rmtree(staging, ignore_errors=True)
+    staging.mkdir(parents=True)
+    for name in _WORDNET_FILES + [n for n in _OPTIONAL_FILES if (source / n).is_file()]:
+        shutil.copyfile(source / name, staging / name)
+    (staging / "lexnames").write_text(lexnames_text(), encoding="ascii")
+    shutil.rmtree(target, ignore_errors=True)
+    staging.rename(target)
+    return target
+
+
+def _try_nltk_download(timeout: float = 10.0) -> bool:
+    import nltk
+
+    previous = socket.getdefaulttimeout()
+    socket.setdefaulttimeout(timeout)
+    try:
+        return bool(nltk.download("wordnet", download_dir=str(get_settings().nltk_data_dir), quiet=True))
+    except Exception:  # offline: any network error means "not downloaded"
+        return False
+    finally:
+        socket.setdefaulttimeout(previous)
+
+
+def ensure_wordnet(try_download: bool = True) -> Path:
+    """Make WordNet readable by NLTK and return its folder; one clear error when impossible."""
+    found = wordnet_present()
+    if found:
+        return found
+    system = find_system_wordnet()
+    if system is not None:
+        return build_wordnet_from_system(system)
+    if try_download and _try_nltk_download() and (found := wordnet_present()):
+        return found
+    raise AuditorError(
+        "WordNet is missing: install it (Debian/Ubuntu: apt-get install wordnet-base wordnet-sense-index, "
+        "then run `auditor setup`) or set NLTK_DATA to a folder holding corpora/wordnet"
+    )
+
+
+@lru_cache(maxsize=1)
+def load_wordnet() -> WordNetCorpusReader:
+    """The WordNet corpus reader, loaded once per process."""
+    ensure_wordnet()
+    from nltk.corpus import wordnet
+
+    try:
+        wordnet.ensure_loaded()
+    except LookupError as exc:
+        raise AuditorError(f"WordNet could not be loaded: {str(exc).strip().splitlines()[0]}") from None
+    return wordnet
+
+
+@lru_cache(maxsize=1)
+def english_stopwords() -> frozenset[str]:
+    """NLTK's English stopword list (179 words), shipped inside the package."""
+    text = resources.files("auditor").joinpath("data/stopwords_english.txt").read_text(encoding="utf-8")
+    return frozenset(line.strip() for line in text.splitlines() if line.strip())

@@ -1,0 +1,305 @@
+"""Typed run records: the one source of truth for what a run wrote.
+
+Every model forbids unknown fields, so a record from a newer or corrupted run fails
+loudly on load instead of being half-understood. Reports, ``score`` and ``compare``
+read these records, never live state. ``schemas/`` holds the JSON Schema generated
+from the top-level models here (``auditor schemas``).
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+SCHEMA_VERSION = "1"
+
+RunStatus = Literal["running", "completed", "failed", "interrupted"]
+Stage = Literal["plan", "generate", "perceive", "embed", "score", "report"]
+CasNormalization = Literal["distribution", "frequency"]
+EffectLabel = Literal["negligible", "small", "medium", "large"]
+
+
+def utc_now() -> datetime:
+    return datetime.now(timezone.utc)
+
+
+class Record(BaseModel):
+    """Base for every record model: strict on unknown fields, validated on assignment."""
+
+    model_config = ConfigDict(extra="forbid", validate_assignment=True)
+
+
+# --------------------------------------------------------------------------- models
+
+
+class ModelRef(Record):
+    """Which model produced a stage's output, precisely enough to get it again."""
+
+    spec: str = Field(description="Backend spec as given, e.g. 'diffusers:stabilityai/stable-diffusion-2-1'.")
+    backend: str = Field(description="Registry prefix of the backend that ran, e.g. 'diffusers', 'blip2', 'clip'.")
+    model_id: str | None = Field(default=None, description="Hub id or local path of the weights, when there are any.")
+    revision: str | None = Field(default=None, description="Hub commit of the weights when known.")
+    fingerprint: str | None = Field(
+        default=None, description="sha256 over the model's config and weight file names and sizes; the cache key part."
+    )
+    dtype: str | None = Field(default=None, description="Torch dtype the model ran in, e.g. 'float16'.")
+    device: str | None = Field(default=None, description="Device the model ran on, e.g. 'cuda:0' or 'cpu'.")
+
+
+class GenerationSettings(Record):
+    """Text-to-image settings that change the images (and so every number after them)."""
+
+    steps: int | None = Field(default=None, description="Denoising steps; None = the pipeline's default.")
+    guidance_scale: float | None = Field(default=None, description="Classifier-free guidance scale; None = default.")
+    scheduler: str | None = Field(default=None, description="Scheduler class name used, e.g. 'DPMSolverMultistepScheduler'.")
+    width: int | None = Field(default=None, description="Image width in pixels; None = the model's default.")
+    height: int | None = Field(default=None, description="Image height in pixels; None = the model's default.")
+    negative_prompt: str | None = Field(default=None, description="Negative prompt given to every generation.")
+    batch_size: int = Field(default=4, ge=1, description="Images generated per forward pass (does not change images).")
+
+
+class PerceptionSettings(Record):
+    """VQA settings: greedy decoding with a short answer budget."""
+
+    max_new_tokens: int = Field(default=20, ge=1, description="Answer length limit in tokens.")
+    caption_max_new_tokens: int = Field(default=40, ge=1, description="Caption length limit in tokens.")
+    batch_size: int = Field(default=16, ge=1, description="Image-question pairs per forward pass.")
+
+
+class ScoringSettings(Record):
+    """Settings of the concept and score computation."""
+
+    cas_normalization: CasNormalization = Field(
+        default="distribution",
+        description="'distribution': histograms rescaled to sum 1 before the IoU (authors' code); "
+        "'frequency': per-image frequencies as in the paper's Eq. 1-3.",
+    )
+    min_frequency: float = Field(default=0.01, ge=0, description="Concepts with a lower per-image frequency are dropped.")
+    top_k: int = Field(default=10, ge=1, description="How many concepts the top-K lists keep.")
+    include_captions: bool = Field(default=True, description="Whether captions count towards the concept histograms.")
+    permutations: int = Field(default=10_000, ge=1, description="Monte Carlo permutations for T2IAT p-values.")
+    permutation_seed: int = Field(default=0, description="Seed of the permutation generator.")
+
+
+class RunConfig(Record):
+    """Everything a prompt audit was asked to do; enough to rerun it."""
+
+    prompt: str = Field(description="The initial prompt P being audited.")
+    llm: str = Field(description="Planner spec, e.g. 'openai:gpt-4o-mini', 'langchain:anthropic:...', 'offline'.")
+    llm_temperature: float | None = Field(default=None, description="Sampling temperature sent to the LLM.")
+    llm_seed: int | None = Field(default=None, description="Seed sent to the LLM when it accepts one.")
+    llm_retries: int = Field(default=2, ge=0, description="Repair turns allowed when the plan is invalid.")
+    max_axes: int | None = Field(default=None, ge=1, description="Cap on the number of axes kept from the plan.")
+    max_counterfactuals: int | None = Field(default=None, ge=2, description="Cap on counterfactuals per axis.")
+    t2i: ModelRef = Field(description="The text-to-image model under audit.")
+    vqa: ModelRef = Field(description="The vision-language model that answers questions and captions.")
+    embedder: ModelRef | None = Field(default=None, description="Image/text embedder for embedding scores, if any.")
+    images_per_prompt: int = Field(ge=1, description="Images generated per prompt (paper: 48).")
+    seeds: list[int] = Field(description="Seed of image i, shared by every prompt set (paired seeds).")
+    generation: GenerationSettings = Field(default_factory=GenerationSettings, description="Generation settings.")
+    perception: PerceptionSettings = Field(default_factory=PerceptionSettings, description="VQA settings.")
+    scoring: ScoringSettings = Field(default_factory=ScoringSettings, description="Scoring settings.")
+
+
+# --------------------------------------------------------------------------- plan
+
+
+class ChatMessage(Record):
+    """One turn of the planning conversation (API keys are never part of it)."""
+
+    role: Literal["system", "user", "assistant"] = Field(description="Who said it.")
+    content: str = Field(description="What was said, verbatim.")
+
+
+class AxisPlan(Record):
+    """One bias axis: its counterfactual prompts and the VQA question that probes it."""
+
+    name: str = Field(description="snake_case axis name, e.g. 'gender' or 'socioeconomic_status'.")
+    kind: Literal["societal", "incidental"] | None = Field(
+        default=None, description="Whether the LLM called it a societal bias or an incidental correlation."
+    )
+    counterfactuals: list[str] = Field(min_length=2, description="Counterfactual prompts: P with one concept changed.")
+    question: str = Field(description="The VQA question asked of every image for this axis.")
+
+
+class AuditPlan(Record):
+    """The axes and counterfactuals to audit, and how they were obtained."""
+
+    prompt: str = Field(description="The initial prompt P.")
+    axes: list[AxisPlan] = Field(min_length=1, description="Bias axes in the order the planner gave them.")
+    caption_question: str = Field(default="Describe the image.", description="Caption question asked of every image.")
+    llm: str = Field(description="Planner spec that produced the plan.")
+    attempts: int = Field(default=1, ge=1, description="LLM replies needed until the plan validated.")
+    edited: bool = Field(default=False, description="True when a person edited the plan (--review).")
+    transcript: list[ChatMessage] = Field(default_factory=list, description="The whole planning conversation.")
+
+
+# --------------------------------------------------------------------------- images and answers
+
+
+class GeneratedImage(Record):
+    """One image of a prompt set."""
+
+    index: int = Field(ge=0, description="Position i in the set; image i of every set shares seed i.")
+    file: str = Field(description="Path of the image relative to the run folder.")
+    seed: int | None = Field(default=None, description="Generation seed; None when the backend takes none.")
+    sha256: str = Field(description="sha256 of the image file's bytes.")
+    flagged_nsfw: bool = Field(
+        default=False, description="The safety checker blacked the image out; it is left out of the concepts."
+    )
+
+
+class PromptSet(Record):
+    """The images of one prompt: the initial prompt or one counterfactual."""
+
+    prompt_id: str = Field(description="'initial' or '<axis>/<k>' for the k-th counterfactual of an axis.")
+    prompt: str = Field(description="The prompt text given to the model.")
+    axis: str | None = Field(default=None, description="Axis of a counterfactual; None for the initial prompt.")
+    images: list[GeneratedImage] = Field(default_factory=list, description="Images in seed order.")
+
+
+class ImageAnswers(Record):
+    """What the VQA model said about one image."""
+
+    image_index: int = Field(ge=0, description="Index of the image in its prompt set.")
+    answers: dict[str, str] = Field(description="Axis name -> answer to that axis's question.")
+    caption: str | None = Field(default=None, description="Answer to the caption question.")
+
+
+# --------------------------------------------------------------------------- concepts and scores
+
+
+class ConceptFrequency(Record):
+    """A concept and how often it occurs per image."""
+
+    concept: str = Field(description="The (lower-cased) concept word.")
+    frequency: float = Field(ge=0, description="Occurrences divided by the number of images in the set.")
+
+
+class SetConcepts(Record):
+    """Concept histograms of one prompt set."""
+
+    prompt_id: str = Field(description="Prompt set these concepts describe.")
+    images_used: int = Field(ge=0, description="Images that counted (flagged images are left out).")
+    overall: dict[str, float] = Field(description="Concept -> per-image frequency over all answers and captions.")
+    by_axis: dict[str, dict[str, float]] = Field(
+        default_factory=dict, description="Axis -> histogram of the answers to that axis's question only."
+    )
+
+
+class AssociationResult(Record):
+    """A T2IAT differential association with its effect size and permutation p-value."""
+
+    association: float = Field(description="Differential association S (mean Asc of X minus mean Asc of Y).")
+    effect_size: float | None = Field(description="Cohen's d = S / pooled sd; None when the sd is 0.")
+    effect_label: EffectLabel = Field(description="negligible < 0.2 <= small < 0.5 <= medium < 0.8 <= large (|d|).")
+    p_value: float = Field(ge=0, le=1, description="Two-sided permutation p-value.")
+    exact: bool = Field(description="True when every split was enumerated; False for Monte Carlo.")
+    permutations: int = Field(ge=1, description="Splits evaluated (all of them when exact).")
+    n_x: int = Field(ge=1, description="Images of concept X.")
+    n_y: int = Field(ge=1, description="Images of concept Y.")
+
+
+class CounterfactualScore(Record):
+    """How the initial images compare with one counterfactual's images."""
+
+    prompt_id: str = Field(description="Prompt set id of the counterfactual.")
+    prompt: str = Field(description="Counterfactual prompt text.")
+    cas: float = Field(ge=0, le=1, description="Concept Association Score: histogram IoU after synonym merging.")
+    embedding_similarity: float | None = Field(
+        default=None, description="Mean cosine similarity of initial and counterfactual image embeddings."
+    )
+    warnings: list[str] = Field(default_factory=list, description="Why this number may mislead (e.g. empty sets).")
+
+
+class AxisScore(Record):
+    """Scores of one bias axis."""
+
+    axis: str = Field(description="Axis name.")
+    counterfactuals: list[CounterfactualScore] = Field(description="One score per counterfactual, in plan order.")
+    bav: float = Field(ge=0, description="Bias Axis Variance: population variance of the axis's CAS values (Eq. 5).")
+    bav_mad: float = Field(ge=0, description="Authors' released-code variant: normalised mean absolute deviation.")
+    relative_bav: float = Field(ge=0, le=1, description="This axis's BAV divided by the largest BAV of the prompt.")
+    lean: float | None = Field(
+        default=None, description="CAS(male counterfactual) - CAS(female counterfactual), when the axis has both."
+    )
+    association: AssociationResult | None = Field(
+        default=None, description="T2IAT association of the initial images with the axis's two counterfactuals."
+    )
+
+
+class IntersectionView(Record):
+    """How axis B's axis-aligned concepts move across axis A's counterfactuals (paper Fig. 5)."""
+
+    axis_a: str = Field(description="Axis whose counterfactuals are compared.")
+    axis_b: str = Field(description="Axis whose question's answers are shown.")
+    initial: list[ConceptFrequency] = Field(description="Axis-aligned top-K of axis B for the initial images.")
+    counterfactuals: dict[str, list[ConceptFrequency]] = Field(
+        description="Prompt id of each axis-A counterfactual -> its axis-aligned top-K of axis B."
+    )
+
+
+class Scores(Record):
+    """All numbers of a prompt audit."""
+
+    cas_normalization: CasNormalization = Field(description="Histogram normalisation used for CAS.")
+    axes: list[AxisScore] = Field(description="Per-axis scores in plan order.")
+    top_concepts: dict[str, list[ConceptFrequency]] = Field(description="Prompt id -> top-K concepts of that set.")
+    axis_top_concepts: dict[str, dict[str, list[ConceptFrequency]]] = Field(
+        description="Prompt id -> axis -> top-K concepts of the answers to that axis's question."
+    )
+    intersectionality: list[IntersectionView] = Field(default_factory=list, description="Every ordered axis pair.")
+    warnings: list[str] = Field(default_factory=list, description="Warnings raised while scoring.")
+
+
+# --------------------------------------------------------------------------- run bookkeeping
+
+
+class StageTiming(Record):
+    """Wall time and cache use of one stage."""
+
+    stage: Stage = Field(description="Pipeline stage.")
+    seconds: float = Field(ge=0, description="Wall-clock seconds spent in the stage.")
+    computed: int = Field(default=0, ge=0, description="Items computed in this run.")
+    cached: int = Field(default=0, ge=0, description="Items taken from the content cache.")
+
+
+class RunError(Record):
+    """Why a run stopped."""
+
+    stage: Stage | None = Field(default=None, description="Stage that failed, when known.")
+    type: str = Field(description="Exception class name.")
+    message: str = Field(description="Error message (never contains API keys).")
+
+
+class Environment(Record):
+    """Software and hardware the run used."""
+
+    auditor_version: str = Field(description="Version of auditor.")
+    python: str = Field(description="Python version.")
+    platform: str = Field(description="OS and machine.")
+    packages: dict[str, str] = Field(default_factory=dict, description="Versions of the libraries that matter.")
+    cuda: str | None = Field(default=None, description="CUDA version torch was built with, if any.")
+    gpu: str | None = Field(default=None, description="GPU name when one was used.")
+
+
+class RunRecord(Record):
+    """Everything a prompt audit wrote: config, plan, images, answers, concepts, scores."""
+
+    schema_version: Literal["1"] = Field(default=SCHEMA_VERSION, description="Version of this schema.")
+    kind: Literal["prompt_audit"] = Field(default="prompt_audit", description="What kind of run this is.")
+    run_id: str = Field(description="Run folder name under the runs directory.")
+    status: RunStatus = Field(default="running", description="Where the run stands.")
+    created_at: datetime = Field(default_factory=utc_now, description="When the run started (UTC).")
+    updated_at: datetime = Field(default_factory=utc_now, description="When the record was last written (UTC).")
+    config: RunConfig = Field(description="What the run was asked to do.")
+    plan: AuditPlan | None = Field(default=None, description="Axes, counterfactuals and questions.")
+    prompt_sets: list[PromptSet] = Field(default_factory=list, description="Images of every prompt, initial first.")
+    answers: dict[str, list[ImageAnswers]] = Field(default_factory=dict, description="Prompt id -> answers per image.")
+    concepts: dict[str, SetConcepts] = Field(default_factory=dict, description="Prompt id -> concept histograms.")
+    scores: Scores | None = Field(default=None, description="CAS, BAV, top-K and embedding scores.")
+    timings: list[StageTiming] = Field(default_factory=list, description="Time spent per stage.")
+    errors: list[RunError] = Field(default_factory=list, description="Errors that ended or marred the run.")
+    environment: Environment = Field(description="Software and hardware versions.")

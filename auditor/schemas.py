@@ -1,0 +1,23 @@
+"""JSON Schema generated from the record models, one file per top-level record."""
+
+from __future__ import annotations
+
+import json
+
+from pydantic import BaseModel
+
+from auditor.records import AuditPlan, RunRecord
+
+#: File name -> record model. Add a model here when a new kind of record is written.
+SCHEMA_MODELS: dict[str, type[BaseModel]] = {
+    "run_record.schema.json": RunRecord,
+    "audit_plan.schema.json": AuditPlan,
+}
+
+
+def render_schemas() -> dict[str, str]:
+    """File name -> schema text, deterministic so a stale committed copy is caught by a diff."""
+    return {
+        name: json.dumps(model.model_json_schema(), indent=2, sort_keys=True) + "\n"
+        for name, model in SCHEMA_MODELS.items()
+    }

@@ -1,0 +1,218 @@
+"""Run folders, atomic writes and the content-addressed cache.
+
+A run folder is ``<runs>/<run-id>/`` with ``record.json``, ``images/`` and the LLM
+transcript. Every file is written to a temporary sibling and renamed into place, so a
+crash never leaves a half-written record. The cache maps (stage, model fingerprint,
+inputs) to output bytes in one SQLite file, so a rerun or ``--resume`` never recomputes
+a finished image, answer or embedding.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import sqlite3
+import tempfile
+import threading
+from collections import Counter
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ValidationError
+
+from auditor.errors import AuditorError
+from auditor.records import RunRecord
+
+RECORD_FILE = "record.json"
+TRANSCRIPT_FILE = "transcript.json"
+_RUN_ID_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
+
+
+# --------------------------------------------------------------------------- atomic files
+
+
+def atomic_write_bytes(path: Path, data: bytes) -> None:
+    """Write ``data`` to ``path`` so readers see the old file or the new one, never a mix."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp_name, path)
+    except BaseException:
+        Path(tmp_name).unlink(missing_ok=True)
+        raise
+
+
+def atomic_write_text(path: Path, text: str) -> None:
+    atomic_write_bytes(path, text.encode("utf-8"))
+
+
+def write_model(path: Path, model: BaseModel) -> None:
+    """Write a pydantic model as indented JSON, atomically."""
+    atomic_write_text(path, model.model_dump_json(indent=2) + "\n")
+
+
+def sha256_bytes(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+# --------------------------------------------------------------------------- run folders
+
+
+def check_run_id(run_id: str) -> str:
+    """Return ``run_id`` if it is a safe folder name (no path separators, no leading dot)."""
+    if not _RUN_ID_PATTERN.fullmatch(run_id) or run_id in {".", ".."}:
+        raise AuditorError(
+            f"invalid run name {run_id!r}: use letters, digits, '.', '_' or '-' (at most 128, not starting with '.')"
+        )
+    return run_id
+
+
+def slugify(text: str, max_length: int = 40) -> str:
+    """A file-name-safe slug of a prompt, for readable run ids."""
+    slug = re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-")
+    return slug[:max_length].rstrip("-") or "run"
+
+
+def new_run_id(prompt: str, now: datetime | None = None) -> str:
+    """``YYYYMMDD-HHMMSS-<prompt slug>``: sortable by time and recognisable by prompt."""
+    stamp = (now or datetime.now(timezone.utc)).strftime("%Y%m%d-%H%M%S")
+    return f"{stamp}-{slugify(prompt)}"
+
+
+class RunStore:
+    """The runs directory: creates, finds and lists run folders."""
+
+    def __init__(self, root: Path):
+        self.root = Path(root)
+
+    def path_for(self, run_id: str) -> Path:
+        return self.root / check_run_id(run_id)
+
+    def create(self, run_id: str) -> Path:
+        """Create a new run folder; refuses to reuse an existing one."""
+        path = self.path_for(run_id)
+        try:
+            path.mkdir(parents=True, exist_ok=False)
+        except FileExistsError:
+            raise AuditorError(f"run {run_id!r} already exists in {self.root}; use --resume {run_id} or another --name")
+        except OSError as exc:
+            raise AuditorError(f"cannot create run folder {path}: {exc.strerror or exc}") from None
+        return path
+
+    def resolve(self, run: str | Path) -> Path:
+        """Find a run folder from a run id (looked up here first), a folder path or a record file path."""
+        text = str(run)
+        if _RUN_ID_PATTERN.fullmatch(text) and (self.root / text / RECORD_FILE).is_file():
+            return self.root / text
+        candidate = Path(run)
+        if candidate.is_file():
+            candidate = candidate.parent
+        if not (candidate / RECORD_FILE).is_file():
+            raise AuditorError(f"no run {text!r} in {self.root} (and no record.json at that path)")
+        return candidate
+
+    def list_records(self) -> list[tuple[Path, RunRecord | None]]:
+        """All run folders with their record (None where it does not load), newest first."""
+        if not self.root.is_dir():
+            return []
+        found = []
+        for folder in sorted(self.root.iterdir(), reverse=True):
+            if (folder / RECORD_FILE).is_file():
+                try:
+                    found.append((folder, load_record(folder / RECORD_FILE)))
+                except AuditorError:
+                    found.append((folder, None))
+        return found
+
+
+def load_json(path: Path) -> Any:
+    """Read a JSON file with a one-line error for unreadable or malformed files."""
+    try:
+        return json.loads(Path(path).read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise AuditorError(f"no such file: {path}") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise AuditorError(f"cannot read {path}: {exc}") from None
+    except json.JSONDecodeError as exc:
+        raise AuditorError(f"{path} is not valid JSON: {exc.msg} at line {exc.lineno}") from None
+
+
+def describe_validation_error(exc: ValidationError) -> str:
+    """The first validation problem as 'path.to.field: message'."""
+    first = exc.errors()[0]
+    where = ".".join(str(part) for part in first["loc"]) or "<root>"
+    more = f" (and {exc.error_count() - 1} more)" if exc.error_count() > 1 else ""
+    return f"{where}: {first['msg']}{more}"
+
+
+def load_record(path: Path) -> RunRecord:
+    """Load and validate a run record; unknown or missing fields are a one-line error."""
+    data = load_json(path)
+    try:
+        return RunRecord.model_validate(data)
+    except ValidationError as exc:
+        raise AuditorError(f"{path} is not a valid run record: {describe_validation_error(exc)}") from None
+
+
+# --------------------------------------------------------------------------- content cache
+
+
+def cache_key(stage: str, fingerprint: str, inputs: Any) -> str:
+    """Key of one cached result: sha256 over the stage, the model fingerprint and the inputs as canonical JSON."""
+    payload = json.dumps([stage, fingerprint, inputs], sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return hashlib.sha256(payload.encode("utf-8")).hexdigest()
+
+
+class ContentCache:
+    """A SQLite key-value store of stage outputs, keyed by content.
+
+    ``hits`` and ``misses`` count look-ups per stage, so a run can report (and a test
+    can check) how much work the cache saved.
+    """
+
+    def __init__(self, path: Path):
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._lock = threading.Lock()
+        self._db = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None)
+        self._db.execute("PRAGMA journal_mode=WAL")
+        self._db.execute("CREATE TABLE IF NOT EXISTS cache (key TEXT PRIMARY KEY, stage TEXT, value BLOB)")
+        self.hits: Counter[str] = Counter()
+        self.misses: Counter[str] = Counter()
+
+    def get(self, stage: str, fingerprint: str, inputs: Any) -> bytes | None:
+        key = cache_key(stage, fingerprint, inputs)
+        with self._lock:
+            row = self._db.execute("SELECT value FROM cache WHERE key = ?", (key,)).fetchone()
+        (self.hits if row else self.misses)[stage] += 1
+        return None if row is None else bytes(row[0])
+
+    def put(self, stage: str, fingerprint: str, inputs: Any, value: bytes) -> None:
+        key = cache_key(stage, fingerprint, inputs)
+        with self._lock:
+            self._db.execute("INSERT OR REPLACE INTO cache (key, stage, value) VALUES (?, ?, ?)", (key, stage, value))
+
+    def get_json(self, stage: str, fingerprint: str, inputs: Any) -> Any | None:
+        raw = self.get(stage, fingerprint, inputs)
+        return None if raw is None else json.loads(raw)
+
+    def put_json(self, stage: str, fingerprint: str, inputs: Any, value: Any) -> None:
+        self.put(stage, fingerprint, inputs, json.dumps(value, ensure_ascii=False).encode("utf-8"))
+
+    def entries(self, stage: str | None = None) -> int:
+        """Number of stored results (of one stage, or all)."""
+        with self._lock:
+            if stage is None:
+                return self._db.execute("SELECT COUNT(*) FROM cache").fetchone()[0]
+            return self._db.execute("SELECT COUNT(*) FROM cache WHERE stage = ?", (stage,)).fetchone()[0]
+
+    def close(self) -> None:
+        with self._lock:
+            self._db.close()

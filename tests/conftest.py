@@ -1,0 +1,18 @@
+"""Shared test setup: every test gets its own runs folder and cache, and no network credentials."""
+
+from __future__ import annotations
+
+import pytest
+
+
+@pytest.fixture(autouse=True)
+def isolated_environment(tmp_path, monkeypatch):
+    """Point runs and the cache at a temp folder; drop real credentials; forbid hub downloads."""
+    monkeypatch.setenv("AUDITOR_RUNS_DIR", str(tmp_path / "runs"))
+    monkeypatch.setenv("AUDITOR_CACHE_PATH", str(tmp_path / "cache.sqlite"))
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setenv("TRANSFORMERS_OFFLINE", "1")
+    for name in ("OPENAI_API_KEY", "OPENAI_BASE_URL", "ANTHROPIC_API_KEY"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.chdir(tmp_path)
+    yield

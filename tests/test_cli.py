@@ -1,0 +1,59 @@
+"""CLI skeleton: fast help, doctor, runs, one-line errors."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+from auditor.store import write_model
+from tests.clitools import run_auditor
+from tests.factories import make_record
+
+
+def test_help_does_not_import_torch():
+    code = (
+        "import sys\n"
+        "from auditor.cli import main\n"
+        "sys.argv = ['auditor', '--help']\n"
+        "try:\n    main()\nexcept SystemExit:\n    pass\n"
+        "heavy = [m for m in ('torch', 'diffusers', 'transformers', 'nltk', 'openai', 'langchain') if m in sys.modules]\n"
+        "print('HEAVY', heavy)\n"
+    )
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert "HEAVY []" in result.stdout
+    assert "doctor" in result.stdout
+
+
+def test_doctor_reports_credentials_without_their_values():
+    secret = "sk-test-very-secret-value"
+    result = run_auditor("doctor", "--json", env={"OPENAI_API_KEY": secret})
+    assert result.returncode == 0, result.stderr
+    report = json.loads(result.stdout)
+    assert report["credentials"]["OPENAI_API_KEY"] is True
+    assert report["stopwords"] == 179
+    assert report["wordnet"]["present"] is True
+    assert secret not in result.stdout + result.stderr
+    human = run_auditor("doctor", env={"OPENAI_API_KEY": secret})
+    assert human.returncode == 0 and secret not in human.stdout
+
+
+def test_runs_lists_records(tmp_path):
+    runs = tmp_path / "runs"
+    write_model(runs / "r1" / "record.json", make_record("r1", prompt="a photo of a nurse"))
+    (runs / "broken").mkdir()
+    (runs / "broken" / "record.json").write_text("{not json")
+    result = run_auditor("runs", "--json")
+    assert result.returncode == 0, result.stderr
+    rows = {row["run_id"]: row for row in json.loads(result.stdout)}
+    assert rows["r1"]["prompt"] == "a photo of a nurse"
+    assert rows["broken"]["status"] == "unreadable"
+    table = run_auditor("runs")
+    assert "a photo of a nurse" in table.stdout
+
+
+def test_unknown_option_is_a_short_error():
+    result = run_auditor("runs", "--no-such-option")
+    assert result.returncode == 2
+    assert "Traceback" not in result.stderr
+    assert "no-such-option" in result.stderr

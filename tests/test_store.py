@@ -1,0 +1,122 @@
+"""Run store: atomic writes, safe run ids, the content cache."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from auditor.errors import AuditorError
+from auditor.store import (
+    ContentCache,
+    RunStore,
+    atomic_write_text,
+    check_run_id,
+    load_record,
+    new_run_id,
+    write_model,
+)
+from tests.factories import make_record
+
+
+def test_interrupted_atomic_write_leaves_the_old_record_intact(tmp_path, monkeypatch):
+    path = tmp_path / "record.json"
+    first = make_record()
+    write_model(path, first)
+
+    def crash(*_args, **_kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(os, "replace", crash)
+    changed = first.model_copy(update={"status": "completed"})
+    with pytest.raises(KeyboardInterrupt):
+        write_model(path, changed)
+    monkeypatch.undo()
+    assert load_record(path).status == "running"
+    assert [p.name for p in tmp_path.iterdir()] == ["record.json"], "temp file left behind"
+
+
+def test_atomic_write_replaces_content(tmp_path):
+    path = tmp_path / "a" / "b.txt"
+    atomic_write_text(path, "one")
+    atomic_write_text(path, "two")
+    assert path.read_text() == "two"
+
+
+@pytest.mark.parametrize("bad", ["../escape", "a/b", ".hidden", "", "..", "x" * 200, "a\\b", "nul\0"])
+def test_unsafe_run_ids_are_refused(bad):
+    with pytest.raises(AuditorError):
+        check_run_id(bad)
+
+
+def test_store_cannot_escape_its_root(tmp_path):
+    store = RunStore(tmp_path / "runs")
+    with pytest.raises(AuditorError):
+        store.create("../outside")
+    assert not (tmp_path / "outside").exists()
+
+
+def test_new_run_id_is_safe_and_readable():
+    run_id = new_run_id("A photo of a <pharmacist>!/..")
+    assert check_run_id(run_id) == run_id
+    assert run_id.endswith("a-photo-of-a-pharmacist")
+
+
+def test_create_refuses_an_existing_run(tmp_path):
+    store = RunStore(tmp_path)
+    store.create("r1")
+    with pytest.raises(AuditorError, match="already exists"):
+        store.create("r1")
+
+
+def test_resolve_finds_runs_by_id_folder_or_record(tmp_path):
+    store = RunStore(tmp_path)
+    folder = store.create("r1")
+    write_model(folder / "record.json", make_record("r1"))
+    assert store.resolve("r1") == folder
+    assert store.resolve(folder) == folder
+    assert store.resolve(folder / "record.json") == folder
+    with pytest.raises(AuditorError, match="no run"):
+        store.resolve("missing")
+
+
+def test_invalid_record_is_a_one_line_error(tmp_path):
+    path = tmp_path / "record.json"
+    path.write_text('{"run_id": "x", "bogus": 1}')
+    with pytest.raises(AuditorError) as info:
+        load_record(path)
+    assert "\n" not in str(info.value)
+
+
+def test_cache_hit_skips_the_work(tmp_path):
+    calls = []
+
+    def expensive(x):
+        calls.append(x)
+        return x * 2
+
+    def cached(cache, x):
+        hit = cache.get_json("perceive", "model-a", {"x": x})
+        if hit is not None:
+            return hit
+        value = expensive(x)
+        cache.put_json("perceive", "model-a", {"x": x}, value)
+        return value
+
+    cache = ContentCache(tmp_path / "c.sqlite")
+    assert cached(cache, 3) == 6
+    assert cached(cache, 3) == 6
+    assert calls == [3]
+    assert cache.hits["perceive"] == 1 and cache.misses["perceive"] == 1
+    cache.close()
+    reopened = ContentCache(tmp_path / "c.sqlite")
+    assert cached(reopened, 3) == 6 and calls == [3], "cache must persist across processes"
+
+
+def test_cache_key_depends_on_stage_fingerprint_and_inputs(tmp_path):
+    cache = ContentCache(tmp_path / "c.sqlite")
+    cache.put("generate", "fp1", {"prompt": "a", "seed": 1}, b"img")
+    assert cache.get("generate", "fp1", {"seed": 1, "prompt": "a"}) == b"img"  # key order does not matter
+    assert cache.get("generate", "fp2", {"prompt": "a", "seed": 1}) is None
+    assert cache.get("perceive", "fp1", {"prompt": "a", "seed": 1}) is None
+    assert cache.get("generate", "fp1", {"prompt": "a", "seed": 2}) is None
