@@ -124,6 +124,14 @@ class AxisPlan(Record):
     question: str = Field(description="The VQA question asked of every image for this axis.")
 
 
+INITIAL_PROMPT_ID = "initial"
+
+
+def counterfactual_id(axis: str, k: int) -> str:
+    """Prompt set id of the k-th (0-based) counterfactual of ``axis``: ``'<axis>/<k>'``."""
+    return f"{axis}/{k}"
+
+
 class AuditPlan(Record):
     """The axes and counterfactuals to audit, and how they were obtained."""
 
@@ -134,6 +142,13 @@ class AuditPlan(Record):
     attempts: int = Field(default=1, ge=1, description="LLM replies needed until the plan validated.")
     edited: bool = Field(default=False, description="True when a person edited the plan (--review).")
     transcript: list[ChatMessage] = Field(default_factory=list, description="The whole planning conversation.")
+
+    def prompt_sets(self) -> list[tuple[str, str, str | None]]:
+        """``(prompt_id, prompt, axis)`` of the initial prompt and then every counterfactual, in plan order."""
+        sets = [(INITIAL_PROMPT_ID, self.prompt, None)]
+        for axis in self.axes:
+            sets += [(counterfactual_id(axis.name, k), cf, axis.name) for k, cf in enumerate(axis.counterfactuals)]
+        return sets
 
 
 # --------------------------------------------------------------------------- images and answers

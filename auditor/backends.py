@@ -1,0 +1,76 @@
+"""Backend specs (``prefix:rest``) and the registries that map prefixes to loaders.
+
+A spec names a backend and its model: ``diffusers:stabilityai/stable-diffusion-2-1``,
+``blip2:/models/blip2``, ``clip:openai/clip-vit-large-patch14``, ``openai:gpt-4o-mini``.
+Loaders are registered by dotted path and imported only when used, so listing or
+validating specs never imports torch.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from importlib import import_module
+from typing import Any
+
+from auditor.errors import AuditorError
+
+
+@dataclass(frozen=True)
+class Spec:
+    """A parsed backend spec."""
+
+    prefix: str
+    target: str
+
+    def __str__(self) -> str:
+        return f"{self.prefix}:{self.target}" if self.target else self.prefix
+
+
+def parse_spec(text: str) -> Spec:
+    """Split ``prefix:target``; a spec without a colon is a bare prefix (e.g. ``offline``)."""
+    text = text.strip()
+    if not text:
+        raise AuditorError("empty backend spec")
+    prefix, _, target = text.partition(":")
+    return Spec(prefix.lower(), target.strip())
+
+
+class Registry:
+    """Prefix -> ``"module:function"`` of a loader, imported on first use.
+
+    ``infer`` turns a spec without a known prefix (typically a bare local path such as
+    ``./tiny-vqa``) into a full spec by looking at the folder, or returns None.
+    """
+
+    def __init__(self, kind: str, option: str, infer: Callable[[str], str | None] | None = None):
+        self.kind = kind
+        self.option = option
+        self.infer = infer
+        self._loaders: dict[str, str] = {}
+
+    def register(self, prefix: str, loader_path: str) -> None:
+        self._loaders[prefix] = loader_path
+
+    @property
+    def prefixes(self) -> list[str]:
+        return sorted(self._loaders)
+
+    def check(self, text: str) -> Spec:
+        """Parse a spec and make sure a backend serves it, without importing that backend."""
+        spec = parse_spec(text)
+        if spec.prefix in self._loaders:
+            return spec
+        inferred = self.infer(text.strip()) if self.infer else None
+        if inferred is not None:
+            return self.check(inferred)
+        raise AuditorError(
+            f"unknown {self.kind} backend {text.strip()!r} for {self.option}: "
+            f"use one of {', '.join(p + ':...' for p in self.prefixes)} or a local model folder"
+        )
+
+    def load(self, text: str, **options: Any) -> Any:
+        """Import the backend serving ``text`` and call its loader with the spec and ``options``."""
+        spec = self.check(text)
+        module_name, _, function = self._loaders[spec.prefix].partition(":")
+        return getattr(import_module(module_name), function)(spec, **options)

@@ -1,0 +1,1 @@
+"""Text-to-image backends behind one protocol, chosen by spec (``diffusers:``, ``openai:``, ``folder:``)."""

@@ -1,0 +1,18 @@
+"""Which loader serves which ``--t2i`` spec."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from auditor.backends import Registry
+
+
+def _infer_local_folder(text: str) -> str | None:
+    """A bare path to a diffusers pipeline folder (one with ``model_index.json``) means ``diffusers:<path>``."""
+    return f"diffusers:{text}" if (Path(text) / "model_index.json").is_file() else None
+
+
+T2I_BACKENDS = Registry("text-to-image", "--t2i", infer=_infer_local_folder)
+T2I_BACKENDS.register("diffusers", "auditor.generation.diffusers_backend:load")
+T2I_BACKENDS.register("openai", "auditor.generation.openai_images:load")
+T2I_BACKENDS.register("folder", "auditor.generation.folder:load")

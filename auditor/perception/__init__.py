@@ -1,0 +1,1 @@
+"""What auditor sees in images: VQA answers and captions, and image/text embeddings."""

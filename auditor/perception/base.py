@@ -1,0 +1,46 @@
+"""Protocols of the perception backends: VQA models and embedders."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Protocol
+
+from auditor.records import ModelRef
+
+if TYPE_CHECKING:  # pragma: no cover
+    import numpy as np
+    from PIL import Image
+
+
+class VisualQuestionAnswerer(Protocol):
+    """A vision-language model that answers questions about images with short greedy answers."""
+
+    ref: ModelRef
+
+    def cache_fingerprint(self) -> str:
+        """Model fingerprint plus every setting that changes an answer (token limits, prompt format)."""
+        ...
+
+    def answer(self, images: Sequence[Image.Image], questions: Sequence[str]) -> list[list[str]]:
+        """``result[i][j]`` answers ``questions[j]`` about ``images[i]``.
+
+        Each image is encoded once and all its questions are asked in batch.
+        """
+        ...
+
+
+class Embedder(Protocol):
+    """An image/text embedder (CLIP-like) returning L2-normalised rows."""
+
+    ref: ModelRef
+
+    def cache_fingerprint(self) -> str:
+        ...
+
+    def embed_images(self, images: Sequence[Image.Image]) -> np.ndarray:
+        """Array of shape (len(images), dim), each row of unit length."""
+        ...
+
+    def embed_texts(self, texts: Sequence[str]) -> np.ndarray:
+        """Array of shape (len(texts), dim), each row of unit length."""
+        ...
