@@ -1,0 +1,165 @@
+"""T2IAT statistics against hand computations (the arithmetic is in the comments)."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from auditor.errors import AuditorError
+from auditor.metrics import t2iat
+
+
+def test_association_scores_by_hand_and_normalises_rows():
+    # x1 = (1, 0); x2 = (3, 4) -> unit (0.6, 0.8). A = {(2, 0)} -> unit (1, 0); B = {(0, 5), (0, 1)} -> (0, 1) twice.
+    # Asc(x1) = cos(x1, a) - mean_b cos(x1, b) = 1 - 0 = 1
+    # Asc(x2) = 0.6 - 0.8 = -0.2
+    asc = t2iat.association_scores(np.array([[1.0, 0], [3, 4]]), np.array([[2.0, 0]]), np.array([[0.0, 5], [0, 1]]))
+    np.testing.assert_allclose(asc, [1.0, -0.2], atol=1e-12)
+
+
+def test_association_scores_average_over_attribute_images():
+    # x = (1, 0); A = {(1, 0), (0, 1)}: mean cos = (1 + 0) / 2 = 0.5; B = {(0.6, 0.8)}: cos = 0.6. Asc = 0.5 - 0.6 = -0.1
+    asc = t2iat.association_scores(np.array([[1.0, 0]]), np.array([[1.0, 0], [0, 1]]), np.array([[0.6, 0.8]]))
+    np.testing.assert_allclose(asc, [-0.1], atol=1e-12)
+
+
+def test_s_d_and_exact_p_by_hand():
+    asc_x, asc_y = np.array([1.0, 2.0, 3.0]), np.array([0.0, 1.0])
+    # S = mean(1, 2, 3) - mean(0, 1) = 2 - 0.5 = 1.5
+    assert t2iat.differential_association(asc_x, asc_y) == pytest.approx(1.5)
+    # (n_x - 1) s_x^2 = (1-2)^2 + 0 + (3-2)^2 = 2; (n_y - 1) s_y^2 = 0.25 + 0.25 = 0.5
+    # s = sqrt((2 + 0.5) / (3 + 2 - 2)) = sqrt(0.8333...) = 0.912870929...
+    assert t2iat.pooled_standard_deviation(asc_x, asc_y) == pytest.approx(math.sqrt(2.5 / 3))
+    # d = 1.5 / 0.912870929 = 1.643167672
+    assert t2iat.effect_size(asc_x, asc_y) == pytest.approx(1.643167672, abs=1e-9)
+    # Splits of {1, 2, 3, 0, 1} into 3 + 2: C(5, 3) = 10. With T the X~ sum (total 7),
+    # S~ = T/3 - (7 - T)/2 = (5T - 21)/6, so |S~| >= 1.5 <=> T >= 6 or T <= 2.4.
+    # X~ sums: {1,2,3}=6 {1,2,0}=3 {1,2,1}=4 {1,3,0}=4 {1,3,1}=5 {1,0,1}=2 {2,3,0}=5 {2,3,1}=6 {2,0,1}=3 {3,0,1}=4
+    # hits: 6, 6 and 2 -> p = 3/10
+    test = t2iat.permutation_test(asc_x, asc_y)
+    assert test == t2iat.PermutationTest(p_value=0.3, exact=True, permutations=10)
+
+
+def test_full_association_test_from_six_groups_by_hand():
+    # X = {(1,0), (0.6,0.8)}, Y = {(0,1), (0.8,0.6)}; XA = YA = {(1,0)}, XB = YB = {(0,1)}.
+    # Asc(x) = x[0] - x[1]: Asc_X = [1, -0.2] (mean 0.4), Asc_Y = [-1, 0.2] (mean -0.4); S = 0.8
+    # SS_x = 0.6^2 + 0.6^2 = 0.72 = SS_y; s = sqrt(1.44 / 2) = 0.848528; d = 0.8 / 0.848528 = 0.942809 (large)
+    # Splits of {1, -0.2, -1, 0.2} into 2 + 2 (total 0, S~ = T): sums 0.8, 0, 1.2, -1.2, 0, -0.8 -> 4 of 6 with |S~| >= 0.8
+    e1, e2 = np.array([[1.0, 0]]), np.array([[0.0, 1]])
+    result = t2iat.association_test(
+        np.array([[1.0, 0], [0.6, 0.8]]), np.array([[0.0, 1], [0.8, 0.6]]), e1, e2, e1, e2, permutations=100, seed=3
+    )
+    assert result.association == pytest.approx(0.8)
+    assert result.effect_size == pytest.approx(0.8 / math.sqrt(0.72))
+    assert result.effect_label == "large"
+    assert result.p_value == pytest.approx(4 / 6)
+    assert (result.exact, result.permutations, result.n_x, result.n_y) == (True, 6, 2, 2)
+
+
+def test_effect_labels_follow_cohen_thresholds_on_absolute_d():
+    assert t2iat.effect_label(0.19) == "negligible"
+    assert t2iat.effect_label(0.2) == "small"
+    assert t2iat.effect_label(-0.49) == "small"
+    assert t2iat.effect_label(-0.5) == "medium"
+    assert t2iat.effect_label(0.8) == "large"
+    assert t2iat.effect_label(-3.0) == "large"
+    # d undefined (pooled sd 0): identical groups are negligible, perfectly separated ones large.
+    assert t2iat.effect_label(None, 0.0) == "negligible"
+    assert t2iat.effect_label(None, 0.3) == "large"
+
+
+def test_pooled_sd_handles_a_single_image_group_and_zero_spread():
+    # asc_x = [1]: contributes 0; asc_y = [0, 2]: (0-1)^2 + (2-1)^2 = 2; s = sqrt(2 / (1 + 2 - 2)) = sqrt(2)
+    assert t2iat.pooled_standard_deviation([1.0], [0.0, 2.0]) == pytest.approx(math.sqrt(2))
+    # S = 1 - 1 = 0 -> d = 0
+    assert t2iat.effect_size([1.0], [0.0, 2.0]) == pytest.approx(0.0)
+    assert t2iat.pooled_standard_deviation([1.0], [2.0]) is None  # n_x + n_y - 2 = 0
+    assert t2iat.effect_size([0.5, 0.5], [0.1, 0.1]) is None  # every value equal within its group
+    result = t2iat.association_result(np.array([0.5, 0.5]), np.array([0.1, 0.1]))
+    assert result.effect_size is None and result.effect_label == "large"
+
+
+def test_monte_carlo_p_is_within_its_standard_error_of_the_exact_value():
+    rng = np.random.default_rng(7)
+    asc_x, asc_y = rng.normal(0.3, 1, size=10), rng.normal(0.0, 1, size=10)
+    exact = t2iat.permutation_test(asc_x, asc_y)  # C(20, 10) = 184,756 <= 200,000 -> enumerated
+    assert exact.exact and exact.permutations == 184_756
+    n = 20_000
+    sampled = t2iat.permutation_test(asc_x, asc_y, permutations=n, seed=11, exact_limit=0)
+    assert not sampled.exact and sampled.permutations == n
+    standard_error = math.sqrt(exact.p_value * (1 - exact.p_value) / n)
+    assert 0.05 < exact.p_value < 0.95  # an informative case, not a trivially 0 or 1 p
+    assert abs(sampled.p_value - exact.p_value) <= 3 * standard_error
+    # The reported value is (1 + hits) / (1 + n) for an integer hits count.
+    hits = sampled.p_value * (n + 1) - 1
+    assert hits == pytest.approx(round(hits), abs=1e-6)
+
+
+def test_monte_carlo_is_used_above_the_split_limit_and_is_seeded():
+    rng = np.random.default_rng(0)
+    asc_x, asc_y = rng.normal(size=11), rng.normal(size=11)  # C(22, 11) = 705,432 > 200,000
+    first = t2iat.permutation_test(asc_x, asc_y, permutations=500, seed=5)
+    assert not first.exact and first.permutations == 500
+    assert t2iat.permutation_test(asc_x, asc_y, permutations=500, seed=5) == first
+    assert first.p_value >= 1 / 501
+
+
+def test_clear_separation_gives_the_smallest_exact_p():
+    # All 4 X values above all 4 Y values: only the observed split and its mirror reach |S|: p = 2 / C(8, 4) = 2/70
+    test = t2iat.permutation_test([10.0, 11, 12, 13], [0.0, 1, 2, 3])
+    assert test.exact and test.p_value == pytest.approx(2 / 70)
+
+
+def test_self_association_leaves_each_image_out_of_its_own_set():
+    # A = {a1=(1,0), a2=(0.6,0.8)}, B = {b1=(0,1), b2=(0.8,0.6)}
+    # Asc(a1) = cos(a1,a2) - mean(cos(a1,b1), cos(a1,b2)) = 0.6 - (0 + 0.8)/2 = 0.2
+    # Asc(a2) = cos(a2,a1) - mean(cos(a2,b1), cos(a2,b2)) = 0.6 - (0.8 + 0.96)/2 = -0.28
+    # Asc(b1) = mean(cos(b1,a1), cos(b1,a2)) - cos(b1,b2) = (0 + 0.8)/2 - 0.6 = -0.2
+    # Asc(b2) = mean(cos(b2,a1), cos(b2,a2)) - cos(b2,b1) = (0.8 + 0.96)/2 - 0.6 = 0.28
+    asc_a, asc_b = t2iat.self_association_scores(np.array([[1.0, 0], [0.6, 0.8]]), np.array([[0.0, 1], [0.8, 0.6]]))
+    np.testing.assert_allclose(asc_a, [0.2, -0.28], atol=1e-12)
+    np.testing.assert_allclose(asc_b, [-0.2, 0.28], atol=1e-12)
+    with pytest.raises(AuditorError, match="at least two"):
+        t2iat.self_association_scores(np.array([[1.0, 0]]), np.array([[0.0, 1], [0.8, 0.6]]))
+
+
+def test_single_concept_association_compares_neutral_images_with_the_balanced_mix():
+    a, b = np.array([[1.0, 0], [0.6, 0.8]]), np.array([[0.0, 1], [0.8, 0.6]])
+    neutral = np.array([[1.0, 0], [0.8, 0.6]])
+    # mean A = (0.8, 0.4), mean B = (0.4, 0.8): Asc(x) = x . (0.4, -0.4) -> [0.4, 0.08]
+    # The mix's Asc (above): [0.2, -0.28, -0.2, 0.28], mean 0. S = mean(0.4, 0.08) - 0 = 0.24
+    asc, result = t2iat.single_concept_association(neutral, a, b, permutations=50, seed=0)
+    np.testing.assert_allclose(asc, [0.4, 0.08], atol=1e-12)
+    assert result.association == pytest.approx(0.24)
+    assert (result.n_x, result.n_y, result.exact, result.permutations) == (2, 4, True, 15)  # C(6, 2) = 15
+
+
+def test_mean_cosine_by_hand():
+    # pairs: cos((1,0),(1,0)) = 1, cos((1,0),(0,1)) = 0, cos((0,2),(1,0)) = 0, cos((0,2),(0,1)) = 1 -> mean 0.5
+    assert t2iat.mean_cosine(np.array([[1.0, 0], [0, 2]]), np.array([[1.0, 0], [0, 1]])) == pytest.approx(0.5)
+
+
+@pytest.mark.parametrize(
+    ("groups", "message"),
+    [
+        ({"XA": np.zeros((0, 2))}, "XA is empty"),
+        ({"Y": np.array([[np.nan, 1.0]])}, "Y contains NaN or infinite"),
+        ({"YB": np.array([[np.inf, 1.0]])}, "YB contains NaN or infinite"),
+        ({"X": np.ones((2, 3))}, "embedding dimensions differ: X=3, Y=2"),
+        ({"XB": np.zeros((1, 2))}, "XB has an all-zero row"),
+        ({"X": np.ones(2)}, "X must be a 2-D array"),
+    ],
+)
+def test_bad_embeddings_are_one_line_errors(groups, message):
+    arrays = {name: np.array([[1.0, 0.5]]) for name in ("X", "Y", "XA", "XB", "YA", "YB")} | groups
+    with pytest.raises(AuditorError, match=message):
+        t2iat.association_test(**{name.lower(): array for name, array in arrays.items()})
+
+
+def test_bad_association_scores_are_refused():
+    with pytest.raises(AuditorError, match="non-empty"):
+        t2iat.association_result(np.array([]), np.array([1.0]))
+    with pytest.raises(AuditorError, match="NaN"):
+        t2iat.permutation_test(np.array([np.nan]), np.array([1.0]))
