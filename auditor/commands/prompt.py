@@ -1,0 +1,169 @@
+"""``auditor prompt``: the TIBET audit of one prompt, end to end."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import typer
+
+from auditor.errors import AuditorError
+from auditor.records import GenerationSettings, PerceptionSettings, RunRecord, ScoringSettings
+from auditor.settings import DEFAULT_EMBEDDER, DEFAULT_T2I, DEFAULT_VQA
+
+if TYPE_CHECKING:  # pragma: no cover
+    from auditor.studies.prompt_audit import PromptAuditOptions
+
+
+def parse_seeds(text: str | None, images: int) -> list[int] | None:
+    """``"S"`` -> seeds S..S+images-1; ``"a,b,c"`` -> exactly that list; None -> the default 0..images-1."""
+    if text is None:
+        return None
+    try:
+        values = [int(part) for part in text.split(",") if part.strip()]
+    except ValueError:
+        raise AuditorError(f"--seed takes an integer or a comma-separated list of integers, not {text!r}") from None
+    if len(values) == 1:
+        return list(range(values[0], values[0] + images))
+    return values
+
+
+def prompt(
+    text: str = typer.Argument("", metavar="PROMPT", help="The text-to-image prompt to audit."),
+    llm: str | None = typer.Option(None, "--llm", help="Planner: openai:<model>, langchain:<provider>:<model> or offline."),
+    t2i: str = typer.Option(DEFAULT_T2I, "--t2i", help="Model under audit: diffusers:<id|path>, openai:<model>, folder:<dir>."),
+    vqa: str = typer.Option(DEFAULT_VQA, "--vqa", help="VQA model: blip2:/blip:/instructblip:/hf:<id|path> or a local folder."),
+    embedder: str = typer.Option(DEFAULT_EMBEDDER, "--embedder", help="Image embedder (clip:<id|path>) or 'none'."),
+    images: int = typer.Option(48, "--images", help="Images per prompt (the paper uses 48)."),
+    seed: str | None = typer.Option(None, "--seed", help="First seed S (seeds S..S+N-1) or a comma-separated list."),
+    batch_size: int = typer.Option(4, "--batch-size", min=1, help="Images generated per forward pass."),
+    steps: int | None = typer.Option(None, "--steps", help="Denoising steps (default: the pipeline's)."),
+    guidance: float | None = typer.Option(None, "--guidance", help="Guidance scale (default: the pipeline's)."),
+    scheduler: str | None = typer.Option(None, "--scheduler", help="diffusers scheduler class, e.g. DPMSolverMultistepScheduler."),
+    width: int | None = typer.Option(None, "--width", help="Image width in pixels."),
+    height: int | None = typer.Option(None, "--height", help="Image height in pixels."),
+    negative_prompt: str | None = typer.Option(None, "--negative-prompt", help="Negative prompt for every image."),
+    vqa_batch_size: int = typer.Option(16, "--vqa-batch-size", min=1, help="Image-question pairs per VQA forward pass."),
+    cas_normalization: str = typer.Option("distribution", "--cas-normalization", help="distribution (default) or frequency."),
+    top_k: int = typer.Option(10, "--top-k", min=1, help="Concepts kept in top-K lists."),
+    max_axes: int | None = typer.Option(None, "--max-axes", min=1, help="Keep at most this many axes."),
+    max_counterfactuals: int | None = typer.Option(None, "--max-counterfactuals", min=2, help="Counterfactuals per axis."),
+    llm_retries: int = typer.Option(2, "--llm-retries", min=0, help="Repair turns when the LLM's plan is invalid."),
+    temperature: float | None = typer.Option(None, "--temperature", help="LLM sampling temperature."),
+    llm_seed: int | None = typer.Option(None, "--llm-seed", help="Seed sent to the LLM."),
+    review: bool = typer.Option(False, "--review", help="Edit the plan ($EDITOR) before anything is generated."),
+    name: str | None = typer.Option(None, "--name", help="Run folder name (default: date-time-prompt)."),
+    resume: str | None = typer.Option(None, "--resume", help="Continue an earlier run (id or folder); its own settings apply."),
+    runs_dir: Path | None = typer.Option(None, "--runs-dir", help="Runs folder (default: AUDITOR_RUNS_DIR or ./runs)."),
+    device: str | None = typer.Option(None, "--device", help="torch device (default: cuda when available, else cpu)."),
+    quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bars or report; print the run folder."),
+    json_output: bool = typer.Option(False, "--json", help="Print the report as one JSON object (no progress bars)."),
+) -> None:
+    """Audit one prompt: plan axes and counterfactuals, generate, ask the VQA model, score CAS/BAV."""
+    from auditor.console import err
+    from auditor.settings import get_settings
+    from auditor.store import ContentCache, RunStore
+    from auditor.studies.progress import QuietProgress, RichProgress
+    from auditor.studies.prompt_audit import resume_audit, start_audit
+
+    settings = get_settings()
+    store = RunStore(runs_dir or settings.runs_dir)
+    progress = QuietProgress() if quiet or json_output else RichProgress(err)
+    if resume:
+        cache = ContentCache(settings.cache_file)
+        audit = resume_audit(resume, store, cache, progress, device=device)
+    else:
+        options = _options(
+            text, llm, t2i, vqa, embedder, images, seed,
+            GenerationSettings(
+                steps=steps, guidance_scale=guidance, scheduler=scheduler, width=width, height=height,
+                negative_prompt=negative_prompt, batch_size=batch_size,
+            ),
+            PerceptionSettings(batch_size=vqa_batch_size),
+            _scoring(cas_normalization, top_k),
+            announce=not (quiet or json_output),
+            max_axes=max_axes, max_counterfactuals=max_counterfactuals, llm_retries=llm_retries,
+            llm_temperature=temperature, llm_seed=llm_seed, review=review, device=device,
+        )  # fmt: skip
+        cache = ContentCache(settings.cache_file)
+        audit = start_audit(options, store, cache, progress, name)
+    try:
+        record = audit.run()
+    except KeyboardInterrupt:
+        print(f"error: interrupted; partial run kept in {audit.run_dir}; continue with --resume {audit.run_dir}", file=sys.stderr)
+        raise SystemExit(130) from None
+    except AuditorError as exc:
+        raise type(exc)(f"{exc} (run kept in {audit.run_dir}; continue with --resume {audit.run_dir})") from None
+    finally:
+        cache.close()
+    show_results(record, audit.run_dir, quiet=quiet, json_output=json_output)
+
+
+def _scoring(cas_normalization: str, top_k: int) -> ScoringSettings:
+    if cas_normalization not in ("distribution", "frequency"):
+        raise AuditorError(f"--cas-normalization must be 'distribution' or 'frequency', not {cas_normalization!r}")
+    return ScoringSettings(cas_normalization=cas_normalization, top_k=top_k)
+
+
+def _options(
+    text: str,
+    llm: str | None,
+    t2i: str,
+    vqa: str,
+    embedder: str,
+    images: int,
+    seed: str | None,
+    generation: GenerationSettings,
+    perception: PerceptionSettings,
+    scoring: ScoringSettings,
+    announce: bool,
+    **planning_and_device: object,
+) -> PromptAuditOptions:
+    """Options for a new run; the LLM defaults to OpenAI when a key is set, else the offline planner.
+
+    ``planning_and_device`` passes the remaining :class:`PromptAuditOptions` fields through unchanged.
+    """
+    from auditor.settings import default_llm_spec
+    from auditor.studies.prompt_audit import PromptAuditOptions
+
+    planner = llm or default_llm_spec()
+    if not llm and planner == "offline" and announce:
+        from auditor.console import notice
+
+        notice("OPENAI_API_KEY is not set: planning with the offline WordNet planner (or pass --llm)")
+    chosen_embedder = None if embedder.strip().lower() == "none" else embedder
+    return PromptAuditOptions(
+        prompt=text,
+        llm=planner,
+        t2i=t2i,
+        vqa=vqa,
+        embedder=chosen_embedder,
+        # The default CLIP model is optional (skipped with a note when absent); one the user named is not.
+        embedder_required=chosen_embedder not in (None, DEFAULT_EMBEDDER),
+        images=images,
+        seeds=parse_seeds(seed, images),
+        generation=generation,
+        perception=perception,
+        scoring=scoring,
+        **planning_and_device,
+    )
+
+
+def show_results(record: RunRecord, run_dir: Path, *, quiet: bool, json_output: bool) -> None:
+    """Write report.html into the run folder, then show the report (terminal or JSON)."""
+    from auditor.console import out, print_json
+    from auditor.reporting import render_terminal, report_json, write_html_report
+
+    html = write_html_report(record, run_dir)
+    if json_output:
+        print_json({"run_dir": str(run_dir), "report_html": str(html), **report_json(record)})
+    elif quiet:
+        out.print(str(run_dir))
+    else:
+        render_terminal(record, out)
+        out.print(f"\nrun folder: {run_dir}\nHTML report: {html}")
+
+
+def register(app: typer.Typer) -> None:
+    app.command("prompt")(prompt)

@@ -1,0 +1,60 @@
+"""``auditor selftest``: the whole prompt audit on tiny random models, offline, to check an installation."""
+
+from __future__ import annotations
+
+import tempfile
+from pathlib import Path
+
+import typer
+
+SELFTEST_PROMPT = "a photo of a pharmacist"
+
+
+def selftest(
+    out_dir: Path | None = typer.Option(None, "--out", help="Folder for the tiny models and the run (default: a new temp folder)."),
+    images: int = typer.Option(2, "--images", min=1, help="Images per prompt."),
+    quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bars or report."),
+) -> None:
+    """Build tiny random models (no downloads) and run `auditor prompt` through the real loading code.
+
+    The scores are meaningless: the models are random. A pass means the installation works.
+    """
+    from auditor.commands.prompt import show_results
+    from auditor.console import err, out
+    from auditor.records import GenerationSettings, PerceptionSettings
+    from auditor.store import ContentCache, RunStore
+    from auditor.studies.progress import QuietProgress, RichProgress
+    from auditor.studies.prompt_audit import PromptAuditOptions, start_audit
+    from auditor.tiny import build_tiny_models
+
+    folder = out_dir or Path(tempfile.mkdtemp(prefix="auditor-selftest-"))
+    out.print(f"selftest folder: {folder}")
+    out.print("Building tiny randomly initialised models (no downloads). Their scores are MEANINGLESS;")
+    out.print("this checks the installation only, not any model's bias.")
+    models = build_tiny_models(folder / "models")
+    options = PromptAuditOptions(
+        prompt=SELFTEST_PROMPT,
+        llm="offline",
+        t2i=f"diffusers:{models.t2i}",
+        vqa=f"blip2:{models.vqa}",
+        embedder=f"clip:{models.clip}",
+        embedder_required=True,
+        images=images,
+        generation=GenerationSettings(steps=2, batch_size=4),
+        perception=PerceptionSettings(max_new_tokens=6, caption_max_new_tokens=8),
+        max_axes=2,
+        max_counterfactuals=2,
+    )
+    cache = ContentCache(folder / "cache.sqlite")
+    progress = QuietProgress() if quiet else RichProgress(err)
+    try:
+        audit = start_audit(options, RunStore(folder / "runs"), cache, progress, run_name=None)
+        record = audit.run()
+    finally:
+        cache.close()
+    show_results(record, audit.run_dir, quiet=quiet, json_output=False)
+    out.print("selftest passed; the scores above are meaningless by design")
+
+
+def register(app: typer.Typer) -> None:
+    app.command("selftest")(selftest)
