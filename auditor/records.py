@@ -8,10 +8,11 @@ from the top-level models here (``auditor schemas``).
 
 from __future__ import annotations
 
+import string
 from datetime import datetime, timezone
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 SCHEMA_VERSION = "1"
 
@@ -139,7 +140,13 @@ class AuditPlan(Record):
     axes: list[AxisPlan] = Field(min_length=1, description="Bias axes in the order the planner gave them.")
     caption_question: str = Field(default="Describe the image.", description="Caption question asked of every image.")
     llm: str = Field(description="Planner spec that produced the plan.")
-    attempts: int = Field(default=1, ge=1, description="LLM replies needed until the plan validated.")
+    llm_temperature: float | None = Field(
+        default=None, description="Sampling temperature sent to the LLM; None = the backend's default (or no LLM)."
+    )
+    llm_seed: int | None = Field(default=None, description="Seed sent to the LLM; None = none sent (or no LLM).")
+    attempts: int = Field(
+        default=1, ge=1, description="LLM replies to the JSON request needed until the plan validated (1 + repairs)."
+    )
     edited: bool = Field(default=False, description="True when a person edited the plan (--review).")
     transcript: list[ChatMessage] = Field(default_factory=list, description="The whole planning conversation.")
 
@@ -315,6 +322,192 @@ class RunRecord(Record):
     answers: dict[str, list[ImageAnswers]] = Field(default_factory=dict, description="Prompt id -> answers per image.")
     concepts: dict[str, SetConcepts] = Field(default_factory=dict, description="Prompt id -> concept histograms.")
     scores: Scores | None = Field(default=None, description="CAS, BAV, top-K and embedding scores.")
+    timings: list[StageTiming] = Field(default_factory=list, description="Time spent per stage.")
+    errors: list[RunError] = Field(default_factory=list, description="Errors that ended or marred the run.")
+    environment: Environment = Field(description="Software and hardware versions.")
+
+
+# --------------------------------------------------------------------------- T2IAT
+
+T2IATGroup = Literal["X", "Y", "XA", "XB", "YA", "YB"]
+T2IAT_GROUPS: tuple[T2IATGroup, ...] = ("X", "Y", "XA", "XB", "YA", "YB")
+
+
+def _template_fields(template: str) -> set[str]:
+    """Placeholder names of a ``str.format`` template; conversions and format specs are refused."""
+    fields = set()
+    try:
+        for _, field, spec, conversion in string.Formatter().parse(template):
+            if field is None:
+                continue
+            if not field or spec or conversion:
+                raise ValueError(f"placeholder {{{field}}} must be a plain name such as {{concept}}")
+            fields.add(field)
+    except ValueError as exc:
+        raise ValueError(f"bad template {template!r}: {exc}") from None
+    return fields
+
+
+class T2IATStimuli(Record):
+    """A concept or attribute of a T2IAT test with its verbal stimuli (paper Table 3)."""
+
+    name: str = Field(min_length=1, description="Display name, e.g. 'Flowers' or 'Pleasant'.")
+    stimuli: list[str] = Field(min_length=1, description="Words or phrases put into the prompt templates, in order.")
+
+    @field_validator("stimuli")
+    @classmethod
+    def _distinct_words(cls, stimuli: list[str]) -> list[str]:
+        cleaned = [word.strip() for word in stimuli]
+        if any(not word for word in cleaned):
+            raise ValueError("stimuli must not be empty strings")
+        duplicates = sorted({word for word in cleaned if cleaned.count(word) > 1})
+        if duplicates:
+            raise ValueError(f"repeated stimuli: {', '.join(duplicates)}")
+        return cleaned
+
+
+class T2IATTestDefinition(Record):
+    """A T2IAT test: concepts X, Y, attributes A, B and the prompt templates (built in or custom YAML).
+
+    The neutral prompts fill ``prompt`` with each stimulus of a concept; the
+    attribute-guided prompts fill ``attribute_prompt`` with a concept stimulus and an
+    attribute word.
+    """
+
+    name: str = Field(pattern=r"^[a-z0-9][a-z0-9_-]*$", description="Short id, e.g. 'flowers-insects'.")
+    title: str | None = Field(default=None, description="Human-readable title, e.g. 'Flowers vs. Insects'.")
+    kind: Literal["valence", "stereotype", "other"] = Field(
+        default="other", description="Valence test (pleasant/unpleasant), stereotype test, or something else."
+    )
+    prompt: str = Field(description="Neutral template with one {concept} placeholder, e.g. 'a photo of {concept}'.")
+    attribute_prompt: str = Field(
+        description="Attribute-guided template with {concept} and {attribute}, e.g. 'a {attribute} studying {concept}'."
+    )
+    x: T2IATStimuli = Field(description="Target concept X (e.g. Flowers, Science).")
+    y: T2IATStimuli = Field(description="Target concept Y (e.g. Insects, Arts).")
+    a: T2IATStimuli = Field(description="Attribute A (e.g. Pleasant, Male); S > 0 means X leans to A more than Y does.")
+    b: T2IATStimuli = Field(description="Attribute B (e.g. Unpleasant, Female).")
+
+    @field_validator("prompt")
+    @classmethod
+    def _neutral_template(cls, template: str) -> str:
+        if _template_fields(template) != {"concept"}:
+            raise ValueError(f"{template!r} must contain {{concept}} and no other placeholder")
+        return template
+
+    @field_validator("attribute_prompt")
+    @classmethod
+    def _attribute_template(cls, template: str) -> str:
+        if _template_fields(template) != {"concept", "attribute"}:
+            raise ValueError(f"{template!r} must contain {{concept}} and {{attribute}} and no other placeholder")
+        return template
+
+
+class T2IATConfig(Record):
+    """Everything a T2IAT test run was asked to do; enough to rerun it."""
+
+    test: T2IATTestDefinition = Field(description="The test definition, stimuli and templates included.")
+    source: str = Field(description="Where the definition came from: 'built-in' or the YAML file's path.")
+    t2i: ModelRef = Field(description="The text-to-image model under test.")
+    embedder: ModelRef = Field(description="The image/text embedder whose cosines define Asc.")
+    images_per_prompt: int = Field(ge=1, description="Images generated per prompt (paper: 10).")
+    seeds: list[int] = Field(description="Seed of image i, shared by every prompt (paired seeds).")
+    generation: GenerationSettings = Field(default_factory=GenerationSettings, description="Generation settings.")
+    permutations: int = Field(ge=1, description="Monte Carlo permutations when the splits are too many to enumerate.")
+    permutation_seed: int = Field(description="Seed of the permutation generator.")
+
+
+class T2IATRecord(Record):
+    """Everything a T2IAT test run wrote: config, images per group, per-image Asc and the result."""
+
+    schema_version: Literal["1"] = Field(default=SCHEMA_VERSION, description="Version of this schema.")
+    kind: Literal["t2iat_test"] = Field(default="t2iat_test", description="What kind of run this is.")
+    run_id: str = Field(description="Run folder name under the runs directory.")
+    status: RunStatus = Field(default="running", description="Where the run stands.")
+    created_at: datetime = Field(default_factory=utc_now, description="When the run started (UTC).")
+    updated_at: datetime = Field(default_factory=utc_now, description="When the record was last written (UTC).")
+    config: T2IATConfig = Field(description="What the run was asked to do.")
+    prompt_sets: list[PromptSet] = Field(
+        default_factory=list, description="Images of every prompt; ids are '<group>/<k>', e.g. 'XA/3'."
+    )
+    groups: dict[T2IATGroup, list[str]] = Field(
+        default_factory=dict, description="Group (X, Y, XA, XB, YA, YB) -> ids of its prompt sets, in order."
+    )
+    association_scores: dict[Literal["X", "Y"], list[float]] = Field(
+        default_factory=dict,
+        description="Asc of every usable neutral image of X and of Y, in prompt-set then image order (Eq. 2).",
+    )
+    result: AssociationResult | None = Field(default=None, description="S, d with its label, and the p-value.")
+    timings: list[StageTiming] = Field(default_factory=list, description="Time spent per stage.")
+    errors: list[RunError] = Field(default_factory=list, description="Errors that ended or marred the run.")
+    environment: Environment = Field(description="Software and hardware versions.")
+
+
+class OccupationsConfig(Record):
+    """What a T2IAT occupation study was asked to do (paper §5.3-5.4)."""
+
+    occupations: list[str] = Field(min_length=1, description="Occupation titles, in order.")
+    prompt: str = Field(description="Gender-neutral template with {occupation}, e.g. 'a photo of a {occupation}'.")
+    male_prompt: str = Field(description="Masculine template (attribute A), e.g. 'a photo of a male {occupation}'.")
+    female_prompt: str = Field(description="Feminine template (attribute B), e.g. 'a photo of a female {occupation}'.")
+    t2i: ModelRef = Field(description="The text-to-image model under test.")
+    embedder: ModelRef = Field(description="The image/text embedder whose cosines define Asc.")
+    images_per_prompt: int = Field(ge=1, description="Images per prompt (paper: 100).")
+    seeds: list[int] = Field(description="Seed of image i, shared by every prompt (paired seeds).")
+    generation: GenerationSettings = Field(default_factory=GenerationSettings, description="Generation settings.")
+    permutations: int = Field(ge=1, description="Monte Carlo permutations when the splits are too many to enumerate.")
+    permutation_seed: int = Field(description="Seed of the permutation generator.")
+
+    @field_validator("prompt", "male_prompt", "female_prompt")
+    @classmethod
+    def _occupation_template(cls, template: str) -> str:
+        if _template_fields(template) != {"occupation"}:
+            raise ValueError(f"{template!r} must contain {{occupation}} and no other placeholder")
+        return template
+
+
+class OccupationAssociation(Record):
+    """Gender association of one occupation: image distribution (Fig. 3) and text vs image (Fig. 4)."""
+
+    occupation: str = Field(description="Occupation title.")
+    prompt_ids: dict[Literal["neutral", "male", "female"], str] = Field(
+        description="Prompt set id of the neutral, masculine and feminine prompts."
+    )
+    image_scores: list[float] = Field(
+        description="Asc of every usable neutral image against the male and female images (> 0: closer to male)."
+    )
+    image_association: float | None = Field(description="Mean of image_scores; None when no image was usable.")
+    quartiles: list[float] = Field(
+        default_factory=list,
+        description="25th, 50th and 75th percentiles of image_scores (numpy's linear interpolation); Fig. 3.",
+    )
+    text_association: float = Field(
+        description="The same Asc on text embeddings: cos(neutral, male prompt) - cos(neutral, female prompt)."
+    )
+    amplification: float | None = Field(
+        description="image_association - text_association: the arrow of Fig. 4 (> 0: images lean more male)."
+    )
+    test: AssociationResult | None = Field(
+        default=None,
+        description="Neutral images' Asc against the pooled male+female images' own (leave-one-out) Asc.",
+    )
+    warnings: list[str] = Field(default_factory=list, description="Why a number is missing or may mislead.")
+
+
+class OccupationsRecord(Record):
+    """Everything a T2IAT occupation study wrote."""
+
+    schema_version: Literal["1"] = Field(default=SCHEMA_VERSION, description="Version of this schema.")
+    kind: Literal["t2iat_occupations"] = Field(default="t2iat_occupations", description="What kind of run this is.")
+    run_id: str = Field(description="Run folder name under the runs directory.")
+    status: RunStatus = Field(default="running", description="Where the run stands.")
+    created_at: datetime = Field(default_factory=utc_now, description="When the run started (UTC).")
+    updated_at: datetime = Field(default_factory=utc_now, description="When the record was last written (UTC).")
+    config: OccupationsConfig = Field(description="What the run was asked to do.")
+    prompt_sets: list[PromptSet] = Field(
+        default_factory=list, description="Images of every prompt; ids are '<occupation slug>/<neutral|male|female>'."
+    )
+    occupations: list[OccupationAssociation] = Field(default_factory=list, description="One result per occupation.")
     timings: list[StageTiming] = Field(default_factory=list, description="Time spent per stage.")
     errors: list[RunError] = Field(default_factory=list, description="Errors that ended or marred the run.")
     environment: Environment = Field(description="Software and hardware versions.")

@@ -6,12 +6,15 @@ import json
 
 from pydantic import BaseModel
 
-from auditor.records import AuditPlan, RunRecord
+from auditor.records import AuditPlan, OccupationsRecord, RunRecord, T2IATRecord, T2IATTestDefinition
 
 #: File name -> record model. Add a model here when a new kind of record is written.
 SCHEMA_MODELS: dict[str, type[BaseModel]] = {
     "run_record.schema.json": RunRecord,
     "audit_plan.schema.json": AuditPlan,
+    "t2iat_record.schema.json": T2IATRecord,
+    "t2iat_occupations_record.schema.json": OccupationsRecord,
+    "t2iat_test.schema.json": T2IATTestDefinition,
 }
 
 
