@@ -163,3 +163,71 @@ def test_bad_association_scores_are_refused():
         t2iat.association_result(np.array([]), np.array([1.0]))
     with pytest.raises(AuditorError, match="NaN"):
         t2iat.permutation_test(np.array([np.nan]), np.array([1.0]))
+
+
+# --------------------------------------------------------------------------- embedding scores of a prompt audit
+
+
+def _scores_for(plan):
+    from auditor.records import AxisScore, CounterfactualScore, Scores
+
+    axes = [
+        AxisScore(
+            axis=axis.name,
+            counterfactuals=[
+                CounterfactualScore(prompt_id=f"{axis.name}/{k}", prompt=cf, cas=0.5)
+                for k, cf in enumerate(axis.counterfactuals)
+            ],
+            bav=0.0,
+            bav_mad=0.0,
+            relative_bav=0.0,
+        )
+        for axis in plan.axes
+    ]
+    return Scores(cas_normalization="distribution", axes=axes, top_concepts={}, axis_top_concepts={})
+
+
+def test_embedding_scores_of_a_two_counterfactual_axis_by_hand():
+    from auditor.embedding_scores import apply_embedding_scores, embedding_scores
+    from auditor.records import ScoringSettings
+    from tests.factories import make_plan
+
+    plan = make_plan()  # gender axis: 'gender/0' male, 'gender/1' female
+    embeddings = {
+        "initial": np.array([[1.0, 0], [0.8, 0.6]]),
+        "gender/0": np.array([[1.0, 0], [0.6, 0.8]]),
+        "gender/1": np.array([[0.0, 1], [0.8, 0.6]]),
+    }
+    similarities, associations = embedding_scores(plan, embeddings, ScoringSettings())
+    # mean cosine over all pairs = mean(initial) . mean(cf): (0.9, 0.3).(0.8, 0.4) = 0.84; (0.9, 0.3).(0.4, 0.8) = 0.6
+    assert similarities == pytest.approx({"gender/0": 0.84, "gender/1": 0.60})
+    # Same arrays as the single-concept test above: S = 0.24 (initial images lean to the male counterfactual)
+    assert associations["gender"].association == pytest.approx(0.24)
+    assert associations["gender"].n_x == 2 and associations["gender"].n_y == 4
+
+    scores = apply_embedding_scores(_scores_for(plan), plan, embeddings, ScoringSettings())
+    gender = scores.axes[0]
+    assert [cf.embedding_similarity for cf in gender.counterfactuals] == pytest.approx([0.84, 0.60])
+    assert gender.association == associations["gender"]
+    assert scores.warnings == []
+
+
+def test_apply_embedding_scores_warns_about_missing_sets():
+    from auditor.embedding_scores import apply_embedding_scores
+    from auditor.records import ScoringSettings
+    from tests.factories import make_plan
+
+    plan = make_plan()
+    embeddings = {
+        "initial": np.array([[1.0, 0], [0.8, 0.6]]),
+        "gender/0": np.array([[1.0, 0]]),  # one image: similarity yes, leave-one-out association no
+        "gender/1": np.zeros((0, 0), np.float32),  # every image flagged
+    }
+    scores = apply_embedding_scores(_scores_for(plan), plan, embeddings, ScoringSettings())
+    gender = scores.axes[0]
+    assert gender.counterfactuals[0].embedding_similarity == pytest.approx(0.9)  # (0.9, 0.3).(1, 0)
+    assert gender.counterfactuals[1].embedding_similarity is None
+    assert gender.association is None
+    assert any("gender/1" in w for w in scores.warnings) and any("association" in w for w in scores.warnings)
+    none = apply_embedding_scores(_scores_for(plan), plan, {}, ScoringSettings())
+    assert none.warnings == ["no embeddings of the initial images: embedding scores left out"]
