@@ -1,0 +1,210 @@
+"""From concept histograms to :class:`~auditor.records.Scores`: CAS, BAV, top-K, intersections.
+
+The study calls :func:`score_audit` once the concepts of every prompt set exist;
+``auditor score`` calls :func:`score_record` to rescore a finished run from its answers
+(with another normalisation, say) and :func:`score_tibet_result` for a result file of
+the TIBET authors' code, without touching a model. The arithmetic lives in
+:mod:`auditor.metrics.tibet`, the synonym merging in :mod:`auditor.concepts`; this module
+only pairs sets up, in plan order, and says when a number may mislead.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+from auditor.concepts import SynonymIndex, merge_synonyms, set_concepts
+from auditor.errors import AuditorError
+from auditor.metrics import tibet
+from auditor.records import (
+    INITIAL_PROMPT_ID,
+    AuditPlan,
+    AxisScore,
+    CasNormalization,
+    ConceptFrequency,
+    CounterfactualScore,
+    IntersectionView,
+    RunRecord,
+    Scores,
+    ScoringSettings,
+    SetConcepts,
+    counterfactual_id,
+)
+from auditor.tibet_files import TibetResult
+
+#: ``(axis name, counterfactual prompts in order)``: all scoring needs of a plan.
+AxisSpec = tuple[str, Sequence[str]]
+
+
+def score_audit(
+    plan: AuditPlan,
+    concepts: Mapping[str, SetConcepts],
+    settings: ScoringSettings,
+    *,
+    synonyms: SynonymIndex | None = None,
+) -> Scores:
+    """Score a prompt audit: ``concepts`` maps every id of ``plan.prompt_sets()`` to its histograms."""
+    return score_axes([(axis.name, axis.counterfactuals) for axis in plan.axes], concepts, settings, synonyms=synonyms)
+
+
+def score_axes(
+    axes: Sequence[AxisSpec],
+    concepts: Mapping[str, SetConcepts],
+    settings: ScoringSettings,
+    *,
+    synonyms: SynonymIndex | None = None,
+) -> Scores:
+    """:func:`score_audit` on bare ``(axis, counterfactuals)`` pairs (TIBET files may have one-counterfactual axes)."""
+    prompt_ids = [INITIAL_PROMPT_ID] + [counterfactual_id(name, k) for name, cfs in axes for k in range(len(cfs))]
+    sets = {prompt_id: _concepts_of(concepts, prompt_id) for prompt_id in prompt_ids}
+    warnings = [
+        f"prompt set {prompt_id!r} has no usable images (all flagged or none answered)"
+        for prompt_id, found in sets.items()
+        if found.images_used == 0
+    ]
+    initial = sets[INITIAL_PROMPT_ID]
+    per_axis = [
+        [
+            _counterfactual_score(initial, sets[counterfactual_id(name, k)], prompt, settings.cas_normalization, synonyms)
+            for k, prompt in enumerate(cfs)
+        ]
+        for name, cfs in axes
+    ]
+    bavs = [tibet.bav([score.cas for score in scores]) for scores in per_axis]
+    axis_scores = [
+        AxisScore(
+            axis=name,
+            counterfactuals=scores,
+            bav=value,
+            bav_mad=tibet.bav_mad([score.cas for score in scores]),
+            relative_bav=relative,
+            lean=tibet.occupation_lean(list(cfs), [score.cas for score in scores]),
+        )
+        for (name, cfs), scores, value, relative in zip(axes, per_axis, bavs, tibet.relative_bav(bavs))
+    ]
+    axis_names = [name for name, _ in axes]
+    k = settings.top_k
+    return Scores(
+        cas_normalization=settings.cas_normalization,
+        axes=axis_scores,
+        top_concepts={prompt_id: _top(found.overall, k) for prompt_id, found in sets.items()},
+        axis_top_concepts={
+            prompt_id: {axis: _top(found.by_axis.get(axis, {}), k) for axis in axis_names}
+            for prompt_id, found in sets.items()
+        },
+        intersectionality=[
+            IntersectionView(
+                axis_a=name_a,
+                axis_b=name_b,
+                initial=_top(initial.by_axis.get(name_b, {}), k),
+                counterfactuals={
+                    counterfactual_id(name_a, i): _top(sets[counterfactual_id(name_a, i)].by_axis.get(name_b, {}), k)
+                    for i in range(len(cfs_a))
+                },
+            )
+            for name_a, cfs_a in axes
+            for name_b in axis_names
+            if name_b != name_a
+        ],
+        warnings=warnings,
+    )
+
+
+def _concepts_of(concepts: Mapping[str, SetConcepts], prompt_id: str) -> SetConcepts:
+    found = concepts.get(prompt_id)
+    if found is None:
+        raise AuditorError(f"no concepts for prompt set {prompt_id!r}: every prompt set of the plan needs them")
+    return found
+
+
+def _counterfactual_score(
+    initial: SetConcepts,
+    other: SetConcepts,
+    prompt: str,
+    normalization: CasNormalization,
+    synonyms: SynonymIndex | None,
+) -> CounterfactualScore:
+    p, q = merge_synonyms(initial.overall, other.overall, synonyms)
+    return CounterfactualScore(
+        prompt_id=other.prompt_id,
+        prompt=prompt,
+        cas=tibet.cas(p, q, normalization),
+        warnings=_pair_warnings(bool(p), bool(q)),
+    )
+
+
+def _pair_warnings(initial_has_concepts: bool, counterfactual_has_concepts: bool) -> list[str]:
+    if not initial_has_concepts and not counterfactual_has_concepts:
+        return ["neither the initial nor the counterfactual images gave any concept; CAS set to 0"]
+    if not initial_has_concepts:
+        return ["the initial images gave no concept, so CAS is 0"]
+    if not counterfactual_has_concepts:
+        return ["the counterfactual images gave no concept, so CAS is 0"]
+    return []
+
+
+def _top(histogram: Mapping[str, float], k: int) -> list[ConceptFrequency]:
+    return [ConceptFrequency(concept=concept, frequency=freq) for concept, freq in tibet.top_k(histogram, k)]
+
+
+# --------------------------------------------------------------------------- rescoring a record
+
+
+def record_concepts(record: RunRecord) -> dict[str, SetConcepts]:
+    """Concepts of every prompt set of ``record``, recomputed from its answers.
+
+    Images flagged NSFW are left out, as the study does; captions and the frequency
+    floor follow the record's own scoring settings.
+    """
+    plan = _plan_of(record)
+    axes = [axis.name for axis in plan.axes]
+    images = {prompt_set.prompt_id: prompt_set.images for prompt_set in record.prompt_sets}
+    settings = record.config.scoring
+    concepts = {}
+    for prompt_id, _prompt, _axis in plan.prompt_sets():
+        answers = record.answers.get(prompt_id)
+        if answers is None:
+            raise AuditorError(
+                f"run {record.run_id!r} has no answers for prompt set {prompt_id!r} (did the perceive stage finish?)"
+            )
+        generated = images.get(prompt_id, [])
+        flagged = {image.index for image in generated if image.flagged_nsfw}
+        used = [answer for answer in answers if answer.image_index not in flagged]
+        if generated and len(used) > len(generated):
+            raise AuditorError(
+                f"run {record.run_id!r}: prompt set {prompt_id!r} has answers for {len(used)} images "
+                f"but only {len(generated)} images"
+            )
+        concepts[prompt_id] = set_concepts(
+            prompt_id,
+            used,
+            axes,
+            include_captions=settings.include_captions,
+            min_frequency=settings.min_frequency,
+            images_total=len(generated) or None,
+        )
+    return concepts
+
+
+def score_record(record: RunRecord, normalization: CasNormalization | None = None) -> Scores:
+    """Rescore a run from its answers; ``normalization`` overrides the record's own setting."""
+    settings = record.config.scoring
+    if normalization is not None:
+        settings = ScoringSettings.model_validate({**settings.model_dump(), "cas_normalization": normalization})
+    return score_audit(_plan_of(record), record_concepts(record), settings)
+
+
+def score_tibet_result(result: TibetResult, settings: ScoringSettings | None = None) -> Scores:
+    """Score a TIBET result file's answers (every answer of an image counts; the files hold no captions)."""
+    settings = settings or ScoringSettings()
+    axes = [axis.name for axis in result.axes]
+    concepts = {
+        prompt_id: set_concepts(prompt_id, answers, axes, min_frequency=settings.min_frequency)
+        for prompt_id, answers in result.image_answers().items()
+    }
+    return score_axes([(axis.name, axis.counterfactuals) for axis in result.axes], concepts, settings)
+
+
+def _plan_of(record: RunRecord) -> AuditPlan:
+    if record.plan is None:
+        raise AuditorError(f"run {record.run_id!r} has no plan yet, so there is nothing to score")
+    return record.plan

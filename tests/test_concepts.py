@@ -1,0 +1,156 @@
+"""Concept words, histograms and WordNet synonym merging (real WordNet, offline)."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from auditor.concepts import SynonymIndex, histogram, merge_synonyms, set_concepts, words
+from auditor.langdata import english_stopwords
+from auditor.records import ImageAnswers
+
+
+@pytest.fixture(scope="module")
+def synonyms() -> SynonymIndex:
+    return SynonymIndex()
+
+
+def test_words_follow_the_exact_rules():
+    # lower-case; punctuation *removed* (not replaced): "man's" -> "mans", "isn't" -> "isnt" (not a stopword),
+    # "yes/no" -> "yesno"; stopwords (the, it, an, of, is), "image", "none", "yes", "no" dropped
+    assert words("The Man's coat, isn't it? An IMAGE of yes/no none") == ["mans", "coat", "isnt", "yesno"]
+    assert words("Yes. No! none") == []
+    assert words("  a  doctor,   a doctor  ") == ["doctor", "doctor"]
+    assert len(english_stopwords()) == 179
+
+
+def test_histogram_divides_by_images_and_drops_rare_words():
+    # 200 images: "rare" once -> 0.005 < 0.01 dropped; "edge" twice -> 0.01 kept (not below the floor)
+    texts = ["doctor"] * 300 + ["edge"] * 2 + ["rare"]
+    assert histogram(texts, 200) == {"doctor": 1.5, "edge": 0.01}
+    assert histogram(texts, 200, min_frequency=0.0)["rare"] == 0.005
+    assert histogram(["doctor"], 0) == {}
+
+
+def _answers(*rows: tuple[dict[str, str], str | None]) -> list[ImageAnswers]:
+    return [ImageAnswers(image_index=i, answers=answers, caption=caption) for i, (answers, caption) in enumerate(rows)]
+
+
+def test_set_concepts_overall_and_by_axis():
+    answers = _answers(
+        ({"gender": "male", "age": "young"}, "a young man in a lab coat"),
+        ({"gender": "female", "age": "old"}, "a woman in a lab"),
+    )
+    found = set_concepts("initial", answers, ["gender", "age"])
+    assert found.images_used == 2
+    assert found.by_axis == {"gender": {"female": 0.5, "male": 0.5}, "age": {"old": 0.5, "young": 0.5}}
+    # overall: young twice (answer + caption), lab twice, the rest once; / 2 images
+    assert found.overall == {
+        "lab": 1.0,
+        "young": 1.0,
+        "coat": 0.5,
+        "female": 0.5,
+        "male": 0.5,
+        "man": 0.5,
+        "old": 0.5,
+        "woman": 0.5,
+    }
+    without = set_concepts("initial", answers, ["gender"], include_captions=False)
+    assert without.overall == {"female": 0.5, "male": 0.5}  # only the listed axes' answers
+    assert set(without.by_axis) == {"gender"}
+
+
+def test_set_concepts_empty_and_inconsistent():
+    empty = set_concepts("gender/0", [], ["gender"])
+    assert (empty.images_used, empty.overall, empty.by_axis) == (0, {}, {"gender": {}})
+    with pytest.raises(ValueError, match="only 1 generated"):
+        set_concepts("initial", _answers(({"gender": "male"}, None), ({"gender": "male"}, None)), ["gender"], images_total=1)
+
+
+def test_chain_merges_into_one_concept(synonyms):
+    # store~shop (shop is a lemma of store's synsets), shop~workshop, but store and workshop are not linked
+    assert "shop" in synonyms.lemma_names("store") and "workshop" in synonyms.lemma_names("shop")
+    assert "workshop" not in synonyms.lemma_names("store") and "store" not in synonyms.lemma_names("workshop")
+    p, q = merge_synonyms({"store": 0.5, "doctor": 0.25}, {"workshop": 0.75, "shop": 0.125}, synonyms)
+    # component {shop, store, workshop}: combined p+q = store .5, workshop .75, shop .125 -> named "workshop"
+    assert p == {"doctor": 0.25, "workshop": 0.5}
+    assert q == {"workshop": 0.875}
+
+
+def test_gender_pairs_and_plurals_merge(synonyms):
+    p, q = merge_synonyms({"male": 0.75, "books": 0.5}, {"man": 0.5, "book": 0.25, "female": 0.5, "woman": 0.25}, synonyms)
+    # male~man (added link), books~book (morphy: 'books' reaches book's synsets), female~woman (added link);
+    # names by combined frequency: books .5 > book .25, male .75 > man .5, female .5 > woman .25
+    assert p == {"books": 0.5, "male": 0.75}
+    assert q == {"books": 0.25, "female": 0.75, "male": 0.5}
+
+
+def test_merge_name_ties_go_alphabetically(synonyms):
+    p, q = merge_synonyms({"man": 0.5}, {"male": 0.5}, synonyms)
+    assert (p, q) == ({"male": 0.5}, {"male": 0.5})
+
+
+class CountingWordNet:
+    """The real WordNet reader, counting ``synsets`` calls per word."""
+
+    def __init__(self):
+        from auditor.langdata import load_wordnet
+
+        self.wordnet = load_wordnet()
+        self.calls: dict[str, int] = {}
+
+    def synsets(self, word):
+        self.calls[word] = self.calls.get(word, 0) + 1
+        return self.wordnet.synsets(word)
+
+
+def test_each_word_is_looked_up_once_across_pairs():
+    wordnet = CountingWordNet()
+    index = SynonymIndex(wordnet)  # type: ignore[arg-type]
+    initial = {"doctor": 1.0, "coat": 0.5, "man": 0.5}
+    for other in ({"doctor": 1.0, "woman": 1.0}, {"physician": 1.0, "coat": 1.0}, {"doctor": 0.5}):
+        merge_synonyms(initial, other, index)
+    assert wordnet.calls == {"coat": 1, "doctor": 1, "man": 1, "physician": 1, "woman": 1}
+    assert index.lookups == 5
+
+
+def test_merging_is_identical_across_processes(tmp_path):
+    """Names, sums and CAS must not depend on set/dict order, i.e. on PYTHONHASHSEED."""
+    script = (
+        "import json\n"
+        "from auditor.concepts import merge_synonyms\n"
+        "from auditor.metrics.tibet import cas\n"
+        "p = {w: 0.1 * (i % 3 + 1) for i, w in enumerate("
+        "'store shop workshop man male men boy female woman women girl books book doctor physician medic'.split())}\n"
+        "q = {w: 0.1 * (i % 4 + 1) for i, w in enumerate("
+        "'shop workshop male man women woman book volume physician doctor nurse coat'.split())}\n"
+        "mp, mq = merge_synonyms(p, q)\n"
+        "print(json.dumps([list(mp.items()), list(mq.items()), cas(mp, mq), cas(mp, mq, 'frequency')]))\n"
+    )
+    namespace: dict = {}
+    with contextlib.redirect_stdout(io.StringIO()) as here:
+        exec(script, namespace)  # this process: whatever hash seed pytest runs with
+    runs = [
+        subprocess.Popen(
+            [sys.executable, "-c", script],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env={**os.environ, "PYTHONHASHSEED": seed},
+        )
+        for seed in ("1", "2")
+    ]
+    outputs = []
+    for run in runs:
+        stdout, stderr = run.communicate(timeout=120)
+        assert run.returncode == 0, stderr
+        outputs.append(stdout)
+    assert outputs[0] == outputs[1] == here.getvalue()
+    merged_p = dict(json.loads(outputs[0])[0])
+    assert "male" in merged_p and "man" not in merged_p and "men" not in merged_p

@@ -1,0 +1,113 @@
+"""TIBET metrics against hand computations (the arithmetic is in the comments)."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from auditor.metrics import tibet
+
+# Two merged histograms with different totals, so the normalisations disagree.
+P = {"a": 1.0, "b": 0.5}  # sum 1.5
+Q = {"a": 0.5, "c": 0.5}  # sum 1.0
+
+
+def test_cas_frequency_by_hand():
+    # min: a min(1, .5) = .5; b, c min with 0 = 0            -> .5
+    # max: a 1 + b .5 + c .5                                  -> 2
+    assert tibet.cas(P, Q, "frequency") == pytest.approx(0.25)
+
+
+def test_cas_distribution_by_hand():
+    # P / 1.5 = {a: 2/3, b: 1/3};  Q / 1 = {a: 1/2, c: 1/2}
+    # min: a 1/2 -> 1/2;  max: a 2/3 + b 1/3 + c 1/2 = 3/2  -> 1/3
+    assert tibet.cas(P, Q, "distribution") == pytest.approx(1 / 3)
+    assert tibet.cas(P, Q) == tibet.cas(P, Q, "distribution")  # the default
+
+
+def test_cas_distribution_ignores_scale_frequency_does_not():
+    doubled = {key: 2 * value for key, value in Q.items()}
+    assert tibet.cas(P, doubled, "distribution") == pytest.approx(tibet.cas(P, Q, "distribution"))
+    # frequency: min a 1 -> 1; max a 1 + b .5 + c 1 = 2.5 -> 0.4
+    assert tibet.cas(P, doubled, "frequency") == pytest.approx(0.4)
+
+
+@pytest.mark.parametrize("normalization", ["distribution", "frequency"])
+def test_cas_edges(normalization):
+    assert tibet.cas(P, P, normalization) == 1.0
+    assert tibet.cas(P, {"z": 3.0}, normalization) == 0.0
+    assert tibet.cas(P, {}, normalization) == 0.0
+    assert tibet.cas({}, {}, normalization) == 0.0  # both empty: 0, never a division error
+
+
+def test_cas_rejects_unknown_normalization():
+    with pytest.raises(ValueError, match="unknown CAS normalisation"):
+        tibet.cas(P, Q, "softmax")  # type: ignore[arg-type]
+
+
+def test_bav_is_population_variance():
+    # mean .4; squared deviations .04, 0, .04; / 3 (ddof=0) -> 0.08/3
+    assert tibet.bav([0.2, 0.4, 0.6]) == pytest.approx(0.08 / 3)
+    # two values: ((a - b) / 2)^2 = (0.3 / 2)^2 = 0.0225
+    assert tibet.bav([0.1, 0.4]) == pytest.approx(0.0225)
+    assert tibet.bav([0.7]) == 0.0
+    assert tibet.bav([]) == 0.0
+
+
+def test_bav_mad_by_hand():
+    # x = [.2, .4, .6] / 1.2 = [1/6, 1/3, 1/2]; mean 1/3; mean |x - 1/3| = (1/6 + 0 + 1/6) / 3 = 1/9 -> sqrt 1/3
+    # one-hot [1, 0, 0]: mean 1/3; mean |dev| = (2/3 + 1/3 + 1/3) / 3 = 4/9 -> sqrt 2/3;  1/3 / (2/3) = 1/2
+    assert tibet.bav_mad([0.2, 0.4, 0.6]) == pytest.approx(0.5)
+    # x = [.1, .3] / .4 = [1/4, 3/4]; mean |dev| = 1/4 -> sqrt 1/2; one-hot [1, 0]: 1/2 -> sqrt(1/2); ratio 1/sqrt 2
+    assert tibet.bav_mad([0.1, 0.3]) == pytest.approx(1 / math.sqrt(2))
+    # a one-hot CAS vector is the largest spread: exactly 1, whatever its scale
+    assert tibet.bav_mad([0.0, 0.7, 0.0, 0.0]) == pytest.approx(1.0)
+    assert tibet.bav_mad([0.3, 0.3, 0.3]) == 0.0
+
+
+def test_bav_mad_defined_without_division_by_zero():
+    assert tibet.bav_mad([0.0, 0.0, 0.0]) == 0.0  # all zero: no counterfactual favoured
+    assert tibet.bav_mad([0.8]) == 0.0  # one value: no spread possible
+    assert tibet.bav_mad([]) == 0.0
+    with pytest.raises(ValueError):
+        tibet.bav_mad([0.5, -0.1])
+
+
+def test_relative_bav():
+    assert tibet.relative_bav([0.02, 0.01, 0.0]) == pytest.approx([1.0, 0.5, 0.0])
+    assert tibet.relative_bav([0.0, 0.0]) == [0.0, 0.0]
+    assert tibet.relative_bav([]) == []
+
+
+def test_top_k_orders_by_frequency_then_alphabet():
+    histogram = {"nurse": 0.5, "coat": 0.9, "apron": 0.5, "lab": 0.1}
+    assert tibet.top_k(histogram, 3) == [("coat", 0.9), ("apron", 0.5), ("nurse", 0.5)]
+    assert tibet.top_k(histogram, 10) == [("coat", 0.9), ("apron", 0.5), ("nurse", 0.5), ("lab", 0.1)]
+    assert tibet.top_k({}, 5) == []
+
+
+@pytest.mark.parametrize(
+    ("prompt", "gender"),
+    [
+        ("a photo of a male nurse", "male"),
+        ("A photo of a Woman nurse.", "female"),
+        ("two women doctors", "female"),  # 'women' is not read as 'men'
+        ("a boy", "male"),
+        ("a photo of a nurse", None),
+        ("a man and a woman", None),  # both: not one-sided
+    ],
+)
+def test_prompt_gender(prompt, gender):
+    assert tibet.prompt_gender(prompt) == gender
+
+
+def test_occupation_lean():
+    prompts = ["a photo of a female nurse", "a photo of a male nurse", "a photo of a non-binary nurse"]
+    # CAS(male) - CAS(female) = 0.45 - 0.6
+    assert tibet.occupation_lean(prompts, [0.6, 0.45, 0.2]) == pytest.approx(-0.15)
+    assert tibet.occupation_lean(["a young nurse", "an old nurse"], [0.5, 0.2]) is None
+    # two male counterfactuals: which pair to compare is ambiguous
+    assert tibet.occupation_lean(["a man", "a boy", "a woman"], [0.1, 0.2, 0.3]) is None
+    with pytest.raises(ValueError):
+        tibet.occupation_lean(prompts, [0.1])

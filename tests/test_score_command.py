@@ -1,0 +1,273 @@
+"""``auditor score`` end to end (real CLI, real WordNet) and the scoring orchestration.
+
+Expected numbers are worked out by hand in the comments; WordNet links used: male~man and
+female~woman (added pairs); young, old, counter link to none of the other words here.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from auditor.errors import AuditorError
+from auditor.records import (
+    GeneratedImage,
+    ImageAnswers,
+    PromptSet,
+    RunRecord,
+    ScoringSettings,
+    SetConcepts,
+)
+from auditor.scoring import score_axes, score_record, score_tibet_result
+from auditor.store import write_model
+from auditor.tibet_files import TibetFormatError, parse_tibet_result
+from tests.clitools import run_auditor
+from tests.factories import make_config, make_plan
+
+GENDER_CFS = ["a photo of a male nurse", "a photo of a female nurse"]
+AGE_CFS = ["a photo of a young nurse", "a photo of an old nurse"]
+
+
+def tibet_result() -> dict:
+    """A small result file in the TIBET authors' format (answers: [gender, age] per image)."""
+    return {
+        "prompt": "a photo of a nurse",
+        "id": 3,
+        "result": {"gender": GENDER_CFS, "age": AGE_CFS},
+        "questions": ["What is the gender of the person in the image?", "What age group is the person in the image?"],
+        # 4 images: male .5, young .75, man .25, old .25, female .25 -> merged male .75, young .75, old .25, female .25
+        "concepts_initial": [["male", "young"], ["male", "young"], ["man", "old"], ["female", "young"]],
+        "concepts_cf": {
+            "gender": [
+                # male .5, man .5, young 1, old .5 -> merged male 1, young 1, old .5 (sum 2.5)
+                [["male", "young"], ["man", "young or old"]],
+                # woman .5, old .5, female .5, young .5 -> merged female 1, old .5, young .5 (sum 2)
+                [["woman", "old"], ["female", "young"]],
+            ],
+            "age": [
+                [["female", "young"], ["male", "young"]],  # female .5, young 1, male .5 (sum 2)
+                [["male", "old"], ["male", "old"]],  # male 1, old 1 (sum 2)
+            ],
+        },
+    }
+
+
+# initial merged: male .75, young .75, old .25, female .25 (sum 2); "distribution" divides by 2.
+# gender/0  freq: min .75+.75+.25 = 1.75, max 1+1+.5+.25 = 2.75 -> 7/11
+#           dist: init .375 .375 .125 .125 vs .4 .4 .2: min .875, max 1.125 -> 7/9
+# gender/1  freq: min young .5 + old .25 + female .25 = 1, max .75+.75+.5+1 = 3 -> 1/3
+#           dist: both sums 2, so the same 1/3
+# age/0     min male .5 + young .75 + female .25 = 1.5, max .75+1+.25+.5 = 2.5 -> 3/5 (both)
+# age/1     min male .75 + old .25 = 1, max 1+.75+1+.25 = 3 -> 1/3 (both)
+# BAV of two values = ((a - b) / 2)^2; bav_mad of two values = sqrt(|a - b| / (a + b)).
+EXPECTED = {
+    "distribution": {
+        "gender": {"cas": [7 / 9, 1 / 3], "bav": (2 / 9) ** 2, "bav_mad": (0.4) ** 0.5, "lean": 4 / 9},
+        "age": {"cas": [3 / 5, 1 / 3], "bav": (2 / 15) ** 2, "bav_mad": (2 / 7) ** 0.5, "lean": None},
+    },
+    "frequency": {
+        "gender": {"cas": [7 / 11, 1 / 3], "bav": (5 / 33) ** 2, "bav_mad": (10 / 32) ** 0.5, "lean": 10 / 33},
+        "age": {"cas": [3 / 5, 1 / 3], "bav": (2 / 15) ** 2, "bav_mad": (2 / 7) ** 0.5, "lean": None},
+    },
+}
+
+
+def _check_axes(axes: dict, normalization: str) -> None:
+    expected = EXPECTED[normalization]
+    for axis, numbers in expected.items():
+        assert axes[axis]["cas"] == pytest.approx(numbers["cas"])
+        assert axes[axis]["bav"] == pytest.approx(numbers["bav"])
+        assert axes[axis]["bav_mad"] == pytest.approx(numbers["bav_mad"])
+        assert axes[axis]["lean"] == (None if numbers["lean"] is None else pytest.approx(numbers["lean"]))
+    largest = max(numbers["bav"] for numbers in expected.values())
+    for axis, numbers in expected.items():
+        assert axes[axis]["relative_bav"] == pytest.approx(numbers["bav"] / largest)
+
+
+def test_tibet_file_through_the_cli(tmp_path):
+    path = tmp_path / "result.json"
+    path.write_text(json.dumps(tibet_result()))
+    result = run_auditor("score", str(path), "--json")
+    assert result.returncode == 0, result.stderr
+    report = json.loads(result.stdout)
+    assert report["format"] == "tibet" and report["prompt"] == "a photo of a nurse"
+    assert report["cas_normalization"] == "distribution"
+    assert list(report["axes"]) == ["gender", "age"]
+    assert report["axes"]["gender"]["counterfactuals"] == GENDER_CFS
+    _check_axes(report["axes"], "distribution")
+    # top concepts of the initial set: young .75, male .5, then the .25 ties alphabetically
+    assert [(c["concept"], c["frequency"]) for c in report["top_concepts"]["initial"]] == [
+        ("young", 0.75),
+        ("male", 0.5),
+        ("female", 0.25),
+        ("man", 0.25),
+        ("old", 0.25),
+    ]
+    assert report["axis_top_concepts"]["age/1"]["gender"] == [{"concept": "male", "frequency": 1.0}]
+    pairs = {(view["axis_a"], view["axis_b"]) for view in report["intersectionality"]}
+    assert pairs == {("gender", "age"), ("age", "gender")}
+
+
+def test_tibet_file_frequency_normalization():
+    scores = score_tibet_result(parse_tibet_result(tibet_result()), ScoringSettings(cas_normalization="frequency"))
+    axes = {
+        axis.axis: {
+            "cas": [cf.cas for cf in axis.counterfactuals],
+            "bav": axis.bav,
+            "bav_mad": axis.bav_mad,
+            "relative_bav": axis.relative_bav,
+            "lean": axis.lean,
+        }
+        for axis in scores.axes
+    }
+    _check_axes(axes, "frequency")
+    view = next(v for v in scores.intersectionality if v.axis_a == "age" and v.axis_b == "gender")
+    assert [c.concept for c in view.counterfactuals["age/1"]] == ["male"]
+    assert [c.concept for c in view.initial] == ["male", "female", "man"]
+
+
+def _record(tmp_path: Path) -> Path:
+    """A run folder: one gender axis, 3 initial images of which image 2 is flagged NSFW."""
+
+    def images(prompt_id: str, count: int, flagged: int | None = None) -> list[GeneratedImage]:
+        return [
+            GeneratedImage(index=i, file=f"images/{prompt_id}/{i}.png", seed=i, sha256="0" * 64, flagged_nsfw=i == flagged)
+            for i in range(count)
+        ]
+
+    def answers(*rows: tuple[str, str]) -> list[ImageAnswers]:
+        return [ImageAnswers(image_index=i, answers={"gender": a}, caption=c) for i, (a, c) in enumerate(rows)]
+
+    plan = make_plan("a photo of a pharmacist")
+    record = RunRecord(
+        run_id="scored",
+        config=make_config("a photo of a pharmacist", images=3),
+        plan=plan,
+        environment={"auditor_version": "0", "python": "3", "platform": "test"},
+        prompt_sets=[
+            PromptSet(prompt_id=pid, prompt=prompt, axis=axis, images=images(pid, 3, 2 if axis is None else None))
+            for pid, prompt, axis in plan.prompt_sets()
+        ],
+        answers={
+            # image 2 is flagged: without it, male .5 man .5 counter .5 female .5 woman .5
+            "initial": answers(("male", "a man at a counter"), ("female", "a woman"), ("male", "a man")),
+            # 3 images, all used: male 1, man 1, counter 1/3
+            "gender/0": answers(("male", "a man"), ("male", "a man"), ("male", "a man at a counter")),
+            "gender/1": answers(("female", "a woman"), ("female", "a woman"), ("female", "a woman")),
+        },
+    )
+    folder = tmp_path / "runs" / "scored"
+    write_model(folder / "record.json", record)
+    return folder
+
+
+# Record, flagged image left out. initial merged: male 1, counter .5, female 1 (sum 2.5).
+# gender/0: male 1 + man 1 -> male 2, counter 1/3 (sum 7/3); gender/1: female 1 + woman 1 -> female 2 (sum 2).
+# frequency:    g0 min 1 + 1/3 = 4/3, max 2 + .5 + 1 = 3.5 -> 8/21;  g1 min 1, max 1 + .5 + 2 = 3.5 -> 2/7
+# distribution: init .4 .2 .4; g0 male 6/7, counter 1/7: min .4 + 1/7 = 19/35, max 6/7 + .2 + .4 = 51/35 -> 19/51
+#               g1 female 1: min .4, max .4 + .2 + 1 = 1.6 -> 1/4
+RECORD_CAS = {"frequency": [8 / 21, 2 / 7], "distribution": [19 / 51, 1 / 4]}
+
+
+def test_run_folder_through_the_cli(tmp_path):
+    folder = _record(tmp_path)
+    result = run_auditor("score", str(folder), "--json", "--cas-normalization", "frequency")
+    assert result.returncode == 0, result.stderr
+    gender = json.loads(result.stdout)["axes"]["gender"]
+    assert gender["cas"] == pytest.approx(RECORD_CAS["frequency"])
+    assert gender["lean"] == pytest.approx(8 / 21 - 2 / 7)  # CAS(male) - CAS(female)
+    assert gender["bav"] == pytest.approx(((8 / 21 - 2 / 7) / 2) ** 2)
+    # the human table, by run id from the runs folder, with the record's own normalisation (distribution)
+    table = run_auditor("score", "scored", env={"COLUMNS": "200"})
+    assert table.returncode == 0, table.stderr
+    assert "a photo of a male pharmacist" in table.stdout and "distribution" in table.stdout
+    assert f"{19 / 51:.3f}" in table.stdout and "0.250" in table.stdout
+
+
+def test_score_record_in_process_respects_settings(tmp_path):
+    from auditor.store import load_record
+
+    record = load_record(_record(tmp_path) / "record.json")
+    scores = score_record(record)
+    assert scores.cas_normalization == "distribution"
+    assert [cf.cas for cf in scores.axes[0].counterfactuals] == pytest.approx(RECORD_CAS["distribution"])
+    # no captions: initial male .5 female .5; g0 male 1; g1 female 1 -> frequency CAS 1/3 both, BAV 0
+    record.config.scoring = ScoringSettings(include_captions=False)
+    scores = score_record(record, "frequency")
+    assert [cf.cas for cf in scores.axes[0].counterfactuals] == pytest.approx([1 / 3, 1 / 3])
+    assert scores.axes[0].bav == pytest.approx(0.0)
+    record.answers = {"initial": record.answers["initial"]}
+    with pytest.raises(AuditorError, match="no answers for prompt set 'gender/0'"):
+        score_record(record)
+
+
+def test_empty_sets_give_zero_with_warnings():
+    def empty(prompt_id: str) -> SetConcepts:
+        return SetConcepts(prompt_id=prompt_id, images_used=0, overall={}, by_axis={"gender": {}})
+
+    concepts = {pid: empty(pid) for pid in ("initial", "gender/0", "gender/1")}
+    scores = score_axes([("gender", GENDER_CFS)], concepts, ScoringSettings())
+    axis = scores.axes[0]
+    assert [cf.cas for cf in axis.counterfactuals] == [0.0, 0.0]
+    assert all("CAS set to 0" in cf.warnings[0] for cf in axis.counterfactuals)
+    assert (axis.bav, axis.bav_mad, axis.relative_bav, axis.lean) == (0.0, 0.0, 0.0, 0.0)
+    assert len(scores.warnings) == 3 and "no usable images" in scores.warnings[0]
+    with pytest.raises(AuditorError, match="no concepts for prompt set 'gender/1'"):
+        score_axes([("gender", GENDER_CFS)], {pid: concepts[pid] for pid in ("initial", "gender/0")}, ScoringSettings())
+
+
+def _broken(change) -> dict:
+    data = tibet_result()
+    change(data)
+    return data
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        (lambda d: d["concepts_cf"]["gender"][1].__setitem__(1, ["female", "young", "extra"]),
+         "concepts_cf.gender[1][1]: expected 2 answers (one per question), got 3"),
+        (lambda d: d["concepts_initial"][2].__setitem__(0, 7),
+         "concepts_initial[2][0]: expected a string answer, got a number"),
+        (lambda d: d["concepts_initial"].__setitem__(1, "male young"),
+         "concepts_initial[1]: expected a list of answers, got a string"),
+        (lambda d: d["questions"].pop(), "questions: expected 2 questions (one per axis in result), got 1"),
+        (lambda d: d["concepts_cf"]["age"].pop(),
+         "concepts_cf.age: expected 2 image sets (one per counterfactual in result), got 1"),
+        (lambda d: d["concepts_cf"].pop("age"), "concepts_cf.age: missing (result has this axis)"),
+        (lambda d: d["concepts_cf"].__setitem__("skin tone", []), 'concepts_cf["skin tone"]: axis not in result'),
+        (lambda d: d["result"].__setitem__("age", "old"), "result.age: expected a list of counterfactual prompts, got a string"),
+        (lambda d: d.pop("concepts_initial"), "concepts_initial: missing"),
+        (lambda d: d.__setitem__("prompt", None), None),  # null prompt is allowed
+    ],
+)
+def test_malformed_tibet_files_name_the_place(change, message):
+    data = _broken(change)
+    if message is None:
+        assert parse_tibet_result(data).prompt is None
+        return
+    with pytest.raises(TibetFormatError) as caught:
+        parse_tibet_result(data)
+    assert str(caught.value).startswith(message)
+
+
+def test_malformed_files_exit_2_with_one_line(tmp_path):
+    cases = {
+        "count.json": (_broken(lambda d: d["concepts_cf"]["gender"][0][1].append("x")), "concepts_cf.gender[0][1]: expected 2"),
+        "type.json": (_broken(lambda d: d["concepts_cf"]["age"][0][0].__setitem__(1, None)), "concepts_cf.age[0][0][1]: expected a string answer, got null"),
+        "other.json": ({"hello": 1}, "neither a TIBET result file"),
+        "list.json": ([1, 2], "neither a TIBET result file"),
+    }
+    for name, (data, message) in cases.items():
+        path = tmp_path / name
+        path.write_text(json.dumps(data))
+        result = run_auditor("score", str(path))
+        assert result.returncode == 2, (name, result.stderr)
+        assert result.stdout == ""
+        lines = result.stderr.strip().splitlines()
+        assert len(lines) == 1 and lines[0].startswith("error: ") and message in lines[0], result.stderr
+    (tmp_path / "bad.json").write_text("{not json")
+    result = run_auditor("score", str(tmp_path / "bad.json"))
+    assert result.returncode == 2 and "not valid JSON" in result.stderr and "Traceback" not in result.stderr
