@@ -1,0 +1,110 @@
+"""``clip:<hub id or folder>``: CLIP image and text embeddings through transformers.
+
+Loaded with ``CLIPModel``/``CLIPProcessor.from_pretrained`` in float16 on CUDA and
+float32 on CPU. Inputs are embedded ``batch_size`` at a time; the projected features are
+L2-normalised in float32 and returned as float32 numpy rows, so a dot product is a
+cosine similarity (what T2IAT's Asc and the embedding similarity use).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from auditor.backends import Spec
+from auditor.errors import AuditorError
+from auditor.fingerprint import folder_fingerprint, settings_fingerprint
+from auditor.records import ModelRef
+from auditor.weights import dtype_keyword, explain_load_errors, model_files
+
+if TYPE_CHECKING:  # pragma: no cover
+    from PIL import Image
+
+_WHAT = "CLIP embedder"
+_HINT = "pass --embedder clip:/path/to/local/copy"
+
+
+class ClipEmbedder:
+    """A loaded CLIP model and processor (implements :class:`auditor.perception.base.Embedder`)."""
+
+    def __init__(self, model: Any, processor: Any, ref: ModelRef, batch_size: int = 32):
+        if batch_size < 1:
+            raise AuditorError(f"the embedder's batch size must be at least 1 (got {batch_size})")
+        self.model = model
+        self.processor = processor
+        self.ref = ref
+        self.batch_size = batch_size
+
+    @property
+    def dimension(self) -> int:
+        """Length of an embedding (CLIP's projection dimension)."""
+        return int(self.model.config.projection_dim)
+
+    def cache_fingerprint(self) -> str:
+        """The weights, the dtype they ran in, and how rows are post-processed (batch size does not matter)."""
+        return settings_fingerprint(self.ref.fingerprint, dtype=self.ref.dtype, features="projection-l2")
+
+    def embed_images(self, images: Sequence[Image.Image]) -> np.ndarray:
+        """(len(images), dim) float32 rows of unit length."""
+        return self._embed(
+            list(images),
+            lambda batch: self.processor(images=[image.convert("RGB") for image in batch], return_tensors="pt"),
+            self.model.get_image_features,
+        )
+
+    def embed_texts(self, texts: Sequence[str]) -> np.ndarray:
+        """(len(texts), dim) float32 rows of unit length; texts past CLIP's 77 tokens are truncated."""
+        return self._embed(
+            list(texts),
+            lambda batch: self.processor(text=batch, padding=True, truncation=True, return_tensors="pt"),
+            self.model.get_text_features,
+        )
+
+    def _embed(self, items: list, encode, features) -> np.ndarray:
+        import torch
+
+        rows = [np.zeros((0, self.dimension), dtype=np.float32)]
+        device, dtype = self.model.device, self.model.dtype
+        for start in range(0, len(items), self.batch_size):
+            inputs = encode(items[start : start + self.batch_size])
+            inputs = {
+                name: value.to(device, dtype=dtype) if value.is_floating_point() else value.to(device)
+                for name, value in inputs.items()
+            }
+            with torch.inference_mode():
+                output = features(**inputs)
+            # transformers >= 5 returns a model output whose pooler_output is the projected features.
+            vectors = output if isinstance(output, torch.Tensor) else output.pooler_output
+            vectors = torch.nn.functional.normalize(vectors.float(), dim=-1)
+            rows.append(vectors.cpu().numpy().astype(np.float32))
+        return np.concatenate(rows)
+
+
+def load(spec: Spec, device: str | None = None, batch_size: int = 32) -> ClipEmbedder:
+    """Load the CLIP model named by ``spec.target`` (hub id or local folder)."""
+    from transformers import CLIPModel, CLIPProcessor
+
+    from auditor.devices import pick_device, pick_dtype
+
+    model_id = spec.target
+    if not model_id:
+        raise AuditorError("the clip embedder needs a model: --embedder clip:<hub id or folder>")
+    device = pick_device(device)
+    dtype = pick_dtype(device)
+    with explain_load_errors(_WHAT, model_id, _HINT):
+        model = CLIPModel.from_pretrained(model_id, **{dtype_keyword("transformers"): dtype})
+        processor = CLIPProcessor.from_pretrained(model_id)
+    model = model.to(device).eval()
+    files = model_files(model_id, "config.json")
+    ref = ModelRef(
+        spec=str(spec),
+        backend=spec.prefix,
+        model_id=model_id,
+        revision=files.revision if files else None,
+        fingerprint=folder_fingerprint(files.folder) if files else None,
+        dtype=str(dtype).removeprefix("torch."),
+        device=device,
+    )
+    return ClipEmbedder(model, processor, ref, batch_size=batch_size)
