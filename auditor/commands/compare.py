@@ -1,0 +1,38 @@
+"""``auditor compare``: two runs of the same prompt side by side, with CAS and BAV deltas."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+
+from auditor.console import out, print_json
+
+
+def compare(
+    run_a: str = typer.Argument(..., help="Run A: run id, run folder or record.json path."),
+    run_b: str = typer.Argument(..., help="Run B (deltas are B minus A)."),
+    html: Path | None = typer.Option(None, "--html", help="Also write the comparison as a self-contained HTML page here."),
+    json_output: bool = typer.Option(False, "--json", help="Print the comparison as JSON, without colour codes."),
+    runs_dir: Path | None = typer.Option(None, "--runs-dir", help="Runs folder (default: AUDITOR_RUNS_DIR or ./runs)."),
+) -> None:
+    """Compare two runs per axis and counterfactual (aligned by name and text); unmatched ones are listed."""
+    from auditor.console import err
+    from auditor.reporting.compare import compare_records, render_comparison_terminal, write_comparison_html
+    from auditor.settings import get_settings
+    from auditor.store import RECORD_FILE, RunStore, load_record
+
+    store = RunStore(runs_dir or get_settings().runs_dir)
+    folder_a, folder_b = store.resolve(run_a), store.resolve(run_b)
+    view = compare_records(load_record(folder_a / RECORD_FILE), load_record(folder_b / RECORD_FILE))
+    if html is not None:
+        path = write_comparison_html(view, html, folder_a, folder_b)
+        (err if json_output else out).print(str(path), markup=False, highlight=False, soft_wrap=True)
+    if json_output:
+        print_json(view.as_dict())
+    elif html is None:
+        render_comparison_terminal(view, out)
+
+
+def register(app: typer.Typer) -> None:
+    app.command("compare")(compare)

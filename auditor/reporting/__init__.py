@@ -1,0 +1,23 @@
+"""Reports of a run record: rich terminal, self-contained HTML and JSON.
+
+Reports only read records. ``build_view`` (in :mod:`auditor.reporting.summary`) turns a
+record into the report view that all three renderers draw, so they agree on order,
+wording and metric explanations. jinja2 is imported only when an HTML report is written.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from auditor.records import RunRecord
+from auditor.reporting.html import write_html_report
+from auditor.reporting.summary import build_view
+from auditor.reporting.terminal import render_terminal
+
+
+def report_json(record: RunRecord) -> dict[str, Any]:
+    """The terminal report's content as plain JSON-ready data (what ``auditor report --json`` prints)."""
+    return build_view(record).as_dict()
+
+
+__all__ = ["build_view", "render_terminal", "report_json", "write_html_report"]

@@ -1,0 +1,282 @@
+"""``auditor compare``: two runs of the same prompt side by side (two models, or before/after a mitigation).
+
+Axes are matched by name and counterfactuals by their prompt text (case and spacing
+ignored); what only one run has is listed as such instead of being dropped. Deltas are
+B minus A. BAV is compared as is: relative BAV is relative within one run and so says
+nothing across runs. The comparison is a plain view, like the report view, drawn by
+the terminal, JSON and HTML renderers below.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console, Group
+from rich.table import Table
+from rich.text import Text
+
+from auditor.errors import AuditorError
+from auditor.records import INITIAL_PROMPT_ID, AxisScore, RunRecord
+from auditor.reporting.summary import METRICS, MetricInfo, Segment, prompt_segments
+
+# --------------------------------------------------------------------------- view
+
+
+@dataclass(frozen=True)
+class RunSide:
+    """What identifies one of the two runs."""
+
+    run_id: str
+    prompt: str
+    status: str
+    created_at: str
+    t2i: str
+    vqa: str
+    llm: str
+    cas_normalization: str
+    initial_images: list[str]
+
+
+@dataclass(frozen=True)
+class CounterfactualDelta:
+    """One counterfactual's CAS in both runs (None where a run lacks it) and B - A."""
+
+    prompt: str
+    segments: list[Segment]
+    cas_a: float | None
+    cas_b: float | None
+    delta: float | None
+    only_in: str | None
+
+
+@dataclass(frozen=True)
+class AxisDelta:
+    """One axis in both runs: BAV and its change, and the aligned counterfactuals."""
+
+    axis: str
+    bav_a: float
+    bav_b: float
+    delta: float
+    counterfactuals: list[CounterfactualDelta]
+
+
+@dataclass(frozen=True)
+class AxisOnly:
+    """An axis only one run has, with its BAV there."""
+
+    axis: str
+    bav: float
+    counterfactuals: list[str]
+
+
+@dataclass(frozen=True)
+class ComparisonView:
+    """Everything ``auditor compare`` shows."""
+
+    a: RunSide
+    b: RunSide
+    notes: list[str]
+    axes: list[AxisDelta]
+    only_a: list[AxisOnly]
+    only_b: list[AxisOnly]
+    metrics: list[MetricInfo]
+
+    def as_dict(self) -> dict[str, Any]:
+        """Plain JSON-ready data (``auditor compare --json``)."""
+        data = dataclasses.asdict(self)
+        data["metrics"] = {m.key: {**dataclasses.asdict(m), "explanation": m.explanation} for m in self.metrics}
+        return data
+
+
+def _key(text: str) -> str:
+    """How counterfactual texts are matched: case and runs of whitespace do not matter."""
+    return " ".join(text.casefold().split())
+
+
+def _side(record: RunRecord) -> RunSide:
+    assert record.scores is not None
+    initial = next((s for s in record.prompt_sets if s.prompt_id == INITIAL_PROMPT_ID), None)
+    return RunSide(
+        run_id=record.run_id,
+        prompt=record.config.prompt,
+        status=record.status,
+        created_at=record.created_at.isoformat(timespec="seconds"),
+        t2i=record.config.t2i.spec,
+        vqa=record.config.vqa.spec,
+        llm=record.config.llm,
+        cas_normalization=record.scores.cas_normalization,
+        initial_images=[image.file for image in initial.images] if initial else [],
+    )
+
+
+def _align(prompt: str, a: AxisScore, b: AxisScore) -> AxisDelta:
+    cas_a = {_key(cf.prompt): cf for cf in a.counterfactuals}
+    cas_b = {_key(cf.prompt): cf for cf in b.counterfactuals}
+    order = list(cas_a) + [k for k in cas_b if k not in cas_a]
+    rows = []
+    for key in order:
+        left, right = cas_a.get(key), cas_b.get(key)
+        text = (left or right).prompt  # type: ignore[union-attr]
+        rows.append(
+            CounterfactualDelta(
+                prompt=text,
+                segments=prompt_segments(prompt, text),
+                cas_a=left.cas if left else None,
+                cas_b=right.cas if right else None,
+                delta=round(right.cas - left.cas, 10) if left and right else None,
+                only_in=None if left and right else "a" if left else "b",
+            )
+        )
+    return AxisDelta(axis=a.axis, bav_a=a.bav, bav_b=b.bav, delta=round(b.bav - a.bav, 12), counterfactuals=rows)
+
+
+def _unscored(record: RunRecord, label: str) -> AuditorError:
+    errors = "; ".join(f"{e.stage or 'run'}: {e.message}" for e in record.errors)
+    detail = f" ({errors})" if errors else ""
+    return AuditorError(
+        f"run {label} ({record.run_id!r}) has no scores: it is {record.status}{detail}; compare needs two scored runs"
+    )
+
+
+def compare_records(a: RunRecord, b: RunRecord) -> ComparisonView:
+    """Align two scored runs by axis name and counterfactual text."""
+    if a.scores is None:
+        raise _unscored(a, "A")
+    if b.scores is None:
+        raise _unscored(b, "B")
+    axes_b = {axis.axis: axis for axis in b.scores.axes}
+    names_a = {axis.axis for axis in a.scores.axes}
+    both = [_align(a.config.prompt, axis, axes_b[axis.axis]) for axis in a.scores.axes if axis.axis in axes_b]
+    both.sort(key=lambda d: -max(d.bav_a, d.bav_b))
+    notes = []
+    if _key(a.config.prompt) != _key(b.config.prompt):
+        notes.append(
+            f"The runs audit different prompts ('{a.config.prompt}' and '{b.config.prompt}'); "
+            "only axes and counterfactuals with the same text are compared."
+        )
+    if a.scores.cas_normalization != b.scores.cas_normalization:
+        notes.append(
+            f"The runs normalise CAS differently ({a.scores.cas_normalization} and {b.scores.cas_normalization}); "
+            "their CAS and BAV values are not comparable."
+        )
+    if a.config.images_per_prompt != b.config.images_per_prompt:
+        notes.append(
+            f"Run A drew {a.config.images_per_prompt} images per prompt and run B {b.config.images_per_prompt}; "
+            "fewer images give noisier CAS values."
+        )
+    notes.append("Deltas are B minus A. Relative BAV is not compared: it is relative within one run.")
+    return ComparisonView(
+        a=_side(a),
+        b=_side(b),
+        notes=notes,
+        axes=both,
+        only_a=[_only(axis) for axis in a.scores.axes if axis.axis not in axes_b],
+        only_b=[_only(axis) for axis in b.scores.axes if axis.axis not in names_a],
+        metrics=[METRICS["cas"], METRICS["bav"]],
+    )
+
+
+def _only(axis: AxisScore) -> AxisOnly:
+    return AxisOnly(axis=axis.axis, bav=axis.bav, counterfactuals=[cf.prompt for cf in axis.counterfactuals])
+
+
+# --------------------------------------------------------------------------- terminal
+
+
+def _num(value: float | None, digits: int = 2) -> str:
+    return "-" if value is None else f"{value:.{digits}f}"
+
+
+def _delta(value: float | None, digits: int, lower_is_better: bool | None) -> Text:
+    """A signed delta, green when it moved the way the metric's metadata calls better."""
+    if value is None:
+        return Text("-")
+    text = f"{value:+.{digits}f}"
+    if lower_is_better is None or abs(value) < 10 ** -digits:
+        return Text(text)
+    better = value < 0 if lower_is_better else value > 0
+    return Text(text, style="green" if better else "red")
+
+
+def render_comparison_terminal(view: ComparisonView, console: Console) -> None:
+    """Print the comparison; readable in 80 columns (prompts wrap)."""
+    header = Table.grid(padding=(0, 1))
+    header.add_column(style="bold", no_wrap=True)
+    header.add_column(overflow="fold")
+    for label, side in (("A", view.a), ("B", view.b)):
+        header.add_row(label, Text(f"{side.run_id} ({side.status}, {side.created_at})"))
+        header.add_row("", Text(f"{side.t2i} | {side.vqa}", style="dim"))
+    console.print(Group(Text(f"Comparing runs of '{view.a.prompt}'", style="bold"), header))
+    for note in view.notes:
+        console.print(Text("note: ", style="yellow") + Text(note))
+    console.print()
+    bav_better = METRICS["bav"].lower_is_better
+    for axis in view.axes:
+        console.print(
+            Text.assemble(
+                (axis.axis, "bold"),
+                f"   BAV A {_num(axis.bav_a, 4)}   B {_num(axis.bav_b, 4)}   change ",
+                _delta(axis.delta, 4, bav_better),
+            )
+        )
+        table = Table(box=None, padding=(0, 1), pad_edge=False, header_style="bold")
+        table.add_column("counterfactual", overflow="fold", ratio=1)
+        for column in ("CAS A", "CAS B", "B - A"):
+            table.add_column(column, justify="right", no_wrap=True)
+        for cf in axis.counterfactuals:
+            prompt = Text()
+            for segment in cf.segments:
+                prompt.append(segment.text, style="bold" if segment.changed else None)
+            if cf.only_in:
+                prompt.append(f" (only in {cf.only_in.upper()})", style="yellow")
+            table.add_row(prompt, _num(cf.cas_a), _num(cf.cas_b), _delta(cf.delta, 2, None))
+        console.print(table)
+        console.print()
+    for label, only in (("A", view.only_a), ("B", view.only_b)):
+        for axis in only:
+            console.print(
+                Text.assemble((f"only in {label}: ", "yellow"), (axis.axis, "bold"), f" (BAV {_num(axis.bav, 4)}): ")
+                + Text("; ".join(axis.counterfactuals))
+            )
+    console.print()
+    for metric in view.metrics:
+        console.print(Text.assemble((metric.name + ": ", "bold"), metric.explanation))
+
+
+# --------------------------------------------------------------------------- HTML
+
+
+def write_comparison_html(view: ComparisonView, path: Path, run_dir_a: Path, run_dir_b: Path) -> Path:
+    """Write the comparison page to ``path``; initial images are linked relative to it."""
+    from auditor import __version__
+    from auditor.reporting.html import RUN_A_COLOUR, RUN_B_COLOUR, Bar, bar_chart, image_url, template_environment
+    from auditor.store import atomic_write_text
+
+    path = Path(path)
+    if path.is_dir():
+        raise AuditorError(f"{path} is a folder; give a file name for the comparison page, e.g. compare.html")
+    page_dir = path.parent.resolve()
+    images = {
+        side: [image_url(file, run_dir, page_dir) for file in getattr(view, side).initial_images]
+        for side, run_dir in (("a", Path(run_dir_a)), ("b", Path(run_dir_b)))
+    }
+    charts = {}
+    for axis in view.axes:
+        bars = []
+        for cf in axis.counterfactuals:
+            label = "".join(s.text for s in cf.segments if s.changed).strip() or cf.prompt
+            for side, value, colour in (("A", cf.cas_a, RUN_A_COLOUR), ("B", cf.cas_b, RUN_B_COLOUR)):
+                if value is not None:
+                    bars.append(Bar(f"{label} ({side})", value, f"{value:.2f}", f"{cf.prompt}, run {side}", colour))
+        charts[axis.axis] = bar_chart(bars, title=f"CAS of {axis.axis}", axis_label="CAS, A and B", scale_max=1.0)
+    html = template_environment().get_template("compare.html.j2").render(
+        view=view, images=images, charts=charts, auditor_version=__version__
+    )
+    try:
+        atomic_write_text(path, html)
+    except OSError as exc:
+        raise AuditorError(f"cannot write {path}: {exc.strerror or exc}") from None
+    return path

@@ -1,0 +1,341 @@
+"""The self-contained HTML report: ``report.html`` in the run folder.
+
+One file beside ``images/``: images are referenced by their path relative to the run
+folder, charts are inline SVG drawn here from the report view (no plotting library, no
+script), the style sheet is inline and uses the reader's system fonts, so the folder can
+be zipped and opened anywhere without a network. jinja2 runs with autoescape on, so
+prompt, LLM and VQA text (in HTML, attributes and SVG alike) is always escaped.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import textwrap
+from dataclasses import dataclass
+from pathlib import Path, PurePosixPath
+from typing import TYPE_CHECKING, Any
+from urllib.parse import quote
+
+from auditor.errors import AuditorError
+from auditor.records import RunRecord
+from auditor.reporting.summary import METRICS, Concept, ConceptColumn, ReportView, SetView, build_view
+
+if TYPE_CHECKING:
+    import jinja2
+
+REPORT_FILE = "report.html"
+TEMPLATES = Path(__file__).with_name("templates")
+#: Images per prompt set shown in the seed-aligned grid; the rest sit in a "more" fold.
+GRID_IMAGES = 8
+
+CAS_COLOUR = "#2e7d32"
+BAV_COLOUR = "#e65100"
+CONCEPT_COLOUR = "#1565c0"
+RUN_A_COLOUR = "#5e35b1"
+RUN_B_COLOUR = "#00897b"
+
+
+# --------------------------------------------------------------------------- SVG bar charts
+
+
+@dataclass(frozen=True)
+class ChartRow:
+    """One bar: its wrapped label lines, geometry and printed value."""
+
+    lines: list[str]
+    title: str
+    value_text: str
+    y: float
+    height: float
+    bar_y: float
+    bar_width: float
+    colour: str
+
+
+@dataclass(frozen=True)
+class Tick:
+    x: float
+    label: str
+
+
+@dataclass(frozen=True)
+class Chart:
+    """A horizontal bar chart laid out in SVG user units; the template only draws it."""
+
+    title: str
+    width: float
+    height: float
+    label_width: float
+    plot_width: float
+    plot_top: float
+    plot_bottom: float
+    rows: list[ChartRow]
+    ticks: list[Tick]
+    axis_label: str
+
+
+@dataclass(frozen=True)
+class Bar:
+    """Input of :func:`bar_chart`: a label, a value, how to print it, and a tooltip."""
+
+    label: str
+    value: float
+    value_text: str
+    title: str = ""
+    colour: str = CONCEPT_COLOUR
+
+
+LINE = 14.0
+CHAR = 7.0  # generous width of a 12px system-font character, for label layout
+VALUE_CHAR = 6.4  # the same for the 11px value labels
+
+
+def _nice_max(value: float) -> float:
+    """Round a chart's upper bound up to a multiple of 0.5 (at least 1), like the paper's [0, 1] / [0, 3] axes."""
+    return max(1.0, math.ceil(value * 2 - 1e-9) / 2)
+
+
+def _wrap(label: str, wrap: int) -> list[str]:
+    return textwrap.wrap(label, wrap, break_on_hyphens=False) or [""]
+
+
+def label_chars(labels: list[str], wrap: int) -> int:
+    """Characters of the longest wrapped label line: the label column of a chart (or of a group of charts)."""
+    return max((len(line) for label in labels for line in _wrap(label, wrap)), default=4)
+
+
+def bar_chart(
+    bars: list[Bar],
+    *,
+    title: str,
+    axis_label: str,
+    scale_max: float,
+    width: float = 560,
+    wrap: int = 28,
+    label_columns: int | None = None,
+    value_columns: int | None = None,
+) -> Chart:
+    """Lay out horizontal bars from 0 to ``scale_max``; long labels wrap onto several lines.
+
+    ``label_columns`` and ``value_columns`` fix the label and value space, so small multiples
+    drawn side by side share one scale position.
+    """
+    wrapped = [_wrap(bar.label, wrap) for bar in bars]
+    columns = label_columns or label_chars([bar.label for bar in bars], wrap)
+    label_width = min(wrap, max(columns, 4)) * CHAR + 16
+    values = value_columns or max((len(bar.value_text) for bar in bars), default=4)
+    value_room = values * VALUE_CHAR + 14
+    plot_width = max(60.0, width - label_width - value_room)
+    rows, y = [], 8.0
+    for bar, lines in zip(bars, wrapped, strict=True):
+        height = max(22.0, len(lines) * LINE + 8)
+        share = 0.0 if scale_max <= 0 else min(max(bar.value, 0.0), scale_max) / scale_max
+        rows.append(
+            ChartRow(
+                lines=lines,
+                title=bar.title or bar.label,
+                value_text=bar.value_text,
+                y=y,
+                height=height,
+                bar_y=y + (height - 14) / 2,
+                bar_width=round(share * plot_width, 2),
+                colour=bar.colour,
+            )
+        )
+        y += height
+    ticks = [Tick(round(label_width + plot_width * f, 2), f"{scale_max * f:g}") for f in (0, 0.25, 0.5, 0.75, 1)]
+    return Chart(
+        title=title,
+        width=width,
+        height=y + 36,
+        label_width=label_width,
+        plot_width=plot_width,
+        plot_top=4.0,
+        plot_bottom=y + 4,
+        rows=rows,
+        ticks=ticks,
+        axis_label=axis_label,
+    )
+
+
+def concept_charts(columns: list[ConceptColumn], *, axis_label: str) -> list[Chart]:
+    """Small multiples, one chart per prompt set on a shared scale (the paper's Figures 19-21)."""
+    concepts = [c for column in columns for c in column.concepts]
+    scale = _nice_max(max((c.frequency for c in concepts), default=1.0))
+    shared = label_chars([c.concept for c in concepts], 14)
+    return [
+        bar_chart(
+            [_concept_bar(c) for c in column.concepts],
+            title=column.prompt,
+            axis_label=axis_label,
+            scale_max=scale,
+            width=260,
+            wrap=14,
+            label_columns=shared,
+            value_columns=4,
+        )
+        for column in columns
+    ]
+
+
+def _concept_bar(concept: Concept) -> Bar:
+    return Bar(concept.concept, concept.frequency, f"{concept.frequency:.2f}")
+
+
+def _report_charts(view: ReportView) -> dict[str, Any]:
+    """Every chart of the report, keyed so the template can find them."""
+    bav = bar_chart(
+        [
+            Bar(a.name, a.relative_bav, f"{a.relative_bav:.2f} · {a.bav:.4f}", f"BAV {a.bav:.4f}", BAV_COLOUR)
+            for a in view.axes
+        ],
+        title="Relative BAV per axis",
+        axis_label="relative BAV (value shown: relative · BAV)",
+        scale_max=1.0,
+    )
+    cas = {
+        a.name: bar_chart(
+            [
+                Bar(cf.label, cf.cas, f"{cf.cas:.2f}", cf.prompt, CAS_COLOUR)
+                for cf in a.counterfactuals  # lowest first, as in the view
+            ],
+            title=f"CAS of the {a.name} counterfactuals",
+            axis_label="CAS with the initial images",
+            scale_max=1.0,
+        )
+        for a in view.axes
+    }
+    overall = {a.name: concept_charts(a.overall_concepts, axis_label="per image") for a in view.axes}
+    aligned = {a.name: concept_charts(a.aligned_concepts, axis_label="per image") for a in view.axes}
+    intersections = [concept_charts(i.columns, axis_label="per image") for i in view.intersections]
+    initial = concept_charts(
+        [ConceptColumn("initial", view.prompt, "initial", view.initial_concepts)], axis_label="per image"
+    )
+    return {
+        "bav": bav,
+        "cas": cas,
+        "overall": overall,
+        "aligned": aligned,
+        "intersections": intersections,
+        "initial": initial[0],
+    }
+
+
+# --------------------------------------------------------------------------- images
+
+
+@dataclass(frozen=True)
+class ImageCell:
+    """An image as the page shows it: a relative URL, or why it cannot be shown."""
+
+    index: int
+    seed: int | None
+    src: str | None
+    missing: str | None
+    alt: str
+    title: str
+    flagged_nsfw: bool
+
+
+def image_url(file: str, run_dir: Path, page_dir: Path) -> tuple[str | None, str | None]:
+    """(URL of ``file`` relative to the page, None) or (None, why it is not shown).
+
+    Only files inside the run folder are linked, so a tampered record cannot point the
+    page at other files on the reader's disk.
+    """
+    posix = PurePosixPath(file.replace("\\", "/"))
+    if posix.is_absolute() or ".." in posix.parts:
+        return None, "outside the run folder"
+    target = run_dir / Path(*posix.parts)
+    if not target.is_file():
+        return None, "file missing"
+    relative = Path(_relpath(target, page_dir))
+    return "/".join(quote(part) for part in relative.parts), None
+
+
+def _relpath(target: Path, start: Path) -> str:
+    return os.path.relpath(target.resolve(), start.resolve())
+
+
+def image_cells(sets: list[SetView], run_dir: Path, page_dir: Path) -> dict[str, list[ImageCell]]:
+    """Prompt id -> its images ready for the page."""
+    cells: dict[str, list[ImageCell]] = {}
+    for prompt_set in sets:
+        row = []
+        for image in prompt_set.images:
+            src, missing = image_url(image.file, run_dir, page_dir)
+            said = [f"{axis}: {answer}" for axis, answer in image.answers.items()]
+            said += [f"caption: {image.caption}"] if image.caption else []
+            row.append(
+                ImageCell(
+                    index=image.index,
+                    seed=image.seed,
+                    src=src,
+                    missing=missing,
+                    alt=f"image {image.index} of '{prompt_set.prompt}'",
+                    title="\n".join(said) or f"image {image.index}",
+                    flagged_nsfw=image.flagged_nsfw,
+                )
+            )
+        cells[prompt_set.prompt_id] = row
+    return cells
+
+
+# --------------------------------------------------------------------------- rendering
+
+
+def _number(value: float | None, digits: int = 2, signed: bool = False) -> str:
+    """A number for a table cell; None is a dash."""
+    if value is None:
+        return "–"
+    return f"{value:+.{digits}f}" if signed else f"{value:.{digits}f}"
+
+
+def template_environment() -> jinja2.Environment:
+    """The jinja2 environment of all report templates: autoescape on, undefined names are errors."""
+    import jinja2
+
+    env = jinja2.Environment(
+        loader=jinja2.FileSystemLoader(TEMPLATES),
+        autoescape=True,
+        undefined=jinja2.StrictUndefined,
+        trim_blocks=True,
+        lstrip_blocks=True,
+        keep_trailing_newline=True,
+    )
+    env.filters["number"] = _number
+    env.globals["metrics"] = METRICS
+    return env
+
+
+def render_html(view: ReportView, run_dir: Path) -> str:
+    """The report page of ``view`` for a page saved in ``run_dir``."""
+    from auditor import __version__
+
+    template = template_environment().get_template("report.html.j2")
+    initial = [s for s in (view.set_by_id("initial"),) if s is not None]
+    axis_sets = {
+        axis.name: initial + [s for s in (view.set_by_id(cf.prompt_id) for cf in axis.counterfactuals) if s]
+        for axis in view.axes
+    }
+    return template.render(
+        view=view,
+        axis_sets=axis_sets,
+        charts=_report_charts(view),
+        images=image_cells(view.sets, run_dir, run_dir),
+        grid_images=GRID_IMAGES,
+        auditor_version=__version__,
+    )
+
+
+def write_html_report(record: RunRecord, run_dir: Path) -> Path:
+    """Write ``run_dir/report.html`` for ``record`` (atomically) and return its path."""
+    from auditor.store import atomic_write_text
+
+    run_dir = Path(run_dir)
+    if not run_dir.is_dir():
+        raise AuditorError(f"run folder {run_dir} does not exist")
+    path = run_dir / REPORT_FILE
+    atomic_write_text(path, render_html(build_view(record), run_dir))
+    return path

@@ -1,0 +1,219 @@
+"""The rich terminal report: the report view drawn as ranked bars and plain sentences.
+
+Every piece of text that came from a prompt, the LLM or the VQA model is put into a
+``rich.text.Text`` (never a markup string), so "[bold]" or "<script>" prints literally.
+Tables wrap long prompts instead of cutting them, so the report reads in 80 columns.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from rich.bar import Bar
+from rich.console import Console, Group, RenderableType
+from rich.padding import Padding
+from rich.panel import Panel
+from rich.rule import Rule
+from rich.table import Table
+from rich.text import Text
+
+from auditor.records import RunRecord
+from auditor.reporting.summary import (
+    METRICS,
+    AxisView,
+    Concept,
+    CounterfactualView,
+    ReportView,
+    build_view,
+)
+
+CAS_COLOUR = "green"
+BAV_COLOUR = "dark_orange"
+CONCEPT_COLOUR = "blue"
+BAR_WIDTH = 20
+TOP_CONCEPTS_SHOWN = 10
+
+
+def _text(*parts: str | tuple[str, str]) -> Text:
+    """Plain text from pieces; a ``(text, style)`` pair is styled. No markup is parsed."""
+    text = Text()
+    for part in parts:
+        if isinstance(part, tuple):
+            text.append(part[0], style=part[1])
+        else:
+            text.append(part)
+    return text
+
+
+def _fmt(value: float | None, digits: int = 2) -> str:
+    return "-" if value is None else f"{value:.{digits}f}"
+
+
+def _bar_table(*columns: tuple[str, str]) -> Table:
+    """A borderless table; ``columns`` are (header, justify). The first column wraps."""
+    table = Table(box=None, padding=(0, 1), show_edge=False, pad_edge=False, header_style="bold")
+    for i, (header, justify) in enumerate(columns):
+        if i == 0:
+            table.add_column(header, justify=justify, overflow="fold", ratio=1)
+        elif header == "bar":
+            table.add_column("", width=BAR_WIDTH, no_wrap=True)
+        else:
+            table.add_column(header, justify=justify, no_wrap=True)
+    return table
+
+
+def _section(title: str) -> Rule:
+    return Rule(Text(title, style="bold"), align="left", style="dim")
+
+
+def _header(view: ReportView) -> Panel:
+    status_style = "green" if view.status == "completed" else "red"
+    lines = [
+        _text(("Prompt  ", "bold"), view.prompt),
+        _text(("Run     ", "bold"), view.run_id, "  ", (view.status, status_style), f"  {view.created_at}"),
+    ]
+    for model in view.models:
+        detail = f" ({model.details})" if model.details else ""
+        lines.append(_text((f"{model.role:<14}", "dim"), model.spec, (detail, "dim")))
+    lines.append(
+        _text(
+            ("Images  ", "bold"),
+            f"{view.images_per_prompt} per prompt, seeds {view.seeds}, shared by every prompt set",
+        )
+    )
+    lines.append(Text())
+    lines.append(_text((view.headline, "bold")))
+    return Panel(Group(*lines), title=Text("auditor report", style="bold"), title_align="left", expand=True)
+
+
+def _ranking(view: ReportView) -> RenderableType:
+    table = _bar_table(("axis", "left"), ("bar", ""), ("relative", "right"), ("BAV", "right"))
+    for axis in view.axes:
+        table.add_row(
+            _text(f"{axis.rank}. ", (axis.name, "bold")),
+            Bar(1.0, 0, axis.relative_bav, width=BAR_WIDTH, color=BAV_COLOUR),
+            _fmt(axis.relative_bav),
+            _fmt(axis.bav, 4),
+        )
+    caption = Text(METRICS["relative_bav"].explanation, style="dim")
+    return Group(_section("Which axes lean most (relative BAV, ranked)"), table, caption)
+
+
+def _cf_prompt(cf: CounterfactualView) -> Text:
+    return _text(*[(s.text, "bold") if s.changed else s.text for s in cf.segments])
+
+
+def _cas_table(axis: AxisView) -> Table:
+    embedding = any(cf.embedding_similarity is not None for cf in axis.counterfactuals)
+    columns = [("counterfactual (changed words in bold)", "left"), ("bar", ""), ("CAS", "right")]
+    table = _bar_table(*columns, *([("emb.", "right")] if embedding else []))
+    for cf in axis.counterfactuals:
+        row: list[RenderableType] = [_cf_prompt(cf), Bar(1.0, 0, cf.cas, width=BAR_WIDTH, color=CAS_COLOUR)]
+        row.append(_fmt(cf.cas))
+        if embedding:
+            row.append(_fmt(cf.embedding_similarity))
+        table.add_row(*row)
+        for warning in cf.warnings:
+            table.add_row(_text(("  warning: ", "yellow"), warning))
+    return table
+
+
+def _concept_table(concepts: list[Concept], title: str) -> RenderableType:
+    if not concepts:
+        return _text((f"{title}: none recorded", "dim"))
+    scale = max(1.0, max(c.frequency for c in concepts))
+    table = _bar_table(("concept", "left"), ("bar", ""), ("per image", "right"))
+    for concept in concepts[:TOP_CONCEPTS_SHOWN]:
+        table.add_row(
+            Text(concept.concept),
+            Bar(scale, 0, concept.frequency, width=BAR_WIDTH, color=CONCEPT_COLOUR),
+            _fmt(concept.frequency),
+        )
+    return Group(_text((title, "bold")), table)
+
+
+def _axis(axis: AxisView) -> RenderableType:
+    kind = f" ({axis.kind})" if axis.kind else ""
+    parts: list[RenderableType] = [
+        Rule(_text((f"{axis.rank}. ", "bold"), (axis.name, "bold"), kind), align="left", style="dim"),
+        Text(axis.finding),
+        _text(("BAV ", "bold"), _fmt(axis.bav, 4), "   relative ", _fmt(axis.relative_bav), "   MAD variant ",
+              _fmt(axis.bav_mad)),  # fmt: skip
+        _text(("CAS per counterfactual, lowest first", "bold")),
+        _cas_table(axis),
+    ]
+    if axis.lean is not None:
+        direction = "male" if axis.lean > 0 else "female" if axis.lean < 0 else "neither"
+        parts.append(_text((f"{METRICS['lean'].name}: ", "bold"), f"{axis.lean:+.2f} (leans {direction})"))
+    if axis.association is not None:
+        a = axis.association
+        how = "exact" if a.exact else "Monte Carlo"
+        parts.append(_text(("T2IAT: ", "bold"), a.sentence, (f" [{how}, {a.permutations} splits]", "dim")))
+    initial_aligned = axis.aligned_concepts[0].concepts if axis.aligned_concepts else []
+    question = f" (asked: {axis.question})" if axis.question else ""
+    parts.append(_concept_table(initial_aligned, f"Axis-aligned top concepts of the initial images{question}"))
+    return Group(*parts)
+
+
+def _intersections(view: ReportView) -> Iterable[RenderableType]:
+    if not view.intersections:
+        return
+    yield _section("Intersectionality: axis B's answers across axis A's counterfactuals")
+    for item in view.intersections:
+        table = _bar_table(("prompt set", "left"), ("top answers of " + item.axis_b, "left"))
+        for column in item.columns:
+            answers = ", ".join(f"{c.concept} {c.frequency:.2f}" for c in column.concepts[:4]) or "-"
+            table.add_row(Text(column.label), Text(answers))
+        yield _text("A = ", (item.axis_a, "bold"), ", B = ", (item.axis_b, "bold"))
+        yield Padding(table, (0, 0, 0, 2))
+
+
+def _plan(view: ReportView) -> Iterable[RenderableType]:
+    yield _section("Plan (axes and counterfactuals; no scores yet)")
+    if not view.plan:
+        yield Text("No plan was recorded.")
+    for axis in view.plan:
+        kind = f" ({axis.kind})" if axis.kind else ""
+        yield _text((axis.name, "bold"), kind, ("  asked: ", "dim"), axis.question)
+        for cf in axis.counterfactuals:
+            yield _text("  - ", cf)
+    done = sum(1 for s in view.sets if s.images)
+    yield _text(f"Prompt sets with images: {done} of {len(view.sets)}.")
+
+
+def _how_to_read(view: ReportView) -> Iterable[RenderableType]:
+    yield _section("How to read these numbers")
+    for metric in view.metrics:
+        yield _text((metric.name + ": ", "bold"), metric.explanation)
+
+
+def _notes(view: ReportView) -> Iterable[RenderableType]:
+    if view.errors:
+        yield _section("Errors")
+        yield from (_text(("error: ", "red"), e) for e in view.errors)
+    if view.notes:
+        yield _section("Notes")
+        yield from (_text("- ", note) for note in view.notes)
+
+
+def view_renderables(view: ReportView) -> list[RenderableType]:
+    """The report as rich renderables, in display order."""
+    parts: list[RenderableType] = [_header(view)]
+    if view.scored:
+        parts.append(_ranking(view))
+        parts += [_axis(axis) for axis in view.axes]
+        parts.append(_section("Top concepts of the initial images"))
+        parts.append(_concept_table(view.initial_concepts, "All VQA answers and captions"))
+        parts += list(_intersections(view))
+    else:
+        parts += list(_plan(view))
+    parts += list(_notes(view))
+    parts += list(_how_to_read(view))
+    return parts
+
+
+def render_terminal(record: RunRecord, console: Console) -> None:
+    """Print the report of ``record`` on ``console`` (any width from about 60 columns up)."""
+    for part in view_renderables(build_view(record)):
+        console.print(part)
+        console.print()
