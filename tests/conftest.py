@@ -16,3 +16,11 @@ def isolated_environment(tmp_path, monkeypatch):
         monkeypatch.delenv(name, raising=False)
     monkeypatch.chdir(tmp_path)
     yield
+
+
+@pytest.fixture(scope="session")
+def tiny_models(tmp_path_factory):
+    """Tiny random text-to-image, BLIP-2 and CLIP models, built once per test session (a few seconds)."""
+    from auditor.tiny import build_tiny_models
+
+    return build_tiny_models(tmp_path_factory.mktemp("tiny-models"))

@@ -20,6 +20,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from auditor.weights import quiet_libraries
+
 #: Written last into a finished model folder; its presence means "complete, reuse it".
 COMPLETE_MARKER = ".auditor-tiny-complete"
 #: Base seed of every random initialisation.
@@ -59,29 +61,11 @@ def _build_once(target: Path, build: Callable[[Path, int], None]) -> None:
     target.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=f".{target.name}.", dir=target.parent))
     try:
-        _quiet_build(build, staging)
+        with quiet_libraries("transformers", "diffusers"):
+            build(staging, SEED)
         (staging / COMPLETE_MARKER).write_text("built by auditor.tiny\n", encoding="utf-8")
         if target.exists():  # an interrupted earlier build
             shutil.rmtree(target)
         os.replace(staging, target)
     finally:
         shutil.rmtree(staging, ignore_errors=True)
-
-
-def _quiet_build(build: Callable[[Path, int], None], staging: Path) -> None:
-    """Build with the libraries' progress bars and advisory warnings silenced (the build is not the news)."""
-    from diffusers.utils import logging as diffusers_logging
-    from transformers.utils import logging as transformers_logging
-
-    levels = diffusers_logging.get_verbosity(), transformers_logging.get_verbosity()
-    bars_were_on = transformers_logging.is_progress_bar_enabled()
-    diffusers_logging.set_verbosity_error()
-    transformers_logging.set_verbosity_error()
-    transformers_logging.disable_progress_bar()
-    try:
-        build(staging, SEED)
-    finally:
-        diffusers_logging.set_verbosity(levels[0])
-        transformers_logging.set_verbosity(levels[1])
-        if bars_were_on:
-            transformers_logging.enable_progress_bar()

@@ -1,0 +1,146 @@
+"""``diffusers:<hub id or folder>``: any diffusers text-to-image pipeline.
+
+Loaded through ``AutoPipelineForText2Image.from_pretrained`` in float16 on CUDA and
+float32 on CPU. A batch of items is one pipeline call with one CPU ``torch.Generator``
+per item, seeded with the item's seed: the starting noise of image i depends only on its
+seed, not on the device or on which other prompts share the batch (paired seeds).
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Sequence
+from typing import Any
+
+from auditor.backends import Spec
+from auditor.errors import AuditorError
+from auditor.fingerprint import folder_fingerprint, settings_fingerprint
+from auditor.generation.base import GeneratedPicture, GenerationItem
+from auditor.records import GenerationSettings, ModelRef
+from auditor.weights import dtype_keyword, explain_load_errors, model_files, quiet_libraries
+
+_WHAT = "text-to-image"
+_HINT = "pass --t2i diffusers:/path/to/local/copy"
+
+
+class DiffusersTextToImage:
+    """A loaded diffusers pipeline and the settings every image is made with."""
+
+    seeded = True
+
+    def __init__(self, pipeline: Any, ref: ModelRef, settings: GenerationSettings):
+        self.pipeline = pipeline
+        self.ref = ref
+        #: The settings in effect, defaults resolved (scheduler class, steps, guidance, size).
+        self.settings = settings
+
+    @property
+    def scheduler_name(self) -> str:
+        """Class name of the scheduler in use, e.g. ``'PNDMScheduler'``."""
+        return type(self.pipeline.scheduler).__name__
+
+    def cache_fingerprint(self) -> str:
+        return settings_fingerprint(
+            self.ref.fingerprint,
+            dtype=self.ref.dtype,
+            **self.settings.model_dump(exclude={"batch_size"}),
+        )
+
+    def generate(self, items: Sequence[GenerationItem]) -> list[GeneratedPicture]:
+        """One pipeline call per ``batch_size`` items, with each item's own seeded generator."""
+        import torch
+
+        pictures: list[GeneratedPicture] = []
+        size = self.settings.batch_size
+        for start in range(0, len(items), size):
+            batch = items[start : start + size]
+            options: dict[str, Any] = {
+                "prompt": [item.prompt for item in batch],
+                "generator": [torch.Generator("cpu").manual_seed(item.seed) for item in batch],
+                "num_inference_steps": self.settings.steps,
+                "guidance_scale": self.settings.guidance_scale,
+                "width": self.settings.width,
+                "height": self.settings.height,
+                "output_type": "pil",
+            }
+            if self.settings.negative_prompt is not None:
+                options["negative_prompt"] = [self.settings.negative_prompt] * len(batch)
+            with torch.inference_mode():
+                output = self.pipeline(**{k: v for k, v in options.items() if v is not None})
+            flags = getattr(output, "nsfw_content_detected", None) or [False] * len(batch)
+            pictures += [
+                GeneratedPicture(image=image, flagged_nsfw=bool(flag)) for image, flag in zip(output.images, flags)
+            ]
+        return pictures
+
+
+def load(spec: Spec, settings: GenerationSettings, device: str | None = None) -> DiffusersTextToImage:
+    """Load the pipeline named by ``spec.target`` and apply ``settings`` (scheduler, defaults)."""
+    from auditor.devices import pick_device, pick_dtype
+
+    model_id = spec.target
+    if not model_id:
+        raise AuditorError("the diffusers backend needs a model: --t2i diffusers:<hub id or folder>")
+    device = pick_device(device)
+    dtype = pick_dtype(device)
+    with quiet_libraries("transformers", "diffusers"), explain_load_errors(_WHAT, model_id, _HINT):
+        from diffusers import AutoPipelineForText2Image
+
+        pipeline = AutoPipelineForText2Image.from_pretrained(model_id, **{dtype_keyword("diffusers"): dtype})
+    if settings.scheduler:
+        pipeline.scheduler = _scheduler(pipeline, settings.scheduler)
+    pipeline = pipeline.to(device)
+    pipeline.set_progress_bar_config(disable=True)
+    files = model_files(model_id, "model_index.json")
+    ref = ModelRef(
+        spec=str(spec),
+        backend=spec.prefix,
+        model_id=model_id,
+        revision=files.revision if files else None,
+        fingerprint=folder_fingerprint(files.folder) if files else None,
+        dtype=str(dtype).removeprefix("torch."),
+        device=device,
+    )
+    return DiffusersTextToImage(pipeline, ref, _effective_settings(pipeline, settings))
+
+
+def _scheduler(pipeline: Any, name: str) -> Any:
+    """A scheduler of class ``name`` configured from the pipeline's own scheduler config."""
+    import diffusers
+
+    cls = getattr(diffusers, name, None)
+    if not (inspect.isclass(cls) and issubclass(cls, diffusers.SchedulerMixin)):
+        compatible = sorted(c.__name__ for c in pipeline.scheduler.compatibles)
+        raise AuditorError(f"unknown scheduler {name!r}: use one of {', '.join(compatible)}")
+    return cls.from_config(pipeline.scheduler.config)
+
+
+def _effective_settings(pipeline: Any, settings: GenerationSettings) -> GenerationSettings:
+    """``settings`` with the pipeline's defaults filled in, so the record says what actually ran."""
+    defaults = inspect.signature(pipeline.__call__).parameters
+    size = _default_size(pipeline)
+
+    def default(name: str) -> Any:
+        parameter = defaults.get(name)
+        return None if parameter is None or parameter.default is inspect.Parameter.empty else parameter.default
+
+    return settings.model_copy(
+        update={
+            "scheduler": type(pipeline.scheduler).__name__,
+            "steps": settings.steps if settings.steps is not None else default("num_inference_steps"),
+            "guidance_scale": settings.guidance_scale
+            if settings.guidance_scale is not None
+            else default("guidance_scale"),
+            "width": settings.width or size,
+            "height": settings.height or size,
+        }
+    )
+
+
+def _default_size(pipeline: Any) -> int | None:
+    """The image side the pipeline makes by default (latent sample size x VAE scale), when it says."""
+    base = getattr(pipeline, "default_sample_size", None)
+    if base is None and getattr(pipeline, "unet", None) is not None:
+        base = getattr(pipeline.unet.config, "sample_size", None)
+    scale = getattr(pipeline, "vae_scale_factor", None)
+    return base * scale if isinstance(base, int) and isinstance(scale, int) else None

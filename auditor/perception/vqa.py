@@ -1,0 +1,336 @@
+"""VQA backends on transformers vision-language models: BLIP-2, BLIP, InstructBLIP, LLaVA-style.
+
+``answer(images, questions)`` asks every question of every image with short greedy
+answers. The expensive image side runs once per image: for BLIP-2 the vision encoder
+and the Q-Former (its output does not depend on the question), for BLIP and
+InstructBLIP the vision encoder (their Q-Former/text encoder reads the question). The
+(image, question) pairs then go through the language side ``batch_size`` at a time.
+Sequences are left-padded with masked positions so a pair's answer does not depend on
+which other pairs share its batch.
+
+The generic ``hf:`` path (``AutoModelForImageTextToText`` + the processor's chat
+template) cannot split image encoding from the prompt, since those models splice image
+features into the prompt inside ``forward``; it batches the pairs and encodes each pair's
+image with it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+from auditor.backends import Spec
+from auditor.errors import AuditorError, BackendError
+from auditor.fingerprint import folder_fingerprint, settings_fingerprint
+from auditor.records import ModelRef, PerceptionSettings
+from auditor.weights import dtype_keyword, explain_load_errors, model_files, quiet_libraries
+
+if TYPE_CHECKING:  # pragma: no cover
+    from PIL import Image
+
+_WHAT = "VQA"
+_HINT = "pass --vqa /path/to/local/copy"
+
+
+class TransformersVqa:
+    """Shared driver: encode images once, then answer (image, question) pairs in batches.
+
+    Subclasses say how to encode images (``_encode``) and how to answer a batch of pairs
+    from those encodings (``_answer_batch``), and which prompt wraps a question.
+    """
+
+    #: How a question is put to the model; ``{question}`` is replaced.
+    question_template = "{question}"
+    #: How the caption question is put to the model.
+    caption_template = "{question}"
+
+    def __init__(self, model: Any, processor: Any, ref: ModelRef, settings: PerceptionSettings):
+        self.model = model
+        self.processor = processor
+        self.ref = ref
+        self.settings = settings
+
+    @property
+    def device(self) -> Any:
+        return self.model.device
+
+    @property
+    def dtype(self) -> Any:
+        return self.model.dtype
+
+    def cache_fingerprint(self) -> str:
+        return settings_fingerprint(
+            self.ref.fingerprint,
+            backend=self.ref.backend,
+            dtype=self.ref.dtype,
+            question_template=self.question_template,
+            caption_template=self.caption_template,
+            max_new_tokens=self.settings.max_new_tokens,
+            caption_max_new_tokens=self.settings.caption_max_new_tokens,
+        )
+
+    def answer(
+        self, images: Sequence[Image.Image], questions: Sequence[str], caption_question: str | None = None
+    ) -> list[list[str]]:
+        """``result[i][j]`` answers ``questions[j]`` about ``images[i]``.
+
+        A question equal to ``caption_question`` is the caption request: it gets the
+        caption template and ``caption_max_new_tokens`` instead of the short-answer budget.
+        """
+        import torch
+
+        if not images or not questions:
+            return [[] for _ in images]
+        rgb = [image.convert("RGB") for image in images]
+        size = self.settings.batch_size
+        answers: list[list[str]] = [[""] * len(questions) for _ in rgb]
+        with torch.inference_mode():
+            encoded: list[Any] = []
+            for start in range(0, len(rgb), size):
+                encoded += self._encode(rgb[start : start + size])
+            for is_caption in (False, True):
+                columns = [j for j, q in enumerate(questions) if (q == caption_question) is is_caption]
+                template = self.caption_template if is_caption else self.question_template
+                budget = self.settings.caption_max_new_tokens if is_caption else self.settings.max_new_tokens
+                pairs = [(i, j) for i in range(len(rgb)) for j in columns]
+                for start in range(0, len(pairs), size):
+                    batch = pairs[start : start + size]
+                    prompts = [template.format(question=questions[j]) for _, j in batch]
+                    replies = self._answer_batch([encoded[i] for i, _ in batch], prompts, budget)
+                    for (i, j), reply in zip(batch, replies, strict=True):
+                        answers[i][j] = _first_line(reply)
+        return answers
+
+    # ------------------------------------------------------------------ for subclasses
+
+    def _pixels(self, images: list[Image.Image]) -> Any:
+        pixels = self.processor.image_processor(images, return_tensors="pt")["pixel_values"]
+        return pixels.to(self.device, self.dtype)
+
+    def _encode(self, images: list[Image.Image]) -> list[Any]:
+        """One encoding per image, in order."""
+        raise NotImplementedError
+
+    def _answer_batch(self, encoded: list[Any], prompts: list[str], max_new_tokens: int) -> list[str]:
+        """One decoded reply per (encoding, prompt) pair."""
+        raise NotImplementedError
+
+
+class _QueryPrefixVqa(TransformersVqa):
+    """BLIP-2 / InstructBLIP: projected Q-Former queries prefix the prompt of a language model."""
+
+    def _generate_after_prefix(self, prefixes: list[Any], prompts: list[str], max_new_tokens: int) -> list[str]:
+        """Greedy continuation of ``[prefix, prompt tokens]`` rows, left-padded into one batch."""
+        import torch
+
+        tokenizer = self.processor.tokenizer
+        embed = self.model.get_input_embeddings()
+        rows = []
+        for prefix, prompt in zip(prefixes, prompts, strict=True):
+            ids = torch.tensor(tokenizer(prompt, add_special_tokens=True)["input_ids"], device=self.device)
+            rows.append(torch.cat([prefix.to(embed.weight.dtype), embed(ids)]))
+        width = max(len(row) for row in rows)
+        pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
+        pad = embed(torch.tensor([pad_id], device=self.device))[0]
+        inputs = torch.stack([torch.cat([pad.expand(width - len(row), -1), row]) for row in rows])
+        mask = torch.tensor([[0] * (width - len(row)) + [1] * len(row) for row in rows], device=self.device)
+        output = self.model.language_model.generate(
+            inputs_embeds=inputs,
+            attention_mask=mask,
+            max_new_tokens=max_new_tokens,
+            do_sample=False,
+            num_beams=1,
+            pad_token_id=pad_id,
+        )
+        # With only embeddings as input, decoder-only models return just the new tokens.
+        return tokenizer.batch_decode(output, skip_special_tokens=True)
+
+
+class Blip2Vqa(_QueryPrefixVqa):
+    """BLIP-2 (e.g. ``Salesforce/blip2-opt-2.7b``); the paper's VQA model and prompt format."""
+
+    question_template = "Question: {question} Answer:"
+    caption_template = "Question: {question} Answer:"
+
+    def _encode(self, images: list[Image.Image]) -> list[Any]:
+        """Vision encoder + Q-Former + projection: the language-model prefix of each image."""
+        import torch
+
+        model = self.model
+        image_embeds = model.vision_model(pixel_values=self._pixels(images), return_dict=True).last_hidden_state
+        image_mask = torch.ones(image_embeds.shape[:-1], dtype=torch.long, device=image_embeds.device)
+        queries = model.qformer(
+            query_embeds=model.query_tokens.expand(len(images), -1, -1),
+            encoder_hidden_states=image_embeds,
+            encoder_attention_mask=image_mask,
+            return_dict=True,
+        ).last_hidden_state
+        return list(model.language_projection(queries.to(model.language_projection.weight.dtype)))
+
+    def _answer_batch(self, encoded: list[Any], prompts: list[str], max_new_tokens: int) -> list[str]:
+        return self._generate_after_prefix(encoded, prompts, max_new_tokens)
+
+
+class InstructBlipVqa(_QueryPrefixVqa):
+    """InstructBLIP: the Q-Former also reads the instruction, so only the vision encoder runs once per image."""
+
+    question_template = "Question: {question} Short answer:"
+    caption_template = "{question}"
+
+    def _encode(self, images: list[Image.Image]) -> list[Any]:
+        return list(self.model.vision_model(pixel_values=self._pixels(images), return_dict=True).last_hidden_state)
+
+    def _answer_batch(self, encoded: list[Any], prompts: list[str], max_new_tokens: int) -> list[str]:
+        import torch
+
+        model = self.model
+        image_embeds = torch.stack(encoded)
+        image_mask = torch.ones(image_embeds.shape[:-1], dtype=torch.long, device=self.device)
+        instruction = self.processor.qformer_tokenizer(prompts, padding=True, return_tensors="pt").to(self.device)
+        queries = model.query_tokens.expand(len(prompts), -1, -1)
+        query_mask = torch.ones(queries.shape[:-1], dtype=torch.long, device=self.device)
+        output = model.qformer(
+            input_ids=instruction["input_ids"],
+            attention_mask=torch.cat([query_mask, instruction["attention_mask"]], dim=1),
+            query_embeds=queries,
+            encoder_hidden_states=image_embeds,
+            encoder_attention_mask=image_mask,
+            return_dict=True,
+        ).last_hidden_state[:, : queries.shape[1]]
+        prefixes = model.language_projection(output.to(model.language_projection.weight.dtype))
+        return self._generate_after_prefix(list(prefixes), prompts, max_new_tokens)
+
+
+class BlipVqa(TransformersVqa):
+    """BLIP VQA (e.g. ``Salesforce/blip-vqa-base``): image once, question encoder + answer decoder per pair."""
+
+    def _encode(self, images: list[Image.Image]) -> list[Any]:
+        return list(self.model.vision_model(pixel_values=self._pixels(images), return_dict=True).last_hidden_state)
+
+    def _answer_batch(self, encoded: list[Any], prompts: list[str], max_new_tokens: int) -> list[str]:
+        import torch
+
+        model = self.model
+        image_embeds = torch.stack(encoded)
+        image_mask = torch.ones(image_embeds.shape[:-1], dtype=torch.long, device=self.device)
+        question = self.processor.tokenizer(prompts, padding=True, return_tensors="pt").to(self.device)
+        question_embeds = model.text_encoder(
+            input_ids=question["input_ids"],
+            attention_mask=question["attention_mask"],
+            encoder_hidden_states=image_embeds,
+            encoder_attention_mask=image_mask,
+            return_dict=True,
+        ).last_hidden_state
+        start = torch.full((len(prompts), 1), model.decoder_start_token_id, device=self.device)
+        output = model.text_decoder.generate(
+            input_ids=start,
+            eos_token_id=model.config.text_config.sep_token_id,
+            pad_token_id=model.config.text_config.pad_token_id,
+            # The question's own padding mask (the reference code attends to padding,
+            # which would make an answer depend on the other questions in the batch).
+            encoder_hidden_states=question_embeds,
+            encoder_attention_mask=question["attention_mask"],
+            max_new_tokens=max_new_tokens,
+            do_sample=False,
+            num_beams=1,
+        )
+        return self.processor.tokenizer.batch_decode(output, skip_special_tokens=True)
+
+
+class ImageTextToTextVqa(TransformersVqa):
+    """Any ``AutoModelForImageTextToText`` chat model (LLaVA-style), prompted through its chat template."""
+
+    question_template = "{question} Answer with a few words."
+    caption_template = "{question}"
+
+    def _encode(self, images: list[Image.Image]) -> list[Any]:
+        return list(images)
+
+    def _answer_batch(self, encoded: list[Any], prompts: list[str], max_new_tokens: int) -> list[str]:
+        processor = self.processor
+        texts = [
+            processor.apply_chat_template(
+                [{"role": "user", "content": [{"type": "image"}, {"type": "text", "text": prompt}]}],
+                add_generation_prompt=True,
+                tokenize=False,
+            )
+            for prompt in prompts
+        ]
+        processor.tokenizer.padding_side = "left"
+        inputs = processor(images=encoded, text=texts, padding=True, return_tensors="pt").to(self.device)
+        inputs = {k: v.to(self.dtype) if v.is_floating_point() else v for k, v in inputs.items()}
+        output = self.model.generate(**inputs, max_new_tokens=max_new_tokens, do_sample=False, num_beams=1)
+        return processor.tokenizer.batch_decode(output[:, inputs["input_ids"].shape[1] :], skip_special_tokens=True)
+
+
+# ---------------------------------------------------------------------- loaders
+
+
+def load_blip2(spec: Spec, settings: PerceptionSettings, device: str | None = None) -> Blip2Vqa:
+    """``blip2:<hub id or folder>``: a ``Blip2ForConditionalGeneration`` and its processor."""
+    return _load(spec, settings, device, Blip2Vqa, "Blip2ForConditionalGeneration", {"blip-2"})
+
+
+def load_blip(spec: Spec, settings: PerceptionSettings, device: str | None = None) -> BlipVqa:
+    """``blip:<hub id or folder>``: a ``BlipForQuestionAnswering`` (a VQA head, not the captioning model)."""
+    return _load(spec, settings, device, BlipVqa, "BlipForQuestionAnswering", {"blip"})
+
+
+def load_instructblip(spec: Spec, settings: PerceptionSettings, device: str | None = None) -> InstructBlipVqa:
+    """``instructblip:<hub id or folder>``: an ``InstructBlipForConditionalGeneration`` and its processor."""
+    return _load(spec, settings, device, InstructBlipVqa, "InstructBlipForConditionalGeneration", {"instructblip"})
+
+
+def load_image_text_to_text(
+    spec: Spec, settings: PerceptionSettings, device: str | None = None
+) -> ImageTextToTextVqa:
+    """``hf:<hub id or folder>``: any ``AutoModelForImageTextToText`` with a chat-template processor."""
+    return _load(spec, settings, device, ImageTextToTextVqa, "AutoModelForImageTextToText", None)
+
+
+def _load(
+    spec: Spec,
+    settings: PerceptionSettings,
+    device: str | None,
+    backend: type[TransformersVqa],
+    model_class: str,
+    model_types: set[str] | None,
+) -> Any:
+    """Load model and processor with ``from_pretrained``; refuse a folder of another model type."""
+    from auditor.devices import pick_device, pick_dtype
+
+    model_id = spec.target
+    if not model_id:
+        raise AuditorError(f"the {spec.prefix} backend needs a model: --vqa {spec.prefix}:<hub id or folder>")
+    device = pick_device(device)
+    dtype = pick_dtype(device)
+    with quiet_libraries("transformers"), explain_load_errors(_WHAT, model_id, _HINT):
+        import transformers
+
+        config = transformers.AutoConfig.from_pretrained(model_id)
+        if model_types is not None and config.model_type not in model_types:
+            raise BackendError(
+                f"cannot load VQA model {model_id!r} as {spec.prefix}: it is a {config.model_type!r} model; "
+                f"--vqa takes blip2:, blip:, instructblip: or hf: (image-text-to-text chat models)"
+            )
+        model = getattr(transformers, model_class).from_pretrained(model_id, **{dtype_keyword("transformers"): dtype})
+        processor = transformers.AutoProcessor.from_pretrained(model_id)
+    if backend is ImageTextToTextVqa and getattr(processor, "chat_template", None) is None:
+        raise BackendError(f"VQA model {model_id!r} has no chat template; use blip2:, blip: or instructblip: for it")
+    model = model.to(device).eval()
+    files = model_files(model_id, "config.json")
+    ref = ModelRef(
+        spec=str(spec),
+        backend=spec.prefix,
+        model_id=model_id,
+        revision=files.revision if files else None,
+        fingerprint=folder_fingerprint(files.folder) if files else None,
+        dtype=str(dtype).removeprefix("torch."),
+        device=device,
+    )
+    return backend(model, processor, ref, settings)
+
+
+def _first_line(text: str) -> str:
+    """A short answer is its first non-empty line, trimmed."""
+    return next((line.strip() for line in text.strip().splitlines() if line.strip()), "")
