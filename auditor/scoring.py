@@ -152,8 +152,8 @@ def _top(histogram: Mapping[str, float], k: int) -> list[ConceptFrequency]:
 def record_concepts(record: RunRecord) -> dict[str, SetConcepts]:
     """Concepts of every prompt set of ``record``, recomputed from its answers.
 
-    Images flagged NSFW are left out, as the study does; captions and the frequency
-    floor follow the record's own scoring settings.
+    Images flagged NSFW are left out (a blacked-out image says nothing about the prompt);
+    captions and the frequency floor follow the record's own scoring settings.
     """
     plan = _plan_of(record)
     axes = [axis.name for axis in plan.axes]
@@ -172,7 +172,7 @@ def record_concepts(record: RunRecord) -> dict[str, SetConcepts]:
         if generated and len(used) > len(generated):
             raise AuditorError(
                 f"run {record.run_id!r}: prompt set {prompt_id!r} has answers for {len(used)} images "
-                f"but only {len(generated)} images"
+                f"but only {len(generated)} were generated"
             )
         concepts[prompt_id] = set_concepts(
             prompt_id,
