@@ -23,4 +23,9 @@ def tiny_models(tmp_path_factory):
     """Tiny random text-to-image, BLIP-2 and CLIP models, built once per test session (a few seconds)."""
     from auditor.tiny import build_tiny_models
 
-    return build_tiny_models(tmp_path_factory.mktemp("tiny-models"))
+    # Session fixtures run before the autouse one: keep the hub offline here too, since
+    # huggingface_hub reads HF_HUB_OFFLINE once, when it is first imported.
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("HF_HUB_OFFLINE", "1")
+        patch.setenv("TRANSFORMERS_OFFLINE", "1")
+        return build_tiny_models(tmp_path_factory.mktemp("tiny-models"))
