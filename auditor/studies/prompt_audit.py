@@ -302,28 +302,16 @@ class PromptAudit:
             _release_accelerator_memory()
 
     def score(self) -> None:
-        from auditor.concepts import set_concepts
-        from auditor.scoring import score_audit
+        from auditor.scoring import record_concepts, score_audit
 
-        config = self.record.config
-        plan = self.record.plan
-        axes = [axis.name for axis in plan.axes]
         with self.stage("score") as outcome:
-            self.record.concepts = {
-                prompt_id: set_concepts(
-                    prompt_id,
-                    answers,
-                    axes,
-                    include_captions=config.scoring.include_captions,
-                    min_frequency=config.scoring.min_frequency,
-                )
-                for prompt_id, answers in self.record.answers.items()
-            }
-            scores = score_audit(plan, self.record.concepts, config.scoring)
+            # The same code path `auditor score RUN` uses, so a rescore reproduces these numbers.
+            self.record.concepts = record_concepts(self.record)
+            scores = score_audit(self.record.plan, self.record.concepts, self.record.config.scoring)
             if self.embeddings is not None:
                 from auditor.embedding_scores import apply_embedding_scores
 
-                scores = apply_embedding_scores(scores, plan, self.embeddings, config.scoring)
+                scores = apply_embedding_scores(scores, self.record.plan, self.embeddings, self.record.config.scoring)
             self.record.scores = scores
             outcome.computed = len(self.record.concepts)
 
