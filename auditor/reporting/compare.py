@@ -273,7 +273,11 @@ def write_comparison_html(view: ComparisonView, path: Path, run_dir_a: Path, run
                     bars.append(Bar(f"{label} ({side})", value, f"{value:.2f}", f"{cf.prompt}, run {side}", colour))
         charts[axis.axis] = bar_chart(bars, title=f"CAS of {axis.axis}", axis_label="CAS, A and B", scale_max=1.0)
     html = template_environment().get_template("compare.html.j2").render(
-        view=view, images=images, charts=charts, auditor_version=__version__
+        view=view,
+        images=images,
+        charts=charts,
+        colours={"a": RUN_A_COLOUR, "b": RUN_B_COLOUR},
+        auditor_version=__version__,
     )
     try:
         atomic_write_text(path, html)

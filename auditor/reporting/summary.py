@@ -253,6 +253,11 @@ class SetView:
     images: list[ImageView]
 
     @property
+    def answered(self) -> bool:
+        """Whether the VQA model said anything about any image of the set."""
+        return any(image.answers or image.caption for image in self.images)
+
+    @property
     def answer_axes(self) -> list[str]:
         """Axes the VQA model answered for any image of the set, in first-seen order."""
         return list(dict.fromkeys(axis for image in self.images for axis in image.answers))
@@ -283,6 +288,7 @@ class ReportView:
 
     run_id: str
     status: str
+    status_phrase: str
     prompt: str
     created_at: str
     scored: bool
@@ -472,7 +478,8 @@ def _sets(record: RunRecord) -> list[SetView]:
     planned = record.plan.prompt_sets() if record.plan else [(INITIAL_PROMPT_ID, prompt, None)]
     made = {s.prompt_id: s for s in record.prompt_sets}
     order = [pid for pid, _, _ in planned] + [pid for pid in made if pid not in {p for p, _, _ in planned}]
-    texts = {pid: (text, axis) for pid, text, axis in planned} | {s.prompt_id: (s.prompt, s.axis) for s in made.values()}
+    texts = {pid: (text, axis) for pid, text, axis in planned}
+    texts |= {s.prompt_id: (s.prompt, s.axis) for s in made.values()}
     views = []
     for pid in order:
         text, axis = texts[pid]
@@ -513,11 +520,20 @@ def _models(record: RunRecord) -> list[ModelLine]:
     return lines
 
 
+#: How each run status reads in a sentence ("This run ...").
+STATUS_PHRASES = {
+    "running": "is still running (or stopped without recording why)",
+    "completed": "completed",
+    "failed": "failed",
+    "interrupted": "was interrupted",
+}
+
+
 def _headline(record: RunRecord, axes: list[AxisView]) -> str:
     if record.scores is None:
         stage = next((e.stage for e in record.errors if e.stage), None)
         where = f" at the {stage} stage" if stage else ""
-        return f"This run is {record.status}{where} and has no scores yet; below is what it did finish."
+        return f"This run {STATUS_PHRASES[record.status]}{where} and has no scores; below is what it finished."
     if not axes:
         return "The run was scored but has no axes."
     top = axes[0]
@@ -529,7 +545,7 @@ def _headline(record: RunRecord, axes: list[AxisView]) -> str:
 def _notes(record: RunRecord) -> list[str]:
     notes = []
     if record.status != "completed":
-        notes.append(f"Run status: {record.status}.")
+        notes.append(f"This run {STATUS_PHRASES[record.status]}.")
     if record.scores is not None:
         notes += list(record.scores.warnings)
         for axis in record.scores.axes:
@@ -565,6 +581,7 @@ def build_view(record: RunRecord) -> ReportView:
     return ReportView(
         run_id=record.run_id,
         status=record.status,
+        status_phrase=STATUS_PHRASES[record.status],
         prompt=prompt,
         created_at=record.created_at.isoformat(timespec="seconds"),
         scored=scores is not None,
@@ -576,7 +593,9 @@ def build_view(record: RunRecord) -> ReportView:
         axes=axes,
         initial_concepts=_concepts(scores.top_concepts.get(INITIAL_PROMPT_ID, [])) if scores else [],
         initial_aligned=(
-            {axis: _concepts(c) for axis, c in scores.axis_top_concepts.get(INITIAL_PROMPT_ID, {}).items()} if scores else {}
+            {axis: _concepts(c) for axis, c in scores.axis_top_concepts.get(INITIAL_PROMPT_ID, {}).items()}
+            if scores
+            else {}
         ),
         intersections=intersections,
         plan=[PlanAxisView(a.name, a.kind, a.question, list(a.counterfactuals)) for a in plan.axes] if plan else [],

@@ -62,8 +62,11 @@ def _bar_table(*columns: tuple[str, str]) -> Table:
     return table
 
 
-def _section(title: str) -> Rule:
-    return Rule(Text(title, style="bold"), align="left", style="dim")
+def _section(title: str | Text) -> Group:
+    """A section heading: a rule, then the title as wrapping text (a titled rule would cut it short)."""
+    heading = title if isinstance(title, Text) else Text(title)
+    heading.stylize("bold")
+    return Group(Rule(style="dim"), heading)
 
 
 def _header(view: ReportView) -> Panel:
@@ -135,7 +138,7 @@ def _concept_table(concepts: list[Concept], title: str) -> RenderableType:
 def _axis(axis: AxisView) -> RenderableType:
     kind = f" ({axis.kind})" if axis.kind else ""
     parts: list[RenderableType] = [
-        Rule(_text((f"{axis.rank}. ", "bold"), (axis.name, "bold"), kind), align="left", style="dim"),
+        _section(_text(f"{axis.rank}. ", axis.name, kind)),
         Text(axis.finding),
         _text(("BAV ", "bold"), _fmt(axis.bav, 4), "   relative ", _fmt(axis.relative_bav), "   MAD variant ",
               _fmt(axis.bav_mad)),  # fmt: skip

@@ -1,0 +1,350 @@
+"""Reports from stored run records: terminal (80 columns), JSON, HTML, escaping, failed runs, compare."""
+
+from __future__ import annotations
+
+import io
+import json
+import re
+import shutil
+from pathlib import Path
+
+import pytest
+from rich.cells import cell_len
+from rich.console import Console
+
+from auditor.records import ChatMessage, RunError, RunRecord
+from auditor.reporting import render_terminal, report_json, write_html_report
+from auditor.reporting.compare import compare_records, render_comparison_terminal, write_comparison_html
+from auditor.reporting.html import Bar, bar_chart
+from auditor.reporting.summary import axis_finding, build_view, describe_seeds, prompt_label, prompt_segments
+from auditor.store import load_record, write_model
+from tests.clitools import run_auditor
+from tests.fixtures.build_fixtures import build_all
+
+FIXTURES = Path(__file__).parent / "fixtures" / "runs"
+HOSTILE = "<script>alert(1)</script> [bold red]loud[/bold red] :smile:"
+
+
+def copy_fixture(run_id: str, tmp_path: Path) -> Path:
+    """A writable copy of a stored fixture run folder."""
+    target = tmp_path / "runs" / run_id
+    shutil.copytree(FIXTURES / run_id, target)
+    return target
+
+
+def fixture(run_id: str = "pharmacist-sd15") -> RunRecord:
+    return load_record(FIXTURES / run_id / "record.json")
+
+
+def hostile_record(record: RunRecord) -> RunRecord:
+    """``record`` with markup and a script in the prompt, a counterfactual, VQA text, concepts and the LLM reply."""
+    data = record.model_dump(mode="json")
+    data["config"]["prompt"] = data["plan"]["prompt"] = f"a photo of a pharmacist {HOSTILE}"
+    gender = data["scores"]["axes"][[a["axis"] for a in data["scores"]["axes"]].index("gender")]
+    gender["counterfactuals"][1]["prompt"] = f"a photo of a female pharmacist {HOSTILE}"
+    data["plan"]["axes"][0]["counterfactuals"][1] = gender["counterfactuals"][1]["prompt"]
+    data["prompt_sets"][0]["prompt"] = data["config"]["prompt"]
+    data["answers"]["initial"][0]["answers"]["gender"] = HOSTILE
+    data["answers"]["initial"][0]["caption"] = HOSTILE
+    data["scores"]["top_concepts"]["initial"][0]["concept"] = HOSTILE
+    data["plan"]["transcript"].append(ChatMessage(role="assistant", content=HOSTILE).model_dump())
+    data["errors"] = [RunError(stage="report", type="ValueError", message=HOSTILE).model_dump()]
+    return RunRecord.model_validate(data)
+
+
+def failed_record(record: RunRecord) -> RunRecord:
+    """``record`` as a run that stopped while perceiving: plan and some images, no answers or scores."""
+    return record.model_copy(
+        update={
+            "status": "failed",
+            "scores": None,
+            "concepts": {},
+            "answers": {},
+            "prompt_sets": record.prompt_sets[:2],
+            "errors": [RunError(stage="perceive", type="BackendError", message="CUDA out of memory")],
+        }
+    )
+
+
+def terminal_text(record: RunRecord, width: int = 80) -> str:
+    console = Console(width=width, file=io.StringIO(), force_terminal=True, color_system="truecolor", record=True)
+    render_terminal(record, console)
+    return console.export_text(styles=False)
+
+
+def assert_fits(text: str, width: int) -> None:
+    too_long = [line for line in text.splitlines() if cell_len(line) > width]
+    assert too_long == [], too_long
+
+
+# --------------------------------------------------------------------------- the fixtures
+
+
+def test_stored_fixtures_match_their_builder():
+    """The committed run folders load as records and are what the builder script makes (fields added
+    later with defaults do not make them stale; rerun ``python -m tests.fixtures.build_fixtures`` anyway)."""
+    for run_id, (record, files) in build_all().items():
+        folder = FIXTURES / run_id
+        assert load_record(folder / "record.json") == record, f"{run_id} is stale: rerun the builder"
+        assert {p.relative_to(folder).as_posix() for p in folder.rglob("*.png")} == set(files)
+        for relative, data in files.items():
+            assert (folder / relative).read_bytes() == data
+
+
+# --------------------------------------------------------------------------- the report view
+
+
+def test_prompt_segments_mark_only_the_changed_words():
+    segments = prompt_segments("a photo of a pharmacist", "A photo of a female pharmacist in Asia.")
+    assert "".join(s.text for s in segments) == "A photo of a female pharmacist in Asia."
+    assert [s.text for s in segments if s.changed] == ["female", "in Asia."]
+    assert prompt_label("a photo of a pharmacist", "a photo of an old pharmacist") == "an old"
+    assert prompt_label("a cat", "a cat") == "a cat"
+
+
+def test_describe_seeds():
+    assert describe_seeds(list(range(48))) == "0-47 (48 seeds)"
+    assert describe_seeds([3, 1]) == "3, 1"
+    assert describe_seeds(list(range(0, 40, 2))).endswith("… (20 seeds)")
+    assert describe_seeds([]) == "none recorded"
+
+
+def test_findings_name_the_closest_and_farthest_counterfactual():
+    record = fixture()
+    gender = next(a for a in record.scores.axes if a.axis == "gender")
+    male, female = gender.counterfactuals
+    assert axis_finding(record.config.prompt, "gender", gender.counterfactuals) == (
+        f"Images for 'a photo of a pharmacist' resemble 'a photo of a male pharmacist' (CAS {male.cas:.2f}) "
+        f"more than 'a photo of a female pharmacist' ({female.cas:.2f})."
+    )
+    equal = [male.model_copy(update={"cas": 0.5}), female.model_copy(update={"cas": 0.5})]
+    assert "about equally (CAS 0.50)" in axis_finding("p", "gender", equal)
+    zero = [male.model_copy(update={"cas": 0.0}), female.model_copy(update={"cas": 0.0})]
+    assert "share no concepts" in axis_finding("p", "gender", zero)
+
+
+def test_view_ranks_axes_and_sorts_counterfactuals():
+    record = fixture()
+    view = build_view(record)
+    bavs = {a.axis: a.relative_bav for a in record.scores.axes}
+    assert [a.name for a in view.axes] == sorted(bavs, key=lambda name: -bavs[name])
+    assert [a.rank for a in view.axes] == [1, 2, 3]
+    for axis in view.axes:
+        cas = [cf.cas for cf in axis.counterfactuals]
+        assert cas == sorted(cas)
+        assert [c.prompt_id for c in axis.overall_concepts][0] == "initial"
+    gender = next(a for a in view.axes if a.name == "gender")
+    assert gender.association.toward == "a photo of a male pharmacist"
+    assert gender.lean == pytest.approx(gender.counterfactuals[1].cas - gender.counterfactuals[0].cas, abs=1e-4)
+    assert {m.key for m in view.metrics} >= {"cas", "bav", "relative_bav", "embedding_similarity", "p_value"}
+
+
+# --------------------------------------------------------------------------- terminal and JSON
+
+
+def test_terminal_report_fits_80_columns_and_says_what_it_found():
+    record = fixture()
+    text = terminal_text(record, 80)
+    assert_fits(text, 80)
+    flat = " ".join(text.split())
+    view = build_view(record)
+    for axis in view.axes:
+        assert " ".join(axis.finding.split()) in flat
+    assert flat.index("1. age (societal)") < flat.index("2. geography (incidental)") < flat.index("3. gender (soc")
+    gender = flat[flat.index("3. gender (societal)") :]
+    gender = gender[gender.index("CAS per counterfactual, lowest first") :]
+    assert gender.index("a photo of a female pharmacist") < gender.index("a photo of a male pharmacist")
+    assert "How to read these numbers" in flat and "High:" in flat
+    assert "T2IAT" in flat and "d = 0.93 (large)" in flat
+    assert "█" in text  # bars are drawn
+
+
+def test_terminal_report_wraps_long_prompts_instead_of_cutting_them():
+    record = fixture()
+    long = "a photo of a pharmacist " + " ".join(f"word{i}" for i in range(40)) + " finalword"
+    data = record.model_dump(mode="json")
+    data["scores"]["axes"][0]["counterfactuals"][0]["prompt"] = long
+    for width in (80, 60):
+        text = terminal_text(RunRecord.model_validate(data), width)
+        assert_fits(text, width)
+        assert "finalword" in text and "…" not in text.replace("… (", "")
+
+
+def test_json_report_has_the_terminal_content():
+    record = fixture()
+    data = report_json(record)
+    json.dumps(data)  # plain data only
+    assert [a["name"] for a in data["axes"]] == [a.name for a in build_view(record).axes]
+    flat = " ".join(terminal_text(record).split())
+    assert all(axis["finding"] in flat for axis in data["axes"])
+    assert data["metrics"]["cas"]["explanation"].startswith("How much the concepts")
+    assert data["metrics"]["bav"]["lower_is_better"] is True
+    assert data["initial_concepts"][0] == {"concept": "young", "frequency": 2.0}
+
+
+def test_report_command_terminal_json_and_html(tmp_path):
+    run_dir = copy_fixture("pharmacist-sd15", tmp_path)
+    human = run_auditor("report", "pharmacist-sd15", env={"COLUMNS": "80"})
+    assert human.returncode == 0, human.stderr
+    assert "\x1b[" not in human.stdout
+    assert_fits(human.stdout, 80)
+    assert "Which axes lean most" in human.stdout
+    machine = run_auditor("report", str(run_dir), "--json")
+    assert machine.returncode == 0, machine.stderr
+    assert "\x1b[" not in machine.stdout
+    assert json.loads(machine.stdout) == json.loads(json.dumps(report_json(load_record(run_dir / "record.json"))))
+    page = run_auditor("report", "pharmacist-sd15", "--html", "--runs-dir", str(tmp_path / "runs"))
+    assert page.returncode == 0, page.stderr
+    assert Path(page.stdout.strip()) == run_dir / "report.html"
+    assert (run_dir / "report.html").stat().st_size > 10_000
+    missing = run_auditor("report", "no-such-run")
+    assert missing.returncode == 2 and "Traceback" not in missing.stderr
+    assert missing.stderr.startswith("error: no run 'no-such-run'")
+
+
+# --------------------------------------------------------------------------- HTML
+
+
+def test_html_report_is_self_contained(tmp_path):
+    run_dir = copy_fixture("pharmacist-sd15", tmp_path)
+    record = load_record(run_dir / "record.json")
+    path = write_html_report(record, run_dir)
+    assert path == run_dir / "report.html"
+    html = path.read_text(encoding="utf-8")
+    assert "<script" not in html.lower() and "<link" not in html.lower() and "@import" not in html
+    assert not re.search(r"""(src|href)\s*=\s*["']?(https?:)?//""", html)
+    assert not re.search(r"url\(", html)
+    sources = set(re.findall(r'<img src="([^"]+)"', html))
+    assert sources == {image.file for s in record.prompt_sets for image in s.images}
+    assert all((run_dir / src).is_file() for src in sources)
+    for axis in build_view(record).axes:
+        assert axis.finding.replace("'", "&#39;") in html
+    assert html.count("<svg") >= 1 + 3 * 3  # BAV, and per axis CAS plus concept charts
+    assert "stable-diffusion-v1-5/stable-diffusion-v1-5" in html and "0-2 (3 seeds)" in html
+    assert "Intersectionality" in html and "T2IAT" in html and "0.93" in html
+
+
+def test_html_links_only_images_inside_the_run_folder(tmp_path):
+    run_dir = copy_fixture("pharmacist-sd15", tmp_path)
+    data = load_record(run_dir / "record.json").model_dump(mode="json")
+    data["prompt_sets"][0]["images"][0]["file"] = "../../secret.png"
+    data["prompt_sets"][0]["images"][1]["file"] = "images/initial/gone.png"
+    html = write_html_report(RunRecord.model_validate(data), run_dir).read_text(encoding="utf-8")
+    assert "secret.png" not in html and "gone.png" not in html
+    assert "outside the run folder" in html and "file missing" in html
+
+
+def test_bar_chart_geometry():
+    chart = bar_chart(
+        [Bar("a", 0.5, "0.50"), Bar("b", 2.0, "2.00"), Bar("a long label " * 4, 0.25, "0.25")],
+        title="t",
+        axis_label="x",
+        scale_max=1.0,
+    )
+    half, clipped, quarter = chart.rows
+    assert half.bar_width == pytest.approx(chart.plot_width / 2)
+    assert clipped.bar_width == pytest.approx(chart.plot_width)
+    assert quarter.bar_width == pytest.approx(chart.plot_width / 4)
+    assert len(quarter.lines) > 1 and quarter.height > half.height
+    assert [t.label for t in chart.ticks] == ["0", "0.25", "0.5", "0.75", "1"]
+
+
+# --------------------------------------------------------------------------- hostile text and failed runs
+
+
+def test_hostile_text_is_escaped_everywhere(tmp_path):
+    run_dir = copy_fixture("pharmacist-sd15", tmp_path)
+    record = hostile_record(load_record(run_dir / "record.json"))
+    html = write_html_report(record, run_dir).read_text(encoding="utf-8")
+    assert "<script" not in html
+    # the prompt, a counterfactual, a VQA answer and caption, a concept, the LLM reply, an error
+    assert html.count("&lt;script&gt;alert(1)&lt;/script&gt;") >= 6
+    text = terminal_text(record)
+    assert HOSTILE in " ".join(text.split())
+    assert_fits(text, 80)
+    assert HOSTILE in json.dumps(report_json(record), ensure_ascii=False)
+    write_model(run_dir / "record.json", record)
+    view = compare_records(record, record)
+    page = write_comparison_html(view, tmp_path / "compare.html", run_dir, run_dir).read_text(encoding="utf-8")
+    assert "<script" not in page and "&lt;script&gt;" in page
+    console = Console(width=80, file=io.StringIO(), force_terminal=True, record=True)
+    render_comparison_terminal(view, console)
+    assert HOSTILE in " ".join(console.export_text(styles=False).split())
+
+
+def test_failed_run_still_reports_what_it_did(tmp_path):
+    run_dir = copy_fixture("pharmacist-sd15", tmp_path)
+    record = failed_record(load_record(run_dir / "record.json"))
+    text = " ".join(terminal_text(record).split())
+    assert "This run failed at the perceive stage" in text and "CUDA out of memory" in text
+    assert "a photo of a female pharmacist" in text  # the plan is shown
+    assert "Prompt sets with images: 2 of 9" in text
+    data = report_json(record)
+    assert data["scored"] is False and data["axes"] == []
+    html = write_html_report(record, run_dir).read_text(encoding="utf-8")
+    assert "This run failed." in html and "CUDA out of memory" in html
+    assert "Images drawn so far" in html and html.count("<img ") == 2 * 3
+    assert "no images (the run stopped before this set was drawn)" in html
+    bare = record.model_copy(update={"plan": None, "prompt_sets": []})
+    assert "No plan was recorded" in terminal_text(bare)
+    assert "No plan was recorded" in write_html_report(bare, run_dir).read_text(encoding="utf-8")
+
+
+# --------------------------------------------------------------------------- compare
+
+
+def test_compare_aligns_axes_and_counterfactuals():
+    a, b = fixture("pharmacist-sd15"), fixture("pharmacist-sd21")
+    view = compare_records(a, b)
+    assert sorted(x.axis for x in view.axes) == ["age", "gender"]
+    assert [x.axis for x in view.only_a] == ["geography"] and [x.axis for x in view.only_b] == ["setting"]
+    cas_a = {(x.axis, cf.prompt): cf.cas for x in a.scores.axes for cf in x.counterfactuals}
+    cas_b = {(x.axis, cf.prompt): cf.cas for x in b.scores.axes for cf in x.counterfactuals}
+    for axis in view.axes:
+        source_a = next(x for x in a.scores.axes if x.axis == axis.axis)
+        source_b = next(x for x in b.scores.axes if x.axis == axis.axis)
+        assert axis.delta == pytest.approx(source_b.bav - source_a.bav)
+        for cf in axis.counterfactuals:
+            key = (axis.axis, cf.prompt)
+            assert cf.cas_a == cas_a.get(key) and cf.cas_b == cas_b.get(key)
+            if cf.only_in is None:
+                assert cf.delta == pytest.approx(cas_b[key] - cas_a[key])
+    age = next(x for x in view.axes if x.axis == "age")
+    only = {cf.prompt: cf.only_in for cf in age.counterfactuals if cf.only_in}
+    assert only == {"a photo of a middle-aged pharmacist": "a", "a photo of a teenage pharmacist": "b"}
+    console = Console(width=80, file=io.StringIO(), force_terminal=True, record=True)
+    render_comparison_terminal(view, console)
+    text = console.export_text(styles=False)
+    assert_fits(text, 80)
+    assert "only in A: geography" in text and "only in B: setting" in text
+    assert "(only in B)" in text
+
+
+def test_compare_matches_counterfactuals_ignoring_case_and_spacing():
+    a = fixture("pharmacist-sd15")
+    data = a.model_dump(mode="json")
+    data["scores"]["axes"][0]["counterfactuals"][0]["prompt"] = "A photo of a  MALE pharmacist"
+    view = compare_records(a, RunRecord.model_validate(data))
+    gender = next(x for x in view.axes if x.axis == "gender")
+    assert [cf.only_in for cf in gender.counterfactuals] == [None, None]
+    assert all(cf.delta == 0 for cf in gender.counterfactuals)
+
+
+def test_compare_command(tmp_path):
+    copy_fixture("pharmacist-sd15", tmp_path)
+    copy_fixture("pharmacist-sd21", tmp_path)
+    result = run_auditor("compare", "pharmacist-sd15", "pharmacist-sd21", "--json")
+    assert result.returncode == 0, result.stderr
+    data = json.loads(result.stdout)
+    assert [x["axis"] for x in data["only_a"]] == ["geography"]
+    out = tmp_path / "pages" / "compare.html"
+    page = run_auditor("compare", "pharmacist-sd15", "pharmacist-sd21", "--html", str(out))
+    assert page.returncode == 0, page.stderr
+    html = out.read_text(encoding="utf-8")
+    assert "../runs/pharmacist-sd15/images/initial/000.png" in html
+    failed = tmp_path / "runs" / "broken"
+    shutil.copytree(tmp_path / "runs" / "pharmacist-sd21", failed)
+    write_model(failed / "record.json", failed_record(load_record(failed / "record.json")))
+    refused = run_auditor("compare", "pharmacist-sd15", "broken")
+    assert refused.returncode == 2 and "Traceback" not in refused.stderr
+    assert "has no scores" in refused.stderr and len(refused.stderr.strip().splitlines()) == 1
