@@ -120,14 +120,16 @@ def dtype_keyword(library: str) -> str:
 def quiet_libraries(*libraries: str) -> Iterator[None]:
     """Silence the progress bars, advisory log lines and warnings of ``libraries`` while loading.
 
-    ``libraries`` are ``"transformers"`` and/or ``"diffusers"``. Loading bars and notices
-    would tangle with the audit's own progress display; real failures still raise.
+    ``libraries`` are ``"transformers"`` and/or ``"diffusers"``; ``huggingface_hub`` is
+    always included. Loading bars and notices would tangle with the audit's own progress
+    display; real failures still raise.
     """
     with ExitStack() as stack:
         stack.enter_context(warnings.catch_warnings())
         warnings.simplefilter("ignore", UserWarning)
         warnings.simplefilter("ignore", FutureWarning)
-        # transformers first: importing diffusers logs transformers notices.
+        stack.enter_context(_quiet_hub())
+        # transformers before diffusers: importing diffusers logs transformers notices.
         for library in sorted(libraries, reverse=True):
             stack.enter_context(_quiet(library))
         yield
@@ -147,3 +149,18 @@ def _quiet(library: str) -> Iterator[None]:
         logging.set_verbosity(verbosity)
         if bars_on:
             logging.enable_progress_bar()
+
+
+@contextmanager
+def _quiet_hub() -> Iterator[None]:
+    from huggingface_hub import utils
+
+    verbosity, bars_off = utils.logging.get_verbosity(), utils.are_progress_bars_disabled()
+    utils.logging.set_verbosity_error()
+    utils.disable_progress_bars()
+    try:
+        yield
+    finally:
+        utils.logging.set_verbosity(verbosity)
+        if not bars_off:
+            utils.enable_progress_bars()

@@ -1,0 +1,272 @@
+"""Text-to-image backends: diffusers on the tiny pipeline, image folders, the OpenAI Images API."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+from PIL import Image
+
+from auditor.errors import AuditorError, BackendError
+from auditor.fingerprint import folder_fingerprint
+from auditor.generation.base import GenerationItem
+from auditor.generation.registry import T2I_BACKENDS
+from auditor.records import GenerationSettings
+
+PROMPT = "a photo of a pharmacist"
+OTHER = "a photo of a female pharmacist"
+
+
+def _pixels(image: Image.Image) -> np.ndarray:
+    return np.asarray(image, dtype=np.float32)
+
+
+# --------------------------------------------------------------------------- diffusers
+
+
+@pytest.fixture(scope="module")
+def t2i(tiny_models):
+    """The tiny pipeline through the registry, two denoising steps."""
+    return T2I_BACKENDS.load(f"diffusers:{tiny_models.t2i}", settings=GenerationSettings(steps=2, batch_size=4))
+
+
+def test_diffusers_records_what_ran(t2i, tiny_models):
+    assert t2i.seeded is True
+    assert t2i.ref.backend == "diffusers" and t2i.ref.model_id == str(tiny_models.t2i)
+    assert t2i.ref.revision is None  # a plain folder, not a hub snapshot
+    assert t2i.ref.fingerprint == folder_fingerprint(tiny_models.t2i)
+    assert (t2i.ref.dtype, t2i.ref.device) == ("float32", "cpu")
+    # Defaults resolved from the pipeline, so the record says what actually ran.
+    assert t2i.scheduler_name == "PNDMScheduler"
+    assert t2i.settings.scheduler == "PNDMScheduler"
+    assert (t2i.settings.steps, t2i.settings.guidance_scale) == (2, 7.5)
+    assert (t2i.settings.width, t2i.settings.height) == (32, 32)
+
+
+def test_diffusers_paired_seeds_are_deterministic_and_batch_invariant(t2i):
+    batch = [GenerationItem(PROMPT, 0, 11), GenerationItem(OTHER, 0, 11), GenerationItem(PROMPT, 1, 12)]
+    pictures = t2i.generate(batch)
+    assert [p.image.size for p in pictures] == [(32, 32)] * 3
+    assert not any(p.flagged_nsfw for p in pictures)
+    alone = t2i.generate([GenerationItem(PROMPT, 1, 12)])[0]
+    np.testing.assert_allclose(_pixels(alone.image), _pixels(pictures[2].image), atol=2)
+    again = t2i.generate([GenerationItem(PROMPT, 0, 11)])[0]
+    np.testing.assert_allclose(_pixels(again.image), _pixels(pictures[0].image), atol=2)
+    # Another seed or another prompt gives another image (beyond the tolerance above).
+    assert np.abs(_pixels(pictures[0].image) - _pixels(pictures[2].image)).max() > 2
+    assert np.abs(_pixels(pictures[0].image) - _pixels(pictures[1].image)).max() > 2
+
+
+def test_diffusers_one_pipeline_call_per_batch(tiny_models):
+    backend = T2I_BACKENDS.load(f"diffusers:{tiny_models.t2i}", settings=GenerationSettings(steps=1, batch_size=2))
+    decoded = []  # the VAE decodes each pipeline call's latents once, as one batch
+    backend.pipeline.vae.decoder.register_forward_hook(lambda module, args, output: decoded.append(len(args[0])))
+    pictures = backend.generate([GenerationItem(PROMPT, i, i) for i in range(5)])
+    assert len(pictures) == 5 and decoded == [2, 2, 1]
+
+
+def test_diffusers_size_scheduler_and_negative_prompt_options(t2i, tiny_models):
+    settings = GenerationSettings(
+        steps=2, width=48, height=40, scheduler="DPMSolverMultistepScheduler", negative_prompt="blurry"
+    )
+    backend = T2I_BACKENDS.load(str(tiny_models.t2i), settings=settings)  # a bare pipeline folder works too
+    assert backend.scheduler_name == "DPMSolverMultistepScheduler"
+    assert type(backend.pipeline.scheduler).__name__ == "DPMSolverMultistepScheduler"
+    picture = backend.generate([GenerationItem(PROMPT, 0, 11)])[0]
+    assert picture.image.size == (48, 40)
+    assert backend.cache_fingerprint() != t2i.cache_fingerprint()
+
+
+def test_diffusers_fingerprint_is_stable_and_follows_image_changing_settings(t2i, tiny_models):
+    def fingerprint(**changes) -> str:
+        settings = GenerationSettings(steps=2, batch_size=4).model_copy(update=changes)
+        return T2I_BACKENDS.load(f"diffusers:{tiny_models.t2i}", settings=settings).cache_fingerprint()
+
+    assert fingerprint() == t2i.cache_fingerprint()
+    assert fingerprint(batch_size=1) == t2i.cache_fingerprint()  # batching does not change images
+    # Naming the default scheduler or size explicitly is the same run.
+    assert fingerprint(scheduler="PNDMScheduler", width=32, height=32, guidance_scale=7.5) == t2i.cache_fingerprint()
+    changed = {fingerprint(steps=3), fingerprint(guidance_scale=3.0), fingerprint(negative_prompt="text")}
+    assert len(changed) == 3 and t2i.cache_fingerprint() not in changed
+
+
+def test_diffusers_unknown_scheduler_lists_the_compatible_ones(tiny_models):
+    with pytest.raises(AuditorError, match=r"unknown scheduler 'NoSuchScheduler': use one of .*EulerDiscreteScheduler"):
+        T2I_BACKENDS.load(f"diffusers:{tiny_models.t2i}", settings=GenerationSettings(scheduler="NoSuchScheduler"))
+
+
+@pytest.mark.parametrize(
+    ("model", "expected"),
+    [
+        ("auditor-tests/no-such-model", "not in the local Hugging Face cache and the hub is unreachable"),
+        ("./no-such-folder", "no such folder"),
+    ],
+)
+def test_diffusers_missing_weights_is_one_line_naming_the_model(model, expected):
+    with pytest.raises(BackendError) as caught:
+        T2I_BACKENDS.load(f"diffusers:{model}", settings=GenerationSettings())
+    message = str(caught.value)
+    assert "\n" not in message
+    assert f"cannot load text-to-image model {model!r}" in message and expected in message
+    assert "--t2i diffusers:/path/to/local/copy" in message
+
+
+def test_diffusers_folder_of_another_kind_is_one_line(tiny_models):
+    with pytest.raises(BackendError, match="model_index.json") as caught:
+        T2I_BACKENDS.load(f"diffusers:{tiny_models.clip}", settings=GenerationSettings())
+    assert "\n" not in str(caught.value)
+
+
+def test_diffusers_hub_cache_snapshot_gives_the_revision(tiny_models, tmp_path, monkeypatch):
+    """A hub id found in the local cache loads offline and records the snapshot's commit."""
+    import huggingface_hub.constants
+
+    commit = "0123456789abcdef0123456789abcdef01234567"
+    repo = tmp_path / "hub" / "models--auditor-tests--tiny-sd"
+    shutil.copytree(tiny_models.t2i, repo / "snapshots" / commit)
+    (repo / "refs").mkdir()
+    (repo / "refs" / "main").write_text(commit)
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_CACHE", str(tmp_path / "hub"))
+    backend = T2I_BACKENDS.load("diffusers:auditor-tests/tiny-sd", settings=GenerationSettings(steps=1))
+    assert backend.ref.model_id == "auditor-tests/tiny-sd"
+    assert backend.ref.revision == commit
+    assert backend.ref.fingerprint == folder_fingerprint(tiny_models.t2i)
+
+
+def test_diffusers_safety_checker_flags_are_reported(tiny_models, tmp_path):
+    """A pipeline whose safety checker fires marks those pictures ``flagged_nsfw``."""
+    from diffusers import StableDiffusionPipeline
+    from diffusers.pipelines.stable_diffusion.safety_checker import StableDiffusionSafetyChecker
+    from transformers import CLIPConfig, CLIPImageProcessor
+
+    checker = StableDiffusionSafetyChecker(
+        CLIPConfig(
+            text_config={"hidden_size": 16, "intermediate_size": 32, "num_hidden_layers": 1, "num_attention_heads": 2},
+            vision_config={
+                "hidden_size": 16, "intermediate_size": 32, "num_hidden_layers": 1, "num_attention_heads": 2,
+                "image_size": 32, "patch_size": 8,
+            },
+            projection_dim=8,
+        )
+    )  # fmt: skip
+    checker.concept_embeds_weights.data.fill_(-10.0)  # every image scores above every threshold
+    feature_extractor = CLIPImageProcessor(size={"shortest_edge": 32}, crop_size={"height": 32, "width": 32})
+    pipeline = StableDiffusionPipeline.from_pretrained(
+        tiny_models.t2i, safety_checker=checker, feature_extractor=feature_extractor, requires_safety_checker=True
+    )
+    pipeline.save_pretrained(tmp_path / "checked")
+    backend = T2I_BACKENDS.load(f"diffusers:{tmp_path / 'checked'}", settings=GenerationSettings(steps=1))
+    pictures = backend.generate([GenerationItem(PROMPT, 0, 1), GenerationItem(PROMPT, 1, 2)])
+    assert [p.flagged_nsfw for p in pictures] == [True, True]
+    assert all(_pixels(p.image).max() == 0 for p in pictures)  # blacked out by the checker
+
+
+# --------------------------------------------------------------------------- folder
+
+
+def _image(path: Path, color: tuple[int, int, int], size: int = 8) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    Image.new("RGB", (size, size), color).save(path)
+    return path
+
+
+def test_folder_manifest_serves_the_ith_file_of_each_prompt(tmp_path):
+    root = tmp_path / "images"
+    _image(root / "b.png", (0, 255, 0))
+    _image(root / "a.png", (255, 0, 0))
+    _image(root / "sub" / "c.jpg", (0, 0, 255))
+    (root / "manifest.json").write_text(json.dumps({PROMPT: ["a.png", "b.png"], OTHER: ["sub/c.jpg"]}))
+    backend = T2I_BACKENDS.load(f"folder:{root}", settings=GenerationSettings())
+    assert backend.seeded is False and backend.ref.backend == "folder"
+    pictures = backend.generate(
+        [GenerationItem(PROMPT, 1, 0), GenerationItem("A Photo of a  Female Pharmacist!", 0, 0), GenerationItem(PROMPT, 0, 5)]
+    )
+    assert [p.image.getpixel((0, 0)) for p in pictures][0] == (0, 255, 0)  # manifest order, not name order
+    assert pictures[2].image.getpixel((0, 0)) == (255, 0, 0)
+    assert pictures[1].image.getpixel((0, 0))[2] > 200  # matched by slug; JPEG is lossy
+    assert backend.cache_fingerprint() == backend.ref.fingerprint
+
+
+def test_folder_yaml_manifest_list_form(tmp_path):
+    root = tmp_path / "images"
+    _image(root / "x.png", (1, 2, 3))
+    (root / "manifest.yaml").write_text(f"- prompt: {PROMPT}\n  files: [x.png]\n")
+    backend = T2I_BACKENDS.load(f"folder:{root}", settings=GenerationSettings())
+    assert backend.generate([GenerationItem(PROMPT, 0, 0)])[0].image.getpixel((0, 0)) == (1, 2, 3)
+
+
+def test_folder_per_prompt_by_slug_or_prompt_txt(tmp_path):
+    from auditor.store import slugify
+
+    root = tmp_path / "images"
+    _image(root / slugify(PROMPT) / "002.png", (0, 0, 9))
+    _image(root / slugify(PROMPT) / "001.png", (0, 0, 1))
+    _image(root / "set-b" / "img.png", (7, 7, 7))
+    (root / "set-b" / "prompt.txt").write_text(OTHER + "\n")
+    backend = T2I_BACKENDS.load(f"folder:{root}", settings=GenerationSettings())
+    pictures = backend.generate([GenerationItem(PROMPT, 0, 0), GenerationItem(PROMPT, 1, 0), GenerationItem(OTHER, 0, 0)])
+    assert [p.image.getpixel((0, 0)) for p in pictures] == [(0, 0, 1), (0, 0, 9), (7, 7, 7)]  # sorted by name
+
+
+def test_folder_lists_every_missing_or_unreadable_image_in_one_error(tmp_path):
+    root = tmp_path / "images"
+    _image(root / "ok.png", (0, 0, 0))
+    (root / "notes.png").write_text("not an image")
+    (root / "manifest.json").write_text(
+        json.dumps({PROMPT: ["ok.png", "gone-1.png", "notes.png"], OTHER: ["gone-2.png"]})
+    )
+    with pytest.raises(AuditorError) as caught:
+        T2I_BACKENDS.load(f"folder:{root}", settings=GenerationSettings())
+    message = str(caught.value)
+    assert "\n" not in message and "3 problem(s)" in message
+    for expected in ("missing gone-1.png", "missing gone-2.png", "not a readable image: notes.png"):
+        assert expected in message
+
+
+def test_folder_per_prompt_non_image_file_is_an_error(tmp_path):
+    root = tmp_path / "images"
+    _image(root / "a-photo" / "1.png", (0, 0, 0))
+    (root / "a-photo" / "readme.txt").write_text("hello")
+    with pytest.raises(AuditorError, match=r"not a readable image: a-photo/readme.txt"):
+        T2I_BACKENDS.load(f"folder:{root}", settings=GenerationSettings())
+
+
+def test_folder_unknown_prompt_or_too_few_images_is_one_error(tmp_path):
+    root = tmp_path / "images"
+    _image(root / "a.png", (0, 0, 0))
+    (root / "manifest.json").write_text(json.dumps({PROMPT: ["a.png"]}))
+    backend = T2I_BACKENDS.load(f"folder:{root}", settings=GenerationSettings())
+    with pytest.raises(AuditorError) as caught:
+        backend.generate([GenerationItem(PROMPT, 1, 0), GenerationItem("a photo of a chef", 0, 0)])
+    message = str(caught.value)
+    assert "has 1 images, image 2 was asked for" in message and "no images for prompt 'a photo of a chef'" in message
+
+
+def test_folder_fingerprint_follows_image_contents(tmp_path):
+    root = tmp_path / "images"
+    _image(root / "a.png", (0, 0, 0))
+    (root / "manifest.json").write_text(json.dumps({PROMPT: ["a.png"]}))
+    before = T2I_BACKENDS.load(f"folder:{root}", settings=GenerationSettings()).cache_fingerprint()
+    assert T2I_BACKENDS.load(f"folder:{root}", settings=GenerationSettings()).cache_fingerprint() == before
+    _image(root / "a.png", (0, 0, 1))
+    assert T2I_BACKENDS.load(f"folder:{root}", settings=GenerationSettings()).cache_fingerprint() != before
+
+
+@pytest.mark.parametrize(
+    ("setup", "expected"),
+    [
+        (lambda root: None, "does not exist"),
+        (lambda root: root.mkdir(), "no manifest.json / manifest.yaml / manifest.yml and no sub-folder"),
+        (lambda root: (root.mkdir(), (root / "manifest.json").write_text("{broken")), "cannot read"),
+        (lambda root: (root.mkdir(), (root / "manifest.json").write_text('[{"prompt": "p"}]')), "entry 1 needs"),
+    ],
+)
+def test_folder_bad_layouts_are_one_line(tmp_path, setup, expected):
+    root = tmp_path / "images"
+    setup(root)
+    with pytest.raises(AuditorError, match=expected) as caught:
+        T2I_BACKENDS.load(f"folder:{root}", settings=GenerationSettings())
+    assert "\n" not in str(caught.value)
