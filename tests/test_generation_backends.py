@@ -15,6 +15,7 @@ from auditor.fingerprint import folder_fingerprint
 from auditor.generation.base import GenerationItem
 from auditor.generation.registry import T2I_BACKENDS
 from auditor.records import GenerationSettings
+from tests.fake_openai import FAKE_API_KEY, fake_openai, http_error, png_base64  # noqa: F401 (fixture)
 
 PROMPT = "a photo of a pharmacist"
 OTHER = "a photo of a female pharmacist"
@@ -270,3 +271,72 @@ def test_folder_bad_layouts_are_one_line(tmp_path, setup, expected):
     with pytest.raises(AuditorError, match=expected) as caught:
         T2I_BACKENDS.load(f"folder:{root}", settings=GenerationSettings())
     assert "\n" not in str(caught.value)
+
+
+# --------------------------------------------------------------------------- OpenAI Images API
+
+def test_openai_images_one_request_per_image(fake_openai):
+    fake_openai.image_replies(png_base64(rgb=(10, 20, 30)), png_base64(rgb=(40, 50, 60)))
+    backend = T2I_BACKENDS.load("openai:dall-e-3", settings=GenerationSettings(width=1024, height=1792, batch_size=1))
+    assert backend.seeded is False and backend.ref.model_id == "dall-e-3"
+    pictures = backend.generate([GenerationItem(PROMPT, 0, 0), GenerationItem(PROMPT, 1, 1)])
+    assert [p.image.getpixel((0, 0)) for p in pictures] == [(10, 20, 30), (40, 50, 60)]
+    sent = [r.json for r in fake_openai.image_requests()]
+    assert sent == [
+        {"model": "dall-e-3", "prompt": PROMPT, "n": 1, "size": "1024x1792", "response_format": "b64_json"}
+    ] * 2
+    assert FAKE_API_KEY not in backend.ref.model_dump_json() + backend.cache_fingerprint()
+
+
+def test_openai_images_gpt_image_models_get_no_response_format(fake_openai):
+    fake_openai.image_replies(png_base64())
+    backend = T2I_BACKENDS.load("openai:gpt-image-1", settings=GenerationSettings())
+    backend.generate([GenerationItem(PROMPT, 0, 0)])
+    assert fake_openai.image_requests()[0].json == {"model": "gpt-image-1", "prompt": PROMPT, "n": 1}
+
+
+def test_openai_images_retries_a_server_error(fake_openai):
+    fake_openai.image_replies(http_error(500, retry_after_ms=5), png_base64(rgb=(1, 2, 3)))
+    backend = T2I_BACKENDS.load("openai:dall-e-3", settings=GenerationSettings())
+    assert backend.generate([GenerationItem(PROMPT, 0, 0)])[0].image.getpixel((0, 0)) == (1, 2, 3)
+    assert len(fake_openai.image_requests()) == 2
+
+
+def test_openai_images_persistent_failure_is_bounded_and_one_line(fake_openai):
+    from auditor.backends import parse_spec
+    from auditor.generation.openai_images import load
+
+    fake_openai.image_replies(*[http_error(503, "overloaded", retry_after_ms=5)] * 3)
+    backend = load(parse_spec("openai:dall-e-3"), GenerationSettings(), max_retries=2)
+    with pytest.raises(BackendError) as caught:
+        backend.generate([GenerationItem(PROMPT, 0, 0)])
+    message = str(caught.value)
+    assert "\n" not in message and "HTTP 503" in message and "3 tries" in message and "overloaded" in message
+    assert len(fake_openai.image_requests()) == 3 and FAKE_API_KEY not in message
+
+
+def test_openai_images_content_policy_refusal_is_a_flagged_black_image(fake_openai):
+    refusal = {"error": {"message": "rejected by the safety system", "type": "invalid_request_error",
+                         "code": "content_policy_violation", "param": None}}  # fmt: skip
+    fake_openai.image_replies((400, refusal), png_base64())
+    backend = T2I_BACKENDS.load("openai:dall-e-3", settings=GenerationSettings(width=16, height=16, batch_size=1))
+    refused, fine = backend.generate([GenerationItem(PROMPT, 0, 0), GenerationItem(PROMPT, 1, 0)])
+    assert refused.flagged_nsfw and refused.image.size == (16, 16) and refused.image.getbbox() is None
+    assert not fine.flagged_nsfw
+
+
+def test_openai_images_bad_request_is_not_retried(fake_openai):
+    fake_openai.image_replies(http_error(400, "size must be one of 1024x1024, ..."))
+    backend = T2I_BACKENDS.load("openai:dall-e-3", settings=GenerationSettings(width=10, height=10))
+    with pytest.raises(BackendError, match=r"HTTP 400 .*size must be one of"):
+        backend.generate([GenerationItem(PROMPT, 0, 0)])
+    assert len(fake_openai.image_requests()) == 1
+
+
+def test_openai_images_refuses_settings_it_cannot_honour_and_a_missing_key(monkeypatch):
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
+    with pytest.raises(AuditorError, match="takes no steps, negative_prompt"):
+        T2I_BACKENDS.load("openai:dall-e-3", settings=GenerationSettings(steps=30, negative_prompt="x"))
+    monkeypatch.delenv("OPENAI_API_KEY")
+    with pytest.raises(AuditorError, match="OPENAI_API_KEY is not set"):
+        T2I_BACKENDS.load("openai:dall-e-3", settings=GenerationSettings())

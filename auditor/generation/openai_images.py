@@ -1,0 +1,127 @@
+"""``openai:<model>``: the OpenAI Images API (``dall-e-3``, ``gpt-image-1``, ``dall-e-2``).
+
+One request per image (``n=1``: dall-e-3 accepts nothing else, and it keeps a failure to
+one image), up to ``batch_size`` requests in flight at once. The SDK retries 408/409/429/
+5xx and connection errors a bounded number of times with backoff (honouring the
+server's ``Retry-After``); after that, one clear error line. The API takes no seed, so
+the backend is unseeded: image i of a prompt is simply the i-th request for it.
+
+A prompt the service refuses under its content policy yields a black image flagged like
+a safety-checker hit, so one refusal is recorded and left out of the concepts instead of
+ending the audit. ``OPENAI_BASE_URL`` points the client at any compatible server.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import io
+import os
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+from auditor.backends import Spec
+from auditor.errors import AuditorError, BackendError
+from auditor.fingerprint import settings_fingerprint
+from auditor.generation.base import GeneratedPicture, GenerationItem
+from auditor.planning.llm import HTTP_RETRIES, REQUEST_TIMEOUT, describe_openai_error
+from auditor.records import GenerationSettings, ModelRef
+
+MISSING_KEY = (
+    "OPENAI_API_KEY is not set: export it to use --t2i openai:<model>, or audit saved images with --t2i folder:<dir>"
+)
+#: Error code of a prompt refused by the service's safety system.
+CONTENT_POLICY = "content_policy_violation"
+#: Side of the black stand-in for a refused image when no size was asked for (the API's default).
+DEFAULT_SIDE = 1024
+#: Settings a hosted API cannot honour; asking for them is an error rather than silently ignored.
+_UNSUPPORTED = ("steps", "guidance_scale", "scheduler", "negative_prompt")
+
+
+class OpenAIImages:
+    """An Images API model; unseeded, one request per image."""
+
+    seeded = False
+
+    def __init__(self, spec: Spec, settings: GenerationSettings, client: Any):
+        self.model = spec.target
+        self.settings = settings
+        self._client = client
+        self._size = f"{settings.width}x{settings.height}" if settings.width and settings.height else None
+        self.ref = ModelRef(
+            spec=str(spec),
+            backend=spec.prefix,
+            model_id=self.model,
+            fingerprint=settings_fingerprint(None, service=self.base_url, model=self.model),
+        )
+
+    @property
+    def base_url(self) -> str:
+        return str(self._client.base_url).rstrip("/")
+
+    def cache_fingerprint(self) -> str:
+        return settings_fingerprint(self.ref.fingerprint, size=self._size)
+
+    def generate(self, items: Sequence[GenerationItem]) -> list[GeneratedPicture]:
+        workers = max(1, min(len(items), self.settings.batch_size))
+        with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="openai-images") as pool:
+            return list(pool.map(self._one, [item.prompt for item in items]))
+
+    def _one(self, prompt: str) -> GeneratedPicture:
+        import openai
+        from PIL import Image
+
+        options: dict[str, Any] = {"model": self.model, "prompt": prompt, "n": 1}
+        if self._size:
+            options["size"] = self._size
+        if not self.model.startswith("gpt-image"):  # gpt-image models always answer in base64 and reject the option
+            options["response_format"] = "b64_json"
+        try:
+            response = self._client.images.generate(**options)
+        except openai.BadRequestError as exc:
+            if exc.code == CONTENT_POLICY:
+                return GeneratedPicture(image=self._black(), flagged_nsfw=True)
+            raise BackendError(describe_openai_error(self.ref.spec, exc, self.base_url, 1)) from None
+        except openai.OpenAIError as exc:
+            raise BackendError(
+                describe_openai_error(self.ref.spec, exc, self.base_url, self._client.max_retries + 1)
+            ) from None
+        data = response.data[0].b64_json if response.data else None
+        if not data:
+            raise BackendError(f"{self.ref.spec}: the reply from {self.base_url} holds no base64 image")
+        try:
+            with Image.open(io.BytesIO(base64.b64decode(data, validate=True))) as image:
+                return GeneratedPicture(image=image.convert("RGB"))
+        except (binascii.Error, OSError, ValueError) as exc:
+            raise BackendError(f"{self.ref.spec}: the reply from {self.base_url} is not an image ({exc})") from None
+
+    def _black(self) -> Any:
+        from PIL import Image
+
+        return Image.new("RGB", (self.settings.width or DEFAULT_SIDE, self.settings.height or DEFAULT_SIDE))
+
+
+def load(
+    spec: Spec,
+    settings: GenerationSettings,
+    device: str | None = None,
+    *,
+    max_retries: int = HTTP_RETRIES,
+    timeout: float = REQUEST_TIMEOUT,
+) -> OpenAIImages:
+    """A client for ``spec.target`` (``device`` does not apply to a hosted model)."""
+    if not spec.target:
+        raise AuditorError("the openai backend needs a model: --t2i openai:dall-e-3 or openai:gpt-image-1")
+    asked = [name for name in _UNSUPPORTED if getattr(settings, name) is not None]
+    if asked:
+        raise AuditorError(f"--t2i {spec} takes no {', '.join(asked)}: the Images API has no such settings")
+    if (settings.width is None) != (settings.height is None):
+        raise AuditorError(f"--t2i {spec} needs both width and height, or neither (the API's default size)")
+    api_key = os.environ.get("OPENAI_API_KEY")
+    if not api_key:
+        raise AuditorError(MISSING_KEY)
+    from openai import OpenAI
+
+    # base_url left unset: the SDK reads OPENAI_BASE_URL itself.
+    return OpenAIImages(spec, settings, OpenAI(api_key=api_key, max_retries=max_retries, timeout=timeout))
