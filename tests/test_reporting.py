@@ -348,3 +348,21 @@ def test_compare_command(tmp_path):
     refused = run_auditor("compare", "pharmacist-sd15", "broken")
     assert refused.returncode == 2 and "Traceback" not in refused.stderr
     assert "has no scores" in refused.stderr and len(refused.stderr.strip().splitlines()) == 1
+
+
+def test_empty_chart_has_no_axis():
+    chart = bar_chart([], title="t", axis_label="x", scale_max=1.0)
+    assert chart.rows == [] and chart.ticks == [] and chart.height < 40
+
+
+def test_large_sets_show_a_seed_aligned_grid_and_fold_the_rest(tmp_path):
+    run_dir = copy_fixture("pharmacist-sd15", tmp_path)
+    data = load_record(run_dir / "record.json").model_dump(mode="json")
+    for prompt_set in data["prompt_sets"]:
+        first = prompt_set["images"][0]
+        prompt_set["images"] = [{**first, "index": i, "seed": 100 + i} for i in range(10)]
+    html = write_html_report(RunRecord.model_validate(data), run_dir).read_text(encoding="utf-8")
+    assert "seed 107" in html and "seed 108" not in html  # the grid shows 8 columns
+    folded = len(data["prompt_sets"]) + len(data["plan"]["axes"]) - 1  # every axis's grid repeats the initial set
+    assert html.count("all 10 images of") == folded
+    assert html.count('loading="lazy"') == 10 * folded

@@ -144,17 +144,17 @@ def bar_chart(
             )
         )
         y += height
-    ticks = [Tick(round(label_width + plot_width * f, 2), f"{scale_max * f:g}") for f in (0, 0.25, 0.5, 0.75, 1)]
+    fractions = (0, 0.25, 0.5, 0.75, 1) if rows else ()  # no rows: the template says "nothing recorded"
     return Chart(
         title=title,
         width=width,
-        height=y + 36,
+        height=y + 36 if rows else 36.0,
         label_width=label_width,
         plot_width=plot_width,
         plot_top=4.0,
         plot_bottom=y + 4,
         rows=rows,
-        ticks=ticks,
+        ticks=[Tick(round(label_width + plot_width * f, 2), f"{scale_max * f:g}") for f in fractions],
         axis_label=axis_label,
     )
 

@@ -404,8 +404,9 @@ def _association_view(result: AssociationResult, scores: list[CounterfactualScor
     toward = first if result.association > 0 else second if result.association < 0 else None
     d = "undefined" if result.effect_size is None else f"{result.effect_size:.2f}"
     numbers = f"S = {result.association:+.3f}, d = {d} ({result.effect_label}), p = {result.p_value:.3g}"
-    if toward is None:
-        sentence = f"The initial images' embeddings sit as close to one counterfactual as the other ({numbers})."
+    if toward is None or result.effect_label == "negligible":
+        pair = f"{_quote(first)} as to {_quote(second)}" if first and second else "one counterfactual as to the other"
+        sentence = f"The initial images' embeddings sit about as close to {pair} ({numbers})."
     else:
         sentence = f"The initial images' embeddings sit closer to {_quote(toward)} ({numbers})."
     return AssociationView(

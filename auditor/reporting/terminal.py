@@ -159,10 +159,16 @@ def _axis(axis: AxisView) -> RenderableType:
 
 
 def _intersections(view: ReportView) -> Iterable[RenderableType]:
-    if not view.intersections:
+    """The pairs whose axis A is the top-ranked axis; all pairs are in the HTML and JSON reports."""
+    top = view.axes[0].name if view.axes else None
+    shown = [item for item in view.intersections if item.axis_a == top]
+    if not shown:
         return
     yield _section("Intersectionality: axis B's answers across axis A's counterfactuals")
-    for item in view.intersections:
+    rest = len(view.intersections) - len(shown)
+    if rest:
+        yield Text(f"A = the axis that leans most; {rest} more pairs are in the HTML report and --json.", style="dim")
+    for item in shown:
         table = _bar_table(("prompt set", "left"), ("top answers of " + item.axis_b, "left"))
         for column in item.columns:
             answers = ", ".join(f"{c.concept} {c.frequency:.2f}" for c in column.concepts[:4]) or "-"
