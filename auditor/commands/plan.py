@@ -1,0 +1,104 @@
+"""``auditor plan``: the bias axes, counterfactual prompts and VQA questions for one prompt, nothing generated."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import typer
+
+if TYPE_CHECKING:  # pragma: no cover
+    from auditor.records import AuditPlan, ChatMessage
+
+PLAN_FILE = "plan.json"
+
+
+def plan(
+    text: str = typer.Argument("", metavar="PROMPT", help="The text-to-image prompt to plan an audit for."),
+    llm: str | None = typer.Option(
+        None, "--llm", help="Planner: openai:<model>, langchain:<provider>:<model> or offline (default: openai:gpt-4o-mini with OPENAI_API_KEY, else offline)."
+    ),
+    max_axes: int | None = typer.Option(None, "--max-axes", min=1, help="Keep the first N axes."),
+    max_counterfactuals: int | None = typer.Option(None, "--max-counterfactuals", min=2, help="Keep the first N counterfactuals per axis."),
+    llm_retries: int = typer.Option(2, "--llm-retries", min=0, help="Repair turns when the LLM's plan is invalid."),
+    temperature: float | None = typer.Option(None, "--temperature", help="LLM sampling temperature (recorded)."),
+    seed: int | None = typer.Option(None, "--seed", "--llm-seed", help="Seed sent to the LLM (recorded)."),
+    review: bool = typer.Option(False, "--review", help="Edit the plan ($EDITOR, else interactively) before it is shown and saved."),
+    out_dir: Path | None = typer.Option(None, "--out", help="Write plan.json and transcript.json into this folder."),
+    json_output: bool = typer.Option(False, "--json", help="Print the plan as one JSON object."),
+) -> None:
+    """Ask the planner which bias axes the prompt may lean on and write counterfactual prompts for each."""
+    from auditor.console import notice, print_json
+    from auditor.errors import AuditorError
+    from auditor.planning import make_plan, review_plan, transcript_of
+    from auditor.settings import default_llm_spec
+
+    spec = llm or default_llm_spec()
+    if llm is None and spec == "offline":
+        notice("OPENAI_API_KEY is not set: planning with the offline WordNet planner (pass --llm to choose an LLM)")
+    try:
+        audit_plan = make_plan(
+            text,
+            spec,
+            max_axes=max_axes,
+            max_counterfactuals=max_counterfactuals,
+            retries=llm_retries,
+            temperature=temperature,
+            seed=seed,
+        )
+    except AuditorError as exc:
+        transcript = transcript_of(exc)
+        if out_dir is not None and transcript:
+            saved = _write_transcript(out_dir, transcript)
+            raise type(exc)(f"{exc} (transcript saved to {saved})") from None
+        raise
+    if review:
+        audit_plan = review_plan(audit_plan)
+    if out_dir is not None:
+        _write_plan(out_dir, audit_plan)
+    if json_output:
+        print_json(audit_plan.model_dump(mode="json"))
+    else:
+        _show(audit_plan)
+
+
+def _write_transcript(out_dir: Path, transcript: list[ChatMessage]) -> Path:
+    from pydantic import TypeAdapter
+
+    from auditor.records import ChatMessage
+    from auditor.store import TRANSCRIPT_FILE, atomic_write_bytes
+
+    path = out_dir / TRANSCRIPT_FILE
+    atomic_write_bytes(path, TypeAdapter(list[ChatMessage]).dump_json(transcript, indent=2) + b"\n")
+    return path
+
+
+def _write_plan(out_dir: Path, audit_plan: AuditPlan) -> None:
+    from auditor.console import notice
+    from auditor.store import write_model
+
+    write_model(out_dir / PLAN_FILE, audit_plan)
+    transcript = _write_transcript(out_dir, audit_plan.transcript)
+    notice(f"wrote {out_dir / PLAN_FILE} and {transcript}")
+
+
+def _show(audit_plan: AuditPlan) -> None:
+    from rich.table import Table
+    from rich.text import Text
+
+    from auditor.console import out
+
+    replies = f", {audit_plan.attempts} replies to the JSON request" if audit_plan.attempts > 1 else ""
+    edited = ", edited" if audit_plan.edited else ""
+    out.print(f"Plan for: {audit_plan.prompt}", markup=False)
+    out.print(f"planner {audit_plan.llm}{replies}{edited}; caption question: {audit_plan.caption_question}", markup=False)
+    table = Table("axis", "kind", "counterfactuals", "VQA question", show_lines=True)
+    for axis in audit_plan.axes:
+        table.add_row(axis.name, axis.kind or "", Text("\n".join(axis.counterfactuals)), Text(axis.question))
+    out.print(table)
+    count = sum(len(axis.counterfactuals) for axis in audit_plan.axes)
+    out.print(f"{len(audit_plan.axes)} axes, {count} counterfactual prompts", markup=False)
+
+
+def register(app: typer.Typer) -> None:
+    app.command("plan")(plan)

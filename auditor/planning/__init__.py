@@ -1,0 +1,56 @@
+"""Planning: which bias axes to audit for a prompt, and the counterfactual prompts of each.
+
+``make_plan`` runs the TIBET chain on an LLM (``openai:<model>``,
+``langchain:<provider>:<model>``) or the offline WordNet planner (``offline``) and returns
+a validated :class:`~auditor.records.AuditPlan`. Importing this package is cheap: the
+SDKs and WordNet load only when a plan is made.
+"""
+
+from __future__ import annotations
+
+from auditor.errors import AuditorError
+from auditor.planning.chain import PlanLimits, validate_plan
+from auditor.planning.llm import LLM_BACKENDS, check_llm_spec
+from auditor.planning.questions import question_for_axis
+from auditor.planning.review import review_plan
+from auditor.records import AuditPlan, ChatMessage
+
+__all__ = [
+    "LLM_BACKENDS",
+    "check_llm_spec",
+    "make_plan",
+    "question_for_axis",
+    "review_plan",
+    "transcript_of",
+    "validate_plan",
+]
+
+
+def make_plan(
+    prompt: str,
+    llm: str,
+    *,
+    max_axes: int | None = None,
+    max_counterfactuals: int | None = None,
+    retries: int = 2,
+    temperature: float | None = None,
+    seed: int | None = None,
+) -> AuditPlan:
+    """The validated plan for ``prompt`` from the planner ``llm`` names.
+
+    Raises InvalidPlanError when the LLM's plan stays invalid after ``retries`` repair
+    turns, BackendError when the service fails after bounded retries, AuditorError for a
+    missing API key, an unknown spec or bad limits. Errors raised during a conversation
+    carry it as ``.transcript`` (see :func:`transcript_of`).
+    """
+    limits = PlanLimits(max_axes=max_axes, max_counterfactuals=max_counterfactuals, retries=retries)
+    prompt = prompt.strip()
+    if not prompt:
+        raise AuditorError('the prompt is empty: give the text-to-image prompt to plan for, e.g. "a photo of a pharmacist"')
+    planner = LLM_BACKENDS.load(check_llm_spec(llm), temperature=temperature, seed=seed)
+    return planner.plan(prompt, limits)
+
+
+def transcript_of(error: BaseException) -> list[ChatMessage]:
+    """The planning conversation an error from :func:`make_plan` carries (empty when none)."""
+    return list(getattr(error, "transcript", []))

@@ -1,0 +1,248 @@
+"""LLM backends behind one small protocol, chosen by an ``--llm`` spec.
+
+- ``openai:<model>``: the openai SDK; honours ``OPENAI_API_KEY`` and ``OPENAI_BASE_URL``,
+  so any OpenAI-compatible server (vLLM, Ollama, llama.cpp server) works.
+- ``langchain:<provider>:<model>``: any chat model langchain's ``init_chat_model`` knows.
+- ``offline``: the deterministic WordNet planner (:mod:`auditor.planning.offline`).
+
+HTTP 408/409/429/5xx and connection errors are retried a bounded number of times with
+exponential backoff (the SDKs' own retry loop, which also honours the server's
+``Retry-After``); then one clear error. The JSON request is sent in JSON mode where the
+backend has one. The SDKs are imported inside the backends, never at CLI start-up.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from typing import Any, Protocol
+
+from auditor.backends import Registry, Spec
+from auditor.errors import AuditorError, BackendError
+from auditor.records import ChatMessage
+
+MISSING_KEY = "OPENAI_API_KEY is not set: export it, or use --llm offline"
+#: Retries after the first try for 408/409/429/5xx and connection errors (so 4 tries in all).
+HTTP_RETRIES = 3
+#: Seconds one request may take before it counts as failed (and is retried).
+REQUEST_TIMEOUT = 120.0
+#: Environment variables whose values must never appear in a message.
+_SECRET_VARIABLES = ("OPENAI_API_KEY", "ANTHROPIC_API_KEY", "GOOGLE_API_KEY", "MISTRAL_API_KEY", "GROQ_API_KEY")
+
+
+class ChatModel(Protocol):
+    """A chat LLM: one reply to a conversation."""
+
+    spec: str
+    temperature: float | None
+    seed: int | None
+
+    def complete(self, messages: Sequence[ChatMessage], *, json_mode: bool) -> str:
+        """The assistant's reply to ``messages``; ``json_mode`` asks for a JSON object where supported.
+
+        Raises BackendError (one line) when the service fails after the bounded retries.
+        """
+        ...
+
+
+def redact(text: str) -> str:
+    """``text`` with the values of credential variables blanked out."""
+    for name in _SECRET_VARIABLES:
+        secret = os.environ.get(name)
+        if secret and len(secret) >= 4:
+            text = text.replace(secret, "***")
+    return text
+
+
+def _one_line(text: str, limit: int = 300) -> str:
+    line = " ".join(redact(str(text)).split())
+    return line if len(line) <= limit else line[: limit - 1] + "…"
+
+
+def describe_openai_error(spec: str, exc: Exception, base_url: str, tries: int) -> str:
+    """One line for an openai SDK error: status, server message, where, and how often it was tried."""
+    import openai
+
+    if isinstance(exc, openai.APIStatusError):
+        body = exc.body if isinstance(exc.body, dict) else {}
+        detail = body.get("message") or (body.get("error") or {}).get("message") if body else None
+        detail = detail or exc.message
+        hint = " (check OPENAI_API_KEY)" if exc.status_code in (401, 403) else ""
+        retried = f" after {tries} tries" if exc.status_code in (408, 409, 429) or exc.status_code >= 500 else ""
+        return _one_line(f"{spec}: HTTP {exc.status_code} from {base_url}{retried}{hint}: {detail}")
+    if isinstance(exc, openai.APITimeoutError):
+        return _one_line(f"{spec}: no answer from {base_url} within {REQUEST_TIMEOUT:.0f} s, {tries} tries")
+    if isinstance(exc, openai.APIConnectionError):
+        return _one_line(f"{spec}: cannot reach {base_url} ({tries} tries): {exc.__cause__ or exc}")
+    return _one_line(f"{spec}: {type(exc).__name__}: {exc}")
+
+
+def _mentions_response_format(exc: Exception) -> bool:
+    text = str(exc).lower()
+    return "response_format" in text or "json_object" in text or "json mode" in text
+
+
+class OpenAIChat:
+    """``openai:<model>`` through the official SDK (chat completions)."""
+
+    def __init__(
+        self,
+        spec: Spec,
+        *,
+        temperature: float | None = None,
+        seed: int | None = None,
+        max_retries: int = HTTP_RETRIES,
+        timeout: float = REQUEST_TIMEOUT,
+    ):
+        api_key = os.environ.get("OPENAI_API_KEY")
+        if not api_key:
+            raise AuditorError(MISSING_KEY)
+        from openai import OpenAI
+
+        self.spec = str(spec)
+        self.model = spec.target
+        self.temperature = temperature
+        self.seed = seed
+        self.max_retries = max_retries
+        # base_url left unset: the SDK reads OPENAI_BASE_URL itself (default https://api.openai.com/v1).
+        self._client = OpenAI(api_key=api_key, max_retries=max_retries, timeout=timeout)
+        self._json_mode = True  # switched off once if the server rejects response_format
+
+    @property
+    def base_url(self) -> str:
+        return str(self._client.base_url).rstrip("/")
+
+    def complete(self, messages: Sequence[ChatMessage], *, json_mode: bool) -> str:
+        import openai
+
+        options: dict[str, Any] = {}
+        if self.temperature is not None:
+            options["temperature"] = self.temperature
+        if self.seed is not None:
+            options["seed"] = self.seed
+        wants_json = json_mode and self._json_mode
+        if wants_json:
+            options["response_format"] = {"type": "json_object"}
+        try:
+            response = self._client.chat.completions.create(
+                model=self.model, messages=[m.model_dump() for m in messages], **options
+            )
+        except openai.BadRequestError as exc:
+            if wants_json and _mentions_response_format(exc):
+                self._json_mode = False  # an OpenAI-compatible server without JSON mode: ask in plain text
+                return self.complete(messages, json_mode=json_mode)
+            raise BackendError(describe_openai_error(self.spec, exc, self.base_url, 1)) from None
+        except openai.OpenAIError as exc:
+            raise BackendError(describe_openai_error(self.spec, exc, self.base_url, self.max_retries + 1)) from None
+        if not response.choices:
+            raise BackendError(f"{self.spec}: the reply from {self.base_url} has no choices")
+        return response.choices[0].message.content or ""
+
+
+class LangChainChat:
+    """``langchain:<provider>:<model>`` through ``init_chat_model``; JSON mode via ``with_structured_output``."""
+
+    def __init__(
+        self,
+        spec: Spec,
+        *,
+        temperature: float | None = None,
+        seed: int | None = None,
+        max_retries: int = HTTP_RETRIES,
+        timeout: float = REQUEST_TIMEOUT,
+    ):
+        provider, _, model = spec.target.partition(":")
+        if provider == "openai" and not os.environ.get("OPENAI_API_KEY"):
+            raise AuditorError(MISSING_KEY)
+        from langchain.chat_models import init_chat_model
+
+        self.spec = str(spec)
+        self.provider = provider
+        self.temperature = temperature
+        self.seed = seed
+        self.tries = max_retries + 1
+        options: dict[str, Any] = {"max_retries": max_retries, "timeout": timeout}
+        if temperature is not None:
+            options["temperature"] = temperature
+        if seed is not None:
+            options["seed"] = seed
+        try:
+            self._model = init_chat_model(model, model_provider=provider, **options)
+        except ImportError as exc:
+            raise AuditorError(f"--llm {spec}: langchain has no {provider!r} package installed: {_one_line(exc)}") from None
+        except Exception as exc:  # each provider raises its own types for bad names and settings
+            raise AuditorError(f"--llm {spec}: langchain could not create the model: {_one_line(exc)}") from None
+        self._json_model = self._structured()
+
+    def _structured(self) -> Any | None:
+        """The model in JSON mode with the raw reply kept (our extractor reads it), or None where unsupported."""
+        try:
+            return self._model.with_structured_output(None, method="json_mode", include_raw=True)
+        except (NotImplementedError, ValueError, TypeError):
+            return None
+
+    def complete(self, messages: Sequence[ChatMessage], *, json_mode: bool) -> str:
+        from langchain_core.messages import AIMessage, HumanMessage, SystemMessage
+
+        kinds = {"system": SystemMessage, "user": HumanMessage, "assistant": AIMessage}
+        converted = [kinds[m.role](content=m.content) for m in messages]
+        runnable = self._json_model if json_mode and self._json_model is not None else self._model
+        try:
+            result = runnable.invoke(converted)
+        except Exception as exc:  # provider SDK errors of any type become one line
+            raise BackendError(self._describe(exc)) from None
+        message = result["raw"] if isinstance(result, dict) else result
+        return message.text if isinstance(message, AIMessage) else str(message)
+
+    def _describe(self, exc: Exception) -> str:
+        import openai
+
+        if isinstance(exc, openai.OpenAIError):
+            base_url = os.environ.get("OPENAI_BASE_URL") or "https://api.openai.com/v1"
+            return describe_openai_error(self.spec, exc, base_url, self.tries)
+        return _one_line(f"{self.spec}: {type(exc).__name__}: {exc}")
+
+
+# --------------------------------------------------------------------------- spec registry
+
+
+def load_openai(spec: Spec, **settings: Any):
+    """Registry loader of ``openai:<model>``: the TIBET chain over the openai SDK."""
+    from auditor.planning.chain import ChainPlanner
+
+    return ChainPlanner(OpenAIChat(spec, **settings))
+
+
+def load_langchain(spec: Spec, **settings: Any):
+    """Registry loader of ``langchain:<provider>:<model>``: the TIBET chain over a langchain chat model."""
+    from auditor.planning.chain import ChainPlanner
+
+    return ChainPlanner(LangChainChat(spec, **settings))
+
+
+LLM_BACKENDS = Registry("LLM", "--llm")
+LLM_BACKENDS.register("openai", "auditor.planning.llm:load_openai")
+LLM_BACKENDS.register("langchain", "auditor.planning.llm:load_langchain")
+LLM_BACKENDS.register("offline", "auditor.planning.offline:load")
+
+
+def check_llm_spec(text: str) -> str:
+    """Validate an ``--llm`` spec without importing any SDK; returns it normalised (``prefix:target``)."""
+    try:
+        spec = LLM_BACKENDS.check(text)
+    except AuditorError:
+        raise AuditorError(
+            f"unknown --llm {text.strip()!r}: use openai:<model>, langchain:<provider>:<model> or offline"
+        ) from None
+    if spec.prefix == "openai" and not spec.target:
+        raise AuditorError("--llm openai needs a model: openai:<model>, e.g. openai:gpt-4o-mini")
+    if spec.prefix == "langchain":
+        provider, _, model = spec.target.partition(":")
+        if not provider.strip() or not model.strip():
+            raise AuditorError(
+                "--llm langchain needs a provider and a model: langchain:<provider>:<model>, "
+                "e.g. langchain:anthropic:claude-3-5-haiku-latest"
+            )
+    if spec.prefix == "offline" and spec.target:
+        raise AuditorError(f"the offline planner takes no model: use --llm offline (got {text.strip()!r})")
+    return str(spec)

@@ -1,0 +1,183 @@
+"""``--review``: a person drops, renames or adds axes and counterfactuals before anything is generated.
+
+With ``$VISUAL`` or ``$EDITOR`` set, the plan opens there as YAML (an invalid edit reopens
+with the error on top, a few times at most; an emptied file cancels). Without an editor,
+an interactive prompt walks through the axes. Either way the result is checked with the
+same rules as an LLM's plan and marked ``edited`` when anything changed.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from auditor.console import err
+from auditor.errors import AuditorError, InvalidPlanError
+from auditor.planning.chain import checked_axes
+from auditor.planning.extract import PlanProblem, ProposedAxis
+from auditor.planning.questions import caption_question
+from auditor.records import AuditPlan, AxisPlan
+
+#: How often an invalid edit is sent back to the person before giving up.
+MAX_EDITS = 5
+_KINDS = ("societal", "incidental")
+
+
+def review_plan(plan: AuditPlan) -> AuditPlan:
+    """The plan after a person reviewed it (in ``$VISUAL``/``$EDITOR``, else interactively), validated."""
+    editor = os.environ.get("VISUAL") or os.environ.get("EDITOR")
+    reviewed = _review_in_editor(plan, editor) if editor else _review_interactively(plan)
+    changed = reviewed.axes != plan.axes or reviewed.caption_question != plan.caption_question
+    return reviewed.model_copy(update={"edited": plan.edited or changed})
+
+
+# --------------------------------------------------------------------------- YAML in an editor
+
+
+def plan_to_yaml(plan: AuditPlan) -> str:
+    """The editable part of a plan as commented YAML."""
+    header = (
+        f"# Review the audit plan for: {plan.prompt}\n"
+        f"# Planner: {plan.llm}. Drop, rename or add axes and counterfactuals, then save and quit.\n"
+        "# Every axis needs at least two different counterfactuals; kind is societal, incidental or null.\n"
+        "# Delete an axis's question line to get the default question for its name. An empty file cancels.\n"
+    )
+    body = {
+        "caption_question": plan.caption_question,
+        "axes": [
+            {"name": a.name, "kind": a.kind, "question": a.question, "counterfactuals": list(a.counterfactuals)}
+            for a in plan.axes
+        ],
+    }
+    return header + yaml.safe_dump(body, sort_keys=False, allow_unicode=True, width=1000)
+
+
+def plan_from_yaml(plan: AuditPlan, text: str) -> AuditPlan:
+    """Apply an edited YAML plan to ``plan``; InvalidPlanError saying what is wrong."""
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise InvalidPlanError(f"the edited plan is not valid YAML: {' '.join(str(exc).split())}") from None
+    if data is None:
+        raise AuditorError("review cancelled: the plan file was left empty")
+    if not isinstance(data, dict) or not isinstance(data.get("axes"), list):
+        raise InvalidPlanError("the edited plan needs an 'axes:' list")
+    axes = [_axis_from_yaml(entry, index) for index, entry in enumerate(data["axes"], start=1)]
+    questions = {name: question for name, question, _ in axes if question}
+    return _with_axes(plan, [axis for _, _, axis in axes], questions, data.get("caption_question"))
+
+
+def _axis_from_yaml(entry: Any, index: int) -> tuple[str, str | None, ProposedAxis]:
+    if not isinstance(entry, dict) or not isinstance(entry.get("name"), str):
+        raise InvalidPlanError(f"axis {index} of the edited plan needs a 'name:'")
+    name = entry["name"]
+    kind = entry.get("kind")
+    if kind is not None and kind not in _KINDS:
+        raise InvalidPlanError(f"axis '{name}': kind must be societal, incidental or null (got {kind!r})")
+    counterfactuals = entry.get("counterfactuals") or []
+    if not isinstance(counterfactuals, list) or not all(isinstance(c, str) for c in counterfactuals):
+        raise InvalidPlanError(f"axis '{name}': counterfactuals must be a list of prompts")
+    question = entry.get("question")
+    return name, question if isinstance(question, str) else None, ProposedAxis(name, counterfactuals, kind)
+
+
+def _with_axes(
+    plan: AuditPlan, axes: list[ProposedAxis], questions: dict[str, str], caption: str | None = None
+) -> AuditPlan:
+    try:
+        checked = checked_axes(plan.prompt, axes, questions)
+    except PlanProblem as problem:
+        raise InvalidPlanError(f"invalid plan: {problem}") from None
+    caption = caption.strip() if isinstance(caption, str) and caption.strip() else caption_question()
+    return plan.model_copy(update={"axes": checked, "caption_question": caption})
+
+
+def _review_in_editor(plan: AuditPlan, editor: str) -> AuditPlan:
+    text = plan_to_yaml(plan)
+    with tempfile.TemporaryDirectory(prefix="auditor-review-") as folder:
+        path = Path(folder) / "plan.yaml"
+        for attempt in range(1, MAX_EDITS + 1):
+            path.write_text(text, encoding="utf-8")
+            try:
+                status = subprocess.run([*shlex.split(editor), str(path)]).returncode
+            except OSError as exc:
+                raise AuditorError(f"--review could not start the editor {editor!r}: {exc.strerror or exc}") from None
+            if status != 0:
+                raise AuditorError(f"--review: the editor {editor!r} exited with status {status}; nothing was generated")
+            edited = path.read_text(encoding="utf-8")
+            try:
+                return plan_from_yaml(plan, edited)
+            except InvalidPlanError as exc:
+                if attempt == MAX_EDITS or not sys.stdin.isatty():
+                    raise
+                err.print(f"[red]{exc}[/red]: opening the plan again", markup=True)
+                kept = "".join(line for line in edited.splitlines(keepends=True) if not line.startswith("# error:"))
+                text = f"# error: {exc}\n{kept}"
+    raise AssertionError("unreachable")  # pragma: no cover
+
+
+# --------------------------------------------------------------------------- interactive
+
+
+def _ask(question: str, *, default: str = "", choices: list[str] | None = None) -> str:
+    from rich.prompt import Prompt
+
+    try:
+        return Prompt.ask(question, console=err, default=default, choices=choices, show_default=bool(default))
+    except EOFError:
+        raise AuditorError("--review: the input ended before the review was finished") from None
+
+
+def _ask_lines(title: str) -> list[str]:
+    """Lines typed one per line, ended by an empty line."""
+    err.print(f"{title} (one per line, an empty line ends):")
+    lines = []
+    while line := _ask("  ").strip():
+        lines.append(line)
+    return lines
+
+
+def _show(axis: AxisPlan | ProposedAxis, index: int, total: int) -> None:
+    err.print(f"\n[bold]axis {index}/{total}: {axis.name}[/bold] ({axis.kind or 'kind not given'})", markup=True)
+    if isinstance(axis, AxisPlan):
+        err.print(f"  question: {axis.question}", markup=False)
+    for number, text in enumerate(axis.counterfactuals, start=1):
+        err.print(f"  {number}. {text}", markup=False)
+
+
+def _review_interactively(plan: AuditPlan) -> AuditPlan:
+    """Keep, drop, rename or rewrite each axis, then add new ones; asked again while the result is invalid."""
+    current = plan
+    for attempt in range(1, MAX_EDITS + 1):
+        err.print(f"Review the plan for: {plan.prompt}", markup=False)
+        kept: list[ProposedAxis] = []
+        questions: dict[str, str] = {}
+        for index, axis in enumerate(current.axes, start=1):
+            _show(axis, index, len(current.axes))
+            action = _ask("keep, drop, rename or edit?", default="keep", choices=["keep", "drop", "rename", "edit"])
+            if action == "drop":
+                continue
+            name = _ask("new name", default=axis.name) if action == "rename" else axis.name
+            counterfactuals = list(axis.counterfactuals)
+            if action == "edit":
+                counterfactuals = _ask_lines("counterfactuals") or counterfactuals
+            kept.append(ProposedAxis(name, counterfactuals, axis.kind))
+            if name == axis.name:
+                questions[name] = axis.question
+        while _ask("add an axis?", default="no", choices=["yes", "no"]) == "yes":
+            name = _ask("axis name")
+            kept.append(ProposedAxis(name, _ask_lines(f"counterfactuals of {name}")))
+        try:
+            return _with_axes(current, kept, questions, current.caption_question)
+        except InvalidPlanError as exc:
+            if attempt == MAX_EDITS:
+                raise
+            err.print(f"[red]{exc}[/red]: review again", markup=True)
+    raise AssertionError("unreachable")  # pragma: no cover

@@ -1,0 +1,228 @@
+"""A fake OpenAI-compatible HTTP server on 127.0.0.1, standard library only, for tests that
+drive the real openai SDK (and langchain-openai) over real HTTP.
+
+Script the replies, then point the client at ``server.base_url``::
+
+    def test_something(fake_openai):            # the fixture also sets OPENAI_API_KEY/OPENAI_BASE_URL
+        fake_openai.chat_replies("first reply", http_error(429, retry_after_ms=5), '{"gender": [...]}')
+        fake_openai.image_replies(png_base64(), http_error(500))
+        ...
+        assert fake_openai.chat_requests()[0].json["messages"][0]["content"] == "..."
+
+Endpoints:
+
+- ``POST /v1/chat/completions``: each request takes the next scripted chat item: a
+  ``str`` (the assistant's content) or an error ``(status, json_body)`` /
+  ``(status, json_body, headers)`` (see :func:`http_error`).
+- ``POST /v1/images/generations``: each request takes the next scripted image item: a
+  base64 PNG ``str`` (returned ``n`` times, ``n`` from the request), a ``list`` of base64
+  PNGs (returned as given), or an error tuple as above.
+
+When a queue is empty the server answers 500 with ``x-should-retry: false`` and says so,
+so a test that sends more requests than it scripted fails loudly. Every request is
+logged in ``requests`` (method, path, headers, parsed JSON body, monotonic time), so
+tests can check what was sent, in which order and how far apart (backoff).
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import struct
+import threading
+import time
+import zlib
+from collections import deque
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any, Union
+
+import pytest
+
+#: The API key the fixture exports; tests check it never leaks into records or output.
+FAKE_API_KEY = "sk-fake-test-key-0123456789abcdef"
+
+ErrorReply = tuple  # (status, json_body) or (status, json_body, headers)
+ChatItem = Union[str, ErrorReply]
+ImageItem = Union[str, list, ErrorReply]
+
+
+def http_error(
+    status: int, message: str | None = None, *, retry_after_ms: float | None = None, error_type: str | None = None
+) -> tuple[int, dict, dict]:
+    """A scripted error reply in OpenAI's error format; ``retry_after_ms`` sets the header the SDK
+    honours instead of its own (0.5 s and up) backoff, to keep tests fast."""
+    body = {
+        "error": {
+            "message": message or f"fake server error {status}",
+            "type": error_type or ("rate_limit_exceeded" if status == 429 else "server_error"),
+            "param": None,
+            "code": None,
+        }
+    }
+    headers = {"retry-after-ms": str(retry_after_ms)} if retry_after_ms is not None else {}
+    return status, body, headers
+
+
+def png_base64(width: int = 8, height: int = 8, rgb: tuple[int, int, int] = (200, 30, 30)) -> str:
+    """A solid-colour RGB PNG, base64-encoded, written with zlib (no imaging library needed)."""
+
+    def chunk(kind: bytes, data: bytes) -> bytes:
+        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data) & 0xFFFFFFFF)
+
+    row = b"\x00" + bytes(rgb) * width
+    png = (
+        b"\x89PNG\r\n\x1a\n"
+        + chunk(b"IHDR", struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, 0))
+        + chunk(b"IDAT", zlib.compress(row * height))
+        + chunk(b"IEND", b"")
+    )
+    return base64.b64encode(png).decode("ascii")
+
+
+@dataclass
+class ReceivedRequest:
+    """One request as the server saw it."""
+
+    method: str
+    path: str
+    headers: dict[str, str]  # names lower-cased
+    json: Any
+    time: float = field(default_factory=time.monotonic)
+
+
+class FakeOpenAI:
+    """The server: scripted reply queues, a request log, and its base URL."""
+
+    def __init__(self) -> None:
+        self._chat: deque[ChatItem] = deque()
+        self._images: deque[ImageItem] = deque()
+        self._lock = threading.Lock()
+        self.requests: list[ReceivedRequest] = []
+        self._server = ThreadingHTTPServer(("127.0.0.1", 0), _handler_for(self))
+        self._server.daemon_threads = True
+        self._thread = threading.Thread(
+            target=self._server.serve_forever, kwargs={"poll_interval": 0.05}, name="fake-openai", daemon=True
+        )
+
+    @property
+    def base_url(self) -> str:
+        host, port = self._server.server_address[:2]
+        return f"http://{host}:{port}/v1"
+
+    def env(self, api_key: str = FAKE_API_KEY) -> dict[str, str]:
+        """Environment variables that point the openai SDK at this server."""
+        return {"OPENAI_API_KEY": api_key, "OPENAI_BASE_URL": self.base_url}
+
+    def start(self) -> FakeOpenAI:
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._server.shutdown()
+        self._server.server_close()
+        self._thread.join(timeout=5)
+
+    def chat_replies(self, *items: ChatItem) -> None:
+        """Queue replies for POST /v1/chat/completions, one per request, in order."""
+        with self._lock:
+            self._chat.extend(items)
+
+    def image_replies(self, *items: ImageItem) -> None:
+        """Queue replies for POST /v1/images/generations, one per request, in order."""
+        with self._lock:
+            self._images.extend(items)
+
+    def chat_requests(self) -> list[ReceivedRequest]:
+        return [r for r in self.requests if r.path.endswith("/chat/completions")]
+
+    def image_requests(self) -> list[ReceivedRequest]:
+        return [r for r in self.requests if r.path.endswith("/images/generations")]
+
+    @property
+    def pending_chat(self) -> int:
+        """Scripted chat replies not used yet."""
+        return len(self._chat)
+
+    def _next(self, queue: deque) -> Any:
+        with self._lock:
+            return queue.popleft() if queue else None
+
+
+def _handler_for(fake: FakeOpenAI) -> type[BaseHTTPRequestHandler]:
+    class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def log_message(self, format: str, *args: Any) -> None:  # keep pytest output clean
+            pass
+
+        def do_POST(self) -> None:
+            length = int(self.headers.get("Content-Length") or 0)
+            raw = self.rfile.read(length) if length else b""
+            try:
+                payload = json.loads(raw) if raw else None
+            except json.JSONDecodeError:
+                payload = None
+            headers = {name.lower(): value for name, value in self.headers.items()}
+            fake.requests.append(ReceivedRequest("POST", self.path, headers, payload))
+            if self.path.endswith("/chat/completions"):
+                self._answer(fake._next(fake._chat), payload, self._chat_body)
+            elif self.path.endswith("/images/generations"):
+                self._answer(fake._next(fake._images), payload, self._images_body)
+            else:
+                self._send(404, {"error": {"message": f"fake server: no route {self.path}", "type": "not_found"}})
+
+        def _answer(self, item: Any, payload: Any, body_for: Any) -> None:
+            if item is None:
+                message = f"fake server: no scripted reply left for {self.path}"
+                self._send(500, {"error": {"message": message, "type": "server_error"}}, {"x-should-retry": "false"})
+            elif isinstance(item, tuple):
+                status, body, *rest = item
+                self._send(status, body, rest[0] if rest else {})
+            else:
+                self._send(200, body_for(item, payload or {}))
+
+        @staticmethod
+        def _chat_body(content: str, payload: dict) -> dict:
+            return {
+                "id": f"chatcmpl-fake-{len(fake.requests)}",
+                "object": "chat.completion",
+                "created": int(time.time()),
+                "model": payload.get("model", "fake-model"),
+                "choices": [
+                    {
+                        "index": 0,
+                        "message": {"role": "assistant", "content": content},
+                        "logprobs": None,
+                        "finish_reason": "stop",
+                    }
+                ],
+                "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2},
+            }
+
+        @staticmethod
+        def _images_body(item: str | list, payload: dict) -> dict:
+            images = item if isinstance(item, list) else [item] * int(payload.get("n") or 1)
+            return {"created": int(time.time()), "data": [{"b64_json": image} for image in images]}
+
+        def _send(self, status: int, body: dict, headers: dict | None = None) -> None:
+            data = json.dumps(body).encode("utf-8")
+            self.send_response(status)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
+            for name, value in (headers or {}).items():
+                self.send_header(name, value)
+            self.end_headers()
+            self.wfile.write(data)
+
+    return Handler
+
+
+@pytest.fixture
+def fake_openai(monkeypatch) -> FakeOpenAI:
+    """A running fake server; OPENAI_API_KEY and OPENAI_BASE_URL point at it for the test."""
+    server = FakeOpenAI().start()
+    for name, value in server.env().items():
+        monkeypatch.setenv(name, value)
+    yield server
+    server.stop()

@@ -1,0 +1,286 @@
+"""The TIBET chain through the real openai SDK and langchain-openai against the fake server.
+
+Reply shapes follow what real LLMs sent in the paper's Figures 12-17: JSON in prose and
+code fences, wrapper keys, lists of objects, broken JSON, prose lists.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from auditor.errors import AuditorError, BackendError, InvalidPlanError
+from auditor.planning import LLM_BACKENDS, check_llm_spec, make_plan, transcript_of
+from auditor.planning.llm import HTTP_RETRIES
+from tests.fake_openai import FAKE_API_KEY, fake_openai, http_error  # noqa: F401  (fixture)
+
+PROMPT = "Two Indian Astronauts having Indian Buffet on Mars"
+TURN1_REPLY = (
+    'The prompt "Two Indian Astronauts having Indian Buffet on Mars" can introduce biases.\n'
+    "1. Nationality Bias: the prompt mentions Indian astronauts.\n2. Gender Bias: the gender is not given."
+)
+TURN2_REPLY = "Nationality:\n* Two American Astronauts having Indian Buffet on Mars\nGender:\n* Two Female Astronauts ..."
+NATIONALITY = ["Two American Astronauts having Indian Buffet on Mars", "Two Chinese Astronauts having Indian Buffet on Mars"]
+GENDER = ["Two Female Astronauts having Indian Buffet on Mars", "Two Male Astronauts having Indian Buffet on Mars"]
+CLEAN = json.dumps({"Nationality": NATIONALITY, "Gender": GENDER})
+
+
+def _script(fake, *final_replies) -> None:
+    fake.chat_replies(TURN1_REPLY, TURN2_REPLY, *final_replies)
+
+
+def _axes(plan) -> dict[str, list[str]]:
+    return {axis.name: axis.counterfactuals for axis in plan.axes}
+
+
+def test_clean_reply_is_one_conversation_of_three_turns(fake_openai):
+    _script(fake_openai, CLEAN)
+    plan = make_plan(PROMPT, "openai:gpt-4o-mini", temperature=0.3, seed=11)
+
+    assert _axes(plan) == {"nationality": NATIONALITY, "gender": GENDER}
+    assert plan.axes[1].question == "What is the gender (male, female, other) of the person in the image?"
+    assert plan.axes[0].question == "What is the nationality of the person in the image?"
+    assert (plan.llm, plan.llm_temperature, plan.llm_seed, plan.attempts) == ("openai:gpt-4o-mini", 0.3, 11, 1)
+    assert plan.caption_question == "Describe the image."
+    requests = fake_openai.chat_requests()
+    assert len(requests) == 3
+    first, _, last = (r.json for r in requests)
+    assert first["messages"] == [
+        {
+            "role": "user",
+            "content": f"For the image generation prompt, {PROMPT}, what are some of the axes where the prompt "
+            "may lead to biases in the image?",
+        }
+    ]
+    # one conversation: the last request carries both earlier turns and replies
+    assert [m["role"] for m in last["messages"]] == ["user", "assistant", "user", "assistant", "user"]
+    assert last["messages"][3]["content"] == TURN2_REPLY
+    assert last["messages"][4]["content"].startswith("Convert these to a json dictionary")
+    assert last["response_format"] == {"type": "json_object"} and "response_format" not in first
+    assert all(r.json["temperature"] == 0.3 and r.json["seed"] == 11 and r.json["model"] == "gpt-4o-mini" for r in requests)
+    assert requests[0].headers["authorization"] == f"Bearer {FAKE_API_KEY}"
+    assert [m.role for m in plan.transcript] == ["user", "assistant"] * 3
+    assert plan.transcript[-1].content == CLEAN
+    assert FAKE_API_KEY not in plan.model_dump_json()
+
+
+REPLY_SHAPES = {
+    "prose and a json fence": f"Sure! Here is the JSON you asked for:\n```json\n{CLEAN}\n```\nLet me know if you need more.",
+    "bare fence and trailing prose": f"```\n{CLEAN}\n```\nThese cover nationality and gender.",
+    "axes wrapper": json.dumps({"prompt": PROMPT, "axes": {"Nationality": NATIONALITY, "Gender": GENDER}}),
+    "Counterfactual Prompts wrapper": json.dumps({"Counterfactual Prompts": {"Nationality": NATIONALITY, "Gender": GENDER}}),
+    "biases wrapper": json.dumps({"biases": {"Nationality Bias": NATIONALITY, "Gender Bias": GENDER}}),
+    "prompt_biases list of objects": json.dumps(
+        {
+            "prompt_biases": [
+                {"axis": "Nationality", "counterfactuals": [{"prompt": p} for p in NATIONALITY]},
+                {"axis": "Gender", "counterfactuals": [{"prompt": p} for p in GENDER]},
+            ]
+        }
+    ),
+    "list of single-key objects": json.dumps([{"Nationality": NATIONALITY}, {"Gender": GENDER}]),
+    "one object per counterfactual": json.dumps(
+        [{"bias": "nationality", "counterfactual": p} for p in NATIONALITY]
+        + [{"bias": "gender", "counterfactual": p} for p in GENDER]
+    ),
+    "the prompt as the wrapper key": json.dumps({PROMPT: {"Nationality": NATIONALITY, "Gender": GENDER}}),
+    "single quotes and trailing commas": "{'Nationality': ['%s', '%s',], 'Gender': ['%s', '%s',],}"
+    % (*NATIONALITY, *GENDER),
+    "cut off before the end": CLEAN[:-3],
+    "headed bullet list instead of JSON": "Nationality:\n* %s\n* %s\nGender:\n* %s\n* %s" % (*NATIONALITY, *GENDER),
+}
+
+
+@pytest.mark.parametrize("shape", list(REPLY_SHAPES))
+def test_reply_shapes_give_the_same_plan(fake_openai, shape):
+    _script(fake_openai, REPLY_SHAPES[shape])
+    plan = make_plan(PROMPT, "openai:gpt-4o-mini")
+    axes = _axes(plan)
+    assert list(axes) in (["nationality", "gender"], ["nationality_bias", "gender_bias"])
+    assert list(axes.values()) == [NATIONALITY, GENDER]
+    assert plan.attempts == 1 and fake_openai.pending_chat == 0
+
+
+def test_kinds_come_from_societal_and_incidental_groups(fake_openai):
+    reply = {
+        "societal_biases": {"Gender": GENDER},
+        "incidental_correlations": [{"name": "Setting", "examples": ["Two Indian Astronauts having Indian Buffet on the Moon", "Two Indian Astronauts having Indian Buffet in a spaceship"]}],
+        "Nationality": {"type": "societal bias", "counterfactuals": NATIONALITY},
+    }
+    _script(fake_openai, json.dumps(reply))
+    plan = make_plan(PROMPT, "openai:gpt-4o-mini")
+    assert [(a.name, a.kind) for a in plan.axes] == [("gender", "societal"), ("setting", "incidental"), ("nationality", "societal")]
+    assert plan.axes[1].question == "What is the setting of the image?"
+
+
+def test_tidying_and_caps_keep_the_llms_order(fake_openai):
+    reply = {
+        "Socioeconomic Status": [
+            "  Two Billionaire Astronauts having Indian Buffet on Mars ",
+            PROMPT.upper(),  # the original prompt again: dropped
+            "two billionaire   astronauts having indian buffet on mars",  # a repeat: dropped
+            "Two Middle-Class Astronauts having Indian Buffet on Mars",
+            "Two Student Astronauts having Indian Buffet on Mars",
+            "",
+        ],
+        "Gender": GENDER,
+        "Nationality": NATIONALITY,
+    }
+    _script(fake_openai, json.dumps(reply))
+    plan = make_plan(PROMPT, "openai:gpt-4o-mini", max_axes=2, max_counterfactuals=2)
+    assert _axes(plan) == {
+        "socioeconomic_status": [
+            "Two Billionaire Astronauts having Indian Buffet on Mars",
+            "Two Middle-Class Astronauts having Indian Buffet on Mars",
+        ],
+        "gender": GENDER,
+    }
+    assert plan.axes[0].question == "What is the socioeconomic status of the person in the image?"
+
+
+def test_invalid_json_is_repaired_in_the_same_conversation(fake_openai):
+    broken = '{"Nationality": American astronauts, Chinese astronauts}'
+    _script(fake_openai, broken, CLEAN)
+    plan = make_plan(PROMPT, "openai:gpt-4o-mini")
+
+    assert _axes(plan) == {"nationality": NATIONALITY, "gender": GENDER}
+    assert plan.attempts == 2
+    requests = [r.json for r in fake_openai.chat_requests()]
+    assert len(requests) == 4
+    repair_request = requests[3]
+    assert repair_request["messages"][:5] == requests[2]["messages"]  # same conversation, continued
+    assert repair_request["messages"][5] == {"role": "assistant", "content": broken}
+    repair = repair_request["messages"][6]
+    assert repair["role"] == "user" and repair["content"].startswith("That reply could not be used: the JSON is malformed")
+    assert PROMPT in repair["content"]
+    assert repair_request["response_format"] == {"type": "json_object"}
+    assert [m.role for m in plan.transcript] == ["user", "assistant"] * 4
+
+
+def test_a_plan_that_breaks_the_rules_is_sent_back_with_the_reason(fake_openai):
+    _script(fake_openai, json.dumps({"Gender": GENDER[:1], "Nationality": NATIONALITY}), CLEAN)
+    plan = make_plan(PROMPT, "openai:gpt-4o-mini")
+    assert plan.attempts == 2
+    repair = fake_openai.chat_requests()[3].json["messages"][6]["content"]
+    assert "axis 'gender' has only 1 counterfactual; every axis needs at least two different ones" in repair
+
+
+def test_an_llm_that_never_complies_fails_after_bounded_repairs(fake_openai):
+    refusal = "I'm sorry, but I can't help with that."
+    _script(fake_openai, *[refusal] * 10)
+    with pytest.raises(InvalidPlanError) as caught:
+        make_plan(PROMPT, "openai:gpt-4o-mini", retries=2)
+    message = str(caught.value)
+    assert "no valid plan in 3 replies to the JSON request (--llm-retries 2)" in message
+    assert "no JSON object was found" in message and "\n" not in message
+    assert len(fake_openai.chat_requests()) == 2 + 3  # two questions, the JSON request, two repairs
+    transcript = transcript_of(caught.value)
+    assert [m.role for m in transcript] == ["user", "assistant"] * 5
+    assert transcript[-1].content == refusal
+
+
+def test_zero_retries_means_a_single_json_request(fake_openai):
+    _script(fake_openai, "no json here", CLEAN)
+    with pytest.raises(InvalidPlanError, match="in 1 reply"):
+        make_plan(PROMPT, "openai:gpt-4o-mini", retries=0)
+    assert fake_openai.pending_chat == 1
+
+
+def test_rate_limits_are_retried_with_backoff_then_succeed(fake_openai):
+    fake_openai.chat_replies(*[http_error(429, "Rate limit reached", retry_after_ms=40)] * 2, TURN1_REPLY, TURN2_REPLY, CLEAN)
+    plan = make_plan(PROMPT, "openai:gpt-4o-mini")
+    assert _axes(plan)["gender"] == GENDER
+    times = [r.time for r in fake_openai.chat_requests()]
+    assert len(times) == 5
+    assert times[1] - times[0] >= 0.035 and times[2] - times[1] >= 0.035  # waited before each retry
+
+
+@pytest.mark.parametrize("status, text", [(429, "Rate limit reached for gpt-4o-mini"), (500, "The server had an error")])
+def test_persistent_http_errors_end_in_one_clear_error(fake_openai, status, text):
+    fake_openai.chat_replies(*[http_error(status, text, retry_after_ms=5)] * (HTTP_RETRIES + 3))
+    with pytest.raises(BackendError) as caught:
+        make_plan(PROMPT, "openai:gpt-4o-mini")
+    message = str(caught.value)
+    assert message == (
+        f"openai:gpt-4o-mini: HTTP {status} from {fake_openai.base_url} after {HTTP_RETRIES + 1} tries: {text}"
+    )
+    assert len(fake_openai.chat_requests()) == HTTP_RETRIES + 1  # bounded
+    assert [m.role for m in transcript_of(caught.value)] == ["user"]  # the conversation so far, for saving
+
+
+def test_an_api_key_echoed_by_the_server_is_blanked(fake_openai):
+    fake_openai.chat_replies(http_error(401, f"Incorrect API key provided: {FAKE_API_KEY}.", error_type="invalid_request_error"))
+    with pytest.raises(BackendError) as caught:
+        make_plan(PROMPT, "openai:gpt-4o-mini")
+    assert FAKE_API_KEY not in str(caught.value)
+    assert "HTTP 401" in str(caught.value) and "check OPENAI_API_KEY" in str(caught.value) and "***" in str(caught.value)
+    assert len(fake_openai.chat_requests()) == 1  # 401 is not retried
+
+
+def test_a_server_without_json_mode_is_asked_again_in_plain_text(fake_openai):
+    unsupported = http_error(400, "'response_format' of type 'json_object' is not supported with this model", error_type="invalid_request_error")
+    _script(fake_openai, unsupported, CLEAN)
+    plan = make_plan(PROMPT, "openai:local-model")
+    assert _axes(plan)["nationality"] == NATIONALITY
+    final, retried = (r.json for r in fake_openai.chat_requests()[2:])
+    assert final["response_format"] == {"type": "json_object"} and "response_format" not in retried
+    assert final["messages"] == retried["messages"]
+
+
+def test_missing_api_key_is_one_clear_error(monkeypatch):
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    for spec in ("openai:gpt-4o-mini", "langchain:openai:gpt-4o-mini"):
+        with pytest.raises(AuditorError) as caught:
+            make_plan(PROMPT, spec)
+        assert str(caught.value) == "OPENAI_API_KEY is not set: export it, or use --llm offline"
+        assert type(caught.value) is AuditorError
+
+
+def test_langchain_backend_runs_the_same_chain(fake_openai):
+    _script(fake_openai, "```json\n" + json.dumps({"axes": {"Nationality": NATIONALITY, "Gender": GENDER}}) + "\n```")
+    plan = make_plan(PROMPT, "langchain:openai:gpt-4o-mini", temperature=0.0, seed=3)
+    assert _axes(plan) == {"nationality": NATIONALITY, "gender": GENDER}
+    assert (plan.llm, plan.llm_temperature, plan.llm_seed) == ("langchain:openai:gpt-4o-mini", 0.0, 3)
+    requests = [r.json for r in fake_openai.chat_requests()]
+    assert len(requests) == 3 and requests[2]["response_format"] == {"type": "json_object"}
+    assert "response_format" not in requests[0]
+    assert all(r["model"] == "gpt-4o-mini" and r["temperature"] == 0.0 and r["seed"] == 3 for r in requests)
+    assert len(requests[2]["messages"]) == 5
+
+
+def test_langchain_repairs_and_reports_http_errors(fake_openai):
+    _script(fake_openai, "not json", CLEAN)
+    assert make_plan(PROMPT, "langchain:openai:gpt-4o-mini").attempts == 2
+    fake_openai.chat_replies(*[http_error(503, "overloaded", retry_after_ms=5)] * (HTTP_RETRIES + 1))
+    with pytest.raises(BackendError, match=r"^langchain:openai:gpt-4o-mini: HTTP 503 from .* after 4 tries: overloaded$"):
+        make_plan(PROMPT, "langchain:openai:gpt-4o-mini")
+
+
+def test_langchain_unknown_provider_is_a_clear_error():
+    with pytest.raises(AuditorError, match="langchain could not create the model|langchain has no"):
+        make_plan(PROMPT, "langchain:no-such-provider:model")
+
+
+def test_specs_are_checked_without_importing_sdks():
+    assert LLM_BACKENDS.prefixes == ["langchain", "offline", "openai"]
+    assert check_llm_spec(" OpenAI:gpt-4o-mini ") == "openai:gpt-4o-mini"
+    assert check_llm_spec("langchain:anthropic:claude-3-5-haiku-latest") == "langchain:anthropic:claude-3-5-haiku-latest"
+    assert check_llm_spec("offline") == "offline"
+    for bad, reason in [
+        ("gpt-4o", "unknown --llm 'gpt-4o'"),
+        ("openai", "needs a model"),
+        ("langchain:anthropic", "needs a provider and a model"),
+        ("offline:big", "takes no model"),
+    ]:
+        with pytest.raises(AuditorError, match=reason):
+            check_llm_spec(bad)
+
+
+@pytest.mark.parametrize(
+    "limits, option",
+    [({"max_axes": 0}, "--max-axes"), ({"max_counterfactuals": 1}, "--max-counterfactuals"), ({"retries": -1}, "--llm-retries")],
+)
+def test_bad_limits_are_refused_before_any_request(limits, option):
+    with pytest.raises(AuditorError, match=option):
+        make_plan(PROMPT, "offline", **limits)
