@@ -103,10 +103,10 @@ METRICS: dict[str, MetricInfo] = {
         MetricInfo(
             "association",
             "T2IAT association S",
-            "Differential association of the initial images' embeddings with the axis's first versus second "
-            "counterfactual's images.",
-            "above 0, closer to the first counterfactual",
-            "below 0, closer to the second",
+            "How much more the initial images' embeddings lean to the axis's first rather than its second "
+            "counterfactual's images than a balanced mix of both sets does (T2IAT).",
+            "above 0, towards the first counterfactual",
+            "below 0, towards the second",
             "-2 to 2",
         ),
         MetricInfo(
@@ -404,11 +404,12 @@ def _association_view(result: AssociationResult, scores: list[CounterfactualScor
     toward = first if result.association > 0 else second if result.association < 0 else None
     d = "undefined" if result.effect_size is None else f"{result.effect_size:.2f}"
     numbers = f"S = {result.association:+.3f}, d = {d} ({result.effect_label}), p = {result.p_value:.3g}"
+    subject = "The initial images' embeddings lean towards"
     if toward is None or result.effect_label == "negligible":
-        pair = f"{_quote(first)} as to {_quote(second)}" if first and second else "one counterfactual as to the other"
-        sentence = f"The initial images' embeddings sit about as close to {pair} ({numbers})."
+        pair = f"neither {_quote(first)} nor {_quote(second)}" if first and second else "neither counterfactual"
+        sentence = f"{subject} {pair} more than a balanced mix of both does ({numbers})."
     else:
-        sentence = f"The initial images' embeddings sit closer to {_quote(toward)} ({numbers})."
+        sentence = f"{subject} {_quote(toward)} more than a balanced mix of both counterfactuals does ({numbers})."
     return AssociationView(
         association=result.association,
         effect_size=result.effect_size,
