@@ -234,7 +234,8 @@ class BlipVqa(TransformersVqa):
             do_sample=False,
             num_beams=1,
         )
-        return self.processor.tokenizer.batch_decode(output, skip_special_tokens=True)
+        # The decoder echoes its start token first; it is no part of the answer.
+        return self.processor.tokenizer.batch_decode(output[:, 1:], skip_special_tokens=True)
 
 
 class ImageTextToTextVqa(TransformersVqa):

@@ -104,3 +104,30 @@ def opt_tokenizer(vocab_size: int = 400) -> Any:
         add_bos_token=True,
         padding_side="left",
     )
+
+
+def bert_tokenizer(vocab_size: int = 300, extra_special_tokens: tuple[str, ...] = ()) -> Any:
+    """A ``BertTokenizer`` (WordPiece, lower-cased) as BLIP's text side and Q-Formers use.
+
+    ``extra_special_tokens`` are appended to the vocabulary (BLIP's decoder start ``[DEC]``).
+    """
+    from tokenizers import Tokenizer, normalizers, pre_tokenizers
+    from tokenizers.models import WordPiece
+    from tokenizers.trainers import WordPieceTrainer
+    from transformers import BertTokenizer
+
+    corpus = [text.lower() for text in _CORPUS]
+    alphabet = sorted({char for text in corpus for char in text if not char.isspace()})
+    specials = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *extra_special_tokens]
+    tokenizer = Tokenizer(WordPiece(unk_token="[UNK]"))
+    tokenizer.normalizer = normalizers.BertNormalizer(lowercase=True)
+    tokenizer.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
+    trainer = WordPieceTrainer(
+        vocab_size=vocab_size,
+        # Continuation pieces ("##a") declared up front get fixed ids (see _train_bpe).
+        special_tokens=specials + ["##" + char for char in alphabet],
+        initial_alphabet=alphabet,
+        show_progress=False,
+    )
+    tokenizer.train_from_iterator(corpus * _CORPUS_REPEATS, trainer=trainer)
+    return BertTokenizer(vocab=dict(json.loads(tokenizer.to_str())["model"]["vocab"]))
