@@ -12,7 +12,7 @@ import sys
 
 import typer
 
-from auditor.commands import compare, doctor, plan, prompt, report, runs, schemas, score, selftest, setup
+from auditor.commands import compare, doctor, plan, prompt, report, runs, schemas, score, selftest, setup, t2iat
 from auditor.errors import AuditorError
 
 app = typer.Typer(
@@ -24,7 +24,7 @@ app = typer.Typer(
     rich_markup_mode=None,
 )
 
-for command_module in (prompt, plan, doctor, report, compare, runs, schemas, score, setup, selftest):
+for command_module in (prompt, plan, doctor, report, compare, runs, schemas, score, setup, selftest, t2iat):
     command_module.register(app)
 
 

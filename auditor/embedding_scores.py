@@ -80,6 +80,8 @@ def apply_embedding_scores(
             counterfactuals.append(cf.model_copy(update={"embedding_similarity": similarity}))
         association = associations.get(axis_score.axis)
         if association is None and have_initial and len(axis_score.counterfactuals) == 2:
-            warnings.append(f"{axis_score.axis}: no T2IAT association (it needs two embedded images per counterfactual)")
+            warnings.append(
+                f"{axis_score.axis}: no T2IAT association (it needs two embedded images per counterfactual)"
+            )
         axes.append(axis_score.model_copy(update={"counterfactuals": counterfactuals, "association": association}))
     return scores.model_copy(update={"axes": axes, "warnings": warnings})

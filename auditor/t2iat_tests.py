@@ -57,7 +57,9 @@ def builtin_names() -> list[str]:
 def parse_definition(data: Any, where: str) -> T2IATTestDefinition:
     """Validate parsed YAML as a test definition; ``where`` names the source in the one-line error."""
     if not isinstance(data, dict):
-        raise AuditorError(f"{where}: a T2IAT test must be a YAML mapping with name, prompt, attribute_prompt, x, y, a, b")
+        raise AuditorError(
+            f"{where}: a T2IAT test must be a YAML mapping with name, prompt, attribute_prompt, x, y, a, b"
+        )
     try:
         return T2IATTestDefinition.model_validate(data)
     except ValidationError as exc:

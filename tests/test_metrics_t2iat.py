@@ -20,7 +20,8 @@ def test_association_scores_by_hand_and_normalises_rows():
 
 
 def test_association_scores_average_over_attribute_images():
-    # x = (1, 0); A = {(1, 0), (0, 1)}: mean cos = (1 + 0) / 2 = 0.5; B = {(0.6, 0.8)}: cos = 0.6. Asc = 0.5 - 0.6 = -0.1
+    # x = (1, 0); A = {(1, 0), (0, 1)}: mean cos = (1 + 0) / 2 = 0.5; B = {(0.6, 0.8)}: cos = 0.6
+    # Asc = 0.5 - 0.6 = -0.1
     asc = t2iat.association_scores(np.array([[1.0, 0]]), np.array([[1.0, 0], [0, 1]]), np.array([[0.6, 0.8]]))
     np.testing.assert_allclose(asc, [-0.1], atol=1e-12)
 
@@ -46,7 +47,8 @@ def test_full_association_test_from_six_groups_by_hand():
     # X = {(1,0), (0.6,0.8)}, Y = {(0,1), (0.8,0.6)}; XA = YA = {(1,0)}, XB = YB = {(0,1)}.
     # Asc(x) = x[0] - x[1]: Asc_X = [1, -0.2] (mean 0.4), Asc_Y = [-1, 0.2] (mean -0.4); S = 0.8
     # SS_x = 0.6^2 + 0.6^2 = 0.72 = SS_y; s = sqrt(1.44 / 2) = 0.848528; d = 0.8 / 0.848528 = 0.942809 (large)
-    # Splits of {1, -0.2, -1, 0.2} into 2 + 2 (total 0, S~ = T): sums 0.8, 0, 1.2, -1.2, 0, -0.8 -> 4 of 6 with |S~| >= 0.8
+    # Splits of {1, -0.2, -1, 0.2} into 2 + 2 (total 0, so S~ = T/2 - (0 - T)/2 = T):
+    # X~ sums 0.8, 0, 1.2, -1.2, 0, -0.8 -> 4 of 6 with |S~| >= 0.8
     e1, e2 = np.array([[1.0, 0]]), np.array([[0.0, 1]])
     result = t2iat.association_test(
         np.array([[1.0, 0], [0.6, 0.8]]), np.array([[0.0, 1], [0.8, 0.6]]), e1, e2, e1, e2, permutations=100, seed=3

@@ -17,7 +17,7 @@ from auditor.backends import Spec
 from auditor.errors import AuditorError
 from auditor.fingerprint import folder_fingerprint, settings_fingerprint
 from auditor.records import ModelRef
-from auditor.weights import dtype_keyword, explain_load_errors, model_files
+from auditor.weights import dtype_keyword, explain_load_errors, model_files, quiet_libraries
 
 if TYPE_CHECKING:  # pragma: no cover
     from PIL import Image
@@ -93,7 +93,7 @@ def load(spec: Spec, device: str | None = None, batch_size: int = 32) -> ClipEmb
         raise AuditorError("the clip embedder needs a model: --embedder clip:<hub id or folder>")
     device = pick_device(device)
     dtype = pick_dtype(device)
-    with explain_load_errors(_WHAT, model_id, _HINT):
+    with quiet_libraries("transformers"), explain_load_errors(_WHAT, model_id, _HINT):
         model = CLIPModel.from_pretrained(model_id, **{dtype_keyword("transformers"): dtype})
         processor = CLIPProcessor.from_pretrained(model_id)
     model = model.to(device).eval()

@@ -1,0 +1,387 @@
+"""``auditor t2iat``: Text-to-Image Association Tests (Wang et al., ACL 2023).
+
+``score`` rescores saved embeddings without any model; ``run`` generates, embeds and
+scores one of the paper's eight tests or a custom YAML test; ``occupations`` runs the
+gender-occupation study (per-occupation distributions and stereotype amplification);
+``list`` shows the built-in tests.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import typer
+
+from auditor.console import out, print_json
+from auditor.errors import AuditorError
+from auditor.settings import DEFAULT_EMBEDDER, DEFAULT_T2I
+
+if TYPE_CHECKING:  # pragma: no cover
+    import numpy as np
+
+    from auditor.records import AssociationResult, OccupationsRecord, T2IATRecord
+    from auditor.studies.t2iat import StudyOptions
+
+app = typer.Typer(
+    name="t2iat",
+    help="T2IAT association tests: score saved embeddings, run a test, or the occupation study.",
+    no_args_is_help=True,
+    add_completion=False,
+    rich_markup_mode=None,
+)
+
+
+def _say(text: str) -> None:
+    """Print user-supplied text (test names, occupations) literally, never as rich markup."""
+    out.print(text, markup=False, highlight=False)
+
+
+#: The arrays ``t2iat score`` reads from an .npz file (rows = embeddings).
+NPZ_ARRAYS = ("X", "Y", "XA", "XB", "YA", "YB")
+
+_PERMUTATIONS = typer.Option(
+    10_000, "--permutations", min=1, help="Monte Carlo permutations when there are more than 200,000 splits."
+)
+_PERMUTATION_SEED = typer.Option(0, "--permutation-seed", help="Seed of the Monte Carlo permutation generator.")
+_T2I = typer.Option(DEFAULT_T2I, "--t2i", help="Model under test: diffusers:<id|path>, openai:<model>, folder:<dir>.")
+_EMBEDDER = typer.Option(DEFAULT_EMBEDDER, "--embedder", help="Image/text embedder: clip:<id|path> or a local folder.")
+_SEED = typer.Option(None, "--seed", help="First seed S (seeds S..S+N-1) or a comma-separated list; default 0..N-1.")
+_BATCH_SIZE = typer.Option(4, "--batch-size", min=1, help="Images generated per forward pass.")
+_STEPS = typer.Option(None, "--steps", min=1, help="Denoising steps (default: the pipeline's; the paper used 50).")
+_GUIDANCE = typer.Option(None, "--guidance", help="Guidance scale (default: the pipeline's; the paper used 7.5).")
+_SCHEDULER = typer.Option(None, "--scheduler", help="diffusers scheduler class, e.g. DPMSolverMultistepScheduler.")
+_NAME = typer.Option(None, "--name", help="Run folder name (default: date-time-test).")
+_RUNS_DIR = typer.Option(None, "--runs-dir", "--out", help="Runs folder (default: AUDITOR_RUNS_DIR or ./runs).")
+_DEVICE = typer.Option(None, "--device", help="torch device (default: cuda when available, else cpu).")
+_QUIET = typer.Option(False, "--quiet", "-q", help="No progress bars or report; print the run folder.")
+_JSON = typer.Option(False, "--json", help="Print one JSON object.")
+
+
+# --------------------------------------------------------------------------- score
+
+
+def load_npz(path: Path) -> dict[str, np.ndarray]:
+    """The six embedding groups of an .npz file; one-line errors for unreadable files and missing arrays."""
+    import zipfile
+
+    import numpy as np
+
+    if Path(path).is_file() and not zipfile.is_zipfile(path):
+        raise AuditorError(
+            f"{path} is not an .npz archive (save one with numpy.savez(path, X=..., Y=..., XA=..., ...))"
+        )
+    try:
+        with np.load(path, allow_pickle=False) as data:
+            missing = [name for name in NPZ_ARRAYS if name not in data.files]
+            if missing:
+                raise AuditorError(
+                    f"{path} lacks array(s) {', '.join(missing)}: it needs {', '.join(NPZ_ARRAYS)} (rows = embeddings)"
+                )
+            return {name: data[name] for name in NPZ_ARRAYS}
+    except FileNotFoundError:
+        raise AuditorError(f"no such file: {path}") from None
+    except ValueError as exc:  # object arrays: numpy refuses to unpickle them
+        first = str(exc).strip().splitlines()[0].split(". ")[0]
+        raise AuditorError(f"{path} holds an array numpy cannot load without pickle ({first}); store numbers") from None
+    except (OSError, zipfile.BadZipFile, EOFError) as exc:
+        raise AuditorError(f"cannot read {path}: {exc}") from None
+
+
+@app.command("score")
+def score(
+    file: Path = typer.Argument(..., metavar="FILE.npz", help="Arrays X, Y, XA, XB, YA, YB (rows = embeddings)."),
+    permutations: int = _PERMUTATIONS,
+    seed: int = typer.Option(0, "--seed", help="Seed of the Monte Carlo permutation generator."),
+    json_output: bool = _JSON,
+) -> None:
+    """Score saved embeddings: differential association S, effect size d, permutation p-value."""
+    from auditor.metrics.t2iat import association_test
+
+    groups = load_npz(file)
+    result = association_test(*(groups[name] for name in NPZ_ARRAYS), permutations=permutations, seed=seed)
+    if json_output:
+        print_json({"file": str(file), **result.model_dump()})
+        return
+    _say(f"T2IAT association of {file}")
+    _print_result(result, "X", "Y")
+
+
+def _p_text(result: AssociationResult) -> str:
+    how = (
+        f"exact over {result.permutations:,} splits"
+        if result.exact
+        else f"Monte Carlo, {result.permutations:,} permutations"
+    )
+    return f"{result.p_value:.4g} ({how})"
+
+
+def _print_result(result: AssociationResult, x_name: str, y_name: str) -> None:
+    d = "undefined (no spread)" if result.effect_size is None else f"{result.effect_size:+.3f}"
+    _say(f"  association S   {result.association:+.5f}")
+    _say(f"  effect size d   {d} ({result.effect_label})")
+    _say(f"  p-value         {_p_text(result)}")
+    _say(f"  images          {x_name}: {result.n_x}, {y_name}: {result.n_y}")
+
+
+# --------------------------------------------------------------------------- list
+
+
+@app.command("list")
+def list_tests(json_output: bool = _JSON) -> None:
+    """The built-in tests (the paper's eight): name, title, concepts and attributes."""
+    from auditor.t2iat_tests import builtin_names, load_builtin
+
+    tests = [load_builtin(name) for name in builtin_names()]
+    if json_output:
+        print_json([test.model_dump() for test in tests])
+        return
+    from rich.table import Table
+    from rich.text import Text
+
+    table = Table()
+    table.add_column("name", no_wrap=True)
+    table.add_column("kind")
+    table.add_column("X vs Y")
+    table.add_column("A vs B")
+    table.add_column("neutral prompt")
+    for test in tests:
+        cells = (
+            test.name,
+            test.kind,
+            f"{test.x.name} vs {test.y.name}",
+            f"{test.a.name} vs {test.b.name}",
+            test.prompt,
+        )
+        table.add_row(*(Text(cell) for cell in cells))
+    out.print(table)
+
+
+# --------------------------------------------------------------------------- run
+
+
+def _study_options(
+    t2i: str,
+    embedder: str,
+    images: int,
+    seed: str | None,
+    batch_size: int,
+    steps: int | None,
+    guidance: float | None,
+    scheduler: str | None,
+    permutations: int,
+    permutation_seed: int,
+    device: str | None,
+) -> StudyOptions:
+    from auditor.commands.prompt import parse_seeds
+    from auditor.records import GenerationSettings
+    from auditor.studies.t2iat import StudyOptions
+
+    return StudyOptions(
+        t2i=t2i,
+        embedder=embedder,
+        images=images,
+        seeds=parse_seeds(seed, images),
+        generation=GenerationSettings(steps=steps, guidance_scale=guidance, scheduler=scheduler, batch_size=batch_size),
+        permutations=permutations,
+        permutation_seed=permutation_seed,
+        device=device,
+    )
+
+
+def _run_study(start: Any, quiet: bool, json_output: bool) -> Any:
+    """Run a study with progress on stderr; Ctrl-C keeps the partial run and exits 130."""
+    from auditor.console import err
+    from auditor.settings import get_settings
+    from auditor.store import ContentCache
+    from auditor.studies.progress import QuietProgress, RichProgress
+
+    progress = QuietProgress() if quiet or json_output else RichProgress(err)
+    cache = ContentCache(get_settings().cache_file)
+    try:
+        return start(cache, progress)
+    except KeyboardInterrupt:
+        print("error: interrupted; the partial run is kept in its folder", file=sys.stderr)
+        raise SystemExit(130) from None
+    finally:
+        cache.close()
+
+
+def _store(runs_dir: Path | None):
+    from auditor.settings import get_settings
+    from auditor.store import RunStore
+
+    return RunStore(runs_dir or get_settings().runs_dir)
+
+
+@app.command("run")
+def run(
+    test_name: str = typer.Argument(
+        ..., metavar="NAME|FILE.yaml", help="A built-in test (see `t2iat list`) or a YAML file."
+    ),
+    t2i: str = _T2I,
+    embedder: str = _EMBEDDER,
+    images: int = typer.Option(10, "--images", min=1, help="Images per prompt (the paper uses 10)."),
+    seed: str | None = _SEED,
+    batch_size: int = _BATCH_SIZE,
+    steps: int | None = _STEPS,
+    guidance: float | None = _GUIDANCE,
+    scheduler: str | None = _SCHEDULER,
+    permutations: int = _PERMUTATIONS,
+    permutation_seed: int = _PERMUTATION_SEED,
+    name: str | None = _NAME,
+    runs_dir: Path | None = _RUNS_DIR,
+    device: str | None = _DEVICE,
+    quiet: bool = _QUIET,
+    json_output: bool = _JSON,
+) -> None:
+    """Run a T2IAT test: generate neutral and attribute-guided images, embed them, report S, d and p."""
+    from auditor.studies.t2iat import run_t2iat_test
+    from auditor.t2iat_tests import resolve_test
+
+    test, source = resolve_test(test_name)
+    options = _study_options(
+        t2i, embedder, images, seed, batch_size, steps, guidance, scheduler, permutations, permutation_seed, device
+    )
+    store = _store(runs_dir)
+    record, run_dir = _run_study(
+        lambda cache, progress: run_t2iat_test(test, source, options, store, cache, progress, name), quiet, json_output
+    )
+    _show_test(record, run_dir, quiet=quiet, json_output=json_output)
+
+
+def _show_test(record: T2IATRecord, run_dir: Path, *, quiet: bool, json_output: bool) -> None:
+    test, result = record.config.test, record.result
+    if json_output:
+        print_json(
+            {
+                "run_dir": str(run_dir),
+                "test": test.name,
+                "x": test.x.name,
+                "y": test.y.name,
+                "a": test.a.name,
+                "b": test.b.name,
+                **(result.model_dump() if result else {}),
+            }
+        )
+        return
+    if quiet:
+        _say(str(run_dir))
+        return
+    _say(f"T2IAT {test.title or test.name}: {test.x.name} vs {test.y.name} with {test.a.name} vs {test.b.name}")
+    if result is not None:
+        _print_result(result, test.x.name, test.y.name)
+        lean = test.a.name if result.association > 0 else test.b.name
+        _say(
+            f"  reading         S {'>' if result.association > 0 else '<='} 0: {test.x.name} images lean towards "
+            f"{lean} more than {test.y.name} images do"
+        )
+    _say(f"\nrun folder: {run_dir}")
+
+
+# --------------------------------------------------------------------------- occupations
+
+
+@app.command("occupations")
+def occupations(
+    occupations_file: Path | None = typer.Option(
+        None, "--occupations", help="Occupations, one per line (default: the paper's eight)."
+    ),
+    prompt_template: str = typer.Option("a photo of a {occupation}", "--prompt", help="Gender-neutral template."),
+    male_template: str = typer.Option("a photo of a male {occupation}", "--male-prompt", help="Masculine template."),
+    female_template: str = typer.Option(
+        "a photo of a female {occupation}", "--female-prompt", help="Feminine template."
+    ),
+    t2i: str = _T2I,
+    embedder: str = _EMBEDDER,
+    images: int = typer.Option(100, "--images", min=1, help="Images per prompt (the paper uses 100)."),
+    seed: str | None = _SEED,
+    batch_size: int = _BATCH_SIZE,
+    steps: int | None = _STEPS,
+    guidance: float | None = _GUIDANCE,
+    scheduler: str | None = _SCHEDULER,
+    permutations: int = _PERMUTATIONS,
+    permutation_seed: int = _PERMUTATION_SEED,
+    name: str | None = _NAME,
+    runs_dir: Path | None = _RUNS_DIR,
+    device: str | None = _DEVICE,
+    quiet: bool = _QUIET,
+    json_output: bool = _JSON,
+) -> None:
+    """Gender association per occupation: image quartiles (paper Fig. 3) and text vs images (Fig. 4)."""
+    from auditor.resources import read_prompt_text
+    from auditor.studies.t2iat import read_occupations, run_occupations
+
+    if occupations_file is None:
+        listed = read_occupations(read_prompt_text("t2iat/occupations.txt"), "prompts/t2iat/occupations.txt")
+    else:
+        try:
+            text = occupations_file.read_text(encoding="utf-8")
+        except FileNotFoundError:
+            raise AuditorError(f"no such file: {occupations_file}") from None
+        except (OSError, UnicodeDecodeError) as exc:
+            raise AuditorError(f"cannot read {occupations_file}: {exc}") from None
+        listed = read_occupations(text, str(occupations_file))
+    options = _study_options(
+        t2i, embedder, images, seed, batch_size, steps, guidance, scheduler, permutations, permutation_seed, device
+    )
+    store = _store(runs_dir)
+    templates = (prompt_template, male_template, female_template)
+    record, run_dir = _run_study(
+        lambda cache, progress: run_occupations(listed, options, store, cache, progress, name, templates),
+        quiet,
+        json_output,
+    )
+    _show_occupations(record, run_dir, quiet=quiet, json_output=json_output)
+
+
+def _show_occupations(record: OccupationsRecord, run_dir: Path, *, quiet: bool, json_output: bool) -> None:
+    if json_output:
+        print_json(
+            {
+                "run_dir": str(run_dir),
+                "occupations": [
+                    result.model_dump(exclude={"image_scores", "prompt_ids"}) | {"images": len(result.image_scores)}
+                    for result in record.occupations
+                ],
+            }
+        )
+        return
+    if quiet:
+        _say(str(run_dir))
+        return
+    from rich.table import Table
+    from rich.text import Text
+
+    def number(value: float | None) -> str:
+        return "—" if value is None else f"{value:+.4f}"
+
+    table = Table(title="Gender association per occupation (> 0: closer to the male images)")
+    table.add_column("occupation", no_wrap=True)
+    for header in ("n", "Q1", "median", "Q3", "image", "text", "image-text", "p"):
+        table.add_column(header, justify="right")
+    for result in record.occupations:
+        quartiles = result.quartiles or [None, None, None]
+        table.add_row(
+            Text(result.occupation),
+            str(len(result.image_scores)),
+            *(number(q) for q in quartiles),
+            number(result.image_association),
+            number(result.text_association),
+            number(result.amplification),
+            "—" if result.test is None else f"{result.test.p_value:.3g}",
+        )
+    out.print(table)
+    out.print(
+        "Q1/median/Q3 and image: Asc of the neutral images (Fig. 3); text: the same on the prompts' text "
+        "embeddings; image-text: amplification (Fig. 4); p: neutral images vs a balanced male/female mix"
+    )
+    for result in record.occupations:
+        for warning in result.warnings:
+            _say(f"note: {result.occupation}: {warning}")
+    _say(f"\nrun folder: {run_dir}")
+
+
+def register(main_app: typer.Typer) -> None:
+    main_app.add_typer(app, name="t2iat")

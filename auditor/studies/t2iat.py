@@ -1,0 +1,396 @@
+"""T2IAT studies: a test (``auditor t2iat run``) and the occupation study (``auditor t2iat occupations``).
+
+Both go generate -> embed -> score through the stages every study shares
+(:mod:`auditor.studies.generation_stage`: same backends, same content cache, paired seeds;
+:mod:`auditor.studies.perception_stage`: embeddings cached by image sha256), and write a
+typed record atomically into ``<runs>/<run id>/record.json`` after every stage, so a
+failed or interrupted run leaves a valid record saying where it stopped. A rerun with the
+same models and seeds takes every image and embedding from the cache.
+"""
+
+from __future__ import annotations
+
+import gc
+import sys
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from auditor.backends import parse_spec
+from auditor.environment import collect_environment
+from auditor.errors import AuditorError
+from auditor.metrics.t2iat import association_result, association_scores, single_concept_association
+from auditor.records import (
+    T2IAT_GROUPS,
+    GenerationSettings,
+    ModelRef,
+    OccupationAssociation,
+    OccupationsConfig,
+    OccupationsRecord,
+    PromptSet,
+    RunError,
+    Stage,
+    StageTiming,
+    T2IATConfig,
+    T2IATRecord,
+    T2IATTestDefinition,
+    utc_now,
+)
+from auditor.store import ContentCache, RunStore, new_run_id, slugify, write_model
+from auditor.studies.generation_stage import GenerationOutcome, PromptRequest, generate_images
+from auditor.studies.perception_stage import embed_images
+from auditor.studies.progress import ProgressReporter
+from auditor.t2iat_tests import all_prompts
+
+if TYPE_CHECKING:  # pragma: no cover
+    from auditor.perception.base import Embedder
+
+#: Occupation prompt templates (paper §5.3): neutral, then masculine (attribute A) and feminine (B).
+OCCUPATION_PROMPT = "a photo of a {occupation}"
+OCCUPATION_MALE_PROMPT = "a photo of a male {occupation}"
+OCCUPATION_FEMALE_PROMPT = "a photo of a female {occupation}"
+#: Images embedded per forward pass.
+EMBED_BATCH_SIZE = 32
+
+
+@dataclass
+class StudyOptions:
+    """Models and settings shared by both T2IAT studies."""
+
+    t2i: str
+    embedder: str
+    images: int
+    seeds: list[int] | None = None
+    generation: GenerationSettings = field(default_factory=GenerationSettings)
+    permutations: int = 10_000
+    permutation_seed: int = 0
+    device: str | None = None
+
+    def validate(self) -> None:
+        """Reject bad input before a run folder is created or a model loaded."""
+        from auditor.generation.registry import T2I_BACKENDS
+        from auditor.perception.registry import EMBEDDERS
+
+        if self.images < 1:
+            raise AuditorError(f"--images must be at least 1 (got {self.images})")
+        if self.seeds is not None and len(self.seeds) != self.images:
+            raise AuditorError(f"--seed lists {len(self.seeds)} seeds for {self.images} images per prompt")
+        if self.permutations < 1:
+            raise AuditorError(f"--permutations must be at least 1 (got {self.permutations})")
+        T2I_BACKENDS.check(self.t2i)
+        EMBEDDERS.check(self.embedder)
+
+    def seed_list(self) -> list[int]:
+        return self.seeds if self.seeds is not None else list(range(self.images))
+
+
+def _spec_ref(spec: str) -> ModelRef:
+    """A model reference known before loading; replaced by the backend's full ref once loaded."""
+    parsed = parse_spec(spec)
+    return ModelRef(spec=spec, backend=parsed.prefix, model_id=parsed.target or None)
+
+
+def _release_accelerator_memory() -> None:
+    """Free the generator before the embedder loads (a GPU rarely holds both big models)."""
+    gc.collect()
+    torch = sys.modules.get("torch")
+    if torch is not None and torch.cuda.is_available():
+        torch.cuda.empty_cache()
+
+
+class _Study:
+    """One run folder and its record (T2IATRecord or OccupationsRecord), saved after every step."""
+
+    def __init__(self, run_dir: Path, record, cache: ContentCache, options: StudyOptions, progress: ProgressReporter):
+        self.run_dir = run_dir
+        self.record = record
+        self.cache = cache
+        self.options = options
+        self.progress = progress
+
+    def save(self) -> None:
+        self.record.updated_at = utc_now()
+        write_model(self.run_dir / "record.json", self.record)
+
+    @contextmanager
+    def stage(self, name: Stage) -> Iterator[GenerationOutcome]:
+        """Time a stage and record its computed/cached counts."""
+        outcome = GenerationOutcome()
+        started = time.perf_counter()
+        try:
+            yield outcome
+        finally:
+            timing = StageTiming(
+                stage=name, seconds=time.perf_counter() - started, computed=outcome.computed, cached=outcome.cached
+            )
+            self.record.timings = [t for t in self.record.timings if t.stage != name] + [timing]
+
+    def run(self, steps: list[tuple[Stage, Callable[[], None]]]) -> None:
+        """Run the steps in order; the record ends ``completed``, ``failed`` or ``interrupted``."""
+        self.record.status = "running"
+        self.save()
+        current: Stage | None = None
+        try:
+            for current, step in steps:
+                step()
+                self.save()
+        except KeyboardInterrupt:
+            self._stop("interrupted", current, "KeyboardInterrupt", "interrupted by the user")
+            raise
+        except Exception as exc:
+            self._stop("failed", current, type(exc).__name__, str(exc))
+            raise
+        self.record.status = "completed"
+        self.record.environment = collect_environment()
+        self.save()
+
+    def _stop(self, status, stage: Stage | None, kind: str, message: str) -> None:
+        self.record.status = status
+        self.record.errors.append(RunError(stage=stage, type=kind, message=message))
+        self.save()
+
+    # ------------------------------------------------------------------ shared stages
+
+    def generate(self, requests: list[PromptRequest]) -> None:
+        from auditor.generation.registry import T2I_BACKENDS
+
+        config = self.record.config
+        with self.stage("generate") as outcome:
+            backend = T2I_BACKENDS.load(config.t2i.spec, settings=config.generation, device=self.options.device)
+            config.t2i = backend.ref.model_copy(update={"spec": config.t2i.spec})
+            # Record what actually ran: the pipeline's defaults resolved, where the backend says.
+            effective = getattr(backend, "settings", None)
+            if isinstance(effective, GenerationSettings):
+                config.generation = effective
+
+            def checkpoint(sets: list[PromptSet]) -> None:
+                self.record.prompt_sets = sets
+                self.save()
+
+            sets, counts = generate_images(
+                backend, requests, config.seeds, self.cache, self.run_dir,
+                config.generation.batch_size, self.progress, checkpoint,
+            )  # fmt: skip
+            outcome.computed, outcome.cached = counts.computed, counts.cached
+            self.record.prompt_sets = sets
+            del backend
+            _release_accelerator_memory()
+
+    def load_embedder(self) -> Embedder:
+        from auditor.perception.registry import EMBEDDERS
+
+        config = self.record.config
+        embedder = EMBEDDERS.load(config.embedder.spec, device=self.options.device)
+        config.embedder = embedder.ref.model_copy(update={"spec": config.embedder.spec})
+        return embedder
+
+    def embed(self, embedder: Embedder) -> dict[str, np.ndarray]:
+        """Prompt id -> unit-length embeddings of its usable images (cached by image sha256)."""
+        with self.stage("embed") as outcome:
+            vectors, counts = embed_images(
+                embedder, self.record.prompt_sets, self.cache, self.run_dir, EMBED_BATCH_SIZE, self.progress
+            )
+            outcome.computed, outcome.cached = counts.computed, counts.cached
+        return vectors
+
+
+def _stack(vectors: dict[str, np.ndarray], prompt_ids: list[str]) -> np.ndarray | None:
+    """Rows of several prompt sets, in order; None when none has a usable image."""
+    rows = [vectors[pid] for pid in prompt_ids if pid in vectors and len(vectors[pid])]
+    return np.concatenate(rows) if rows else None
+
+
+# --------------------------------------------------------------------------- a T2IAT test
+
+
+def run_t2iat_test(
+    test: T2IATTestDefinition,
+    source: str,
+    options: StudyOptions,
+    store: RunStore,
+    cache: ContentCache,
+    progress: ProgressReporter,
+    run_name: str | None = None,
+) -> tuple[T2IATRecord, Path]:
+    """Generate G(X), G(Y), G(X^A), G(X^B), G(Y^A), G(Y^B), embed them, and compute S, d and p."""
+    options.validate()
+    config = T2IATConfig(
+        test=test,
+        source=source,
+        t2i=_spec_ref(options.t2i),
+        embedder=_spec_ref(options.embedder),
+        images_per_prompt=options.images,
+        seeds=options.seed_list(),
+        generation=options.generation,
+        permutations=options.permutations,
+        permutation_seed=options.permutation_seed,
+    )
+    prompts = all_prompts(test)
+    run_dir = store.create(run_name or new_run_id(f"t2iat {test.name}"))
+    record = T2IATRecord(
+        run_id=run_dir.name,
+        config=config,
+        groups={group: [p.prompt_id for p in prompts if p.group == group] for group in T2IAT_GROUPS},
+        environment=collect_environment(),
+    )
+    study = _Study(run_dir, record, cache, options, progress)
+    vectors: dict[str, np.ndarray] = {}
+
+    def embed() -> None:
+        vectors.update(study.embed(study.load_embedder()))
+        _release_accelerator_memory()
+
+    def score() -> None:
+        with study.stage("score") as outcome:
+            groups = {}
+            for group, prompt_ids in record.groups.items():
+                rows = _stack(vectors, prompt_ids)
+                if rows is None:
+                    raise AuditorError(f"group {group} has no usable image (all flagged by the safety checker?)")
+                groups[group] = rows
+            asc_x = association_scores(groups["X"], groups["XA"], groups["XB"])
+            asc_y = association_scores(groups["Y"], groups["YA"], groups["YB"])
+            record.association_scores = {"X": asc_x.tolist(), "Y": asc_y.tolist()}
+            record.result = association_result(
+                asc_x, asc_y, permutations=config.permutations, seed=config.permutation_seed
+            )
+            outcome.computed = 1
+
+    requests = [PromptRequest(p.prompt_id, p.prompt) for p in prompts]
+    study.run([("generate", lambda: study.generate(requests)), ("embed", embed), ("score", score)])
+    return record, run_dir
+
+
+# --------------------------------------------------------------------------- the occupation study
+
+
+def read_occupations(text: str, where: str) -> list[str]:
+    """Occupations from a text file's contents: one per line, ``#`` comments and blank lines ignored."""
+    occupations = [line.split("#", 1)[0].strip() for line in text.splitlines()]
+    occupations = [o for o in occupations if o]
+    if not occupations:
+        raise AuditorError(f"{where} lists no occupations (one per line, '#' starts a comment)")
+    slugs: dict[str, str] = {}
+    for occupation in occupations:
+        slug = slugify(occupation, max_length=80)
+        if slug in slugs:
+            raise AuditorError(f"{where}: {slugs[slug]!r} and {occupation!r} are the same occupation")
+        slugs[slug] = occupation
+    return occupations
+
+
+def _occupation_ids(occupation: str) -> dict[str, str]:
+    slug = slugify(occupation, max_length=80)
+    return {"neutral": f"{slug}/neutral", "male": f"{slug}/male", "female": f"{slug}/female"}
+
+
+def score_occupation(
+    occupation: str,
+    vectors: dict[str, np.ndarray],
+    texts: np.ndarray,
+    permutations: int,
+    seed: int,
+) -> OccupationAssociation:
+    """Fig. 3 and Fig. 4 numbers of one occupation from its image and text embeddings.
+
+    ``texts`` holds the unit text embeddings of the neutral, male and female prompts.
+    """
+    ids = _occupation_ids(occupation)
+    neutral, male, female = (_stack(vectors, [ids[k]]) for k in ("neutral", "male", "female"))
+    text_association = float(association_scores(texts[:1], texts[1:2], texts[2:3])[0])
+    result = OccupationAssociation(
+        occupation=occupation,
+        prompt_ids=ids,
+        image_scores=[],
+        image_association=None,
+        text_association=text_association,
+        amplification=None,
+    )
+    if neutral is None or male is None or female is None:
+        result.warnings.append("a prompt set has no usable image: no image association")
+        return result
+    if len(male) < 2 or len(female) < 2:
+        scores = association_scores(neutral, male, female)
+        result.warnings.append("fewer than two male or female images: no permutation test")
+        test = None
+    else:
+        scores, test = single_concept_association(neutral, male, female, permutations=permutations, seed=seed)
+    mean = float(scores.mean())
+    result.image_scores = scores.tolist()
+    result.image_association = mean
+    result.quartiles = [float(q) for q in np.percentile(scores, [25, 50, 75])]
+    result.amplification = mean - text_association
+    result.test = test
+    return result
+
+
+def run_occupations(
+    occupations: list[str],
+    options: StudyOptions,
+    store: RunStore,
+    cache: ContentCache,
+    progress: ProgressReporter,
+    run_name: str | None = None,
+    templates: tuple[str, str, str] = (OCCUPATION_PROMPT, OCCUPATION_MALE_PROMPT, OCCUPATION_FEMALE_PROMPT),
+) -> tuple[OccupationsRecord, Path]:
+    """Neutral, male and female images per occupation; image vs text gender association (paper §5.3-5.4)."""
+    options.validate()
+    from pydantic import ValidationError
+
+    from auditor.store import describe_validation_error
+
+    try:
+        config = OccupationsConfig(
+            occupations=occupations,
+            prompt=templates[0],
+            male_prompt=templates[1],
+            female_prompt=templates[2],
+            t2i=_spec_ref(options.t2i),
+            embedder=_spec_ref(options.embedder),
+            images_per_prompt=options.images,
+            seeds=options.seed_list(),
+            generation=options.generation,
+            permutations=options.permutations,
+            permutation_seed=options.permutation_seed,
+        )
+    except ValidationError as exc:
+        raise AuditorError(f"bad occupation study settings: {describe_validation_error(exc)}") from None
+    texts = {
+        occupation: [template.format(occupation=occupation) for template in templates] for occupation in occupations
+    }
+    run_dir = store.create(run_name or new_run_id("t2iat occupations"))
+    record = OccupationsRecord(run_id=run_dir.name, config=config, environment=collect_environment())
+    study = _Study(run_dir, record, cache, options, progress)
+    vectors: dict[str, np.ndarray] = {}
+    text_vectors: dict[str, np.ndarray] = {}
+
+    def embed() -> None:
+        embedder = study.load_embedder()
+        vectors.update(study.embed(embedder))
+        flat = [prompt for occupation in occupations for prompt in texts[occupation]]
+        rows = embedder.embed_texts(flat)
+        for i, occupation in enumerate(occupations):
+            text_vectors[occupation] = rows[3 * i : 3 * i + 3]
+        del embedder
+        _release_accelerator_memory()
+
+    def score() -> None:
+        with study.stage("score") as outcome:
+            record.occupations = [
+                score_occupation(o, vectors, text_vectors[o], config.permutations, config.permutation_seed)
+                for o in occupations
+            ]
+            outcome.computed = len(occupations)
+
+    requests = [
+        PromptRequest(_occupation_ids(occupation)[kind], prompt)
+        for occupation in occupations
+        for kind, prompt in zip(("neutral", "male", "female"), texts[occupation], strict=True)
+    ]
+    study.run([("generate", lambda: study.generate(requests)), ("embed", embed), ("score", score)])
+    return record, run_dir

@@ -1,0 +1,338 @@
+"""``auditor t2iat``: the npz contract, test definitions, the CLIP embedder, and tiny models end to end."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from auditor.errors import AuditorError, BackendError
+from auditor.records import OccupationsRecord, T2IATRecord
+from auditor.t2iat_tests import all_prompts, builtin_names, group_texts, load_builtin, load_file, resolve_test
+from tests.clitools import run_auditor
+
+E1, E2 = [[1.0, 0.0]], [[0.0, 1.0]]
+#: The hand-computed case of tests/test_metrics_t2iat.py: S = 0.8, d = 0.8 / sqrt(0.72), exact p = 4/6.
+HAND = {"X": [[1.0, 0], [0.6, 0.8]], "Y": [[0.0, 1], [0.8, 0.6]], "XA": E1, "XB": E2, "YA": E1, "YB": E2}
+
+TINY_TEST = """\
+name: tiny-roses-ants
+title: Roses vs. Ants
+kind: valence
+prompt: "a photo of {concept}"
+attribute_prompt: "a photo of {concept}, {attribute}"
+x: {name: Flowers, stimuli: [rose, tulip]}
+y: {name: Insects, stimuli: [ant]}
+a: {name: Pleasant, stimuli: [love, peace]}
+b: {name: Unpleasant, stimuli: [grief]}
+"""
+
+
+def _save_npz(path: Path, **arrays) -> Path:
+    np.savez(path, **{name: np.asarray(value) for name, value in arrays.items()})
+    return path
+
+
+def _assert_one_line_error(result, fragment: str, code: int = 2) -> None:
+    assert result.returncode == code, result.stdout + result.stderr
+    assert "Traceback" not in result.stderr
+    lines = [line for line in result.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1 and lines[0].startswith("error: "), result.stderr
+    assert fragment in lines[0], lines[0]
+
+
+# --------------------------------------------------------------------------- t2iat score (npz contract)
+
+
+def test_score_npz_matches_the_hand_computation(tmp_path):
+    path = _save_npz(tmp_path / "hand.npz", **HAND)
+    result = run_auditor("t2iat", "score", str(path), "--json")
+    assert result.returncode == 0, result.stderr
+    data = json.loads(result.stdout)
+    assert data["association"] == pytest.approx(0.8)
+    assert data["effect_size"] == pytest.approx(0.8 / math.sqrt(0.72))
+    assert data["effect_label"] == "large"
+    assert data["p_value"] == pytest.approx(4 / 6)
+    assert (data["exact"], data["permutations"], data["n_x"], data["n_y"]) == (True, 6, 2, 2)
+    human = run_auditor("t2iat", "score", str(path))
+    assert human.returncode == 0, human.stderr
+    assert "+0.80000" in human.stdout and "(large)" in human.stdout and "exact over 6 splits" in human.stdout
+
+
+def test_score_npz_uses_monte_carlo_above_the_split_limit_and_is_seeded(tmp_path):
+    rng = np.random.default_rng(0)
+    groups = {name: rng.normal(size=(12 if name in ("X", "Y") else 3, 4)) for name in HAND}
+    path = _save_npz(tmp_path / "big.npz", **groups)  # C(24, 12) = 2,704,156 splits
+    runs = [
+        run_auditor("t2iat", "score", str(path), "--json", "--permutations", "300", "--seed", "4") for _ in range(2)
+    ]
+    first, second = (json.loads(r.stdout) for r in runs)
+    assert first["exact"] is False and first["permutations"] == 300
+    assert first == second
+    assert first["p_value"] >= 1 / 301
+
+
+@pytest.mark.parametrize(
+    ("change", "fragment"),
+    [
+        ({"XB": None}, "lacks array(s) XB"),
+        ({"Y": np.zeros((0, 2))}, "Y is empty"),
+        ({"YA": [[np.nan, 1.0]]}, "YA contains NaN or infinite values"),
+        ({"XA": [[np.inf, 1.0]]}, "XA contains NaN or infinite values"),
+        ({"X": [[1.0, 0.0, 0.0]]}, "embedding dimensions differ: X=3, Y=2"),
+        ({"X": [1.0, 0.0]}, "X must be a 2-D array"),
+    ],
+)
+def test_score_npz_bad_inputs_are_one_line_errors(tmp_path, change, fragment):
+    arrays = {name: value for name, value in (HAND | change).items() if value is not None}
+    path = _save_npz(tmp_path / "bad.npz", **arrays)
+    _assert_one_line_error(run_auditor("t2iat", "score", str(path)), fragment)
+
+
+def test_score_refuses_files_that_are_not_npz(tmp_path):
+    (tmp_path / "notes.npz").write_text("not an archive")
+    _assert_one_line_error(run_auditor("t2iat", "score", "notes.npz"), "is not an .npz archive")
+    _assert_one_line_error(run_auditor("t2iat", "score", "missing.npz"), "no such file: missing.npz")
+
+
+# --------------------------------------------------------------------------- test definitions
+
+
+#: Table 3's stimulus counts (with the rows the paper's text cuts short completed from the IAT sources).
+TABLE3_COUNTS = {
+    "flowers-insects": (25, 25, 25, 25),
+    "instruments-weapons": (25, 25, 25, 25),
+    "judaism-christianity": (4, 4, 25, 25),
+    "european-african-american-names": (50, 50, 25, 25),
+    "light-dark-skin": (9, 9, 25, 25),
+    "straight-gay": (9, 9, 25, 25),
+    "science-arts": (9, 8, 5, 5),
+    "career-family": (8, 8, 5, 5),
+}
+
+
+def test_the_papers_eight_tests_are_built_in_with_table3_stimuli():
+    assert builtin_names() == sorted(TABLE3_COUNTS)
+    for name, counts in TABLE3_COUNTS.items():
+        test = load_builtin(name)
+        assert tuple(len(s.stimuli) for s in (test.x, test.y, test.a, test.b)) == counts, name
+        expected_attributes = (
+            ("Male", "Female") if name in ("science-arts", "career-family") else ("Pleasant", "Unpleasant")
+        )
+        assert (test.a.name, test.b.name) == expected_attributes
+
+
+def test_built_in_tests_produce_the_papers_prompts():
+    flowers = load_builtin("flowers-insects")
+    assert group_texts(flowers, "X")[:2] == ["a photo of aster", "a photo of clover"]
+    assert group_texts(flowers, "XA")[0] == "a photo of aster, caress"  # the valence word appended
+    assert group_texts(flowers, "YB")[0] == "a photo of ant, abuse"
+    science = load_builtin("science-arts")
+    assert group_texts(science, "X")[0] == "a person studying science"
+    # "person" replaced by the gendered words, which cycle while the concepts do
+    assert group_texts(science, "XA")[:6] == [
+        "a male studying science", "a man studying technology", "a boy studying astronomy",
+        "a brother studying math", "a son studying chemistry", "a male studying physics",
+    ]  # fmt: skip
+    assert group_texts(science, "YB")[1] == "a woman studying art"
+    assert group_texts(load_builtin("career-family"), "Y")[0] == "a person focusing on home"
+    assert group_texts(load_builtin("instruments-weapons"), "X")[0] == "a picture of bagpipe"
+    assert group_texts(load_builtin("european-african-american-names"), "Y")[0] == "a portrait of Alonzo"
+
+
+def test_every_stimulus_and_attribute_word_is_used_and_pairs_share_the_neutral_prompt():
+    for name in builtin_names():
+        test = load_builtin(name)
+        prompts = all_prompts(test)
+        assert len({p.prompt_id for p in prompts}) == len(prompts)
+        for group, concept, attribute in (("XA", test.x, test.a), ("XB", test.x, test.b), ("YA", test.y, test.a)):
+            texts = group_texts(test, group)
+            assert len(texts) == max(len(concept.stimuli), len(attribute.stimuli))
+            for t, text in enumerate(texts):
+                assert text == test.attribute_prompt.format(
+                    concept=concept.stimuli[t % len(concept.stimuli)],
+                    attribute=attribute.stimuli[t % len(attribute.stimuli)],
+                )
+        judaism = load_builtin("judaism-christianity")
+        pleasant_used = {text.rsplit(", ", 1)[1] for text in group_texts(judaism, "XA")}
+        assert pleasant_used == set(judaism.a.stimuli)  # all 25 words, though Judaism has 4 stimuli
+
+
+def test_custom_yaml_loads_and_bad_yaml_is_a_one_line_error(tmp_path):
+    good = tmp_path / "mine.yaml"
+    good.write_text(TINY_TEST)
+    test, source = resolve_test(str(good))
+    assert source == str(good) and test.x.stimuli == ["rose", "tulip"]
+    assert load_file(good) == test
+    cases = {
+        "syntax.yaml": ("name: [unclosed\n", "is not valid YAML"),
+        "extra.yaml": (TINY_TEST + "colour: red\n", "colour: Extra inputs are not permitted"),
+        "placeholder.yaml": (TINY_TEST.replace("{concept}, {attribute}", "{concept}"), "attribute_prompt"),
+        "braces.yaml": (TINY_TEST.replace('"a photo of {concept}"', '"a photo of {concept"'), "bad template"),
+        "empty.yaml": (TINY_TEST.replace("[ant]", "[]"), "y.stimuli"),
+        "repeat.yaml": (TINY_TEST.replace("[ant]", "[ant, ant]"), "repeated stimuli: ant"),
+        "list.yaml": ("- a\n- b\n", "must be a YAML mapping"),
+    }
+    for file_name, (text, fragment) in cases.items():
+        (tmp_path / file_name).write_text(text)
+        with pytest.raises(AuditorError, match=None) as caught:
+            load_file(tmp_path / file_name)
+        message = str(caught.value)
+        assert fragment in message and "\n" not in message, (file_name, message)
+    with pytest.raises(AuditorError, match="no built-in T2IAT test 'nope': use one of career-family"):
+        resolve_test("nope")
+    with pytest.raises(AuditorError, match="no such file"):
+        resolve_test("absent.yaml")
+
+
+def test_run_rejects_bad_definitions_and_specs_before_loading_models(tmp_path):
+    (tmp_path / "bad.yaml").write_text(TINY_TEST + "colour: red\n")
+    _assert_one_line_error(run_auditor("t2iat", "run", "bad.yaml"), "invalid T2IAT test: colour")
+    _assert_one_line_error(run_auditor("t2iat", "run", "no-such-test"), "no built-in T2IAT test 'no-such-test'")
+    (tmp_path / "ok.yaml").write_text(TINY_TEST)
+    _assert_one_line_error(run_auditor("t2iat", "run", "ok.yaml", "--t2i", "nope:x"), "unknown text-to-image backend")
+    _assert_one_line_error(
+        run_auditor("t2iat", "run", "ok.yaml", "--images", "2", "--seed", "1,2,3"), "--seed lists 3 seeds for 2 images"
+    )
+    (tmp_path / "none.txt").write_text("# nothing\n\n")
+    _assert_one_line_error(run_auditor("t2iat", "occupations", "--occupations", "none.txt"), "lists no occupations")
+    assert not (tmp_path / "runs").exists()  # nothing was created
+
+
+def test_list_shows_the_built_in_tests():
+    result = run_auditor("t2iat", "list", "--json")
+    assert result.returncode == 0, result.stderr
+    assert [t["name"] for t in json.loads(result.stdout)] == sorted(TABLE3_COUNTS)
+
+
+# --------------------------------------------------------------------------- the CLIP embedder
+
+
+def test_clip_embedder_gives_unit_rows_independent_of_batching(tiny_models):
+    from PIL import Image
+
+    from auditor.perception.registry import EMBEDDERS
+
+    images = [Image.new("RGB", (40, 30), (40 * i, 100, 200 - 30 * i)) for i in range(5)]
+    one = EMBEDDERS.load(f"clip:{tiny_models.clip}", batch_size=2)
+    rows = one.embed_images(images)
+    assert rows.shape == (5, 16) and rows.dtype == np.float32
+    np.testing.assert_allclose(np.linalg.norm(rows, axis=1), 1.0, atol=1e-6)
+    other = EMBEDDERS.load(str(tiny_models.clip))  # a bare CLIP folder is inferred as clip:
+    np.testing.assert_allclose(other.embed_images(images), rows, atol=1e-6)
+    texts = one.embed_texts(["a photo of a rose", "a male studying science", "long " * 200])
+    assert texts.shape == (3, 16)
+    np.testing.assert_allclose(np.linalg.norm(texts, axis=1), 1.0, atol=1e-6)
+    assert one.embed_images([]).shape == (0, 16)
+    assert one.ref.fingerprint and one.ref.dtype == "float32" and one.ref.device == "cpu"
+    assert one.cache_fingerprint() == other.cache_fingerprint()
+
+
+def test_clip_missing_weights_is_one_line_naming_model_and_option(tmp_path):
+    from auditor.perception.registry import EMBEDDERS
+
+    with pytest.raises(BackendError) as caught:
+        EMBEDDERS.load(f"clip:{tmp_path / 'no-clip-here'}")
+    message = str(caught.value)
+    assert "no-clip-here" in message and "--embedder clip:/path" in message and "\n" not in message
+    with pytest.raises(BackendError, match="--embedder clip:/path"):
+        EMBEDDERS.load("clip:nobody/no-such-clip-model")
+
+
+# --------------------------------------------------------------------------- end to end with tiny models
+
+
+def _recompute_asc(record: T2IATRecord, run_dir: Path, clip_folder: Path):
+    """Per-image Asc of X and Y recomputed from the run's image files with the same CLIP model."""
+    from PIL import Image
+
+    from auditor.metrics.t2iat import association_scores
+    from auditor.perception.registry import EMBEDDERS
+
+    embedder = EMBEDDERS.load(f"clip:{clip_folder}")
+    sets = {s.prompt_id: s for s in record.prompt_sets}
+    groups = {}
+    for group, prompt_ids in record.groups.items():
+        files = [run_dir / image.file for pid in prompt_ids for image in sets[pid].images]
+        groups[group] = embedder.embed_images([Image.open(path).convert("RGB") for path in files])
+    return (
+        association_scores(groups["X"], groups["XA"], groups["XB"]),
+        association_scores(groups["Y"], groups["YA"], groups["YB"]),
+    )
+
+
+def test_run_a_custom_test_end_to_end_with_tiny_models(tmp_path, tiny_models):
+    (tmp_path / "tiny.yaml").write_text(TINY_TEST)
+    args = [
+        "t2iat",
+        "run",
+        "tiny.yaml",
+        "--t2i",
+        f"diffusers:{tiny_models.t2i}",
+        "--embedder",
+        f"clip:{tiny_models.clip}",
+    ]
+    args += ["--images", "2", "--steps", "2", "--seed", "7", "--json"]
+    result = run_auditor(*args, "--name", "first")
+    assert result.returncode == 0, result.stderr
+    summary = json.loads(result.stdout)
+    run_dir = Path(summary["run_dir"])
+    record = T2IATRecord.model_validate_json((run_dir / "record.json").read_text())
+    assert record.status == "completed" and record.kind == "t2iat_test"
+    # prompts: X rose, tulip; Y ant; XA 2 (rose+love, tulip+peace); XB 2; YA 2 (ant+love, ant+peace); YB 1
+    assert {g: len(ids) for g, ids in record.groups.items()} == {"X": 2, "Y": 1, "XA": 2, "XB": 2, "YA": 2, "YB": 1}
+    prompts = {s.prompt_id: s.prompt for s in record.prompt_sets}
+    assert prompts["XA/1"] == "a photo of tulip, peace" and prompts["YB/0"] == "a photo of ant, grief"
+    assert all([image.seed for image in s.images] == [7, 8] for s in record.prompt_sets)  # paired seeds
+    assert record.config.embedder.fingerprint and record.config.t2i.fingerprint
+    assert record.config.generation.steps == 2
+    assert record.result.n_x == 4 and record.result.n_y == 2  # 2 prompts x 2 images; 1 prompt x 2 images
+    assert summary["association"] == record.result.association
+
+    # The recorded numbers follow from the images on disk and the same CLIP model.
+    asc_x, asc_y = _recompute_asc(record, run_dir, tiny_models.clip)
+    np.testing.assert_allclose(record.association_scores["X"], asc_x, rtol=1e-4, atol=1e-7)
+    np.testing.assert_allclose(record.association_scores["Y"], asc_y, rtol=1e-4, atol=1e-7)
+    assert record.result.association == pytest.approx(asc_x.mean() - asc_y.mean(), rel=1e-4, abs=1e-8)
+
+    # A rerun (human output this time) takes every image and embedding from the cache: same numbers.
+    again = run_auditor(*args[:-1], "--name", "second")
+    assert again.returncode == 0, again.stderr
+    assert "T2IAT Roses vs. Ants: Flowers vs Insects with Pleasant vs Unpleasant" in again.stdout
+    assert "effect size d" in again.stdout and "run folder:" in again.stdout
+    rerun = T2IATRecord.model_validate_json((run_dir.parent / "second" / "record.json").read_text())
+    timings = {t.stage: t for t in rerun.timings}
+    assert (timings["generate"].computed, timings["generate"].cached) == (0, 20)
+    assert (timings["embed"].computed, timings["embed"].cached) == (0, 20)
+    assert rerun.result == record.result
+
+
+def test_occupations_end_to_end_with_tiny_models(tmp_path, tiny_models):
+    from auditor.metrics.t2iat import association_scores
+    from auditor.perception.registry import EMBEDDERS
+
+    (tmp_path / "jobs.txt").write_text("# two jobs\nchef\npharmacist  # trailing comment\n")
+    result = run_auditor(
+        "t2iat", "occupations", "--occupations", "jobs.txt",
+        "--t2i", f"diffusers:{tiny_models.t2i}", "--embedder", f"clip:{tiny_models.clip}",
+        "--images", "3", "--steps", "2", "--json",
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    run_dir = Path(json.loads(result.stdout)["run_dir"])
+    record = OccupationsRecord.model_validate_json((run_dir / "record.json").read_text())
+    assert record.status == "completed" and [o.occupation for o in record.occupations] == ["chef", "pharmacist"]
+    prompts = {s.prompt_id: s.prompt for s in record.prompt_sets}
+    assert prompts["pharmacist/female"] == "a photo of a female pharmacist"
+    embedder = EMBEDDERS.load(f"clip:{tiny_models.clip}")
+    for occupation in record.occupations:
+        assert len(occupation.image_scores) == 3
+        assert occupation.quartiles == pytest.approx(np.percentile(occupation.image_scores, [25, 50, 75]).tolist())
+        assert occupation.image_association == pytest.approx(np.mean(occupation.image_scores))
+        texts = embedder.embed_texts([prompts[occupation.prompt_ids[k]] for k in ("neutral", "male", "female")])
+        text_asc = association_scores(texts[:1], texts[1:2], texts[2:3])[0]
+        assert occupation.text_association == pytest.approx(text_asc, rel=1e-4, abs=1e-7)
+        assert occupation.amplification == pytest.approx(occupation.image_association - occupation.text_association)
+        assert occupation.test is not None and (occupation.test.n_x, occupation.test.n_y) == (3, 6)
