@@ -83,21 +83,27 @@ def _write_plan(out_dir: Path, audit_plan: AuditPlan) -> None:
 
 
 def _show(audit_plan: AuditPlan) -> None:
-    from rich.table import Table
+    """Each axis with its kind and VQA question, then its counterfactuals one per line (never wrapped apart)."""
     from rich.text import Text
 
     from auditor.console import out
 
-    replies = f", {audit_plan.attempts} replies to the JSON request" if audit_plan.attempts > 1 else ""
-    edited = ", edited" if audit_plan.edited else ""
-    out.print(f"Plan for: {audit_plan.prompt}", markup=False)
-    out.print(f"planner {audit_plan.llm}{replies}{edited}; caption question: {audit_plan.caption_question}", markup=False)
-    table = Table("axis", "kind", "counterfactuals", "VQA question", show_lines=True)
+    details = [audit_plan.llm]
+    if audit_plan.attempts > 1:
+        details.append(f"{audit_plan.attempts} replies to the JSON request")
+    if audit_plan.edited:
+        details.append("edited")
+    out.print(Text.assemble(("Plan for: ", "bold"), audit_plan.prompt, f"  ({', '.join(details)})"))
+    out.print(Text(f"caption question: {audit_plan.caption_question}", style="dim"))
     for axis in audit_plan.axes:
-        table.add_row(axis.name, axis.kind or "", Text("\n".join(axis.counterfactuals)), Text(axis.question))
-    out.print(table)
+        out.print()
+        out.print(Text.assemble((axis.name, "bold cyan"), f" ({axis.kind or 'kind not given'})  ", (axis.question, "dim")))
+        for number, counterfactual in enumerate(axis.counterfactuals, start=1):
+            out.print(Text(f"  {number}. {counterfactual}"), overflow="ignore", crop=False)
     count = sum(len(axis.counterfactuals) for axis in audit_plan.axes)
-    out.print(f"{len(audit_plan.axes)} axes, {count} counterfactual prompts", markup=False)
+    out.print()
+    axes = "1 axis" if len(audit_plan.axes) == 1 else f"{len(audit_plan.axes)} axes"
+    out.print(f"{axes}, {count} counterfactual prompts", markup=False)
 
 
 def register(app: typer.Typer) -> None:

@@ -306,7 +306,7 @@ def _append(prompt: str, value: str) -> str:
 
 def _fix_article(before: str, after: str) -> str:
     """Join ``before`` and ``after``, turning an "a"/"an" that ends ``before`` into the one ``after`` needs."""
-    match = re.search(r"(?<![\w-])(a|an|A|An|AN)(\s+)$", before)
+    match = re.search(r"(?<![\w-])(a|an|A|An|AN)(\s+[\"'(\[{]*)$", before)
     if not match:
         return before + after
     article = "an" if _starts_with_vowel_sound(after) else "a"

@@ -1,0 +1,119 @@
+"""The offline WordNet planner: sensible, valid, deterministic plans for person, animal, scene and abstract prompts."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from auditor.errors import AuditorError
+from auditor.planning import make_plan, validate_plan
+
+PROMPTS = ["a photo of a pharmacist", "Photo of a cat on a table", "a beautiful day in Hawaii", "the infinite universe of data"]
+
+
+@pytest.fixture(scope="module")
+def plans():
+    return {prompt: make_plan(prompt, "offline") for prompt in PROMPTS}
+
+
+def _axes(plan) -> dict[str, list[str]]:
+    return {axis.name: axis.counterfactuals for axis in plan.axes}
+
+
+@pytest.mark.parametrize("prompt", PROMPTS)
+def test_plans_are_valid_and_recorded_as_offline(plans, prompt):
+    plan = plans[prompt]
+    assert validate_plan(plan) == plan  # already satisfies every rule
+    assert plan.llm == "offline" and plan.attempts == 1 and plan.llm_temperature is None and not plan.edited
+    assert plan.caption_question == "Describe the image."
+    for axis in plan.axes:
+        assert axis.kind in ("societal", "incidental")
+        assert len(axis.counterfactuals) >= 2
+        assert len({c.casefold() for c in axis.counterfactuals} | {prompt.casefold()}) == len(axis.counterfactuals) + 1
+        assert axis.question.endswith("?") or axis.question.endswith(".")
+    assert plan.transcript[0].role == "system" and "WordNet" in plan.transcript[0].content
+
+
+def test_person_prompt_gets_societal_axes_with_inserted_attributes(plans):
+    plan = plans["a photo of a pharmacist"]
+    axes = _axes(plan)
+    assert list(axes) == ["gender", "age", "ethnicity", "socioeconomic_status", "clothing", "physical_ability"]
+    assert "a photo of a female pharmacist" in axes["gender"]
+    assert "a photo of a male pharmacist" in axes["gender"]
+    assert "a photo of an elderly pharmacist" in axes["age"]
+    assert "a photo of an Asian pharmacist" in axes["ethnicity"]
+    assert "a photo of a pharmacist in a wheelchair" in axes["physical_ability"]
+    assert {axis.kind for axis in plan.axes} == {"societal"}
+    assert plan.axes[0].question == "What is the gender (male, female, other) of the person in the image?"
+    assert "'pharmacist'" in plan.transcript[0].content and "person" in plan.transcript[0].content
+
+
+def test_animal_prompt_gets_breed_color_size_behavior(plans):
+    axes = _axes(plans["Photo of a cat on a table"])
+    assert list(axes) == ["breed", "color", "size", "behavior"]
+    assert "Photo of a Siamese cat on a table" in axes["breed"]
+    assert "Photo of a black cat on a table" in axes["color"]
+    assert "Photo of an orange cat on a table" in axes["color"]
+    assert "Photo of a cat sleeping on a table" in axes["behavior"]
+
+
+def test_scene_prompt_varies_setting_weather_and_time(plans):
+    axes = _axes(plans["a beautiful day in Hawaii"])
+    assert list(axes) == ["setting", "weather", "time_of_day", "culture", "style"]
+    assert "a beautiful day in the mountains" in axes["setting"]  # the place is swapped, not stacked
+    assert "a beautiful rainy day in Hawaii" in axes["weather"]
+    assert "a beautiful night in Hawaii" in axes["time_of_day"]  # "day" itself is swapped
+    assert all(cf.startswith("a beautiful day in Hawaii ") for cf in axes["style"])
+
+
+def test_abstract_prompt_still_gets_a_plan(plans):
+    axes = _axes(plans["the infinite universe of data"])
+    assert list(axes) == ["style", "setting", "color"]
+    assert all("universe of data" in cf for cfs in axes.values() for cf in cfs)
+
+
+def test_articles_agree_with_the_word_that_follows(plans):
+    counterfactuals = [cf for plan in plans.values() for axis in plan.axes for cf in axis.counterfactuals]
+    for cf in counterfactuals:
+        assert not re.search(r"\b[Aa] (?!uni)[AEIOUaeiou]", cf), cf  # "a uniform" is right
+        assert not re.search(r"\b[Aa]n [^AEIOUaeiou]", cf), cf
+
+
+@pytest.mark.parametrize(
+    "prompt, axis, expected",
+    [
+        ("A smart man", "gender", ["A smart woman", "A smart non-binary person"]),  # gendered nouns are swapped
+        ("a young woman reading", "age", ["a middle-aged woman reading", "an elderly woman reading"]),
+        ("Two Indian Astronauts having Indian Buffet on Mars", "ethnicity", None),
+        ("Cat on a table", "color", ["Black cat on a table", "White cat on a table", "Orange cat on a table", "Gray cat on a table"]),
+        ("a painting of a red car", "style", None),
+    ],
+)
+def test_existing_attributes_are_substituted_in_place(prompt, axis, expected):
+    counterfactuals = _axes(make_plan(prompt, "offline"))[axis]
+    if expected is not None:
+        assert counterfactuals == expected
+    elif axis == "ethnicity":
+        # "Indian" is replaced, the head noun stays, the cuisine is untouched
+        assert counterfactuals[0] == "Two Asian Astronauts having Indian Buffet on Mars"
+    else:
+        assert "a photograph of a red car" in counterfactuals
+        assert not any("painting of" in cf for cf in counterfactuals)  # no synonym of the original frame
+
+
+def test_caps_and_determinism():
+    first = make_plan("a photo of a pharmacist", "offline", max_axes=2, max_counterfactuals=2)
+    second = make_plan("a photo of a pharmacist", "offline", max_axes=2, max_counterfactuals=2)
+    assert first == second
+    assert _axes(first) == {
+        "gender": ["a photo of a male pharmacist", "a photo of a female pharmacist"],
+        "age": ["a photo of a young pharmacist", "a photo of a middle-aged pharmacist"],
+    }
+
+
+def test_offline_takes_no_model_and_refuses_an_empty_prompt():
+    with pytest.raises(AuditorError, match="takes no model"):
+        make_plan("a cat", "offline:wordnet")
+    with pytest.raises(AuditorError, match="the prompt is empty"):
+        make_plan("   ", "offline")
