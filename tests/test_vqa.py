@@ -71,6 +71,20 @@ def test_blip2_batched_answers_equal_unbatched(blip2, images):
         blip2.settings = SETTINGS
 
 
+def test_blip2_answers_match_transformers_own_generate(blip2, images):
+    """Encoding once and generating from embeddings gives what ``Blip2ForConditionalGeneration.generate`` gives."""
+    import torch
+
+    ours = blip2.answer(images, QUESTIONS[:2])
+    processor = blip2.processor
+    for j, question in enumerate(QUESTIONS[:2]):
+        inputs = processor(images=images, text=[f"Question: {question} Answer:"] * len(images), return_tensors="pt")
+        with torch.inference_mode():
+            output = blip2.model.generate(**inputs, max_new_tokens=SETTINGS.max_new_tokens, do_sample=False)
+        replies = processor.tokenizer.batch_decode(output[:, inputs["input_ids"].shape[1] :], skip_special_tokens=True)
+        assert [row[j] for row in ours] == [reply.strip() for reply in replies]
+
+
 @contextmanager
 def _batch_sizes(model, *names: str) -> Iterator[dict[str, list[int]]]:
     """Record the batch size of every forward call of the named sub-modules of ``model``."""

@@ -104,8 +104,10 @@ class TransformersVqa:
     # ------------------------------------------------------------------ for subclasses
 
     def _pixels(self, images: list[Image.Image]) -> Any:
+        """Pixel values in the vision tower's dtype (the model's may differ: BLIP-2 keeps its Q-Former in fp32)."""
+        tower = getattr(self.model, "vision_model", self.model)
         pixels = self.processor.image_processor(images, return_tensors="pt")["pixel_values"]
-        return pixels.to(self.device, self.dtype)
+        return pixels.to(self.device, tower.dtype)
 
     def _encode(self, images: list[Image.Image]) -> list[Any]:
         """One encoding per image, in order."""
