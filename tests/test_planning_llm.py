@@ -105,7 +105,15 @@ def test_reply_shapes_give_the_same_plan(fake_openai, shape):
 def test_kinds_come_from_societal_and_incidental_groups(fake_openai):
     reply = {
         "societal_biases": {"Gender": GENDER},
-        "incidental_correlations": [{"name": "Setting", "examples": ["Two Indian Astronauts having Indian Buffet on the Moon", "Two Indian Astronauts having Indian Buffet in a spaceship"]}],
+        "incidental_correlations": [
+            {
+                "name": "Setting",
+                "examples": [
+                    "Two Indian Astronauts having Indian Buffet on the Moon",
+                    "Two Indian Astronauts having Indian Buffet in a spaceship",
+                ],
+            }
+        ],
         "Nationality": {"type": "societal bias", "counterfactuals": NATIONALITY},
     }
     _script(fake_openai, json.dumps(reply))
@@ -219,7 +227,9 @@ def test_an_api_key_echoed_by_the_server_is_blanked(fake_openai):
 
 
 def test_a_server_without_json_mode_is_asked_again_in_plain_text(fake_openai):
-    unsupported = http_error(400, "'response_format' of type 'json_object' is not supported with this model", error_type="invalid_request_error")
+    unsupported = http_error(
+        400, "'response_format' of type 'json_object' is not supported with this model", error_type="invalid_request_error"
+    )
     _script(fake_openai, unsupported, CLEAN)
     plan = make_plan(PROMPT, "openai:local-model")
     assert _axes(plan)["nationality"] == NATIONALITY
@@ -284,3 +294,26 @@ def test_specs_are_checked_without_importing_sdks():
 def test_bad_limits_are_refused_before_any_request(limits, option):
     with pytest.raises(AuditorError, match=option):
         make_plan(PROMPT, "offline", **limits)
+
+
+def test_fake_server_images_endpoint_speaks_the_openai_images_api(fake_openai):
+    """The same fake server serves the OpenAI images backend's tests: base64 PNGs, n copies, errors."""
+    import base64
+
+    from openai import BadRequestError, OpenAI
+
+    from tests.fake_openai import png_base64
+
+    red, blue = png_base64(rgb=(255, 0, 0)), png_base64(4, 2, rgb=(0, 0, 255))
+    fake_openai.image_replies(red, [red, blue], http_error(400, "Your request was rejected by the safety system."))
+    client = OpenAI(max_retries=0)  # key and base URL from the environment the fixture set
+    first = client.images.generate(model="gpt-image-1", prompt="a cat", n=2)
+    assert [item.b64_json for item in first.data] == [red, red]
+    assert base64.b64decode(first.data[0].b64_json).startswith(b"\x89PNG\r\n\x1a\n")
+    second = client.images.generate(model="gpt-image-1", prompt="a dog")
+    assert [item.b64_json for item in second.data] == [red, blue]
+    with pytest.raises(BadRequestError, match="safety system"):
+        client.images.generate(model="gpt-image-1", prompt="x")
+    requests = fake_openai.image_requests()
+    assert [r.json["prompt"] for r in requests] == ["a cat", "a dog", "x"]
+    assert requests[0].json["n"] == 2 and requests[0].headers["authorization"] == f"Bearer {FAKE_API_KEY}"

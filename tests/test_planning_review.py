@@ -132,7 +132,13 @@ def test_validate_plan_normalises_names_and_fills_questions():
     with pytest.raises(InvalidPlanError, match="axis 'gender' appears twice"):
         validate_plan(twice)
     repeated = _plan().model_copy(
-        update={"axes": [AxisPlan(name="age", counterfactuals=["a photo of an old pharmacist", "A photo of an  OLD pharmacist"], question="q")]}
+        update={
+            "axes": [
+                AxisPlan(
+                    name="age", counterfactuals=["a photo of an old pharmacist", "A photo of an  OLD pharmacist"], question="q"
+                )
+            ]
+        }
     )
     with pytest.raises(InvalidPlanError, match="repeats the counterfactual"):
         validate_plan(repeated)

@@ -16,14 +16,19 @@ PLAN_FILE = "plan.json"
 def plan(
     text: str = typer.Argument("", metavar="PROMPT", help="The text-to-image prompt to plan an audit for."),
     llm: str | None = typer.Option(
-        None, "--llm", help="Planner: openai:<model>, langchain:<provider>:<model> or offline (default: openai:gpt-4o-mini with OPENAI_API_KEY, else offline)."
+        None,
+        "--llm",
+        help="Planner: openai:<model>, langchain:<provider>:<model> or offline "
+        "(default: openai:gpt-4o-mini when OPENAI_API_KEY is set, else offline).",
     ),
     max_axes: int | None = typer.Option(None, "--max-axes", min=1, help="Keep the first N axes."),
-    max_counterfactuals: int | None = typer.Option(None, "--max-counterfactuals", min=2, help="Keep the first N counterfactuals per axis."),
+    max_counterfactuals: int | None = typer.Option(
+        None, "--max-counterfactuals", min=2, help="Keep the first N counterfactuals per axis."
+    ),
     llm_retries: int = typer.Option(2, "--llm-retries", min=0, help="Repair turns when the LLM's plan is invalid."),
     temperature: float | None = typer.Option(None, "--temperature", help="LLM sampling temperature (recorded)."),
     seed: int | None = typer.Option(None, "--seed", "--llm-seed", help="Seed sent to the LLM (recorded)."),
-    review: bool = typer.Option(False, "--review", help="Edit the plan ($EDITOR, else interactively) before it is shown and saved."),
+    review: bool = typer.Option(False, "--review", help="Edit the plan ($EDITOR, else interactively) before it is saved."),
     out_dir: Path | None = typer.Option(None, "--out", help="Write plan.json and transcript.json into this folder."),
     json_output: bool = typer.Option(False, "--json", help="Print the plan as one JSON object."),
 ) -> None:
@@ -97,7 +102,8 @@ def _show(audit_plan: AuditPlan) -> None:
     out.print(Text(f"caption question: {audit_plan.caption_question}", style="dim"))
     for axis in audit_plan.axes:
         out.print()
-        out.print(Text.assemble((axis.name, "bold cyan"), f" ({axis.kind or 'kind not given'})  ", (axis.question, "dim")))
+        kind = f" ({axis.kind or 'kind not given'})  "
+        out.print(Text.assemble((axis.name, "bold cyan"), kind, (axis.question, "dim")))
         for number, counterfactual in enumerate(axis.counterfactuals, start=1):
             out.print(Text(f"  {number}. {counterfactual}"), overflow="ignore", crop=False)
     count = sum(len(axis.counterfactuals) for axis in audit_plan.axes)

@@ -46,7 +46,9 @@ def make_plan(
     limits = PlanLimits(max_axes=max_axes, max_counterfactuals=max_counterfactuals, retries=retries)
     prompt = prompt.strip()
     if not prompt:
-        raise AuditorError('the prompt is empty: give the text-to-image prompt to plan for, e.g. "a photo of a pharmacist"')
+        raise AuditorError(
+            'the prompt is empty: give the text-to-image prompt to plan for, e.g. "a photo of a pharmacist"'
+        )
     planner = LLM_BACKENDS.load(check_llm_spec(llm), temperature=temperature, seed=seed)
     return planner.plan(prompt, limits)
 

@@ -208,7 +208,8 @@ def checked_axes(prompt: str, axes: Sequence[ProposedAxis], questions: dict[str,
     for axis in axes:
         name = snake_case(axis.name)
         question = ((questions or {}).get(axis.name) or "").strip() or question_for_axis(name)
-        built.append(AxisPlan(name=name, kind=axis.kind, counterfactuals=[t.strip() for t in axis.counterfactuals], question=question))
+        counterfactuals = [text.strip() for text in axis.counterfactuals]
+        built.append(AxisPlan(name=name, kind=axis.kind, counterfactuals=counterfactuals, question=question))
     return built
 
 

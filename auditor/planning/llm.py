@@ -22,6 +22,7 @@ from auditor.errors import AuditorError, BackendError
 from auditor.records import ChatMessage
 
 MISSING_KEY = "OPENAI_API_KEY is not set: export it, or use --llm offline"
+DEFAULT_BASE_URL = "https://api.openai.com/v1"
 #: Retries after the first try for 408/409/429/5xx and connection errors (so 4 tries in all).
 HTTP_RETRIES = 3
 #: Seconds one request may take before it counts as failed (and is retried).
@@ -104,8 +105,8 @@ class OpenAIChat:
         self.temperature = temperature
         self.seed = seed
         self.max_retries = max_retries
-        # base_url left unset: the SDK reads OPENAI_BASE_URL itself (default https://api.openai.com/v1).
-        self._client = OpenAI(api_key=api_key, max_retries=max_retries, timeout=timeout)
+        base_url = os.environ.get("OPENAI_BASE_URL") or DEFAULT_BASE_URL  # an empty variable means the default
+        self._client = OpenAI(api_key=api_key, base_url=base_url, max_retries=max_retries, timeout=timeout)
         self._json_mode = True  # switched off once if the server rejects response_format
 
     @property
@@ -169,7 +170,8 @@ class LangChainChat:
         try:
             self._model = init_chat_model(model, model_provider=provider, **options)
         except ImportError as exc:
-            raise AuditorError(f"--llm {spec}: langchain has no {provider!r} package installed: {_one_line(exc)}") from None
+            message = f"--llm {spec}: langchain has no {provider!r} package installed: {_one_line(exc)}"
+            raise AuditorError(message) from None
         except Exception as exc:  # each provider raises its own types for bad names and settings
             raise AuditorError(f"--llm {spec}: langchain could not create the model: {_one_line(exc)}") from None
         self._json_model = self._structured()
@@ -198,7 +200,7 @@ class LangChainChat:
         import openai
 
         if isinstance(exc, openai.OpenAIError):
-            base_url = os.environ.get("OPENAI_BASE_URL") or "https://api.openai.com/v1"
+            base_url = os.environ.get("OPENAI_BASE_URL") or DEFAULT_BASE_URL
             return describe_openai_error(self.spec, exc, base_url, self.tries)
         return _one_line(f"{self.spec}: {type(exc).__name__}: {exc}")
 

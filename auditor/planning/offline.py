@@ -94,7 +94,8 @@ class OfflinePlanner:
         try:
             return finish_plan(prompt, proposed, limits, llm=self.spec, transcript=transcript)
         except PlanProblem as problem:  # e.g. a prompt WordNet cannot read and that has nothing to vary
-            raise attach_transcript(InvalidPlanError(f"the offline planner found no plan: {problem}"), transcript) from None
+            error = InvalidPlanError(f"the offline planner found no plan: {problem}")
+            raise attach_transcript(error, transcript) from None
 
 
 def load(spec: Spec, **_settings: Any) -> OfflinePlanner:

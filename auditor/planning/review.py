@@ -110,7 +110,7 @@ def _review_in_editor(plan: AuditPlan, editor: str) -> AuditPlan:
             except OSError as exc:
                 raise AuditorError(f"--review could not start the editor {editor!r}: {exc.strerror or exc}") from None
             if status != 0:
-                raise AuditorError(f"--review: the editor {editor!r} exited with status {status}; nothing was generated")
+                raise AuditorError(f"--review: the editor {editor!r} exited with status {status}; plan not changed")
             edited = path.read_text(encoding="utf-8")
             try:
                 return plan_from_yaml(plan, edited)
