@@ -181,22 +181,19 @@ class _Study:
             del backend
             _release_accelerator_memory()
 
-    def load_embedder(self) -> Embedder:
+    def embed(self) -> tuple[dict[str, np.ndarray], Embedder]:
+        """Load the embedder; prompt id -> unit-length embeddings of its usable images (cached by image sha256)."""
         from auditor.perception.registry import EMBEDDERS
 
         config = self.record.config
-        embedder = EMBEDDERS.load(config.embedder.spec, device=self.options.device)
-        config.embedder = embedder.ref.model_copy(update={"spec": config.embedder.spec})
-        return embedder
-
-    def embed(self, embedder: Embedder) -> dict[str, np.ndarray]:
-        """Prompt id -> unit-length embeddings of its usable images (cached by image sha256)."""
         with self.stage("embed") as outcome:
+            embedder = EMBEDDERS.load(config.embedder.spec, device=self.options.device)
+            config.embedder = embedder.ref.model_copy(update={"spec": config.embedder.spec})
             vectors, counts = embed_images(
                 embedder, self.record.prompt_sets, self.cache, self.run_dir, EMBED_BATCH_SIZE, self.progress
             )
             outcome.computed, outcome.cached = counts.computed, counts.cached
-        return vectors
+        return vectors, embedder
 
 
 def _stack(vectors: dict[str, np.ndarray], prompt_ids: list[str]) -> np.ndarray | None:
@@ -242,7 +239,7 @@ def run_t2iat_test(
     vectors: dict[str, np.ndarray] = {}
 
     def embed() -> None:
-        vectors.update(study.embed(study.load_embedder()))
+        vectors.update(study.embed()[0])
         _release_accelerator_memory()
 
     def score() -> None:
@@ -370,8 +367,8 @@ def run_occupations(
     text_vectors: dict[str, np.ndarray] = {}
 
     def embed() -> None:
-        embedder = study.load_embedder()
-        vectors.update(study.embed(embedder))
+        found, embedder = study.embed()
+        vectors.update(found)
         flat = [prompt for occupation in occupations for prompt in texts[occupation]]
         rows = embedder.embed_texts(flat)
         for i, occupation in enumerate(occupations):
