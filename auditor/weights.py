@@ -19,7 +19,9 @@ from pathlib import Path
 from auditor.errors import BackendError
 
 _COMMIT = re.compile(r"^[0-9a-f]{40}$")
-_UNREACHABLE_TYPES = {"LocalEntryNotFoundError", "OfflineModeIsEnabled", "ConnectError", "ConnectionError", "ConnectTimeout"}
+_UNREACHABLE_TYPES = frozenset(
+    {"LocalEntryNotFoundError", "OfflineModeIsEnabled", "ConnectError", "ConnectionError", "ConnectTimeout"}
+)
 _UNREACHABLE_TEXT = ("couldn't connect", "offline mode", "not fully cached", "cannot reach", "outgoing traffic")
 
 

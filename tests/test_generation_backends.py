@@ -152,7 +152,7 @@ def test_diffusers_safety_checker_flags_are_reported(tiny_models, tmp_path):
             },
             projection_dim=8,
         )
-    )  # fmt: skip
+    )
     checker.concept_embeds_weights.data.fill_(-10.0)  # every image scores above every threshold
     feature_extractor = CLIPImageProcessor(size={"shortest_edge": 32}, crop_size={"height": 32, "width": 32})
     pipeline = StableDiffusionPipeline.from_pretrained(
@@ -182,12 +182,12 @@ def test_folder_manifest_serves_the_ith_file_of_each_prompt(tmp_path):
     (root / "manifest.json").write_text(json.dumps({PROMPT: ["a.png", "b.png"], OTHER: ["sub/c.jpg"]}))
     backend = T2I_BACKENDS.load(f"folder:{root}", settings=GenerationSettings())
     assert backend.seeded is False and backend.ref.backend == "folder"
-    pictures = backend.generate(
-        [GenerationItem(PROMPT, 1, 0), GenerationItem("A Photo of a  Female Pharmacist!", 0, 0), GenerationItem(PROMPT, 0, 5)]
-    )
-    assert [p.image.getpixel((0, 0)) for p in pictures][0] == (0, 255, 0)  # manifest order, not name order
+    shouted = "A Photo of a  Female Pharmacist!"  # matched by slug
+    items = [GenerationItem(PROMPT, 1, 0), GenerationItem(shouted, 0, 0), GenerationItem(PROMPT, 0, 5)]
+    pictures = backend.generate(items)
+    assert pictures[0].image.getpixel((0, 0)) == (0, 255, 0)  # manifest order, not name order
     assert pictures[2].image.getpixel((0, 0)) == (255, 0, 0)
-    assert pictures[1].image.getpixel((0, 0))[2] > 200  # matched by slug; JPEG is lossy
+    assert pictures[1].image.getpixel((0, 0))[2] > 200  # JPEG is lossy
     assert backend.cache_fingerprint() == backend.ref.fingerprint
 
 
@@ -208,7 +208,8 @@ def test_folder_per_prompt_by_slug_or_prompt_txt(tmp_path):
     _image(root / "set-b" / "img.png", (7, 7, 7))
     (root / "set-b" / "prompt.txt").write_text(OTHER + "\n")
     backend = T2I_BACKENDS.load(f"folder:{root}", settings=GenerationSettings())
-    pictures = backend.generate([GenerationItem(PROMPT, 0, 0), GenerationItem(PROMPT, 1, 0), GenerationItem(OTHER, 0, 0)])
+    items = [GenerationItem(PROMPT, 0, 0), GenerationItem(PROMPT, 1, 0), GenerationItem(OTHER, 0, 0)]
+    pictures = backend.generate(items)
     assert [p.image.getpixel((0, 0)) for p in pictures] == [(0, 0, 1), (0, 0, 9), (7, 7, 7)]  # sorted by name
 
 
@@ -317,7 +318,7 @@ def test_openai_images_persistent_failure_is_bounded_and_one_line(fake_openai):
 
 def test_openai_images_content_policy_refusal_is_a_flagged_black_image(fake_openai):
     refusal = {"error": {"message": "rejected by the safety system", "type": "invalid_request_error",
-                         "code": "content_policy_violation", "param": None}}  # fmt: skip
+                         "code": "content_policy_violation", "param": None}}
     fake_openai.image_replies((400, refusal), png_base64())
     backend = T2I_BACKENDS.load("openai:dall-e-3", settings=GenerationSettings(width=16, height=16, batch_size=1))
     refused, fine = backend.generate([GenerationItem(PROMPT, 0, 0), GenerationItem(PROMPT, 1, 0)])

@@ -55,9 +55,8 @@ def test_clip_loads_with_from_pretrained_and_embeds(tiny_models):
 
     model = CLIPModel.from_pretrained(tiny_models.clip).eval()
     processor = AutoProcessor.from_pretrained(tiny_models.clip)
-    inputs = processor(
-        images=[Image.new("RGB", (50, 40), (200, 0, 0))], text=["a photo", "a pharmacist"], padding=True, return_tensors="pt"
-    )
+    image = Image.new("RGB", (50, 40), (200, 0, 0))
+    inputs = processor(images=[image], text=["a photo", "a pharmacist"], padding=True, return_tensors="pt")
     assert inputs["pixel_values"].shape == (1, 3, 32, 32)
     with torch.inference_mode():
         logits = model(**inputs).logits_per_image

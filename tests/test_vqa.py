@@ -160,7 +160,7 @@ def test_folder_of_another_model_type_is_refused(tiny_models):
 # --------------------------------------------------------------------------- BLIP, InstructBLIP, LLaVA-style
 
 _VISION = {"hidden_size": 32, "intermediate_size": 64, "num_hidden_layers": 1, "num_attention_heads": 4,
-           "image_size": 32, "patch_size": 8}  # fmt: skip
+           "image_size": 32, "patch_size": 8}
 _LAYERS = {"hidden_size": 32, "intermediate_size": 64, "num_hidden_layers": 1, "num_attention_heads": 4}
 
 
@@ -173,7 +173,7 @@ def _build_blip(folder) -> None:
     tokenizer = bert_tokenizer(extra_special_tokens=("[DEC]",))
     text = {**_LAYERS, "vocab_size": len(tokenizer), "encoder_hidden_size": 32, "max_position_embeddings": 64,
             "pad_token_id": tokenizer.pad_token_id, "sep_token_id": tokenizer.sep_token_id,
-            "bos_token_id": tokenizer.convert_tokens_to_ids("[DEC]")}  # fmt: skip
+            "bos_token_id": tokenizer.convert_tokens_to_ids("[DEC]")}
     torch.manual_seed(0)
     BlipForQuestionAnswering(BlipConfig(text_config=text, vision_config=_VISION)).save_pretrained(folder)
     image_processor = BlipImageProcessor(size={"height": 32, "width": 32})
@@ -184,7 +184,7 @@ def _opt_config(tokenizer) -> dict:
     return {**{k: v for k, v in _LAYERS.items() if k != "intermediate_size"}, "model_type": "opt", "ffn_dim": 64,
             "vocab_size": len(tokenizer), "word_embed_proj_dim": 32, "max_position_embeddings": 128,
             "pad_token_id": tokenizer.pad_token_id, "bos_token_id": tokenizer.bos_token_id,
-            "eos_token_id": tokenizer.eos_token_id}  # fmt: skip
+            "eos_token_id": tokenizer.eos_token_id}
 
 
 def _build_instructblip(folder) -> None:
@@ -213,7 +213,7 @@ def _build_instructblip(folder) -> None:
         text_config=_opt_config(tokenizer),
         num_query_tokens=4,
         image_token_index=tokenizer.convert_tokens_to_ids("<image>"),
-    )  # fmt: skip
+    )
     torch.manual_seed(0)
     InstructBlipForConditionalGeneration(config).save_pretrained(folder)
     processor.save_pretrained(folder)
@@ -251,7 +251,7 @@ def _build_llava(folder) -> None:
         vision_feature_select_strategy="default",
         vision_feature_layer=-1,
         image_seq_length=16,
-    )  # fmt: skip
+    )
     torch.manual_seed(0)
     LlavaForConditionalGeneration(config).save_pretrained(folder)
     processor.save_pretrained(folder)

@@ -76,8 +76,9 @@ class FolderImages:
     def _lacking(self, item: GenerationItem) -> str | None:
         entry = self._prompts.get(prompt_key(item.prompt))
         if entry is None:
-            known = ", ".join(repr(p.label) for p in list(self._prompts.values())[:5])
-            return f"no images for prompt {item.prompt!r} (it has images for {known}{', ...' if len(self._prompts) > 5 else ''})"
+            labels = [repr(p.label) for p in self._prompts.values()]
+            known = ", ".join(labels[:5]) + (", ..." if len(labels) > 5 else "")
+            return f"no images for prompt {item.prompt!r} (it has images for {known})"
         if item.index >= len(entry.files):
             return f"prompt {item.prompt!r} has {len(entry.files)} images, image {item.index + 1} was asked for"
         return None
@@ -153,8 +154,10 @@ def _read_prompt_folders(root: Path) -> list[tuple[str, list[Path]]]:
     listing = []
     for folder in sorted(p for p in root.iterdir() if p.is_dir() and not p.name.startswith(".")):
         prompt_file = folder / PROMPT_FILE
-        label = prompt_file.read_text(encoding="utf-8", errors="replace").strip() if prompt_file.is_file() else folder.name
-        files = sorted(p for p in folder.iterdir() if p.is_file() and not p.name.startswith(".") and p.name != PROMPT_FILE)
+        label = prompt_file.read_text(encoding="utf-8", errors="replace").strip() if prompt_file.is_file() else ""
+        files = sorted(
+            p for p in folder.iterdir() if p.is_file() and not p.name.startswith(".") and p.name != PROMPT_FILE
+        )
         listing.append((label or folder.name, files))
     return listing
 
