@@ -151,11 +151,11 @@ def _options(
 
 
 def show_results(record: RunRecord, run_dir: Path, *, quiet: bool, json_output: bool) -> None:
-    """Write report.html into the run folder, then show the report (terminal or JSON)."""
+    """Show the finished run's report (terminal or JSON); report.html is already in the run folder."""
     from auditor.console import out, print_json
-    from auditor.reporting import render_terminal, report_json, write_html_report
+    from auditor.reporting import render_terminal, report_json
 
-    html = write_html_report(record, run_dir)
+    html = run_dir / "report.html"
     if json_output:
         print_json({"run_dir": str(run_dir), "report_html": str(html), **report_json(record)})
     elif quiet:

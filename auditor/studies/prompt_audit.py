@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 
 from auditor.backends import parse_spec
 from auditor.environment import collect_environment
-from auditor.errors import AuditorError, InvalidPlanError
+from auditor.errors import AuditorError
 from auditor.records import (
     GenerationSettings,
     ModelRef,
@@ -157,7 +157,11 @@ class PromptAudit:
     # ------------------------------------------------------------------ stages
 
     def run(self) -> RunRecord:
-        """Run (or resume) every stage; the record's status says how it ended."""
+        """Run (or resume) every stage; the record's status says how it ended.
+
+        ``report.html`` is written however the run ends: a failed run's page shows its
+        plan, the images it made and the error.
+        """
         self.record.status = "running"
         self.record.errors = []
         self.record.environment = collect_environment()
@@ -182,17 +186,28 @@ class PromptAudit:
         self.record.status = "completed"
         self.record.environment = collect_environment()
         self.save()
+        self.write_report()
         return self.record
+
+    def write_report(self) -> Path:
+        """(Re)write ``report.html`` in the run folder from the record."""
+        from auditor.reporting import write_html_report
+
+        with self.stage("report"):
+            path = write_html_report(self.record, self.run_dir)
+        self.save()
+        return path
 
     def _stop(self, status, stage: Stage | None, kind: str, message: str) -> None:
         self.record.status = status
         self.record.errors.append(RunError(stage=stage, type=kind, message=message))
         self.save()
+        self.write_report()
 
     def plan(self) -> None:
         if self.record.plan is not None:
             return
-        from auditor.planning import make_plan, review_plan
+        from auditor.planning import make_plan, review_plan, transcript_of
 
         config = self.record.config
         with self.stage("plan") as outcome:
@@ -206,8 +221,8 @@ class PromptAudit:
                     temperature=config.llm_temperature,
                     seed=config.llm_seed,
                 )
-            except InvalidPlanError as exc:
-                self._save_transcript(getattr(exc, "transcript", []))
+            except AuditorError as exc:  # an invalid plan or a refused request: keep the conversation so far
+                self._save_transcript(transcript_of(exc))
                 raise
             self._save_transcript(plan.transcript)
             if self.review:

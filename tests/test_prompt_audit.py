@@ -1,0 +1,179 @@
+"""`auditor prompt` end to end on tiny random models: records, resume, bad input."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+
+import pytest
+
+from auditor.records import GenerationSettings, PerceptionSettings
+from auditor.store import ContentCache, RunStore, load_record
+from auditor.studies.progress import QuietProgress
+from auditor.studies.prompt_audit import PromptAuditOptions, resume_audit, start_audit
+from tests.clitools import run_auditor
+
+PROMPT = "a photo of a pharmacist"
+
+
+def tiny_args(tiny_models, images: int = 2) -> list[str]:
+    return [
+        "--llm", "offline",
+        "--t2i", f"diffusers:{tiny_models.t2i}",
+        "--vqa", str(tiny_models.vqa),
+        "--embedder", f"clip:{tiny_models.clip}",
+        "--images", str(images),
+        "--max-axes", "2",
+        "--max-counterfactuals", "2",
+        "--steps", "2",
+    ]  # fmt: skip
+
+
+def check_run_folder(run_dir: Path, images: int) -> None:
+    """Everything the record claims is on disk, and every image was asked every question."""
+    record = load_record(run_dir / "record.json")
+    assert record.status == "completed"
+    assert record.plan is not None and record.scores is not None
+    sets = record.prompt_sets
+    assert len(sets) == 1 + sum(len(axis.counterfactuals) for axis in record.plan.axes)
+    for prompt_set in sets:
+        assert [image.seed for image in prompt_set.images] == record.config.seeds[:images]
+        for image in prompt_set.images:
+            assert hashlib.sha256((run_dir / image.file).read_bytes()).hexdigest() == image.sha256
+        answers = record.answers[prompt_set.prompt_id]
+        assert len(answers) == images
+        assert all(set(a.answers) == {axis.name for axis in record.plan.axes} and a.caption is not None for a in answers)
+    assert [axis.axis for axis in record.scores.axes] == [axis.name for axis in record.plan.axes]
+    stages = {"plan", "generate", "perceive", "score"} | ({"embed"} if record.config.embedder else set())
+    assert {t.stage for t in record.timings} == stages | {"report"}
+    assert record.config.t2i.fingerprint and record.config.vqa.fingerprint
+    assert (run_dir / "report.html").is_file()
+
+
+def test_prompt_audit_end_to_end_and_score_reproduces_it(tiny_models, tmp_path):
+    result = run_auditor("prompt", PROMPT, *tiny_args(tiny_models), "--json", "--name", "e2e")
+    assert result.returncode == 0, result.stderr
+    report = json.loads(result.stdout)
+    run_dir = Path(report["run_dir"])
+    check_run_folder(run_dir, images=2)
+    record = load_record(run_dir / "record.json")
+    assert any(cf.embedding_similarity is not None for axis in record.scores.axes for cf in axis.counterfactuals)
+
+    rescored = run_auditor("score", str(run_dir), "--json")
+    assert rescored.returncode == 0, rescored.stderr
+    axes = json.loads(rescored.stdout)["axes"]
+    for axis in record.scores.axes:
+        assert axes[axis.axis]["cas"] == pytest.approx([cf.cas for cf in axis.counterfactuals])
+        assert axes[axis.axis]["bav"] == pytest.approx(axis.bav)
+
+
+def test_rerun_with_same_settings_computes_nothing_new(tiny_models, tmp_path):
+    first = run_auditor("prompt", PROMPT, *tiny_args(tiny_models), "--quiet", "--name", "first")
+    assert first.returncode == 0, first.stderr
+    second = run_auditor("prompt", PROMPT, *tiny_args(tiny_models), "--quiet", "--name", "second")
+    assert second.returncode == 0, second.stderr
+    record = load_record(tmp_path / "runs" / "second" / "record.json")
+    timings = {t.stage: t for t in record.timings}
+    assert timings["generate"].computed == 0 and timings["generate"].cached == 10
+    assert timings["perceive"].computed == 0 and timings["perceive"].cached == 10
+
+
+class StopAfter(QuietProgress):
+    """A progress reporter that presses Ctrl-C once ``stage`` has advanced ``count`` units."""
+
+    def __init__(self, stage: str, count: int):
+        self.stage, self.count, self.seen = stage, count, 0
+
+    def advance(self, stage: str, amount: int = 1) -> None:
+        if stage == self.stage:
+            self.seen += amount
+            if self.seen >= self.count:
+                raise KeyboardInterrupt
+
+
+def tiny_options(tiny_models) -> PromptAuditOptions:
+    return PromptAuditOptions(
+        prompt=PROMPT,
+        llm="offline",
+        t2i=f"diffusers:{tiny_models.t2i}",
+        vqa=f"blip2:{tiny_models.vqa}",
+        embedder=None,
+        images=2,
+        generation=GenerationSettings(steps=2, batch_size=2),
+        perception=PerceptionSettings(max_new_tokens=4, caption_max_new_tokens=4),
+        max_axes=2,
+        max_counterfactuals=2,
+    )
+
+
+@pytest.mark.parametrize("stage, stop_at", [("generate", 4), ("perceive", 4)])
+def test_resume_after_interruption_recomputes_nothing_finished(tiny_models, tmp_path, stage, stop_at):
+    store = RunStore(tmp_path / "runs")
+    cache = ContentCache(tmp_path / "cache.sqlite")
+    audit = start_audit(tiny_options(tiny_models), store, cache, StopAfter(stage, stop_at), run_name="r")
+    with pytest.raises(KeyboardInterrupt):
+        audit.run()
+    partial = load_record(audit.run_dir / "record.json")
+    assert partial.status == "interrupted"
+    assert partial.errors[-1].stage == stage
+    per_image = 1 if stage == "generate" else 3  # answers are cached per question: two axes and the caption
+    done = cache.entries(stage) // per_image
+    assert 0 < done < 10
+    cache.close()
+
+    cache = ContentCache(tmp_path / "cache.sqlite")
+    resumed = resume_audit("r", store, cache, QuietProgress())
+    record = resumed.run()
+    assert record.status == "completed" and record.errors == []
+    timing = {t.stage: t for t in record.timings}[stage]
+    assert timing.cached == done and timing.computed == 10 - done
+    assert cache.hits[stage] == done * per_image and cache.misses[stage] == (10 - done) * per_image
+    assert cache.entries("generate") == 10
+    check_run_folder(resumed.run_dir, images=2)
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["", "--llm", "offline"], "prompt is empty"),
+        ([PROMPT, "--images", "0", "--llm", "offline"], "--images must be at least 1"),
+        ([PROMPT, "--t2i", "nosuch:model", "--llm", "offline"], "unknown text-to-image backend 'nosuch:model'"),
+        ([PROMPT, "--vqa", "nosuch:model", "--llm", "offline"], "unknown VQA backend"),
+        ([PROMPT, "--llm", "offline", "--seed", "x"], "--seed takes an integer"),
+    ],
+)
+def test_bad_input_is_one_line_and_creates_nothing(tmp_path, args, message):
+    result = run_auditor("prompt", *args)
+    assert result.returncode == 2
+    assert message in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1, result.stderr
+    assert not (tmp_path / "runs").exists()
+
+
+def test_unwritable_output_folder_is_one_line(tmp_path):
+    blocker = tmp_path / "a-file"
+    blocker.write_text("not a folder")
+    result = run_auditor("prompt", PROMPT, "--llm", "offline", "--runs-dir", str(blocker / "runs"))
+    assert result.returncode == 2
+    assert "cannot create run folder" in result.stderr and "Traceback" not in result.stderr
+
+
+def test_missing_weights_name_the_model_and_the_option(tmp_path):
+    result = run_auditor(
+        "prompt", PROMPT, "--llm", "offline", "--t2i", "diffusers:nobody/no-such-model", "--images", "1",
+        "--embedder", "none",
+    )  # fmt: skip
+    assert result.returncode == 1
+    assert "nobody/no-such-model" in result.stderr and "--t2i" in result.stderr
+    assert "Traceback" not in result.stderr
+    record = json.loads(next((tmp_path / "runs").glob("*/record.json")).read_text())
+    assert record["status"] == "failed" and record["errors"][0]["stage"] == "generate"
+
+
+def test_selftest_runs_offline(tmp_path):
+    result = run_auditor("selftest", "--out", str(tmp_path / "st"), "--quiet")
+    assert result.returncode == 0, result.stderr
+    assert "MEANINGLESS" in result.stdout
+    runs = list((tmp_path / "st" / "runs").glob("*/record.json"))
+    assert len(runs) == 1 and load_record(runs[0]).status == "completed"
