@@ -35,14 +35,6 @@ def folder_fingerprint(folder: Path) -> str:
     return digest.hexdigest()
 
 
-def files_fingerprint(files: list[Path]) -> str:
-    """sha256 over the given files' names and content hashes, in the order given."""
-    digest = hashlib.sha256()
-    for path in files:
-        digest.update(f"{path.name} {hashlib.sha256(path.read_bytes()).hexdigest()}\n".encode())
-    return digest.hexdigest()
-
-
 def settings_fingerprint(model_fingerprint: str | None, **settings: Any) -> str:
     """sha256 of a model fingerprint and the settings that change its outputs."""
     payload = json.dumps({"model": model_fingerprint, "settings": settings}, sort_keys=True, default=str)

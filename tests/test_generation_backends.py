@@ -94,6 +94,24 @@ def test_diffusers_fingerprint_is_stable_and_follows_image_changing_settings(t2i
     assert len(changed) == 3 and t2i.cache_fingerprint() not in changed
 
 
+def test_folder_fingerprint_reads_configs_and_weight_sizes_only(tiny_models, tmp_path):
+    copy = tmp_path / "clip"
+    shutil.copytree(tiny_models.clip, copy)
+    reference = folder_fingerprint(tiny_models.clip)
+    assert folder_fingerprint(copy) == reference  # content, not location
+    (copy / "README.md").write_text("notes")
+    (copy / ".cache").mkdir()
+    (copy / ".cache" / "x.json").write_text("{}")
+    assert folder_fingerprint(copy) == reference  # docs and hidden files do not count
+    config = json.loads((copy / "config.json").read_text())
+    (copy / "config.json").write_text(json.dumps({**config, "projection_dim": 8}))
+    changed_config = folder_fingerprint(copy)
+    assert changed_config != reference
+    with (copy / "model.safetensors").open("ab") as weights:
+        weights.write(b"\0")
+    assert folder_fingerprint(copy) not in {reference, changed_config}
+
+
 def test_diffusers_unknown_scheduler_lists_the_compatible_ones(tiny_models):
     with pytest.raises(AuditorError, match=r"unknown scheduler 'NoSuchScheduler': use one of .*EulerDiscreteScheduler"):
         T2I_BACKENDS.load(f"diffusers:{tiny_models.t2i}", settings=GenerationSettings(scheduler="NoSuchScheduler"))
