@@ -13,6 +13,7 @@ from auditor.store import ContentCache, RunStore, load_record
 from auditor.studies.progress import QuietProgress
 from auditor.studies.prompt_audit import PromptAuditOptions, resume_audit, start_audit
 from tests.clitools import run_auditor
+from tests.fake_openai import FAKE_API_KEY, fake_openai  # noqa: F401  (fixture)
 
 PROMPT = "a photo of a pharmacist"
 
@@ -177,3 +178,30 @@ def test_selftest_runs_offline(tmp_path):
     assert "MEANINGLESS" in result.stdout
     runs = list((tmp_path / "st" / "runs").glob("*/record.json"))
     assert len(runs) == 1 and load_record(runs[0]).status == "completed"
+
+
+def test_prompt_audit_planned_by_an_openai_compatible_llm(tiny_models, fake_openai, tmp_path):
+    plan = {
+        "gender": ["a photo of a male pharmacist", "a photo of a female pharmacist"],
+        "age": ["a photo of a young pharmacist", "a photo of an old pharmacist"],
+    }
+    fake_openai.chat_replies(
+        "Gender and age may be biased.",
+        "Gender: male, female. Age: young, old.",
+        f"Here is the JSON:\n```json\n{json.dumps(plan)}\n```",
+    )
+    args = tiny_args(tiny_models, images=1)
+    args[args.index("--llm") + 1] = "openai:gpt-4o-mini"
+    args[args.index("--embedder") + 1] = "none"
+    result = run_auditor("prompt", PROMPT, *args, "--quiet", "--name", "llm")
+    assert result.returncode == 0, result.stderr
+    run_dir = tmp_path / "runs" / "llm"
+    record = load_record(run_dir / "record.json")
+    assert record.plan.llm == "openai:gpt-4o-mini"
+    assert {axis.name: axis.counterfactuals for axis in record.plan.axes} == plan
+    assert record.plan.axes[0].question == "What is the gender (male, female, other) of the person in the image?"
+    assert len(fake_openai.chat_requests()) == 3
+    check_run_folder(run_dir, images=1)
+    for path in run_dir.rglob("*"):
+        if path.is_file() and path.suffix in {".json", ".html"}:
+            assert FAKE_API_KEY not in path.read_text(encoding="utf-8"), f"API key leaked into {path.name}"
