@@ -21,10 +21,13 @@ class VisualQuestionAnswerer(Protocol):
         """Model fingerprint plus every setting that changes an answer (token limits, prompt format)."""
         ...
 
-    def answer(self, images: Sequence[Image.Image], questions: Sequence[str]) -> list[list[str]]:
+    def answer(
+        self, images: Sequence[Image.Image], questions: Sequence[str], caption_question: str | None = None
+    ) -> list[list[str]]:
         """``result[i][j]`` answers ``questions[j]`` about ``images[i]``.
 
-        Each image is encoded once and all its questions are asked in batch.
+        Each image is encoded once and all its questions are asked in batch. The question
+        equal to ``caption_question`` asks for a caption (longer answer budget).
         """
         ...
 

@@ -89,7 +89,7 @@ def answer_questions(
             chunk = missing[start : start + images_per_call]
             chunk_questions = [q for q in asked if any((image.sha256, q) not in known for image in chunk)]
             pictures = [_open_image(run_dir, image) for image in chunk]
-            replies = vqa.answer(pictures, chunk_questions)
+            replies = vqa.answer(pictures, chunk_questions, caption_question)
             for image, row in zip(chunk, replies, strict=True):
                 for question, reply in zip(chunk_questions, row, strict=True):
                     known[image.sha256, question] = reply
