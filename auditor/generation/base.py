@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
-from auditor.records import ModelRef
+from auditor.records import GenerationSettings, ModelRef
 
 if TYPE_CHECKING:  # pragma: no cover
     from PIL import Image
@@ -42,6 +42,8 @@ class TextToImage(Protocol):
     ref: ModelRef
     #: Whether ``seed`` determines the image (False for APIs that take no seed, and folders).
     seeded: bool
+    #: The settings in effect, with the model's defaults filled in (steps, guidance, size, scheduler).
+    settings: GenerationSettings
 
     def cache_fingerprint(self) -> str:
         """Model fingerprint plus every setting that changes an image (steps, guidance, size, ...)."""

@@ -54,9 +54,11 @@ class FolderImages:
 
     seeded = False
 
-    def __init__(self, ref: ModelRef, prompts: dict[str, _PromptImages]):
+    def __init__(self, ref: ModelRef, prompts: dict[str, _PromptImages], settings: GenerationSettings):
         self.ref = ref
         self._prompts = prompts
+        #: Only ``batch_size`` applies (how many files are read per call).
+        self.settings = settings
 
     def cache_fingerprint(self) -> str:
         return self.ref.fingerprint or ""
@@ -116,7 +118,7 @@ def load(spec: Spec, settings: GenerationSettings | None = None, device: str | N
     for key in sorted(prompts):
         digest.update(f"{key} {' '.join(prompts[key].hashes)}\n".encode())
     ref = ModelRef(spec=str(spec), backend=spec.prefix, model_id=str(root.resolve()), fingerprint=digest.hexdigest())
-    return FolderImages(ref, prompts)
+    return FolderImages(ref, prompts, settings or GenerationSettings())
 
 
 def _read_manifest(root: Path) -> list[tuple[str, list[Path]]] | None:

@@ -247,9 +247,8 @@ class PromptAudit:
         with self.stage("generate") as outcome:
             backend = T2I_BACKENDS.load(config.t2i.spec, settings=config.generation, device=self.device)
             self.record.config.t2i = backend.ref.model_copy(update={"spec": config.t2i.spec})
-            scheduler = getattr(backend, "scheduler_name", None)
-            if scheduler:
-                self.record.config.generation = config.generation.model_copy(update={"scheduler": scheduler})
+            # Record what was in effect, including the pipeline defaults the user left unset.
+            self.record.config.generation = backend.settings.model_copy(update={"batch_size": config.generation.batch_size})
 
             def checkpoint(sets) -> None:
                 self.record.prompt_sets = sets
