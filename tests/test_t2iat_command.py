@@ -214,6 +214,7 @@ def test_list_shows_the_built_in_tests():
 def test_clip_embedder_gives_unit_rows_independent_of_batching(tiny_models):
     from PIL import Image
 
+    from auditor.devices import pick_device, pick_dtype
     from auditor.perception.registry import EMBEDDERS
 
     images = [Image.new("RGB", (40, 30), (40 * i, 100, 200 - 30 * i)) for i in range(5)]
@@ -227,7 +228,8 @@ def test_clip_embedder_gives_unit_rows_independent_of_batching(tiny_models):
     assert texts.shape == (3, 16)
     np.testing.assert_allclose(np.linalg.norm(texts, axis=1), 1.0, atol=1e-6)
     assert one.embed_images([]).shape == (0, 16)
-    assert one.ref.fingerprint and one.ref.dtype == "float32" and one.ref.device == "cpu"
+    device = pick_device()  # float16 on CUDA, float32 on the CPU
+    assert one.ref.fingerprint and one.ref.device == device and one.ref.dtype == str(pick_dtype(device))[6:]
     assert one.cache_fingerprint() == other.cache_fingerprint()
 
 
