@@ -163,10 +163,8 @@ class _Study:
         with self.stage("generate") as outcome:
             backend = T2I_BACKENDS.load(config.t2i.spec, settings=config.generation, device=self.options.device)
             config.t2i = backend.ref.model_copy(update={"spec": config.t2i.spec})
-            # Record what actually ran: the pipeline's defaults resolved, where the backend says.
-            effective = getattr(backend, "settings", None)
-            if isinstance(effective, GenerationSettings):
-                config.generation = effective
+            # Record what actually ran: the model's defaults filled in (batch size is ours, not the model's).
+            config.generation = backend.settings.model_copy(update={"batch_size": config.generation.batch_size})
 
             def checkpoint(sets: list[PromptSet]) -> None:
                 self.record.prompt_sets = sets
