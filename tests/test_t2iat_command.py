@@ -338,3 +338,32 @@ def test_occupations_end_to_end_with_tiny_models(tmp_path, tiny_models):
         assert occupation.text_association == pytest.approx(text_asc, rel=1e-4, abs=1e-7)
         assert occupation.amplification == pytest.approx(occupation.image_association - occupation.text_association)
         assert occupation.test is not None and (occupation.test.n_x, occupation.test.n_y) == (3, 6)
+
+
+def test_score_occupation_by_hand_and_with_missing_images():
+    from auditor.studies.t2iat import score_occupation
+
+    texts = np.array([[0.6, 0.8], [1.0, 0.0], [0.0, 1.0]])  # neutral, male, female prompts
+    # text Asc = cos(neutral, male) - cos(neutral, female) = 0.6 - 0.8 = -0.2
+    vectors = {
+        "chef/neutral": np.array([[1.0, 0.0], [0.8, 0.6]]),
+        "chef/male": np.array([[1.0, 0.0], [0.6, 0.8]]),
+        "chef/female": np.array([[0.0, 1.0], [0.8, 0.6]]),
+    }
+    # Same arrays as the single-concept hand test: image Asc = [0.4, 0.08], mix mean 0, S = 0.24
+    result = score_occupation("chef", vectors, texts, permutations=100, seed=0)
+    assert result.image_scores == pytest.approx([0.4, 0.08])
+    assert result.image_association == pytest.approx(0.24)
+    # numpy's linear percentiles of [0.08, 0.4]: 0.08 + 0.25 * 0.32 = 0.16, 0.24, 0.32
+    assert result.quartiles == pytest.approx([0.16, 0.24, 0.32])
+    assert result.text_association == pytest.approx(-0.2)
+    assert result.amplification == pytest.approx(0.24 - (-0.2))
+    assert result.test.association == pytest.approx(0.24) and result.warnings == []
+
+    one_each = {key: value[:1] for key, value in vectors.items()}
+    single = score_occupation("chef", one_each, texts, permutations=100, seed=0)
+    assert single.image_scores == pytest.approx([1.0]) and single.test is None  # Asc((1,0)) = 1 - 0
+    assert single.warnings == ["fewer than two male or female images: no permutation test"]
+    flagged = score_occupation("chef", vectors | {"chef/female": np.zeros((0, 0))}, texts, permutations=100, seed=0)
+    assert flagged.image_association is None and flagged.amplification is None and flagged.quartiles == []
+    assert flagged.text_association == pytest.approx(-0.2) and flagged.warnings
