@@ -23,6 +23,7 @@ import json
 import tempfile
 import time
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 
 SD_STEPS = 25
@@ -152,7 +153,7 @@ def bench_generation(folder: Path) -> dict:
     for batch in (1, GENERATION_BATCH):
         settings = GenerationSettings(steps=SD_STEPS, width=SD_SIZE, height=SD_SIZE, batch_size=batch)
         backend = T2I_BACKENDS.load(f"diffusers:{folder}", settings=settings)
-        seconds = timed(lambda: backend.generate(items))
+        seconds = timed(partial(backend.generate, items))
         result[f"batch {batch}"] = GENERATION_IMAGES / seconds
         del backend
     return {"unit": "images/s", **result, "speed-up": result[f"batch {GENERATION_BATCH}"] / result["batch 1"]}

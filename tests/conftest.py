@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import pytest
 
+#: The fake OpenAI-compatible server fixture (`fake_openai`) is available to every test.
+pytest_plugins = ["tests.fake_openai"]
+
 
 @pytest.fixture(autouse=True)
 def isolated_environment(tmp_path, monkeypatch):

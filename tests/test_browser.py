@@ -30,7 +30,7 @@ from auditor.reporting import write_html_report
 from auditor.reporting.compare import compare_records, write_comparison_html
 from auditor.records import RunRecord
 from auditor.store import load_record, write_model
-from tests.test_reporting import FIXTURES, copy_fixture, failed_record, hostile_record
+from tests.test_reporting import copy_fixture, failed_record, hostile_record
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 pytestmark = pytest.mark.skipif(

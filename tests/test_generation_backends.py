@@ -15,7 +15,7 @@ from auditor.fingerprint import folder_fingerprint
 from auditor.generation.base import GenerationItem
 from auditor.generation.registry import T2I_BACKENDS
 from auditor.records import GenerationSettings
-from tests.fake_openai import FAKE_API_KEY, fake_openai, http_error, png_base64  # noqa: F401 (fixture)
+from tests.fake_openai import FAKE_API_KEY, http_error, png_base64
 
 PROMPT = "a photo of a pharmacist"
 OTHER = "a photo of a female pharmacist"

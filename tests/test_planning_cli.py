@@ -7,7 +7,7 @@ import sys
 import textwrap
 
 from tests.clitools import run_auditor
-from tests.fake_openai import FAKE_API_KEY, fake_openai, http_error  # noqa: F401  (fixture)
+from tests.fake_openai import FAKE_API_KEY, http_error
 
 PROMPT = "a photo of a pharmacist"
 PLAN_JSON = json.dumps(

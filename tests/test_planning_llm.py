@@ -13,7 +13,7 @@ import pytest
 from auditor.errors import AuditorError, BackendError, InvalidPlanError
 from auditor.planning import LLM_BACKENDS, check_llm_spec, make_plan, transcript_of
 from auditor.planning.llm import HTTP_RETRIES
-from tests.fake_openai import FAKE_API_KEY, fake_openai, http_error  # noqa: F401  (fixture)
+from tests.fake_openai import FAKE_API_KEY, http_error
 
 PROMPT = "Two Indian Astronauts having Indian Buffet on Mars"
 TURN1_REPLY = (

@@ -13,7 +13,7 @@ from auditor.store import ContentCache, RunStore, load_record
 from auditor.studies.progress import QuietProgress
 from auditor.studies.prompt_audit import PromptAuditOptions, resume_audit, start_audit
 from tests.clitools import run_auditor
-from tests.fake_openai import FAKE_API_KEY, fake_openai  # noqa: F401  (fixture)
+from tests.fake_openai import FAKE_API_KEY
 
 PROMPT = "a photo of a pharmacist"
 

@@ -7,33 +7,18 @@ each batch, so Ctrl-C or a crash leaves a valid partial record (status ``interru
 
 from __future__ import annotations
 
-import gc
-import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from auditor.backends import parse_spec
 from auditor.environment import collect_environment
 from auditor.errors import AuditorError
-from auditor.records import (
-    GenerationSettings,
-    ModelRef,
-    PerceptionSettings,
-    RunConfig,
-    RunError,
-    RunRecord,
-    ScoringSettings,
-    Stage,
-    StageTiming,
-    utc_now,
-)
-from auditor.store import TRANSCRIPT_FILE, ContentCache, RunStore, load_record, new_run_id, write_model
-from auditor.studies.generation_stage import GenerationOutcome, PromptRequest, generate_images
-from auditor.studies.perception_stage import answer_questions, embed_images
+from auditor.records import GenerationSettings, PerceptionSettings, RunConfig, RunRecord, ScoringSettings
+from auditor.store import TRANSCRIPT_FILE, ContentCache, RunStore, load_record, new_run_id
+from auditor.studies.generation_stage import PromptRequest
+from auditor.studies.perception_stage import answer_questions
 from auditor.studies.progress import ProgressReporter
+from auditor.studies.run import StudyRun, release_accelerator_memory, spec_ref
 
 if TYPE_CHECKING:  # pragma: no cover
     import numpy as np
@@ -85,12 +70,6 @@ def validate_options(options: PromptAuditOptions) -> None:
         EMBEDDERS.check(options.embedder)
 
 
-def _spec_ref(spec: str) -> ModelRef:
-    """A model reference known before loading; replaced by the backend's full ref once loaded."""
-    parsed = parse_spec(spec)
-    return ModelRef(spec=spec, backend=parsed.prefix, model_id=parsed.target or None)
-
-
 def new_config(options: PromptAuditOptions) -> RunConfig:
     return RunConfig(
         prompt=options.prompt.strip(),
@@ -100,9 +79,9 @@ def new_config(options: PromptAuditOptions) -> RunConfig:
         llm_retries=options.llm_retries,
         max_axes=options.max_axes,
         max_counterfactuals=options.max_counterfactuals,
-        t2i=_spec_ref(options.t2i),
-        vqa=_spec_ref(options.vqa),
-        embedder=_spec_ref(options.embedder) if options.embedder else None,
+        t2i=spec_ref(options.t2i),
+        vqa=spec_ref(options.vqa),
+        embedder=spec_ref(options.embedder) if options.embedder else None,
         images_per_prompt=options.images,
         seeds=options.seeds if options.seeds is not None else list(range(options.images)),
         generation=options.generation,
@@ -111,8 +90,8 @@ def new_config(options: PromptAuditOptions) -> RunConfig:
     )
 
 
-class PromptAudit:
-    """One audit run in its folder: owns the record and writes it after every step."""
+class PromptAudit(StudyRun):
+    """One TIBET audit in its run folder: plan -> generate -> perceive -> embed -> score."""
 
     def __init__(
         self,
@@ -125,69 +104,28 @@ class PromptAudit:
         embedder_required: bool = False,
         device: str | None = None,
     ):
-        self.run_dir = run_dir
-        self.record = record
-        self.cache = cache
-        self.progress = progress
+        super().__init__(run_dir, record, cache, progress, device)
         self.review = review
         self.embedder_required = embedder_required
-        self.device = device
         #: Prompt id -> image embeddings, filled by the embed stage when an embedder is configured.
         self.embeddings: dict[str, np.ndarray] | None = None
 
-    # ------------------------------------------------------------------ bookkeeping
-
-    def save(self) -> None:
-        self.record.updated_at = utc_now()
-        write_model(self.run_dir / "record.json", self.record)
-
-    @contextmanager
-    def stage(self, name: Stage) -> Iterator[GenerationOutcome]:
-        """Time a stage and record its computed/cached counts (replacing an earlier attempt's)."""
-        outcome = GenerationOutcome()
-        started = time.perf_counter()
-        try:
-            yield outcome
-        finally:
-            timing = StageTiming(
-                stage=name, seconds=time.perf_counter() - started, computed=outcome.computed, cached=outcome.cached
-            )
-            self.record.timings = [t for t in self.record.timings if t.stage != name] + [timing]
-
-    # ------------------------------------------------------------------ stages
-
     def run(self) -> RunRecord:
-        """Run (or resume) every stage; the record's status says how it ended.
-
-        ``report.html`` is written however the run ends: a failed run's page shows its
-        plan, the images it made and the error.
-        """
-        self.record.status = "running"
-        self.record.errors = []
-        self.record.environment = collect_environment()
-        self.save()
-        current: Stage | None = None
-        try:
-            for current, step in (
+        """Run (or resume) every stage; the record's status says how it ended."""
+        self.execute(
+            [
                 ("plan", self.plan),
-                ("generate", self.generate),
+                ("generate", self.generate_all),
                 ("perceive", self.perceive),
-                ("embed", self.embed),
+                ("embed", self.embed_all),
                 ("score", self.score),
-            ):
-                step()
-                self.save()
-        except KeyboardInterrupt:
-            self._stop("interrupted", current, "KeyboardInterrupt", "interrupted by the user; resume with --resume")
-            raise
-        except Exception as exc:
-            self._stop("failed", current, type(exc).__name__, str(exc))
-            raise
-        self.record.status = "completed"
-        self.record.environment = collect_environment()
-        self.save()
-        self.write_report()
+            ]
+        )
         return self.record
+
+    def after_end(self) -> None:
+        """Write ``report.html`` however the run ended: a failed run's page shows its plan, images and error."""
+        self.write_report()
 
     def write_report(self) -> Path:
         """(Re)write ``report.html`` in the run folder from the record."""
@@ -197,12 +135,6 @@ class PromptAudit:
             path = write_html_report(self.record, self.run_dir)
         self.save()
         return path
-
-    def _stop(self, status, stage: Stage | None, kind: str, message: str) -> None:
-        self.record.status = status
-        self.record.errors.append(RunError(stage=stage, type=kind, message=message))
-        self.save()
-        self.write_report()
 
     def plan(self) -> None:
         if self.record.plan is not None:
@@ -239,29 +171,8 @@ class PromptAudit:
         adapter = TypeAdapter(list[ChatMessage])
         atomic_write_bytes(self.run_dir / TRANSCRIPT_FILE, adapter.dump_json(list(transcript), indent=2))
 
-    def generate(self) -> None:
-        from auditor.generation.registry import T2I_BACKENDS
-
-        config = self.record.config
-        requests = [PromptRequest(pid, prompt, axis) for pid, prompt, axis in self.record.plan.prompt_sets()]
-        with self.stage("generate") as outcome:
-            backend = T2I_BACKENDS.load(config.t2i.spec, settings=config.generation, device=self.device)
-            self.record.config.t2i = backend.ref.model_copy(update={"spec": config.t2i.spec})
-            # Record what was in effect, including the pipeline defaults the user left unset.
-            self.record.config.generation = backend.settings.model_copy(update={"batch_size": config.generation.batch_size})
-
-            def checkpoint(sets) -> None:
-                self.record.prompt_sets = sets
-                self.save()
-
-            sets, counts = generate_images(
-                backend, requests, config.seeds, self.cache, self.run_dir,
-                config.generation.batch_size, self.progress, checkpoint,
-            )  # fmt: skip
-            outcome.computed, outcome.cached = counts.computed, counts.cached
-            self.record.prompt_sets = sets
-            del backend
-            _release_accelerator_memory()
+    def generate_all(self) -> None:
+        self.generate([PromptRequest(pid, prompt, axis) for pid, prompt, axis in self.record.plan.prompt_sets()])
 
     def perceive(self) -> None:
         from auditor.perception.registry import VQA_BACKENDS
@@ -290,30 +201,12 @@ class PromptAudit:
             outcome.computed, outcome.cached = counts.computed, counts.cached
             self.record.answers = answers
             del vqa
-            _release_accelerator_memory()
+            release_accelerator_memory()
 
-    def embed(self) -> None:
-        config = self.record.config
-        if config.embedder is None:
-            return
-        from auditor.perception.registry import EMBEDDERS
-
-        with self.stage("embed") as outcome:
-            try:
-                embedder = EMBEDDERS.load(config.embedder.spec, device=self.device)
-            except AuditorError as exc:
-                if self.embedder_required:
-                    raise
-                self.progress.notice(f"embedding scores skipped: {exc} (pass --embedder none to silence this)")
-                self.record.config.embedder = None
-                return
-            self.record.config.embedder = embedder.ref.model_copy(update={"spec": config.embedder.spec})
-            self.embeddings, counts = embed_images(
-                embedder, self.record.prompt_sets, self.cache, self.run_dir, config.perception.batch_size, self.progress
-            )
-            outcome.computed, outcome.cached = counts.computed, counts.cached
-            del embedder
-            _release_accelerator_memory()
+    def embed_all(self) -> None:
+        if self.record.config.embedder is not None:
+            # The default CLIP model is optional: without its weights the audit goes on without embedding scores.
+            self.embeddings = self.embed(required=self.embedder_required)
 
     def score(self) -> None:
         from auditor.scoring import record_concepts, score_audit
@@ -328,16 +221,6 @@ class PromptAudit:
                 scores = apply_embedding_scores(scores, self.record.plan, self.embeddings, self.record.config.scoring)
             self.record.scores = scores
             outcome.computed = len(self.record.concepts)
-
-
-def _release_accelerator_memory() -> None:
-    """Free a finished stage's model before the next one loads (GPUs rarely hold two big models)."""
-    import sys
-
-    gc.collect()
-    torch = sys.modules.get("torch")
-    if torch is not None and torch.cuda.is_available():
-        torch.cuda.empty_cache()
 
 
 def start_audit(

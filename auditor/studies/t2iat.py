@@ -10,41 +10,29 @@ same models and seeds takes every image and embedding from the cache.
 
 from __future__ import annotations
 
-import gc
-import sys
-import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import numpy as np
 
-from auditor.backends import parse_spec
 from auditor.environment import collect_environment
 from auditor.errors import AuditorError
 from auditor.metrics.t2iat import association_result, association_scores, single_concept_association
 from auditor.records import (
     T2IAT_GROUPS,
     GenerationSettings,
-    ModelRef,
     OccupationAssociation,
     OccupationsConfig,
     OccupationsRecord,
-    PromptSet,
-    RunError,
-    Stage,
-    StageTiming,
     T2IATConfig,
     T2IATRecord,
     T2IATTestDefinition,
-    utc_now,
 )
-from auditor.store import ContentCache, RunStore, new_run_id, slugify, write_model
-from auditor.studies.generation_stage import GenerationOutcome, PromptRequest, generate_images
-from auditor.studies.perception_stage import embed_images
+from auditor.store import ContentCache, RunStore, new_run_id, slugify
+from auditor.studies.generation_stage import PromptRequest
 from auditor.studies.progress import ProgressReporter
+from auditor.studies.run import StudyRun, spec_ref
 from auditor.t2iat_tests import all_prompts
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -54,8 +42,6 @@ if TYPE_CHECKING:  # pragma: no cover
 OCCUPATION_PROMPT = "a photo of a {occupation}"
 OCCUPATION_MALE_PROMPT = "a photo of a male {occupation}"
 OCCUPATION_FEMALE_PROMPT = "a photo of a female {occupation}"
-#: Images embedded per forward pass.
-EMBED_BATCH_SIZE = 32
 
 
 @dataclass
@@ -89,111 +75,6 @@ class StudyOptions:
         return self.seeds if self.seeds is not None else list(range(self.images))
 
 
-def _spec_ref(spec: str) -> ModelRef:
-    """A model reference known before loading; replaced by the backend's full ref once loaded."""
-    parsed = parse_spec(spec)
-    return ModelRef(spec=spec, backend=parsed.prefix, model_id=parsed.target or None)
-
-
-def _release_accelerator_memory() -> None:
-    """Free the generator before the embedder loads (a GPU rarely holds both big models)."""
-    gc.collect()
-    torch = sys.modules.get("torch")
-    if torch is not None and torch.cuda.is_available():
-        torch.cuda.empty_cache()
-
-
-class _Study:
-    """One run folder and its record (T2IATRecord or OccupationsRecord), saved after every step."""
-
-    def __init__(self, run_dir: Path, record, cache: ContentCache, options: StudyOptions, progress: ProgressReporter):
-        self.run_dir = run_dir
-        self.record = record
-        self.cache = cache
-        self.options = options
-        self.progress = progress
-
-    def save(self) -> None:
-        self.record.updated_at = utc_now()
-        write_model(self.run_dir / "record.json", self.record)
-
-    @contextmanager
-    def stage(self, name: Stage) -> Iterator[GenerationOutcome]:
-        """Time a stage and record its computed/cached counts."""
-        outcome = GenerationOutcome()
-        started = time.perf_counter()
-        try:
-            yield outcome
-        finally:
-            timing = StageTiming(
-                stage=name, seconds=time.perf_counter() - started, computed=outcome.computed, cached=outcome.cached
-            )
-            self.record.timings = [t for t in self.record.timings if t.stage != name] + [timing]
-
-    def run(self, steps: list[tuple[Stage, Callable[[], None]]]) -> None:
-        """Run the steps in order; the record ends ``completed``, ``failed`` or ``interrupted``."""
-        self.record.status = "running"
-        self.save()
-        current: Stage | None = None
-        try:
-            for current, step in steps:
-                step()
-                self.save()
-        except KeyboardInterrupt:
-            self._stop("interrupted", current, "KeyboardInterrupt", "interrupted by the user")
-            raise
-        except Exception as exc:
-            self._stop("failed", current, type(exc).__name__, str(exc))
-            raise
-        self.record.status = "completed"
-        self.record.environment = collect_environment()
-        self.save()
-
-    def _stop(self, status, stage: Stage | None, kind: str, message: str) -> None:
-        self.record.status = status
-        self.record.errors.append(RunError(stage=stage, type=kind, message=message))
-        self.save()
-
-    # ------------------------------------------------------------------ shared stages
-
-    def generate(self, requests: list[PromptRequest]) -> None:
-        from auditor.generation.registry import T2I_BACKENDS
-
-        config = self.record.config
-        with self.stage("generate") as outcome:
-            backend = T2I_BACKENDS.load(config.t2i.spec, settings=config.generation, device=self.options.device)
-            config.t2i = backend.ref.model_copy(update={"spec": config.t2i.spec})
-            # Record what actually ran: the model's defaults filled in (batch size is ours, not the model's).
-            config.generation = backend.settings.model_copy(update={"batch_size": config.generation.batch_size})
-
-            def checkpoint(sets: list[PromptSet]) -> None:
-                self.record.prompt_sets = sets
-                self.save()
-
-            sets, counts = generate_images(
-                backend, requests, config.seeds, self.cache, self.run_dir,
-                config.generation.batch_size, self.progress, checkpoint,
-            )  # fmt: skip
-            outcome.computed, outcome.cached = counts.computed, counts.cached
-            self.record.prompt_sets = sets
-            del backend
-            _release_accelerator_memory()
-
-    def embed(self) -> tuple[dict[str, np.ndarray], Embedder]:
-        """Load the embedder; prompt id -> unit-length embeddings of its usable images (cached by image sha256)."""
-        from auditor.perception.registry import EMBEDDERS
-
-        config = self.record.config
-        with self.stage("embed") as outcome:
-            embedder = EMBEDDERS.load(config.embedder.spec, device=self.options.device)
-            config.embedder = embedder.ref.model_copy(update={"spec": config.embedder.spec})
-            vectors, counts = embed_images(
-                embedder, self.record.prompt_sets, self.cache, self.run_dir, EMBED_BATCH_SIZE, self.progress
-            )
-            outcome.computed, outcome.cached = counts.computed, counts.cached
-        return vectors, embedder
-
-
 def _stack(vectors: dict[str, np.ndarray], prompt_ids: list[str]) -> np.ndarray | None:
     """Rows of several prompt sets, in order; None when none has a usable image."""
     rows = [vectors[pid] for pid in prompt_ids if pid in vectors and len(vectors[pid])]
@@ -217,8 +98,8 @@ def run_t2iat_test(
     config = T2IATConfig(
         test=test,
         source=source,
-        t2i=_spec_ref(options.t2i),
-        embedder=_spec_ref(options.embedder),
+        t2i=spec_ref(options.t2i),
+        embedder=spec_ref(options.embedder),
         images_per_prompt=options.images,
         seeds=options.seed_list(),
         generation=options.generation,
@@ -233,12 +114,11 @@ def run_t2iat_test(
         groups={group: [p.prompt_id for p in prompts if p.group == group] for group in T2IAT_GROUPS},
         environment=collect_environment(),
     )
-    study = _Study(run_dir, record, cache, options, progress)
+    study = StudyRun(run_dir, record, cache, progress, options.device)
     vectors: dict[str, np.ndarray] = {}
 
     def embed() -> None:
-        vectors.update(study.embed()[0])
-        _release_accelerator_memory()
+        vectors.update(study.embed())
 
     def score() -> None:
         with study.stage("score") as outcome:
@@ -257,7 +137,7 @@ def run_t2iat_test(
             outcome.computed = 1
 
     requests = [PromptRequest(p.prompt_id, p.prompt) for p in prompts]
-    study.run([("generate", lambda: study.generate(requests)), ("embed", embed), ("score", score)])
+    study.execute([("generate", lambda: study.generate(requests)), ("embed", embed), ("score", score)])
     return record, run_dir
 
 
@@ -345,8 +225,8 @@ def run_occupations(
             prompt=templates[0],
             male_prompt=templates[1],
             female_prompt=templates[2],
-            t2i=_spec_ref(options.t2i),
-            embedder=_spec_ref(options.embedder),
+            t2i=spec_ref(options.t2i),
+            embedder=spec_ref(options.embedder),
             images_per_prompt=options.images,
             seeds=options.seed_list(),
             generation=options.generation,
@@ -360,19 +240,18 @@ def run_occupations(
     }
     run_dir = store.create(run_name or new_run_id("t2iat occupations"))
     record = OccupationsRecord(run_id=run_dir.name, config=config, environment=collect_environment())
-    study = _Study(run_dir, record, cache, options, progress)
+    study = StudyRun(run_dir, record, cache, progress, options.device)
     vectors: dict[str, np.ndarray] = {}
     text_vectors: dict[str, np.ndarray] = {}
 
-    def embed() -> None:
-        found, embedder = study.embed()
-        vectors.update(found)
+    def embed_prompts(embedder: Embedder) -> None:
         flat = [prompt for occupation in occupations for prompt in texts[occupation]]
         rows = embedder.embed_texts(flat)
         for i, occupation in enumerate(occupations):
             text_vectors[occupation] = rows[3 * i : 3 * i + 3]
-        del embedder
-        _release_accelerator_memory()
+
+    def embed() -> None:
+        vectors.update(study.embed(also=embed_prompts))
 
     def score() -> None:
         with study.stage("score") as outcome:
@@ -387,5 +266,5 @@ def run_occupations(
         for occupation in occupations
         for kind, prompt in zip(("neutral", "male", "female"), texts[occupation], strict=True)
     ]
-    study.run([("generate", lambda: study.generate(requests)), ("embed", embed), ("score", score)])
+    study.execute([("generate", lambda: study.generate(requests)), ("embed", embed), ("score", score)])
     return record, run_dir

@@ -1,0 +1,172 @@
+"""What every study run shares: its folder and record, stage timing, how it ends, and the
+generate and embed stages.
+
+A study (the prompt audit, a T2IAT test, the occupation study) is a list of named steps.
+:meth:`StudyRun.execute` runs them, rewriting the record atomically after each, so Ctrl-C
+or a crash leaves a valid record whose status (``interrupted``/``failed``) and error say
+where it stopped; the content cache makes the next run skip what was finished.
+"""
+
+from __future__ import annotations
+
+import gc
+import sys
+import time
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from auditor.backends import parse_spec
+from auditor.environment import collect_environment
+from auditor.errors import AuditorError
+from auditor.records import ModelRef, PromptSet, RunError, RunStatus, Stage, StageTiming, utc_now
+from auditor.store import RECORD_FILE, ContentCache, write_model
+from auditor.studies.generation_stage import GenerationOutcome, PromptRequest, generate_images
+from auditor.studies.perception_stage import embed_images
+from auditor.studies.progress import ProgressReporter
+
+if TYPE_CHECKING:  # pragma: no cover
+    import numpy as np
+
+    from auditor.perception.base import Embedder
+
+#: Images embedded per forward pass (does not change the embeddings).
+EMBED_BATCH_SIZE = 32
+
+
+def spec_ref(spec: str) -> ModelRef:
+    """A model reference known before loading; replaced by the backend's full ref once loaded."""
+    parsed = parse_spec(spec)
+    return ModelRef(spec=spec, backend=parsed.prefix, model_id=parsed.target or None)
+
+
+def release_accelerator_memory() -> None:
+    """Free a finished stage's model before the next one loads (a GPU rarely holds two big models)."""
+    gc.collect()
+    torch = sys.modules.get("torch")
+    if torch is not None and torch.cuda.is_available():
+        torch.cuda.empty_cache()
+
+
+class StudyRun:
+    """One run folder and its record, saved after every step.
+
+    The record must have ``status``, ``errors``, ``timings``, ``environment``,
+    ``updated_at`` and ``prompt_sets``, and its ``config`` ``t2i``, ``generation``,
+    ``seeds`` and ``embedder`` — every study record in :mod:`auditor.records` does.
+    """
+
+    def __init__(
+        self, run_dir: Path, record: Any, cache: ContentCache, progress: ProgressReporter, device: str | None = None
+    ):
+        self.run_dir = run_dir
+        self.record = record
+        self.cache = cache
+        self.progress = progress
+        self.device = device
+
+    def save(self) -> None:
+        self.record.updated_at = utc_now()
+        write_model(self.run_dir / RECORD_FILE, self.record)
+
+    @contextmanager
+    def stage(self, name: Stage) -> Iterator[GenerationOutcome]:
+        """Time a stage and record its computed/cached counts (replacing an earlier attempt's)."""
+        outcome = GenerationOutcome()
+        started = time.perf_counter()
+        try:
+            yield outcome
+        finally:
+            timing = StageTiming(
+                stage=name, seconds=time.perf_counter() - started, computed=outcome.computed, cached=outcome.cached
+            )
+            self.record.timings = [t for t in self.record.timings if t.stage != name] + [timing]
+
+    def execute(self, steps: Sequence[tuple[Stage, Callable[[], None]]]) -> None:
+        """Run the steps in order; the record ends ``completed``, ``failed`` or ``interrupted``."""
+        self.record.status = "running"
+        self.record.errors = []
+        self.record.environment = collect_environment()
+        self.save()
+        current: Stage | None = None
+        try:
+            for current, step in steps:
+                step()
+                self.save()
+        except KeyboardInterrupt:
+            self._end("interrupted", RunError(stage=current, type="KeyboardInterrupt", message="interrupted by the user"))
+            raise
+        except Exception as exc:
+            self._end("failed", RunError(stage=current, type=type(exc).__name__, message=str(exc)))
+            raise
+        self.record.environment = collect_environment()  # now with the GPU the models ran on
+        self._end("completed")
+
+    def _end(self, status: RunStatus, error: RunError | None = None) -> None:
+        self.record.status = status
+        if error is not None:
+            self.record.errors.append(error)
+        self.save()
+        self.after_end()
+
+    def after_end(self) -> None:
+        """Called once the run has ended, however it ended (e.g. to write a report)."""
+
+    # ------------------------------------------------------------------ shared stages
+
+    def generate(self, requests: Sequence[PromptRequest]) -> None:
+        """Fill ``record.prompt_sets`` with the configured text-to-image model, through the cache."""
+        from auditor.generation.registry import T2I_BACKENDS
+
+        config = self.record.config
+        with self.stage("generate") as outcome:
+            backend = T2I_BACKENDS.load(config.t2i.spec, settings=config.generation, device=self.device)
+            config.t2i = backend.ref.model_copy(update={"spec": config.t2i.spec})
+            # Record what actually ran: the model's defaults filled in (batch size is ours, not the model's).
+            config.generation = backend.settings.model_copy(update={"batch_size": config.generation.batch_size})
+
+            def checkpoint(sets: list[PromptSet]) -> None:
+                self.record.prompt_sets = sets
+                self.save()
+
+            sets, counts = generate_images(
+                backend, requests, config.seeds, self.cache, self.run_dir,
+                config.generation.batch_size, self.progress, checkpoint,
+            )  # fmt: skip
+            outcome.computed, outcome.cached = counts.computed, counts.cached
+            self.record.prompt_sets = sets
+            del backend
+            release_accelerator_memory()
+
+    def embed(
+        self, *, required: bool = True, also: Callable[[Embedder], None] | None = None
+    ) -> dict[str, np.ndarray] | None:
+        """Prompt id -> unit-length embeddings of its usable images (cached by image sha256).
+
+        With ``required=False`` an embedder that cannot be loaded is skipped with a notice
+        (and dropped from the config) instead of failing the run. ``also`` is called with
+        the loaded embedder before it is released (e.g. to embed prompt texts too).
+        """
+        from auditor.perception.registry import EMBEDDERS
+
+        config = self.record.config
+        with self.stage("embed") as outcome:
+            try:
+                embedder = EMBEDDERS.load(config.embedder.spec, device=self.device)
+            except AuditorError as exc:
+                if required:
+                    raise
+                self.progress.notice(f"embedding scores skipped: {exc} (pass --embedder none to silence this)")
+                config.embedder = None
+                return None
+            config.embedder = embedder.ref.model_copy(update={"spec": config.embedder.spec})
+            vectors, counts = embed_images(
+                embedder, self.record.prompt_sets, self.cache, self.run_dir, EMBED_BATCH_SIZE, self.progress
+            )
+            outcome.computed, outcome.cached = counts.computed, counts.cached
+            if also is not None:
+                also(embedder)
+            del embedder
+            release_accelerator_memory()
+        return vectors
