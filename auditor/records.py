@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import string
 from datetime import datetime, timezone
-from typing import Literal
+from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
@@ -511,3 +511,7 @@ class OccupationsRecord(Record):
     timings: list[StageTiming] = Field(default_factory=list, description="Time spent per stage.")
     errors: list[RunError] = Field(default_factory=list, description="Errors that ended or marred the run.")
     environment: Environment = Field(description="Software and hardware versions.")
+
+
+#: Any run record, told apart by its ``kind`` field.
+AnyRecord = Annotated[RunRecord | T2IATRecord | OccupationsRecord, Field(discriminator="kind")]

@@ -24,7 +24,7 @@ from typing import Any
 from pydantic import BaseModel, ValidationError
 
 from auditor.errors import AuditorError
-from auditor.records import RunRecord
+from auditor.records import AnyRecord, RunRecord
 
 RECORD_FILE = "record.json"
 TRANSCRIPT_FILE = "transcript.json"
@@ -118,7 +118,7 @@ class RunStore:
             raise AuditorError(f"no run {text!r} in {self.root} (and no record.json at that path)")
         return candidate
 
-    def list_records(self) -> list[tuple[Path, RunRecord | None]]:
+    def list_records(self) -> list[tuple[Path, AnyRecord | None]]:
         """All run folders with their record (None where it does not load), newest first."""
         if not self.root.is_dir():
             return []
@@ -126,7 +126,7 @@ class RunStore:
         for folder in sorted(self.root.iterdir(), reverse=True):
             if (folder / RECORD_FILE).is_file():
                 try:
-                    found.append((folder, load_record(folder / RECORD_FILE)))
+                    found.append((folder, load_any_record(folder / RECORD_FILE)))
                 except AuditorError:
                     found.append((folder, None))
         return found
@@ -152,13 +152,29 @@ def describe_validation_error(exc: ValidationError) -> str:
     return f"{where}: {first['msg']}{more}"
 
 
-def load_record(path: Path) -> RunRecord:
-    """Load and validate a run record; unknown or missing fields are a one-line error."""
+#: Human names of the record kinds, for messages and listings.
+RECORD_KINDS = {"prompt_audit": "prompt audit", "t2iat_test": "T2IAT test", "t2iat_occupations": "T2IAT occupation study"}
+
+
+def load_any_record(path: Path) -> AnyRecord:
+    """Load and validate a run record of any kind (chosen by its ``kind`` field)."""
+    from pydantic import TypeAdapter
+
     data = load_json(path)
     try:
-        return RunRecord.model_validate(data)
+        return TypeAdapter(AnyRecord).validate_python(data)
     except ValidationError as exc:
         raise AuditorError(f"{path} is not a valid run record: {describe_validation_error(exc)}") from None
+
+
+def load_record(path: Path) -> RunRecord:
+    """Load a prompt-audit record; another kind of run or a malformed file is a one-line error."""
+    record = load_any_record(path)
+    if not isinstance(record, RunRecord):
+        raise AuditorError(
+            f"{path} is a {RECORD_KINDS[record.kind]} record; this command reads prompt audits (auditor prompt)"
+        )
+    return record
 
 
 # --------------------------------------------------------------------------- content cache

@@ -311,6 +311,14 @@ def test_run_a_custom_test_end_to_end_with_tiny_models(tmp_path, tiny_models):
     assert (timings["embed"].computed, timings["embed"].cached) == (0, 20)
     assert rerun.result == record.result
 
+    # T2IAT runs are listed beside prompt audits; prompt-audit commands refuse them in one line.
+    listing = {row["run_id"]: row for row in json.loads(run_auditor("runs", "--json").stdout)}
+    assert listing["first"]["kind"] == "t2iat_test" and listing["first"]["status"] == "completed"
+    assert listing["first"]["prompt"].startswith("T2IAT test")
+    refused = run_auditor("report", "first")
+    assert refused.returncode == 2 and "is a T2IAT test record" in refused.stderr
+    assert len(refused.stderr.strip().splitlines()) == 1
+
 
 def test_occupations_end_to_end_with_tiny_models(tmp_path, tiny_models):
     from auditor.metrics.t2iat import association_scores

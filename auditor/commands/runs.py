@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import typer
 
 from auditor.console import out, print_json
+
+if TYPE_CHECKING:  # pragma: no cover
+    from auditor.records import AnyRecord
 
 
 def runs(
@@ -20,21 +24,10 @@ def runs(
     from auditor.store import RunStore
 
     store = RunStore(runs_dir or get_settings().runs_dir)
-    rows = []
-    for folder, record in store.list_records():
-        if record is None:
-            rows.append({"run_id": folder.name, "status": "unreadable"})
-            continue
-        rows.append(
-            {
-                "run_id": record.run_id,
-                "prompt": record.config.prompt,
-                "created_at": record.created_at.isoformat(timespec="seconds"),
-                "status": record.status,
-                "t2i": record.config.t2i.spec,
-                "vqa": record.config.vqa.spec,
-            }
-        )
+    rows = [
+        _row(record) if record is not None else {"run_id": folder.name, "status": "unreadable"}
+        for folder, record in store.list_records()
+    ]
     if json_output:
         print_json(rows)
         return
@@ -43,9 +36,30 @@ def runs(
         return
     table = Table("run", "prompt", "date", "status", "models")
     for row in rows:
-        models = f"{row['t2i']}\n{row['vqa']}" if "t2i" in row else ""
+        models = "\n".join(row.get("models", []))
         table.add_row(row["run_id"], row.get("prompt", ""), row.get("created_at", ""), row["status"], models)
     out.print(table)
+
+
+def _row(record: AnyRecord) -> dict:
+    """One listing row: what was audited, when, how it ended, with which models."""
+    config = record.config
+    if record.kind == "prompt_audit":
+        subject, models = config.prompt, [config.t2i.spec, config.vqa.spec]
+    elif record.kind == "t2iat_test":
+        subject, models = f"T2IAT test {config.test.name}", [config.t2i.spec]
+    else:
+        subject, models = f"occupations: {', '.join(config.occupations)}", [config.t2i.spec]
+    if config.embedder is not None:
+        models.append(config.embedder.spec)
+    return {
+        "run_id": record.run_id,
+        "kind": record.kind,
+        "prompt": subject,
+        "created_at": record.created_at.isoformat(timespec="seconds"),
+        "status": record.status,
+        "models": models,
+    }
 
 
 def register(app: typer.Typer) -> None:
