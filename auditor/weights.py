@@ -15,8 +15,12 @@ from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
+from auditor.backends import Spec
 from auditor.errors import BackendError
+from auditor.fingerprint import folder_fingerprint
+from auditor.records import ModelRef
 
 _COMMIT = re.compile(r"^[0-9a-f]{40}$")
 _UNREACHABLE_TYPES = frozenset(
@@ -53,6 +57,24 @@ def model_files(model_id: str, marker: str) -> ModelFiles | None:
     # A hub cache snapshot is ``.../snapshots/<commit>/``, also when given as a path.
     revision = folder.name if folder.parent.name == "snapshots" and _COMMIT.match(folder.name) else None
     return ModelFiles(folder=folder, revision=revision)
+
+
+def loaded_model_ref(spec: Spec, marker: str, dtype: Any, device: str) -> ModelRef:
+    """The record's reference to the model just loaded from ``spec.target`` in ``dtype`` on ``device``.
+
+    Every ``from_pretrained`` backend records the same things: the folder's hub revision
+    and fingerprint when its files are found locally (``marker`` is a file at its root).
+    """
+    files = model_files(spec.target, marker)
+    return ModelRef(
+        spec=str(spec),
+        backend=spec.prefix,
+        model_id=spec.target,
+        revision=files.revision if files else None,
+        fingerprint=folder_fingerprint(files.folder) if files else None,
+        dtype=str(dtype).removeprefix("torch."),
+        device=device,
+    )
 
 
 @contextmanager

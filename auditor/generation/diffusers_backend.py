@@ -14,10 +14,10 @@ from typing import Any
 
 from auditor.backends import Spec
 from auditor.errors import AuditorError
-from auditor.fingerprint import folder_fingerprint, settings_fingerprint
+from auditor.fingerprint import settings_fingerprint
 from auditor.generation.base import GeneratedPicture, GenerationItem
 from auditor.records import GenerationSettings, ModelRef
-from auditor.weights import dtype_keyword, explain_load_errors, model_files, quiet_libraries
+from auditor.weights import dtype_keyword, explain_load_errors, loaded_model_ref, quiet_libraries
 
 _WHAT = "text-to-image"
 _HINT = "pass --t2i diffusers:/path/to/local/copy"
@@ -91,16 +91,7 @@ def load(spec: Spec, settings: GenerationSettings, device: str | None = None) ->
         pipeline.scheduler = _scheduler(pipeline, settings.scheduler)
     pipeline = pipeline.to(device)
     pipeline.set_progress_bar_config(disable=True)
-    files = model_files(model_id, "model_index.json")
-    ref = ModelRef(
-        spec=str(spec),
-        backend=spec.prefix,
-        model_id=model_id,
-        revision=files.revision if files else None,
-        fingerprint=folder_fingerprint(files.folder) if files else None,
-        dtype=str(dtype).removeprefix("torch."),
-        device=device,
-    )
+    ref = loaded_model_ref(spec, "model_index.json", dtype, device)
     return DiffusersTextToImage(pipeline, ref, _effective_settings(pipeline, settings))
 
 

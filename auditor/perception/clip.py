@@ -15,9 +15,9 @@ import numpy as np
 
 from auditor.backends import Spec
 from auditor.errors import AuditorError
-from auditor.fingerprint import folder_fingerprint, settings_fingerprint
+from auditor.fingerprint import settings_fingerprint
 from auditor.records import ModelRef
-from auditor.weights import dtype_keyword, explain_load_errors, model_files, quiet_libraries
+from auditor.weights import dtype_keyword, explain_load_errors, loaded_model_ref, quiet_libraries
 
 if TYPE_CHECKING:  # pragma: no cover
     from PIL import Image
@@ -97,14 +97,5 @@ def load(spec: Spec, device: str | None = None, batch_size: int = 32) -> ClipEmb
         model = CLIPModel.from_pretrained(model_id, **{dtype_keyword("transformers"): dtype})
         processor = CLIPProcessor.from_pretrained(model_id)
     model = model.to(device).eval()
-    files = model_files(model_id, "config.json")
-    ref = ModelRef(
-        spec=str(spec),
-        backend=spec.prefix,
-        model_id=model_id,
-        revision=files.revision if files else None,
-        fingerprint=folder_fingerprint(files.folder) if files else None,
-        dtype=str(dtype).removeprefix("torch."),
-        device=device,
-    )
+    ref = loaded_model_ref(spec, "config.json", dtype, device)
     return ClipEmbedder(model, processor, ref, batch_size=batch_size)

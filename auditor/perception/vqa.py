@@ -21,9 +21,9 @@ from typing import TYPE_CHECKING, Any
 
 from auditor.backends import Spec
 from auditor.errors import AuditorError, BackendError
-from auditor.fingerprint import folder_fingerprint, settings_fingerprint
+from auditor.fingerprint import settings_fingerprint
 from auditor.records import ModelRef, PerceptionSettings
-from auditor.weights import dtype_keyword, explain_load_errors, model_files, quiet_libraries
+from auditor.weights import dtype_keyword, explain_load_errors, loaded_model_ref, quiet_libraries
 
 if TYPE_CHECKING:  # pragma: no cover
     from PIL import Image
@@ -321,16 +321,7 @@ def _load(
     if backend is ImageTextToTextVqa and getattr(processor, "chat_template", None) is None:
         raise BackendError(f"VQA model {model_id!r} has no chat template; use blip2:, blip: or instructblip: for it")
     model = model.to(device).eval()
-    files = model_files(model_id, "config.json")
-    ref = ModelRef(
-        spec=str(spec),
-        backend=spec.prefix,
-        model_id=model_id,
-        revision=files.revision if files else None,
-        fingerprint=folder_fingerprint(files.folder) if files else None,
-        dtype=str(dtype).removeprefix("torch."),
-        device=device,
-    )
+    ref = loaded_model_ref(spec, "config.json", dtype, device)
     return backend(model, processor, ref, settings)
 
 
