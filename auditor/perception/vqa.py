@@ -109,9 +109,17 @@ class TransformersVqa:
         pixels = self.processor.image_processor(images, return_tensors="pt")["pixel_values"]
         return pixels.to(self.device, tower.dtype)
 
+    def _vision_states(self, images: list[Image.Image]) -> Any:
+        """The vision encoder's last hidden states, one (patches, width) block per image."""
+        return self.model.vision_model(pixel_values=self._pixels(images), return_dict=True).last_hidden_state
+
     def _encode(self, images: list[Image.Image]) -> list[Any]:
-        """One encoding per image, in order."""
-        raise NotImplementedError
+        """One encoding per image, in order: by default its vision-encoder states (BLIP, InstructBLIP).
+
+        Models whose question-independent part goes further (BLIP-2) or that cannot split
+        the image from the prompt (``hf:``) override this.
+        """
+        return list(self._vision_states(images))
 
     def _answer_batch(self, encoded: list[Any], prompts: list[str], max_new_tokens: int) -> list[str]:
         """One decoded reply per (encoding, prompt) pair."""
@@ -156,15 +164,12 @@ class Blip2Vqa(_QueryPrefixVqa):
 
     def _encode(self, images: list[Image.Image]) -> list[Any]:
         """Vision encoder + Q-Former + projection: the language-model prefix of each image."""
-        import torch
-
         model = self.model
-        image_embeds = model.vision_model(pixel_values=self._pixels(images), return_dict=True).last_hidden_state
-        image_mask = torch.ones(image_embeds.shape[:-1], dtype=torch.long, device=image_embeds.device)
+        image_embeds = self._vision_states(images)
         queries = model.qformer(
             query_embeds=model.query_tokens.expand(len(images), -1, -1),
             encoder_hidden_states=image_embeds,
-            encoder_attention_mask=image_mask,
+            encoder_attention_mask=_all_positions(image_embeds),
             return_dict=True,
         ).last_hidden_state
         return list(model.language_projection(queries.to(model.language_projection.weight.dtype)))
@@ -179,15 +184,12 @@ class InstructBlipVqa(_QueryPrefixVqa):
     question_template = "Question: {question} Short answer:"
     caption_template = "{question}"
 
-    def _encode(self, images: list[Image.Image]) -> list[Any]:
-        return list(self.model.vision_model(pixel_values=self._pixels(images), return_dict=True).last_hidden_state)
-
     def _answer_batch(self, encoded: list[Any], prompts: list[str], max_new_tokens: int) -> list[str]:
         import torch
 
         model = self.model
         image_embeds = torch.stack(encoded)
-        image_mask = torch.ones(image_embeds.shape[:-1], dtype=torch.long, device=self.device)
+        image_mask = _all_positions(image_embeds)
         instruction = self.processor.qformer_tokenizer(prompts, padding=True, return_tensors="pt").to(self.device)
         queries = model.query_tokens.expand(len(prompts), -1, -1)
         query_mask = torch.ones(queries.shape[:-1], dtype=torch.long, device=self.device)
@@ -206,15 +208,12 @@ class InstructBlipVqa(_QueryPrefixVqa):
 class BlipVqa(TransformersVqa):
     """BLIP VQA (e.g. ``Salesforce/blip-vqa-base``): image once, question encoder + answer decoder per pair."""
 
-    def _encode(self, images: list[Image.Image]) -> list[Any]:
-        return list(self.model.vision_model(pixel_values=self._pixels(images), return_dict=True).last_hidden_state)
-
     def _answer_batch(self, encoded: list[Any], prompts: list[str], max_new_tokens: int) -> list[str]:
         import torch
 
         model = self.model
         image_embeds = torch.stack(encoded)
-        image_mask = torch.ones(image_embeds.shape[:-1], dtype=torch.long, device=self.device)
+        image_mask = _all_positions(image_embeds)
         question = self.processor.tokenizer(prompts, padding=True, return_tensors="pt").to(self.device)
         question_embeds = model.text_encoder(
             input_ids=question["input_ids"],
@@ -323,6 +322,13 @@ def _load(
     model = model.to(device).eval()
     ref = loaded_model_ref(spec, "config.json", dtype, device)
     return backend(model, processor, ref, settings)
+
+
+def _all_positions(states: Any) -> Any:
+    """An attention mask over every position of ``states`` (images have no padding)."""
+    import torch
+
+    return torch.ones(states.shape[:-1], dtype=torch.long, device=states.device)
 
 
 def _first_line(text: str) -> str:
