@@ -83,8 +83,11 @@ def _mentions_response_format(exc: Exception) -> bool:
     return "response_format" in text or "json_object" in text or "json mode" in text
 
 
-class OpenAIChat:
-    """``openai:<model>`` through the official SDK (chat completions)."""
+class _SdkChat:
+    """What both SDK-backed chat models keep: the spec, the sampling settings and the retry budget.
+
+    Subclasses make their SDK client in :meth:`_connect`, which runs once these are set.
+    """
 
     def __init__(
         self,
@@ -95,16 +98,37 @@ class OpenAIChat:
         max_retries: int = HTTP_RETRIES,
         timeout: float = REQUEST_TIMEOUT,
     ):
+        self.spec = str(spec)
+        self.temperature = temperature
+        self.seed = seed
+        #: Tries per request: the first plus the SDK's retries (error lines say how many were made).
+        self.tries = max_retries + 1
+        self._connect(spec, max_retries, timeout)
+
+    def _connect(self, spec: Spec, max_retries: int, timeout: float) -> None:
+        """Make the SDK client; a missing key or unusable spec raises :class:`AuditorError` (one line)."""
+        raise NotImplementedError
+
+    def _sampling(self) -> dict[str, Any]:
+        """Temperature and seed, only those that were set (the service's defaults apply otherwise)."""
+        options: dict[str, Any] = {}
+        if self.temperature is not None:
+            options["temperature"] = self.temperature
+        if self.seed is not None:
+            options["seed"] = self.seed
+        return options
+
+
+class OpenAIChat(_SdkChat):
+    """``openai:<model>`` through the official SDK (chat completions)."""
+
+    def _connect(self, spec: Spec, max_retries: int, timeout: float) -> None:
         api_key = os.environ.get("OPENAI_API_KEY")
         if not api_key:
             raise AuditorError(MISSING_KEY)
         from openai import OpenAI
 
-        self.spec = str(spec)
         self.model = spec.target
-        self.temperature = temperature
-        self.seed = seed
-        self.max_retries = max_retries
         base_url = os.environ.get("OPENAI_BASE_URL") or DEFAULT_BASE_URL  # an empty variable means the default
         self._client = OpenAI(api_key=api_key, base_url=base_url, max_retries=max_retries, timeout=timeout)
         self._json_mode = True  # switched off once if the server rejects response_format
@@ -116,11 +140,7 @@ class OpenAIChat:
     def complete(self, messages: Sequence[ChatMessage], *, json_mode: bool) -> str:
         import openai
 
-        options: dict[str, Any] = {}
-        if self.temperature is not None:
-            options["temperature"] = self.temperature
-        if self.seed is not None:
-            options["seed"] = self.seed
+        options = self._sampling()
         wants_json = json_mode and self._json_mode
         if wants_json:
             options["response_format"] = {"type": "json_object"}
@@ -134,39 +154,23 @@ class OpenAIChat:
                 return self.complete(messages, json_mode=json_mode)
             raise BackendError(describe_openai_error(self.spec, exc, self.base_url, 1)) from None
         except openai.OpenAIError as exc:
-            raise BackendError(describe_openai_error(self.spec, exc, self.base_url, self.max_retries + 1)) from None
+            raise BackendError(describe_openai_error(self.spec, exc, self.base_url, self.tries)) from None
         if not response.choices:
             raise BackendError(f"{self.spec}: the reply from {self.base_url} has no choices")
         return response.choices[0].message.content or ""
 
 
-class LangChainChat:
+class LangChainChat(_SdkChat):
     """``langchain:<provider>:<model>`` through ``init_chat_model``; JSON mode via ``with_structured_output``."""
 
-    def __init__(
-        self,
-        spec: Spec,
-        *,
-        temperature: float | None = None,
-        seed: int | None = None,
-        max_retries: int = HTTP_RETRIES,
-        timeout: float = REQUEST_TIMEOUT,
-    ):
+    def _connect(self, spec: Spec, max_retries: int, timeout: float) -> None:
         provider, _, model = spec.target.partition(":")
         if provider == "openai" and not os.environ.get("OPENAI_API_KEY"):
             raise AuditorError(MISSING_KEY)
         from langchain.chat_models import init_chat_model
 
-        self.spec = str(spec)
         self.provider = provider
-        self.temperature = temperature
-        self.seed = seed
-        self.tries = max_retries + 1
-        options: dict[str, Any] = {"max_retries": max_retries, "timeout": timeout}
-        if temperature is not None:
-            options["temperature"] = temperature
-        if seed is not None:
-            options["seed"] = seed
+        options: dict[str, Any] = {"max_retries": max_retries, "timeout": timeout, **self._sampling()}
         try:
             self._model = init_chat_model(model, model_provider=provider, **options)
         except ImportError as exc:
