@@ -18,7 +18,13 @@ from auditor.store import TRANSCRIPT_FILE, ContentCache, RunStore, load_record, 
 from auditor.studies.generation_stage import PromptRequest
 from auditor.studies.perception_stage import answer_questions
 from auditor.studies.progress import ProgressReporter
-from auditor.studies.run import StudyRun, release_accelerator_memory, spec_ref
+from auditor.studies.run import (
+    StudyRun,
+    check_images_and_seeds,
+    paired_seeds,
+    release_accelerator_memory,
+    spec_ref,
+)
 
 if TYPE_CHECKING:  # pragma: no cover
     import numpy as np
@@ -59,10 +65,7 @@ def validate_options(options: PromptAuditOptions) -> None:
 
     if not options.prompt.strip():
         raise AuditorError("the prompt is empty: give the text-to-image prompt to audit, e.g. \"a photo of a pharmacist\"")
-    if options.images < 1:
-        raise AuditorError(f"--images must be at least 1 (got {options.images})")
-    if options.seeds is not None and len(options.seeds) != options.images:
-        raise AuditorError(f"--seed lists {len(options.seeds)} seeds for {options.images} images per prompt")
+    check_images_and_seeds(options.images, options.seeds)
     check_llm_spec(options.llm)
     T2I_BACKENDS.check(options.t2i)
     VQA_BACKENDS.check(options.vqa)
@@ -83,7 +86,7 @@ def new_config(options: PromptAuditOptions) -> RunConfig:
         vqa=spec_ref(options.vqa),
         embedder=spec_ref(options.embedder) if options.embedder else None,
         images_per_prompt=options.images,
-        seeds=options.seeds if options.seeds is not None else list(range(options.images)),
+        seeds=paired_seeds(options.images, options.seeds),
         generation=options.generation,
         perception=options.perception,
         scoring=options.scoring,

@@ -41,6 +41,19 @@ def spec_ref(spec: str) -> ModelRef:
     return ModelRef(spec=spec, backend=parsed.prefix, model_id=parsed.target or None)
 
 
+def check_images_and_seeds(images: int, seeds: list[int] | None) -> None:
+    """Reject ``--images`` below 1 and a ``--seed`` list of another length, before any folder or model."""
+    if images < 1:
+        raise AuditorError(f"--images must be at least 1 (got {images})")
+    if seeds is not None and len(seeds) != images:
+        raise AuditorError(f"--seed lists {len(seeds)} seeds for {images} images per prompt")
+
+
+def paired_seeds(images: int, seeds: list[int] | None) -> list[int]:
+    """The seed of image i of every prompt set: the given list, else 0..images-1."""
+    return seeds if seeds is not None else list(range(images))
+
+
 def release_accelerator_memory() -> None:
     """Free a finished stage's model before the next one loads (a GPU rarely holds two big models)."""
     gc.collect()

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -32,7 +32,7 @@ from auditor.records import (
 from auditor.store import ContentCache, RunStore, new_run_id, slugify
 from auditor.studies.generation_stage import PromptRequest
 from auditor.studies.progress import ProgressReporter
-from auditor.studies.run import StudyRun, spec_ref
+from auditor.studies.run import StudyRun, check_images_and_seeds, paired_seeds, spec_ref
 from auditor.t2iat_tests import all_prompts
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -62,17 +62,23 @@ class StudyOptions:
         from auditor.generation.registry import T2I_BACKENDS
         from auditor.perception.registry import EMBEDDERS
 
-        if self.images < 1:
-            raise AuditorError(f"--images must be at least 1 (got {self.images})")
-        if self.seeds is not None and len(self.seeds) != self.images:
-            raise AuditorError(f"--seed lists {len(self.seeds)} seeds for {self.images} images per prompt")
+        check_images_and_seeds(self.images, self.seeds)
         if self.permutations < 1:
             raise AuditorError(f"--permutations must be at least 1 (got {self.permutations})")
         T2I_BACKENDS.check(self.t2i)
         EMBEDDERS.check(self.embedder)
 
-    def seed_list(self) -> list[int]:
-        return self.seeds if self.seeds is not None else list(range(self.images))
+    def config_fields(self) -> dict[str, Any]:
+        """The fields :class:`T2IATConfig` and :class:`OccupationsConfig` both take from these options."""
+        return {
+            "t2i": spec_ref(self.t2i),
+            "embedder": spec_ref(self.embedder),
+            "images_per_prompt": self.images,
+            "seeds": paired_seeds(self.images, self.seeds),
+            "generation": self.generation,
+            "permutations": self.permutations,
+            "permutation_seed": self.permutation_seed,
+        }
 
 
 def _stack(vectors: dict[str, np.ndarray], prompt_ids: list[str]) -> np.ndarray | None:
@@ -95,17 +101,7 @@ def run_t2iat_test(
 ) -> tuple[T2IATRecord, Path]:
     """Generate G(X), G(Y), G(X^A), G(X^B), G(Y^A), G(Y^B), embed them, and compute S, d and p."""
     options.validate()
-    config = T2IATConfig(
-        test=test,
-        source=source,
-        t2i=spec_ref(options.t2i),
-        embedder=spec_ref(options.embedder),
-        images_per_prompt=options.images,
-        seeds=options.seed_list(),
-        generation=options.generation,
-        permutations=options.permutations,
-        permutation_seed=options.permutation_seed,
-    )
+    config = T2IATConfig(test=test, source=source, **options.config_fields())
     prompts = all_prompts(test)
     run_dir = store.create(run_name or new_run_id(f"t2iat {test.name}"))
     record = T2IATRecord(
@@ -225,13 +221,7 @@ def run_occupations(
             prompt=templates[0],
             male_prompt=templates[1],
             female_prompt=templates[2],
-            t2i=spec_ref(options.t2i),
-            embedder=spec_ref(options.embedder),
-            images_per_prompt=options.images,
-            seeds=options.seed_list(),
-            generation=options.generation,
-            permutations=options.permutations,
-            permutation_seed=options.permutation_seed,
+            **options.config_fields(),
         )
     except ValidationError as exc:
         raise AuditorError(f"bad occupation study settings: {describe_validation_error(exc)}") from None
