@@ -2,45 +2,45 @@
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import typer
 
+from auditor.commands.common import (
+    BATCH_SIZE,
+    DEVICE,
+    QUIET,
+    SCHEDULER,
+    SEED,
+    T2I,
+    exit_interrupted,
+    guidance_option,
+    parse_seeds,
+    run_store,
+    steps_option,
+    study_session,
+)
 from auditor.errors import AuditorError
 from auditor.records import GenerationSettings, PerceptionSettings, RunRecord, ScoringSettings
-from auditor.settings import DEFAULT_EMBEDDER, DEFAULT_T2I, DEFAULT_VQA
+from auditor.settings import DEFAULT_EMBEDDER, DEFAULT_VQA
 
 if TYPE_CHECKING:  # pragma: no cover
     from auditor.studies.prompt_audit import PromptAuditOptions
 
 
-def parse_seeds(text: str | None, images: int) -> list[int] | None:
-    """``"S"`` -> seeds S..S+images-1; ``"a,b,c"`` -> exactly that list; None -> the default 0..images-1."""
-    if text is None:
-        return None
-    try:
-        values = [int(part) for part in text.split(",") if part.strip()]
-    except ValueError:
-        raise AuditorError(f"--seed takes an integer or a comma-separated list of integers, not {text!r}") from None
-    if len(values) == 1:
-        return list(range(values[0], values[0] + images))
-    return values
-
-
 def prompt(
     text: str = typer.Argument("", metavar="PROMPT", help="The text-to-image prompt to audit."),
     llm: str | None = typer.Option(None, "--llm", help="Planner: openai:<model>, langchain:<provider>:<model> or offline."),
-    t2i: str = typer.Option(DEFAULT_T2I, "--t2i", help="Model under audit: diffusers:<id|path>, openai:<model>, folder:<dir>."),
+    t2i: str = T2I,
     vqa: str = typer.Option(DEFAULT_VQA, "--vqa", help="VQA model: blip2:/blip:/instructblip:/hf:<id|path> or a local folder."),
     embedder: str = typer.Option(DEFAULT_EMBEDDER, "--embedder", help="Image embedder (clip:<id|path>) or 'none'."),
     images: int = typer.Option(48, "--images", help="Images per prompt (the paper uses 48)."),
-    seed: str | None = typer.Option(None, "--seed", help="First seed S (seeds S..S+N-1) or a comma-separated list."),
-    batch_size: int = typer.Option(4, "--batch-size", min=1, help="Images generated per forward pass."),
-    steps: int | None = typer.Option(None, "--steps", help="Denoising steps (default: the pipeline's)."),
-    guidance: float | None = typer.Option(None, "--guidance", help="Guidance scale (default: the pipeline's)."),
-    scheduler: str | None = typer.Option(None, "--scheduler", help="diffusers scheduler class, e.g. DPMSolverMultistepScheduler."),
+    seed: str | None = SEED,
+    batch_size: int = BATCH_SIZE,
+    steps: int | None = steps_option(),
+    guidance: float | None = guidance_option(),
+    scheduler: str | None = SCHEDULER,
     width: int | None = typer.Option(None, "--width", help="Image width in pixels."),
     height: int | None = typer.Option(None, "--height", help="Image height in pixels."),
     negative_prompt: str | None = typer.Option(None, "--negative-prompt", help="Negative prompt for every image."),
@@ -56,24 +56,16 @@ def prompt(
     name: str | None = typer.Option(None, "--name", help="Run folder name (default: date-time-prompt)."),
     resume: str | None = typer.Option(None, "--resume", help="Continue an earlier run (id or folder); its own settings apply."),
     runs_dir: Path | None = typer.Option(None, "--runs-dir", help="Runs folder (default: AUDITOR_RUNS_DIR or ./runs)."),
-    device: str | None = typer.Option(None, "--device", help="torch device (default: cuda when available, else cpu)."),
-    quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bars or report; print the run folder."),
+    device: str | None = DEVICE,
+    quiet: bool = QUIET,
     json_output: bool = typer.Option(False, "--json", help="Print the report as one JSON object (no progress bars)."),
 ) -> None:
     """Audit one prompt: plan axes and counterfactuals, generate, ask the VQA model, score CAS/BAV."""
-    from auditor.console import err
-    from auditor.settings import get_settings
-    from auditor.store import ContentCache, RunStore
-    from auditor.studies.progress import QuietProgress, RichProgress
     from auditor.studies.prompt_audit import resume_audit, start_audit
 
-    settings = get_settings()
-    store = RunStore(runs_dir or settings.runs_dir)
-    progress = QuietProgress() if quiet or json_output else RichProgress(err)
-    if resume:
-        cache = ContentCache(settings.cache_file)
-        audit = resume_audit(resume, store, cache, progress, device=device)
-    else:
+    store = run_store(runs_dir)
+    options = None
+    if not resume:
         options = _options(
             text, llm, t2i, vqa, embedder, images, seed,
             GenerationSettings(
@@ -86,17 +78,17 @@ def prompt(
             max_axes=max_axes, max_counterfactuals=max_counterfactuals, llm_retries=llm_retries,
             llm_temperature=temperature, llm_seed=llm_seed, review=review, device=device,
         )  # fmt: skip
-        cache = ContentCache(settings.cache_file)
-        audit = start_audit(options, store, cache, progress, name)
-    try:
-        record = audit.run()
-    except KeyboardInterrupt:
-        print(f"error: interrupted; partial run kept in {audit.run_dir}; continue with --resume {audit.run_dir}", file=sys.stderr)
-        raise SystemExit(130) from None
-    except AuditorError as exc:
-        raise type(exc)(f"{exc} (run kept in {audit.run_dir}; continue with --resume {audit.run_dir})") from None
-    finally:
-        cache.close()
+    with study_session(quiet, json_output) as (cache, progress):
+        if options is None:
+            audit = resume_audit(resume, store, cache, progress, device=device)
+        else:
+            audit = start_audit(options, store, cache, progress, name)
+        try:
+            record = audit.run()
+        except KeyboardInterrupt:
+            exit_interrupted(f"partial run kept in {audit.run_dir}; continue with --resume {audit.run_dir}")
+        except AuditorError as exc:
+            raise type(exc)(f"{exc} (run kept in {audit.run_dir}; continue with --resume {audit.run_dir})") from None
     show_results(record, audit.run_dir, quiet=quiet, json_output=json_output)
 
 

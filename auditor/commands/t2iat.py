@@ -8,20 +8,36 @@ gender-occupation study (per-occupation distributions and stereotype amplificati
 
 from __future__ import annotations
 
-import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import typer
 
+from auditor.commands.common import (
+    BATCH_SIZE,
+    DEVICE,
+    QUIET,
+    SCHEDULER,
+    SEED,
+    T2I,
+    exit_interrupted,
+    guidance_option,
+    parse_seeds,
+    run_store,
+    steps_option,
+    study_session,
+)
 from auditor.console import out, print_json
 from auditor.errors import AuditorError
-from auditor.settings import DEFAULT_EMBEDDER, DEFAULT_T2I
+from auditor.settings import DEFAULT_EMBEDDER
 
 if TYPE_CHECKING:  # pragma: no cover
     import numpy as np
 
     from auditor.records import AssociationResult, OccupationsRecord, T2IATRecord
+    from auditor.store import ContentCache, RunStore
+    from auditor.studies.progress import ProgressReporter
     from auditor.studies.t2iat import StudyOptions
 
 app = typer.Typer(
@@ -45,17 +61,12 @@ _PERMUTATIONS = typer.Option(
     10_000, "--permutations", min=1, help="Monte Carlo permutations when there are more than 200,000 splits."
 )
 _PERMUTATION_SEED = typer.Option(0, "--permutation-seed", help="Seed of the Monte Carlo permutation generator.")
-_T2I = typer.Option(DEFAULT_T2I, "--t2i", help="Model under test: diffusers:<id|path>, openai:<model>, folder:<dir>.")
 _EMBEDDER = typer.Option(DEFAULT_EMBEDDER, "--embedder", help="Image/text embedder: clip:<id|path> or a local folder.")
-_SEED = typer.Option(None, "--seed", help="First seed S (seeds S..S+N-1) or a comma-separated list; default 0..N-1.")
-_BATCH_SIZE = typer.Option(4, "--batch-size", min=1, help="Images generated per forward pass.")
-_STEPS = typer.Option(None, "--steps", min=1, help="Denoising steps (default: the pipeline's; the paper used 50).")
-_GUIDANCE = typer.Option(None, "--guidance", help="Guidance scale (default: the pipeline's; the paper used 7.5).")
-_SCHEDULER = typer.Option(None, "--scheduler", help="diffusers scheduler class, e.g. DPMSolverMultistepScheduler.")
+#: T2IAT (Wang et al.) generated with 50 steps at guidance 7.5.
+_STEPS = steps_option(paper=50)
+_GUIDANCE = guidance_option(paper=7.5)
 _NAME = typer.Option(None, "--name", help="Run folder name (default: date-time-test).")
 _RUNS_DIR = typer.Option(None, "--runs-dir", "--out", help="Runs folder (default: AUDITOR_RUNS_DIR or ./runs).")
-_DEVICE = typer.Option(None, "--device", help="torch device (default: cuda when available, else cpu).")
-_QUIET = typer.Option(False, "--quiet", "-q", help="No progress bars or report; print the run folder.")
 _JSON = typer.Option(False, "--json", help="Print one JSON object.")
 
 
@@ -174,7 +185,6 @@ def _study_options(
     permutation_seed: int,
     device: str | None,
 ) -> StudyOptions:
-    from auditor.commands.prompt import parse_seeds
     from auditor.records import GenerationSettings
     from auditor.studies.t2iat import StudyOptions
 
@@ -190,29 +200,16 @@ def _study_options(
     )
 
 
-def _run_study(start: Any, quiet: bool, json_output: bool) -> Any:
+def _run_study(
+    start: Callable[[RunStore, ContentCache, ProgressReporter], Any], runs_dir: Path | None, quiet: bool, json_output: bool
+) -> Any:
     """Run a study with progress on stderr; Ctrl-C keeps the partial run and exits 130."""
-    from auditor.console import err
-    from auditor.settings import get_settings
-    from auditor.store import ContentCache
-    from auditor.studies.progress import QuietProgress, RichProgress
-
-    progress = QuietProgress() if quiet or json_output else RichProgress(err)
-    cache = ContentCache(get_settings().cache_file)
-    try:
-        return start(cache, progress)
-    except KeyboardInterrupt:
-        print("error: interrupted; the partial run is kept in its folder", file=sys.stderr)
-        raise SystemExit(130) from None
-    finally:
-        cache.close()
-
-
-def _store(runs_dir: Path | None):
-    from auditor.settings import get_settings
-    from auditor.store import RunStore
-
-    return RunStore(runs_dir or get_settings().runs_dir)
+    store = run_store(runs_dir)
+    with study_session(quiet, json_output) as (cache, progress):
+        try:
+            return start(store, cache, progress)
+        except KeyboardInterrupt:
+            exit_interrupted("the partial run is kept in its folder")
 
 
 @app.command("run")
@@ -220,20 +217,20 @@ def run(
     test_name: str = typer.Argument(
         ..., metavar="NAME|FILE.yaml", help="A built-in test (see `t2iat list`) or a YAML file."
     ),
-    t2i: str = _T2I,
+    t2i: str = T2I,
     embedder: str = _EMBEDDER,
     images: int = typer.Option(10, "--images", min=1, help="Images per prompt (the paper uses 10)."),
-    seed: str | None = _SEED,
-    batch_size: int = _BATCH_SIZE,
+    seed: str | None = SEED,
+    batch_size: int = BATCH_SIZE,
     steps: int | None = _STEPS,
     guidance: float | None = _GUIDANCE,
-    scheduler: str | None = _SCHEDULER,
+    scheduler: str | None = SCHEDULER,
     permutations: int = _PERMUTATIONS,
     permutation_seed: int = _PERMUTATION_SEED,
     name: str | None = _NAME,
     runs_dir: Path | None = _RUNS_DIR,
-    device: str | None = _DEVICE,
-    quiet: bool = _QUIET,
+    device: str | None = DEVICE,
+    quiet: bool = QUIET,
     json_output: bool = _JSON,
 ) -> None:
     """Run a T2IAT test: generate neutral and attribute-guided images, embed them, report S, d and p."""
@@ -244,9 +241,11 @@ def run(
     options = _study_options(
         t2i, embedder, images, seed, batch_size, steps, guidance, scheduler, permutations, permutation_seed, device
     )
-    store = _store(runs_dir)
     record, run_dir = _run_study(
-        lambda cache, progress: run_t2iat_test(test, source, options, store, cache, progress, name), quiet, json_output
+        lambda store, cache, progress: run_t2iat_test(test, source, options, store, cache, progress, name),
+        runs_dir,
+        quiet,
+        json_output,
     )
     _show_test(record, run_dir, quiet=quiet, json_output=json_output)
 
@@ -293,20 +292,20 @@ def occupations(
     female_template: str = typer.Option(
         "a photo of a female {occupation}", "--female-prompt", help="Feminine template."
     ),
-    t2i: str = _T2I,
+    t2i: str = T2I,
     embedder: str = _EMBEDDER,
     images: int = typer.Option(100, "--images", min=1, help="Images per prompt (the paper uses 100)."),
-    seed: str | None = _SEED,
-    batch_size: int = _BATCH_SIZE,
+    seed: str | None = SEED,
+    batch_size: int = BATCH_SIZE,
     steps: int | None = _STEPS,
     guidance: float | None = _GUIDANCE,
-    scheduler: str | None = _SCHEDULER,
+    scheduler: str | None = SCHEDULER,
     permutations: int = _PERMUTATIONS,
     permutation_seed: int = _PERMUTATION_SEED,
     name: str | None = _NAME,
     runs_dir: Path | None = _RUNS_DIR,
-    device: str | None = _DEVICE,
-    quiet: bool = _QUIET,
+    device: str | None = DEVICE,
+    quiet: bool = QUIET,
     json_output: bool = _JSON,
 ) -> None:
     """Gender association per occupation: image quartiles (paper Fig. 3) and text vs images (Fig. 4)."""
@@ -326,10 +325,10 @@ def occupations(
     options = _study_options(
         t2i, embedder, images, seed, batch_size, steps, guidance, scheduler, permutations, permutation_seed, device
     )
-    store = _store(runs_dir)
     templates = (prompt_template, male_template, female_template)
     record, run_dir = _run_study(
-        lambda cache, progress: run_occupations(listed, options, store, cache, progress, name, templates),
+        lambda store, cache, progress: run_occupations(listed, options, store, cache, progress, name, templates),
+        runs_dir,
         quiet,
         json_output,
     )

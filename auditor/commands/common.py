@@ -1,0 +1,91 @@
+"""What the study commands (``prompt``, ``t2iat run``, ``t2iat occupations``) share.
+
+The options that mean the same thing in each of them (the model under audit, the seeds,
+the generation settings, the device, ``--quiet``) are declared once here, with the
+``--seed`` parser, and so is what a study runs in: the runs folder, the content cache and
+the progress display, and the exit on Ctrl-C. Options whose defaults or meaning differ
+per command (``--images``, ``--embedder``, ``--name``, ``--json``) stay with the command.
+Not a command itself; like every command module it imports nothing heavy at the top.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, NoReturn
+
+import typer
+
+from auditor.errors import AuditorError
+from auditor.settings import DEFAULT_T2I
+
+if TYPE_CHECKING:  # pragma: no cover
+    from auditor.store import ContentCache, RunStore
+    from auditor.studies.progress import ProgressReporter
+
+T2I = typer.Option(DEFAULT_T2I, "--t2i", help="Model under audit: diffusers:<id|path>, openai:<model>, folder:<dir>.")
+SEED = typer.Option(None, "--seed", help="First seed S (seeds S..S+N-1) or a comma-separated list; default 0..N-1.")
+BATCH_SIZE = typer.Option(4, "--batch-size", min=1, help="Images generated per forward pass.")
+SCHEDULER = typer.Option(None, "--scheduler", help="diffusers scheduler class, e.g. DPMSolverMultistepScheduler.")
+DEVICE = typer.Option(None, "--device", help="torch device (default: cuda when available, else cpu).")
+QUIET = typer.Option(False, "--quiet", "-q", help="No progress bars or report; print the run folder.")
+
+
+def steps_option(paper: int | None = None) -> Any:
+    """``--steps``; ``paper`` is the value the method's paper used, named in the help when given."""
+    note = "" if paper is None else f"; the paper used {paper}"
+    return typer.Option(None, "--steps", min=1, help=f"Denoising steps (default: the pipeline's{note}).")
+
+
+def guidance_option(paper: float | None = None) -> Any:
+    """``--guidance``; ``paper`` is the value the method's paper used, named in the help when given."""
+    note = "" if paper is None else f"; the paper used {paper}"
+    return typer.Option(None, "--guidance", help=f"Guidance scale (default: the pipeline's{note}).")
+
+
+def parse_seeds(text: str | None, images: int) -> list[int] | None:
+    """``"S"`` -> seeds S..S+images-1; ``"a,b,c"`` -> exactly that list; None -> the default 0..images-1."""
+    if text is None:
+        return None
+    try:
+        values = [int(part) for part in text.split(",") if part.strip()]
+    except ValueError:
+        raise AuditorError(f"--seed takes an integer or a comma-separated list of integers, not {text!r}") from None
+    if len(values) == 1:
+        return list(range(values[0], values[0] + images))
+    return values
+
+
+def run_store(runs_dir: Path | None) -> RunStore:
+    """The runs folder: ``--runs-dir``, else AUDITOR_RUNS_DIR or ./runs."""
+    from auditor.settings import get_settings
+    from auditor.store import RunStore
+
+    return RunStore(runs_dir or get_settings().runs_dir)
+
+
+@contextmanager
+def study_session(quiet: bool, json_output: bool) -> Iterator[tuple[ContentCache, ProgressReporter]]:
+    """The content cache and progress display a study runs with; the cache is closed however the run ends.
+
+    Progress goes to stderr, and nowhere with ``--quiet`` or ``--json``, so stdout holds only the result.
+    """
+    from auditor.console import err
+    from auditor.settings import get_settings
+    from auditor.store import ContentCache
+    from auditor.studies.progress import QuietProgress, RichProgress
+
+    progress = QuietProgress() if quiet or json_output else RichProgress(err)
+    cache = ContentCache(get_settings().cache_file)
+    try:
+        yield cache, progress
+    finally:
+        cache.close()
+
+
+def exit_interrupted(where: str) -> NoReturn:
+    """After Ctrl-C: one line saying where the partial run is kept, and exit code 130 (128 + SIGINT)."""
+    print(f"error: interrupted; {where}", file=sys.stderr)
+    raise SystemExit(130) from None
