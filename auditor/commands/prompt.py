@@ -7,20 +7,7 @@ from typing import TYPE_CHECKING
 
 import typer
 
-from auditor.commands.common import (
-    BATCH_SIZE,
-    DEVICE,
-    QUIET,
-    SCHEDULER,
-    SEED,
-    T2I,
-    exit_interrupted,
-    guidance_option,
-    parse_seeds,
-    run_store,
-    steps_option,
-    study_session,
-)
+from auditor.commands import common
 from auditor.errors import AuditorError
 from auditor.records import GenerationSettings, PerceptionSettings, RunRecord, ScoringSettings
 from auditor.settings import DEFAULT_EMBEDDER, DEFAULT_VQA
@@ -32,15 +19,15 @@ if TYPE_CHECKING:  # pragma: no cover
 def prompt(
     text: str = typer.Argument("", metavar="PROMPT", help="The text-to-image prompt to audit."),
     llm: str | None = typer.Option(None, "--llm", help="Planner: openai:<model>, langchain:<provider>:<model> or offline."),
-    t2i: str = T2I,
+    t2i: str = common.T2I,
     vqa: str = typer.Option(DEFAULT_VQA, "--vqa", help="VQA model: blip2:/blip:/instructblip:/hf:<id|path> or a local folder."),
     embedder: str = typer.Option(DEFAULT_EMBEDDER, "--embedder", help="Image embedder (clip:<id|path>) or 'none'."),
     images: int = typer.Option(48, "--images", help="Images per prompt (the paper uses 48)."),
-    seed: str | None = SEED,
-    batch_size: int = BATCH_SIZE,
-    steps: int | None = steps_option(),
-    guidance: float | None = guidance_option(),
-    scheduler: str | None = SCHEDULER,
+    seed: str | None = common.SEED,
+    batch_size: int = common.BATCH_SIZE,
+    steps: int | None = common.steps_option(),
+    guidance: float | None = common.guidance_option(),
+    scheduler: str | None = common.SCHEDULER,
     width: int | None = typer.Option(None, "--width", help="Image width in pixels."),
     height: int | None = typer.Option(None, "--height", help="Image height in pixels."),
     negative_prompt: str | None = typer.Option(None, "--negative-prompt", help="Negative prompt for every image."),
@@ -56,14 +43,14 @@ def prompt(
     name: str | None = typer.Option(None, "--name", help="Run folder name (default: date-time-prompt)."),
     resume: str | None = typer.Option(None, "--resume", help="Continue an earlier run (id or folder); its own settings apply."),
     runs_dir: Path | None = typer.Option(None, "--runs-dir", help="Runs folder (default: AUDITOR_RUNS_DIR or ./runs)."),
-    device: str | None = DEVICE,
-    quiet: bool = QUIET,
+    device: str | None = common.DEVICE,
+    quiet: bool = common.QUIET,
     json_output: bool = typer.Option(False, "--json", help="Print the report as one JSON object (no progress bars)."),
 ) -> None:
     """Audit one prompt: plan axes and counterfactuals, generate, ask the VQA model, score CAS/BAV."""
     from auditor.studies.prompt_audit import resume_audit, start_audit
 
-    store = run_store(runs_dir)
+    store = common.run_store(runs_dir)
     options = None
     if not resume:
         options = _options(
@@ -78,7 +65,7 @@ def prompt(
             max_axes=max_axes, max_counterfactuals=max_counterfactuals, llm_retries=llm_retries,
             llm_temperature=temperature, llm_seed=llm_seed, review=review, device=device,
         )  # fmt: skip
-    with study_session(quiet, json_output) as (cache, progress):
+    with common.study_session(quiet, json_output) as (cache, progress):
         if options is None:
             audit = resume_audit(resume, store, cache, progress, device=device)
         else:
@@ -86,7 +73,7 @@ def prompt(
         try:
             record = audit.run()
         except KeyboardInterrupt:
-            exit_interrupted(f"partial run kept in {audit.run_dir}; continue with --resume {audit.run_dir}")
+            common.exit_interrupted(f"partial run kept in {audit.run_dir}; continue with --resume {audit.run_dir}")
         except AuditorError as exc:
             raise type(exc)(f"{exc} (run kept in {audit.run_dir}; continue with --resume {audit.run_dir})") from None
     show_results(record, audit.run_dir, quiet=quiet, json_output=json_output)
@@ -134,7 +121,7 @@ def _options(
         # The default CLIP model is optional (skipped with a note when absent); one the user named is not.
         embedder_required=chosen_embedder not in (None, DEFAULT_EMBEDDER),
         images=images,
-        seeds=parse_seeds(seed, images),
+        seeds=common.parse_seeds(seed, images),
         generation=generation,
         perception=perception,
         scoring=scoring,

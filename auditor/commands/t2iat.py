@@ -14,20 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 import typer
 
-from auditor.commands.common import (
-    BATCH_SIZE,
-    DEVICE,
-    QUIET,
-    SCHEDULER,
-    SEED,
-    T2I,
-    exit_interrupted,
-    guidance_option,
-    parse_seeds,
-    run_store,
-    steps_option,
-    study_session,
-)
+from auditor.commands import common
 from auditor.console import out, print_json
 from auditor.errors import AuditorError
 from auditor.settings import DEFAULT_EMBEDDER
@@ -63,8 +50,8 @@ _PERMUTATIONS = typer.Option(
 _PERMUTATION_SEED = typer.Option(0, "--permutation-seed", help="Seed of the Monte Carlo permutation generator.")
 _EMBEDDER = typer.Option(DEFAULT_EMBEDDER, "--embedder", help="Image/text embedder: clip:<id|path> or a local folder.")
 #: T2IAT (Wang et al.) generated with 50 steps at guidance 7.5.
-_STEPS = steps_option(paper=50)
-_GUIDANCE = guidance_option(paper=7.5)
+_STEPS = common.steps_option(paper=50)
+_GUIDANCE = common.guidance_option(paper=7.5)
 _NAME = typer.Option(None, "--name", help="Run folder name (default: date-time-test).")
 _RUNS_DIR = typer.Option(None, "--runs-dir", "--out", help="Runs folder (default: AUDITOR_RUNS_DIR or ./runs).")
 _JSON = typer.Option(False, "--json", help="Print one JSON object.")
@@ -192,7 +179,7 @@ def _study_options(
         t2i=t2i,
         embedder=embedder,
         images=images,
-        seeds=parse_seeds(seed, images),
+        seeds=common.parse_seeds(seed, images),
         generation=GenerationSettings(steps=steps, guidance_scale=guidance, scheduler=scheduler, batch_size=batch_size),
         permutations=permutations,
         permutation_seed=permutation_seed,
@@ -204,12 +191,12 @@ def _run_study(
     start: Callable[[RunStore, ContentCache, ProgressReporter], Any], runs_dir: Path | None, quiet: bool, json_output: bool
 ) -> Any:
     """Run a study with progress on stderr; Ctrl-C keeps the partial run and exits 130."""
-    store = run_store(runs_dir)
-    with study_session(quiet, json_output) as (cache, progress):
+    store = common.run_store(runs_dir)
+    with common.study_session(quiet, json_output) as (cache, progress):
         try:
             return start(store, cache, progress)
         except KeyboardInterrupt:
-            exit_interrupted("the partial run is kept in its folder")
+            common.exit_interrupted("the partial run is kept in its folder")
 
 
 @app.command("run")
@@ -217,20 +204,20 @@ def run(
     test_name: str = typer.Argument(
         ..., metavar="NAME|FILE.yaml", help="A built-in test (see `t2iat list`) or a YAML file."
     ),
-    t2i: str = T2I,
+    t2i: str = common.T2I,
     embedder: str = _EMBEDDER,
     images: int = typer.Option(10, "--images", min=1, help="Images per prompt (the paper uses 10)."),
-    seed: str | None = SEED,
-    batch_size: int = BATCH_SIZE,
+    seed: str | None = common.SEED,
+    batch_size: int = common.BATCH_SIZE,
     steps: int | None = _STEPS,
     guidance: float | None = _GUIDANCE,
-    scheduler: str | None = SCHEDULER,
+    scheduler: str | None = common.SCHEDULER,
     permutations: int = _PERMUTATIONS,
     permutation_seed: int = _PERMUTATION_SEED,
     name: str | None = _NAME,
     runs_dir: Path | None = _RUNS_DIR,
-    device: str | None = DEVICE,
-    quiet: bool = QUIET,
+    device: str | None = common.DEVICE,
+    quiet: bool = common.QUIET,
     json_output: bool = _JSON,
 ) -> None:
     """Run a T2IAT test: generate neutral and attribute-guided images, embed them, report S, d and p."""
@@ -292,20 +279,20 @@ def occupations(
     female_template: str = typer.Option(
         "a photo of a female {occupation}", "--female-prompt", help="Feminine template."
     ),
-    t2i: str = T2I,
+    t2i: str = common.T2I,
     embedder: str = _EMBEDDER,
     images: int = typer.Option(100, "--images", min=1, help="Images per prompt (the paper uses 100)."),
-    seed: str | None = SEED,
-    batch_size: int = BATCH_SIZE,
+    seed: str | None = common.SEED,
+    batch_size: int = common.BATCH_SIZE,
     steps: int | None = _STEPS,
     guidance: float | None = _GUIDANCE,
-    scheduler: str | None = SCHEDULER,
+    scheduler: str | None = common.SCHEDULER,
     permutations: int = _PERMUTATIONS,
     permutation_seed: int = _PERMUTATION_SEED,
     name: str | None = _NAME,
     runs_dir: Path | None = _RUNS_DIR,
-    device: str | None = DEVICE,
-    quiet: bool = QUIET,
+    device: str | None = common.DEVICE,
+    quiet: bool = common.QUIET,
     json_output: bool = _JSON,
 ) -> None:
     """Gender association per occupation: image quartiles (paper Fig. 3) and text vs images (Fig. 4)."""
