@@ -1,5 +1,6 @@
 # One-command setup: `make test` and `make audit PROMPT="..."` create .venv when missing,
-# install torch ($(TORCH)), auditor with its extras and the language data, then run.
+# install torch ($(TORCH), e.g. TORCH="torch==2.5.1 --index-url URL" for a CUDA build),
+# auditor with its extras and the language data, then run.
 # A stamp keyed on pyproject.toml and TORCH makes a second call skip the installs.
 PYTHON ?= python3
 TORCH ?= torch==2.13.0
@@ -17,7 +18,7 @@ setup: $(STAMP)
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
-	$(BIN)/python -m pip install -q "$(TORCH)"
+	$(BIN)/python -m pip install -q $(TORCH)
 	$(BIN)/python -m pip install -q -e ".[ml,providers,dev]"
 	$(BIN)/auditor setup
 	rm -f $(VENV)/.stamp-*

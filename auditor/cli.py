@@ -29,9 +29,23 @@ for command_module in (prompt, plan, doctor, report, compare, runs, schemas, sco
 
 
 def main() -> None:
-    """Entry point of the ``auditor`` script."""
+    """Entry point of the ``auditor`` script: user errors end in one ``error:`` line, never a traceback."""
     try:
-        app()
+        app(standalone_mode=False, prog_name="auditor")
     except AuditorError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        sys.exit(exc.exit_code)
+        _fail(str(exc), exc.exit_code)
+    except typer.TyperException as exc:  # click's usage errors: unknown option or command, bad value
+        message = exc.format_message()
+        if message.lstrip().startswith("Usage:"):  # a command group called without a command: its help
+            print(message)
+            sys.exit(0)
+        context = getattr(exc, "ctx", None)
+        hint = f" (see `{context.command_path} --help`)" if context is not None else ""
+        _fail(message + hint, exc.exit_code)
+    except (typer.Abort, KeyboardInterrupt):
+        _fail("interrupted", 130)
+
+
+def _fail(message: str, code: int) -> None:
+    print(f"error: {' '.join(message.split())}", file=sys.stderr)
+    sys.exit(code)

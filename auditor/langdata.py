@@ -111,11 +111,11 @@ def ensure_wordnet(try_download: bool = True) -> Path:
     found = wordnet_present()
     if found:
         return found
+    if try_download and _try_nltk_download() and (found := wordnet_present()):
+        return found
     system = find_system_wordnet()
     if system is not None:
         return build_wordnet_from_system(system)
-    if try_download and _try_nltk_download() and (found := wordnet_present()):
-        return found
     raise AuditorError(
         "WordNet is missing: install it (Debian/Ubuntu: apt-get install wordnet-base wordnet-sense-index, "
         "then run `auditor setup`) or set NLTK_DATA to a folder holding corpora/wordnet"

@@ -34,11 +34,26 @@ _RUN_ID_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
 # --------------------------------------------------------------------------- atomic files
 
 
+def _default_file_mode() -> int:
+    """The mode a plain ``open()`` would give a new file (0o666 less the umask)."""
+    umask = os.umask(0)
+    os.umask(umask)
+    return 0o666 & ~umask
+
+
 def atomic_write_bytes(path: Path, data: bytes) -> None:
-    """Write ``data`` to ``path`` so readers see the old file or the new one, never a mix."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    """Write ``data`` to ``path`` so readers see the old file or the new one, never a mix.
+
+    The file gets the usual permissions (not ``mkstemp``'s owner-only 0600), so a run
+    folder can be shared as it is. A folder that cannot be written is a one-line error.
+    """
     try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    except OSError as exc:
+        raise AuditorError(f"cannot write {path}: {exc.strerror or exc}") from None
+    try:
+        os.fchmod(fd, _default_file_mode())
         with os.fdopen(fd, "wb") as handle:
             handle.write(data)
             handle.flush()
@@ -119,17 +134,23 @@ class RunStore:
         return candidate
 
     def list_records(self) -> list[tuple[Path, AnyRecord | None]]:
-        """All run folders with their record (None where it does not load), newest first."""
+        """All run folders with their record (None where it does not load), newest first.
+
+        Unreadable records sort by their folder's modification time.
+        """
         if not self.root.is_dir():
             return []
         found = []
-        for folder in sorted(self.root.iterdir(), reverse=True):
+        for folder in self.root.iterdir():
             if (folder / RECORD_FILE).is_file():
                 try:
-                    found.append((folder, load_any_record(folder / RECORD_FILE)))
+                    record = load_any_record(folder / RECORD_FILE)
+                    started = record.created_at.timestamp()
                 except AuditorError:
-                    found.append((folder, None))
-        return found
+                    record, started = None, folder.stat().st_mtime
+                found.append((started, folder, record))
+        found.sort(key=lambda entry: (entry[0], entry[1].name), reverse=True)
+        return [(folder, record) for _, folder, record in found]
 
 
 def load_json(path: Path) -> Any:
@@ -195,11 +216,14 @@ class ContentCache:
 
     def __init__(self, path: Path):
         self.path = Path(path)
-        self.path.parent.mkdir(parents=True, exist_ok=True)
         self._lock = threading.Lock()
-        self._db = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None)
-        self._db.execute("PRAGMA journal_mode=WAL")
-        self._db.execute("CREATE TABLE IF NOT EXISTS cache (key TEXT PRIMARY KEY, stage TEXT, value BLOB)")
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            self._db = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None)
+            self._db.execute("PRAGMA journal_mode=WAL")
+            self._db.execute("CREATE TABLE IF NOT EXISTS cache (key TEXT PRIMARY KEY, stage TEXT, value BLOB)")
+        except (OSError, sqlite3.Error) as exc:
+            raise AuditorError(f"cannot open the cache {self.path}: {exc} (set AUDITOR_CACHE_PATH)") from None
         self.hits: Counter[str] = Counter()
         self.misses: Counter[str] = Counter()
 

@@ -6,6 +6,8 @@ import json
 import subprocess
 import sys
 
+import pytest
+
 from auditor.store import write_model
 from tests.clitools import run_auditor
 from tests.factories import make_record
@@ -52,8 +54,42 @@ def test_runs_lists_records(tmp_path):
     assert "a photo of a nurse" in table.stdout
 
 
-def test_unknown_option_is_a_short_error():
-    result = run_auditor("runs", "--no-such-option")
+@pytest.mark.parametrize(
+    "args, expected",
+    [
+        (["runs", "--no-such-option"], "No such option: --no-such-option"),
+        (["frobnicate"], "No such command 'frobnicate'"),
+        (["plan", "x", "--max-counterfactuals", "1"], "--max-counterfactuals"),
+        (["score"], "Missing argument"),
+    ],
+)
+def test_usage_errors_are_one_line(args, expected):
+    result = run_auditor(*args)
     assert result.returncode == 2
+    assert result.stderr.startswith("error: ") and expected in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1, result.stderr
+
+
+def test_a_group_without_a_command_shows_its_help():
+    result = run_auditor("t2iat")
+    assert result.returncode == 0 and "Usage: auditor t2iat" in result.stdout
+
+
+@pytest.mark.parametrize(
+    "args, env",
+    [
+        (["plan", "a photo of a cat", "--llm", "offline", "--out", "{blocker}/plan"], {}),
+        (["schemas", "--out", "{blocker}/schemas"], {}),
+        (["selftest", "--out", "{blocker}/selftest"], {}),
+        (["prompt", "a photo of a cat", "--llm", "offline"], {"AUDITOR_CACHE_PATH": "{blocker}/cache.sqlite"}),
+    ],
+)
+def test_unwritable_output_paths_are_one_line(tmp_path, args, env):
+    blocker = tmp_path / "a-file"
+    blocker.write_text("a file where a folder is expected")
+    fill = lambda text: text.replace("{blocker}", str(blocker))  # noqa: E731
+    result = run_auditor(*map(fill, args), env={name: fill(value) for name, value in env.items()})
+    assert result.returncode != 0
     assert "Traceback" not in result.stderr
-    assert "no-such-option" in result.stderr
+    assert result.stderr.startswith("error: ") and str(blocker) in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1, result.stderr

@@ -120,3 +120,25 @@ def test_cache_key_depends_on_stage_fingerprint_and_inputs(tmp_path):
     assert cache.get("generate", "fp2", {"prompt": "a", "seed": 1}) is None
     assert cache.get("perceive", "fp1", {"prompt": "a", "seed": 1}) is None
     assert cache.get("generate", "fp1", {"prompt": "a", "seed": 2}) is None
+
+
+def test_written_files_get_the_usual_permissions(tmp_path):
+    """Not mkstemp's owner-only 0600: a run folder is meant to be shared as it is."""
+    path = tmp_path / "report.html"
+    umask = os.umask(0o022)
+    try:
+        atomic_write_text(path, "<html></html>")
+    finally:
+        os.umask(umask)
+    assert path.stat().st_mode & 0o777 == 0o644
+
+
+def test_list_records_is_newest_first_by_creation_time(tmp_path):
+    from datetime import datetime, timedelta, timezone
+
+    store = RunStore(tmp_path)
+    start = datetime(2026, 1, 1, tzinfo=timezone.utc)
+    for name, hours in (("b-old", 0), ("a-new", 2), ("c-middle", 1)):
+        record = make_record(name).model_copy(update={"created_at": start + timedelta(hours=hours)})
+        write_model(store.create(name) / "record.json", record)
+    assert [folder.name for folder, _ in store.list_records()] == ["a-new", "c-middle", "b-old"]

@@ -34,7 +34,10 @@ def runs(
     if not rows:
         out.print(f"no runs in {store.root}")
         return
-    table = Table("run", "prompt", "date", "status", "models")
+    table = Table()
+    table.add_column("run", no_wrap=True)  # the id other commands take: never cut
+    for heading in ("prompt", "date", "status", "models"):
+        table.add_column(heading)
     for row in rows:
         models = "\n".join(row.get("models", []))
         table.add_row(row["run_id"], row.get("prompt", ""), row.get("created_at", ""), row["status"], models)

@@ -7,6 +7,8 @@ from pathlib import Path
 
 import typer
 
+from auditor.errors import AuditorError
+
 SELFTEST_PROMPT = "a photo of a pharmacist"
 
 
@@ -28,6 +30,10 @@ def selftest(
     from auditor.tiny import build_tiny_models
 
     folder = out_dir or Path(tempfile.mkdtemp(prefix="auditor-selftest-"))
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise AuditorError(f"cannot create the selftest folder {folder}: {exc.strerror or exc}") from None
     out.print(f"selftest folder: {folder}")
     out.print("Building tiny randomly initialised models (no downloads). Their scores are MEANINGLESS;")
     out.print("this checks the installation only, not any model's bias.")
