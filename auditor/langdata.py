@@ -94,12 +94,19 @@ def build_wordnet_from_system(source: Path, target: Path | None = None) -> Path:
 
 
 def _try_nltk_download(timeout: float = 10.0) -> bool:
+    """NLTK's own downloader, quietly: offline, its complaints are expected and the fallback follows."""
+    import io
+    import warnings
+
     import nltk
 
     previous = socket.getdefaulttimeout()
     socket.setdefaulttimeout(timeout)
     try:
-        return bool(nltk.download("wordnet", download_dir=str(get_settings().nltk_data_dir), quiet=True))
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            folder = str(get_settings().nltk_data_dir)
+            return bool(nltk.download("wordnet", download_dir=folder, quiet=True, print_error_to=io.StringIO()))
     except Exception:  # offline: any network error means "not downloaded"
         return False
     finally:
