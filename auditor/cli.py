@@ -12,7 +12,19 @@ import sys
 
 import typer
 
-from auditor.commands import compare, doctor, plan, prompt, report, runs, schemas, score, selftest, setup, t2iat
+from auditor.commands import (
+    compare,
+    doctor,
+    plan,
+    prompt,
+    report,
+    runs,
+    schemas,
+    score,
+    selftest,
+    setup,
+    t2iat,
+)
 from auditor.errors import AuditorError
 
 app = typer.Typer(
@@ -47,5 +59,7 @@ def main() -> None:
 
 
 def _fail(message: str, code: int) -> None:
-    print(f"error: {' '.join(message.split())}", file=sys.stderr)
+    from auditor.redaction import redact
+
+    print(f"error: {' '.join(redact(message).split())}", file=sys.stderr)
     sys.exit(code)

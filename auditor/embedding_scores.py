@@ -23,7 +23,14 @@ from __future__ import annotations
 import numpy as np
 
 from auditor.metrics.t2iat import mean_cosine, single_concept_association
-from auditor.records import INITIAL_PROMPT_ID, AssociationResult, AuditPlan, Scores, ScoringSettings, counterfactual_id
+from auditor.records import (
+    INITIAL_PROMPT_ID,
+    AssociationResult,
+    AuditPlan,
+    Scores,
+    ScoringSettings,
+    counterfactual_id,
+)
 
 
 def _rows(embeddings: dict[str, np.ndarray], prompt_id: str) -> np.ndarray | None:

@@ -6,7 +6,13 @@ import json
 
 from pydantic import BaseModel
 
-from auditor.records import AuditPlan, OccupationsRecord, RunRecord, T2IATRecord, T2IATTestDefinition
+from auditor.records import (
+    AuditPlan,
+    OccupationsRecord,
+    RunRecord,
+    T2IATRecord,
+    T2IATTestDefinition,
+)
 
 #: File name -> record model. Add a model here when a new kind of record is written.
 SCHEMA_MODELS: dict[str, type[BaseModel]] = {

@@ -48,7 +48,12 @@ CLIP_IMAGES = 256
 def build_sd15(folder: Path) -> None:
     """Stable Diffusion 1.5's UNet (860M), VAE and CLIP ViT-L/14 text encoder, random weights, fp16."""
     import torch
-    from diffusers import AutoencoderKL, PNDMScheduler, StableDiffusionPipeline, UNet2DConditionModel
+    from diffusers import (
+        AutoencoderKL,
+        PNDMScheduler,
+        StableDiffusionPipeline,
+        UNet2DConditionModel,
+    )
     from transformers import CLIPTextConfig, CLIPTextModel
 
     from auditor.tiny.tokenizers import clip_tokenizer
@@ -78,7 +83,12 @@ def build_sd15(folder: Path) -> None:
 def build_blip2_opt27(folder: Path) -> None:
     """BLIP-2 with the ViT-g vision tower, Q-Former and OPT-2.7b (3.8B parameters), random weights, fp16."""
     import torch
-    from transformers import Blip2Config, Blip2ForConditionalGeneration, Blip2Processor, BlipImageProcessor
+    from transformers import (
+        Blip2Config,
+        Blip2ForConditionalGeneration,
+        Blip2Processor,
+        BlipImageProcessor,
+    )
 
     from auditor.tiny.tokenizers import opt_tokenizer
 

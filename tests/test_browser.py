@@ -26,9 +26,9 @@ from typing import Any
 import pytest
 from PIL import Image
 
+from auditor.records import RunRecord
 from auditor.reporting import write_html_report
 from auditor.reporting.compare import compare_records, write_comparison_html
-from auditor.records import RunRecord
 from auditor.store import load_record, write_model
 from tests.test_reporting import copy_fixture, failed_record, hostile_record
 

@@ -11,7 +11,13 @@ import sys
 
 import pytest
 
-from auditor.concepts import SynonymIndex, histogram, merge_synonyms, set_concepts, words
+from auditor.concepts import (
+    SynonymIndex,
+    histogram,
+    merge_synonyms,
+    set_concepts,
+    words,
+)
 from auditor.langdata import english_stopwords
 from auditor.records import ImageAnswers
 

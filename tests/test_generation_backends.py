@@ -158,7 +158,9 @@ def test_diffusers_hub_cache_snapshot_gives_the_revision(tiny_models, tmp_path, 
 def test_diffusers_safety_checker_flags_are_reported(tiny_models, tmp_path):
     """A pipeline whose safety checker fires marks those pictures ``flagged_nsfw``."""
     from diffusers import StableDiffusionPipeline
-    from diffusers.pipelines.stable_diffusion.safety_checker import StableDiffusionSafetyChecker
+    from diffusers.pipelines.stable_diffusion.safety_checker import (
+        StableDiffusionSafetyChecker,
+    )
     from transformers import CLIPConfig, CLIPImageProcessor
 
     checker = StableDiffusionSafetyChecker(

@@ -226,6 +226,13 @@ def test_an_api_key_echoed_by_the_server_is_blanked(fake_openai):
     assert len(fake_openai.chat_requests()) == 1  # 401 is not retried
 
 
+def test_an_api_key_echoed_in_a_reply_never_reaches_the_plan_or_transcript(fake_openai):
+    fake_openai.chat_replies(f"Your key {FAKE_API_KEY} works. " + TURN1_REPLY, TURN2_REPLY, CLEAN)
+    plan = make_plan(PROMPT, "openai:gpt-4o-mini")
+    assert FAKE_API_KEY not in plan.model_dump_json()
+    assert "Your key *** works." in plan.transcript[1].content
+
+
 def test_a_server_without_json_mode_is_asked_again_in_plain_text(fake_openai):
     unsupported = http_error(
         400, "'response_format' of type 'json_object' is not supported with this model", error_type="invalid_request_error"

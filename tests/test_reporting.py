@@ -14,9 +14,19 @@ from rich.console import Console
 
 from auditor.records import ChatMessage, RunError, RunRecord
 from auditor.reporting import render_terminal, report_json, write_html_report
-from auditor.reporting.compare import compare_records, render_comparison_terminal, write_comparison_html
+from auditor.reporting.compare import (
+    compare_records,
+    render_comparison_terminal,
+    write_comparison_html,
+)
 from auditor.reporting.html import Bar, bar_chart
-from auditor.reporting.summary import axis_finding, build_view, describe_seeds, prompt_label, prompt_segments
+from auditor.reporting.summary import (
+    axis_finding,
+    build_view,
+    describe_seeds,
+    prompt_label,
+    prompt_segments,
+)
 from auditor.store import load_record, write_model
 from tests.clitools import run_auditor
 from tests.fixtures.build_fixtures import build_all

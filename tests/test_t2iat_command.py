@@ -11,7 +11,14 @@ import pytest
 
 from auditor.errors import AuditorError, BackendError
 from auditor.records import OccupationsRecord, T2IATRecord
-from auditor.t2iat_tests import all_prompts, builtin_names, group_texts, load_builtin, load_file, resolve_test
+from auditor.t2iat_tests import (
+    all_prompts,
+    builtin_names,
+    group_texts,
+    load_builtin,
+    load_file,
+    resolve_test,
+)
 from tests.clitools import run_auditor
 
 E1, E2 = [[1.0, 0.0]], [[0.0, 1.0]]

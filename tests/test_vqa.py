@@ -166,7 +166,12 @@ _LAYERS = {"hidden_size": 32, "intermediate_size": 64, "num_hidden_layers": 1, "
 
 def _build_blip(folder) -> None:
     import torch
-    from transformers import BlipConfig, BlipForQuestionAnswering, BlipImageProcessor, BlipProcessor
+    from transformers import (
+        BlipConfig,
+        BlipForQuestionAnswering,
+        BlipImageProcessor,
+        BlipProcessor,
+    )
 
     from auditor.tiny.tokenizers import bert_tokenizer
 
@@ -228,7 +233,12 @@ _CHAT_TEMPLATE = (
 
 def _build_llava(folder) -> None:
     import torch
-    from transformers import CLIPImageProcessor, LlavaConfig, LlavaForConditionalGeneration, LlavaProcessor
+    from transformers import (
+        CLIPImageProcessor,
+        LlavaConfig,
+        LlavaForConditionalGeneration,
+        LlavaProcessor,
+    )
 
     from auditor.tiny.tokenizers import opt_tokenizer
 

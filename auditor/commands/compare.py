@@ -18,7 +18,11 @@ def compare(
 ) -> None:
     """Compare two runs per axis and counterfactual (aligned by name and text); unmatched ones are listed."""
     from auditor.console import err
-    from auditor.reporting.compare import compare_records, render_comparison_terminal, write_comparison_html
+    from auditor.reporting.compare import (
+        compare_records,
+        render_comparison_terminal,
+        write_comparison_html,
+    )
     from auditor.settings import get_settings
     from auditor.store import RECORD_FILE, RunStore, load_record
 

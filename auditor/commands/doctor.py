@@ -9,9 +9,10 @@ from pathlib import Path
 import typer
 
 from auditor.console import out, print_json
+from auditor.redaction import SECRET_VARIABLES
 
 #: Environment variables holding credentials; doctor says whether each is set, never its value.
-CREDENTIAL_VARIABLES = ("OPENAI_API_KEY", "OPENAI_BASE_URL", "ANTHROPIC_API_KEY", "HF_TOKEN")
+CREDENTIAL_VARIABLES = ("OPENAI_BASE_URL", *SECRET_VARIABLES)
 
 
 def _torch_status() -> dict:

@@ -9,7 +9,12 @@ import typer
 
 from auditor.commands import common
 from auditor.errors import AuditorError
-from auditor.records import GenerationSettings, PerceptionSettings, RunRecord, ScoringSettings
+from auditor.records import (
+    GenerationSettings,
+    PerceptionSettings,
+    RunRecord,
+    ScoringSettings,
+)
 from auditor.settings import DEFAULT_EMBEDDER, DEFAULT_VQA
 
 if TYPE_CHECKING:  # pragma: no cover

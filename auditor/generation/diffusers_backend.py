@@ -17,7 +17,12 @@ from auditor.errors import AuditorError
 from auditor.fingerprint import settings_fingerprint
 from auditor.generation.base import GeneratedPicture, GenerationItem
 from auditor.records import GenerationSettings, ModelRef
-from auditor.weights import dtype_keyword, explain_load_errors, loaded_model_ref, quiet_libraries
+from auditor.weights import (
+    dtype_keyword,
+    explain_load_errors,
+    loaded_model_ref,
+    quiet_libraries,
+)
 
 _WHAT = "text-to-image"
 _HINT = "pass --t2i diffusers:/path/to/local/copy"

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import math
 import re
-from fractions import Fraction
 from collections.abc import Mapping, Sequence
+from fractions import Fraction
 from typing import Literal
 
 import numpy as np

@@ -17,7 +17,12 @@ from auditor.backends import Spec
 from auditor.errors import AuditorError
 from auditor.fingerprint import settings_fingerprint
 from auditor.records import ModelRef
-from auditor.weights import dtype_keyword, explain_load_errors, loaded_model_ref, quiet_libraries
+from auditor.weights import (
+    dtype_keyword,
+    explain_load_errors,
+    loaded_model_ref,
+    quiet_libraries,
+)
 
 if TYPE_CHECKING:  # pragma: no cover
     from PIL import Image

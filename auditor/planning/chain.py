@@ -20,6 +20,7 @@ from auditor.errors import AuditorError, InvalidPlanError
 from auditor.planning.extract import PlanProblem, ProposedAxis, extract_axes, snake_case
 from auditor.planning.questions import caption_question, question_for_axis
 from auditor.records import AuditPlan, AxisPlan, ChatMessage
+from auditor.redaction import redact
 from auditor.resources import read_prompt_yaml
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -123,6 +124,7 @@ class ChainPlanner:
             reply = self.chat.complete(messages, json_mode=json_mode)
         except AuditorError as error:
             raise attach_transcript(error, messages)
+        reply = redact(reply)  # a server may echo the key back: it never reaches the plan or the transcript
         messages.append(ChatMessage(role="assistant", content=reply))
         return reply
 

@@ -20,6 +20,7 @@ from typing import Any, Protocol
 from auditor.backends import Registry, Spec
 from auditor.errors import AuditorError, BackendError
 from auditor.records import ChatMessage
+from auditor.redaction import redact
 
 MISSING_KEY = "OPENAI_API_KEY is not set: export it, or use --llm offline"
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
@@ -28,7 +29,6 @@ HTTP_RETRIES = 3
 #: Seconds one request may take before it counts as failed (and is retried).
 REQUEST_TIMEOUT = 120.0
 #: Environment variables whose values must never appear in a message.
-_SECRET_VARIABLES = ("OPENAI_API_KEY", "ANTHROPIC_API_KEY", "GOOGLE_API_KEY", "MISTRAL_API_KEY", "GROQ_API_KEY")
 
 
 class ChatModel(Protocol):
@@ -44,15 +44,6 @@ class ChatModel(Protocol):
         Raises BackendError (one line) when the service fails after the bounded retries.
         """
         ...
-
-
-def redact(text: str) -> str:
-    """``text`` with the values of credential variables blanked out."""
-    for name in _SECRET_VARIABLES:
-        secret = os.environ.get(name)
-        if secret and len(secret) >= 4:
-            text = text.replace(secret, "***")
-    return text
 
 
 def _one_line(text: str, limit: int = 300) -> str:

@@ -252,7 +252,14 @@ def render_comparison_terminal(view: ComparisonView, console: Console) -> None:
 def write_comparison_html(view: ComparisonView, path: Path, run_dir_a: Path, run_dir_b: Path) -> Path:
     """Write the comparison page to ``path``; initial images are linked relative to it."""
     from auditor import __version__
-    from auditor.reporting.html import RUN_A_COLOUR, RUN_B_COLOUR, Bar, bar_chart, image_url, template_environment
+    from auditor.reporting.html import (
+        RUN_A_COLOUR,
+        RUN_B_COLOUR,
+        Bar,
+        bar_chart,
+        image_url,
+        template_environment,
+    )
     from auditor.store import atomic_write_text
 
     path = Path(path)

@@ -19,7 +19,14 @@ from urllib.parse import quote
 
 from auditor.errors import AuditorError
 from auditor.records import RunRecord
-from auditor.reporting.summary import METRICS, Concept, ConceptColumn, ReportView, SetView, build_view
+from auditor.reporting.summary import (
+    METRICS,
+    Concept,
+    ConceptColumn,
+    ReportView,
+    SetView,
+    build_view,
+)
 
 if TYPE_CHECKING:
     import jinja2

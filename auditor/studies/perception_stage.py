@@ -15,9 +15,9 @@ import numpy as np
 
 from auditor.perception.base import Embedder, VisualQuestionAnswerer
 from auditor.records import GeneratedImage, ImageAnswers, PromptSet
+from auditor.store import ContentCache
 from auditor.studies.generation_stage import GenerationOutcome
 from auditor.studies.progress import ProgressReporter
-from auditor.store import ContentCache
 
 PERCEIVE = "perceive"
 EMBED = "embed"

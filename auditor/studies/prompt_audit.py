@@ -13,8 +13,20 @@ from typing import TYPE_CHECKING
 
 from auditor.environment import collect_environment
 from auditor.errors import AuditorError
-from auditor.records import GenerationSettings, PerceptionSettings, RunConfig, RunRecord, ScoringSettings
-from auditor.store import TRANSCRIPT_FILE, ContentCache, RunStore, load_record, new_run_id
+from auditor.records import (
+    GenerationSettings,
+    PerceptionSettings,
+    RunConfig,
+    RunRecord,
+    ScoringSettings,
+)
+from auditor.store import (
+    TRANSCRIPT_FILE,
+    ContentCache,
+    RunStore,
+    load_record,
+    new_run_id,
+)
 from auditor.studies.generation_stage import PromptRequest
 from auditor.studies.perception_stage import answer_questions
 from auditor.studies.progress import ProgressReporter

@@ -20,9 +20,22 @@ from typing import TYPE_CHECKING, Any
 from auditor.backends import parse_spec
 from auditor.environment import collect_environment
 from auditor.errors import AuditorError
-from auditor.records import ModelRef, PromptSet, RunError, RunStatus, Stage, StageTiming, utc_now
+from auditor.records import (
+    ModelRef,
+    PromptSet,
+    RunError,
+    RunStatus,
+    Stage,
+    StageTiming,
+    utc_now,
+)
+from auditor.redaction import redact
 from auditor.store import RECORD_FILE, ContentCache, write_model
-from auditor.studies.generation_stage import GenerationOutcome, PromptRequest, generate_images
+from auditor.studies.generation_stage import (
+    GenerationOutcome,
+    PromptRequest,
+    generate_images,
+)
 from auditor.studies.perception_stage import embed_images
 from auditor.studies.progress import ProgressReporter
 
@@ -111,7 +124,7 @@ class StudyRun:
             self._end("interrupted", RunError(stage=current, type="KeyboardInterrupt", message="interrupted by the user"))
             raise
         except Exception as exc:
-            self._end("failed", RunError(stage=current, type=type(exc).__name__, message=str(exc)))
+            self._end("failed", RunError(stage=current, type=type(exc).__name__, message=redact(str(exc))))
             raise
         self.record.environment = collect_environment()  # now with the GPU the models ran on
         self._end("completed")

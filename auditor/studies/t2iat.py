@@ -18,7 +18,11 @@ import numpy as np
 
 from auditor.environment import collect_environment
 from auditor.errors import AuditorError
-from auditor.metrics.t2iat import association_result, association_scores, single_concept_association
+from auditor.metrics.t2iat import (
+    association_result,
+    association_scores,
+    single_concept_association,
+)
 from auditor.records import (
     T2IAT_GROUPS,
     GenerationSettings,

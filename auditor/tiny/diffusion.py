@@ -19,7 +19,12 @@ CROSS_ATTENTION_DIM = 32
 def build_diffusion(folder: Path, seed: int) -> None:
     """Save a ``StableDiffusionPipeline`` into ``folder`` (``model_index.json`` + one folder per component)."""
     import torch
-    from diffusers import AutoencoderKL, PNDMScheduler, StableDiffusionPipeline, UNet2DConditionModel
+    from diffusers import (
+        AutoencoderKL,
+        PNDMScheduler,
+        StableDiffusionPipeline,
+        UNet2DConditionModel,
+    )
     from transformers import CLIPTextConfig, CLIPTextModel
 
     tokenizer = clip_tokenizer()

@@ -17,7 +17,12 @@ NUM_QUERY_TOKENS = 4
 def build_vqa(folder: Path, seed: int) -> None:
     """Save a ``Blip2ForConditionalGeneration`` and ``Blip2Processor`` into ``folder``."""
     import torch
-    from transformers import Blip2Config, Blip2ForConditionalGeneration, Blip2Processor, BlipImageProcessor
+    from transformers import (
+        Blip2Config,
+        Blip2ForConditionalGeneration,
+        Blip2Processor,
+        BlipImageProcessor,
+    )
 
     image_processor = BlipImageProcessor(size={"height": IMAGE_SIZE, "width": IMAGE_SIZE})
     # The processor adds BLIP-2's "<image>" placeholder token to the tokenizer: size the
