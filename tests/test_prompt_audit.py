@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import sys
 from pathlib import Path
 
 import pytest
@@ -76,6 +77,7 @@ def test_rerun_with_same_settings_computes_nothing_new(tiny_models, tmp_path):
     assert second.returncode == 0, second.stderr
     record = load_record(tmp_path / "runs" / "second" / "record.json")
     timings = {t.stage: t for t in record.timings}
+    assert timings["plan"].computed == 0 and timings["plan"].cached == 1
     assert timings["generate"].computed == 0 and timings["generate"].cached == 10
     assert timings["perceive"].computed == 0 and timings["perceive"].cached == 10
 
@@ -160,16 +162,27 @@ def test_unwritable_output_folder_is_one_line(tmp_path):
     assert "cannot create run folder" in result.stderr and "Traceback" not in result.stderr
 
 
-def test_missing_weights_name_the_model_and_the_option(tmp_path):
+def test_missing_weights_name_the_model_and_resume_can_point_at_a_local_copy(tiny_models, tmp_path):
     result = run_auditor(
         "prompt", PROMPT, "--llm", "offline", "--t2i", "diffusers:nobody/no-such-model", "--images", "1",
-        "--embedder", "none",
+        "--embedder", "none", "--max-axes", "1", "--max-counterfactuals", "2", "--name", "r",
     )  # fmt: skip
     assert result.returncode == 1
-    assert "nobody/no-such-model" in result.stderr and "--t2i" in result.stderr
-    assert "Traceback" not in result.stderr
-    record = json.loads(next((tmp_path / "runs").glob("*/record.json")).read_text())
+    assert "nobody/no-such-model" in result.stderr and "--t2i" in result.stderr and "--resume" in result.stderr
+    assert "Traceback" not in result.stderr and len(result.stderr.strip().splitlines()) == 1
+    record = json.loads((tmp_path / "runs" / "r" / "record.json").read_text())
     assert record["status"] == "failed" and record["errors"][0]["stage"] == "generate"
+
+    refused = run_auditor("prompt", "--resume", "r", "--images", "3")
+    assert refused.returncode == 2 and "--images cannot change" in refused.stderr
+
+    resumed = run_auditor(
+        "prompt", "--resume", "r", "--t2i", f"diffusers:{tiny_models.t2i}", "--vqa", str(tiny_models.vqa), "--quiet"
+    )
+    assert resumed.returncode == 0, resumed.stderr
+    record = load_record(tmp_path / "runs" / "r" / "record.json")
+    assert record.status == "completed" and record.config.t2i.model_id == str(tiny_models.t2i)
+    assert record.config.images_per_prompt == 1  # the run's own settings, not the defaults
 
 
 def test_selftest_runs_offline(tmp_path):
@@ -205,3 +218,28 @@ def test_prompt_audit_planned_by_an_openai_compatible_llm(tiny_models, fake_open
     for path in run_dir.rglob("*"):
         if path.is_file() and path.suffix in {".json", ".html"}:
             assert FAKE_API_KEY not in path.read_text(encoding="utf-8"), f"API key leaked into {path.name}"
+
+
+def test_review_edits_the_plan_before_anything_is_generated(tiny_models, tmp_path):
+    """$EDITOR keeps one axis and replaces its counterfactuals; only the edited plan is generated."""
+    script = tmp_path / "editor.py"
+    script.write_text(
+        "import sys, yaml\n"
+        "path = sys.argv[1]\n"
+        "plan = yaml.safe_load(open(path))\n"
+        "plan['axes'] = [{'name': 'gender', 'counterfactuals': ['a photo of a man', 'a photo of a woman']}]\n"
+        "yaml.safe_dump(plan, open(path, 'w'))\n"
+    )
+    args = tiny_args(tiny_models, images=1)
+    args[args.index("--embedder") + 1] = "none"
+    result = run_auditor(
+        "prompt", PROMPT, *args, "--review", "--quiet", "--name", "reviewed",
+        env={"EDITOR": f"{sys.executable} {script}", "VISUAL": ""},
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    record = load_record(tmp_path / "runs" / "reviewed" / "record.json")
+    assert record.plan.edited is True
+    assert [(axis.name, axis.counterfactuals) for axis in record.plan.axes] == [
+        ("gender", ["a photo of a man", "a photo of a woman"])
+    ]
+    assert [s.prompt for s in record.prompt_sets] == [PROMPT, "a photo of a man", "a photo of a woman"]

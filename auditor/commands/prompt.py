@@ -21,7 +21,12 @@ if TYPE_CHECKING:  # pragma: no cover
     from auditor.studies.prompt_audit import PromptAuditOptions
 
 
+#: Options a resumed run takes: where the models are and how to show progress; the rest comes from its record.
+RESUME_OPTIONS = {"resume", "runs_dir", "device", "quiet", "json_output", "t2i", "vqa", "embedder"}
+
+
 def prompt(
+    ctx: typer.Context,
     text: str = typer.Argument("", metavar="PROMPT", help="The text-to-image prompt to audit."),
     llm: str | None = typer.Option(None, "--llm", help="Planner: openai:<model>, langchain:<provider>:<model> or offline."),
     t2i: str = common.T2I,
@@ -46,7 +51,9 @@ def prompt(
     llm_seed: int | None = typer.Option(None, "--llm-seed", help="Seed sent to the LLM."),
     review: bool = typer.Option(False, "--review", help="Edit the plan ($EDITOR) before anything is generated."),
     name: str | None = typer.Option(None, "--name", help="Run folder name (default: date-time-prompt)."),
-    resume: str | None = typer.Option(None, "--resume", help="Continue an earlier run (id or folder); its own settings apply."),
+    resume: str | None = typer.Option(
+        None, "--resume", help="Continue an earlier run (id or folder) with its own settings; --t2i/--vqa/--embedder may point at the same models elsewhere."
+    ),
     runs_dir: Path | None = typer.Option(None, "--runs-dir", help="Runs folder (default: AUDITOR_RUNS_DIR or ./runs)."),
     device: str | None = common.DEVICE,
     quiet: bool = common.QUIET,
@@ -70,9 +77,17 @@ def prompt(
             max_axes=max_axes, max_counterfactuals=max_counterfactuals, llm_retries=llm_retries,
             llm_temperature=temperature, llm_seed=llm_seed, review=review, device=device,
         )  # fmt: skip
+    else:
+        given = [name for name in ctx.params if _given(ctx, name)]
+        if refused := [f"--{name.replace('_', '-')}" for name in given if name not in RESUME_OPTIONS]:
+            raise AuditorError(
+                f"--resume continues a run with its own settings; {', '.join(refused)} cannot change them "
+                "(only --t2i, --vqa, --embedder, --device, --runs-dir, --quiet and --json may be given)"
+            )
+        models = {name: ctx.params[name] for name in ("t2i", "vqa", "embedder") if name in given}
     with common.study_session(quiet, json_output) as (cache, progress):
         if options is None:
-            audit = resume_audit(resume, store, cache, progress, device=device)
+            audit = resume_audit(resume, store, cache, progress, device=device, models=models)
         else:
             audit = start_audit(options, store, cache, progress, name)
         try:
@@ -80,8 +95,14 @@ def prompt(
         except KeyboardInterrupt:
             common.exit_interrupted(f"partial run kept in {audit.run_dir}; continue with --resume {audit.run_dir}")
         except AuditorError as exc:
-            raise type(exc)(f"{exc} (run kept in {audit.run_dir}; continue with --resume {audit.run_dir})") from None
+            raise type(exc)(f"{exc} (run kept in {audit.run_dir}; continue it with --resume {audit.run_dir})") from None
     show_results(record, audit.run_dir, quiet=quiet, json_output=json_output)
+
+
+def _given(ctx: typer.Context, name: str) -> bool:
+    """Whether the user typed this option (rather than it taking its default)."""
+    source = ctx.get_parameter_source(name)
+    return source is not None and source.name == "COMMANDLINE"
 
 
 def _scoring(cas_normalization: str, top_k: int) -> ScoringSettings:

@@ -152,29 +152,45 @@ class PromptAudit(StudyRun):
         return path
 
     def plan(self) -> None:
+        """Plan axes and counterfactuals, through the cache: a rerun asks the LLM nothing and gets the same plan."""
         if self.record.plan is not None:
             return
         from auditor.planning import make_plan, review_plan, transcript_of
+        from auditor.records import AuditPlan
 
         config = self.record.config
+        request = {
+            "prompt": config.prompt,
+            "max_axes": config.max_axes,
+            "max_counterfactuals": config.max_counterfactuals,
+            "retries": config.llm_retries,
+            "temperature": config.llm_temperature,
+            "seed": config.llm_seed,
+        }
         with self.stage("plan") as outcome:
-            try:
-                plan = make_plan(
-                    config.prompt,
-                    config.llm,
-                    max_axes=config.max_axes,
-                    max_counterfactuals=config.max_counterfactuals,
-                    retries=config.llm_retries,
-                    temperature=config.llm_temperature,
-                    seed=config.llm_seed,
-                )
-            except AuditorError as exc:  # an invalid plan or a refused request: keep the conversation so far
-                self._save_transcript(transcript_of(exc))
-                raise
+            cached = self.cache.get("plan", config.llm, request)
+            if cached is not None:
+                plan = AuditPlan.model_validate_json(cached)
+                outcome.cached = 1
+            else:
+                try:
+                    plan = make_plan(
+                        config.prompt,
+                        config.llm,
+                        max_axes=config.max_axes,
+                        max_counterfactuals=config.max_counterfactuals,
+                        retries=config.llm_retries,
+                        temperature=config.llm_temperature,
+                        seed=config.llm_seed,
+                    )
+                except AuditorError as exc:  # an invalid plan or a refused request: keep the conversation so far
+                    self._save_transcript(transcript_of(exc))
+                    raise
+                self.cache.put("plan", config.llm, request, plan.model_dump_json().encode("utf-8"))
+                outcome.computed = 1
             self._save_transcript(plan.transcript)
             if self.review:
                 plan = review_plan(plan)
-            outcome.computed = 1
         self.record.plan = plan
 
     def _save_transcript(self, transcript) -> None:
@@ -256,12 +272,31 @@ def start_audit(
 
 
 def resume_audit(
-    run: str, store: RunStore, cache: ContentCache, progress: ProgressReporter, device: str | None = None
+    run: str,
+    store: RunStore,
+    cache: ContentCache,
+    progress: ProgressReporter,
+    device: str | None = None,
+    models: dict[str, str] | None = None,
 ) -> PromptAudit:
-    """Reopen a run folder; its own config is used, and finished work comes from the cache."""
+    """Reopen a run folder; its own config is used, and finished work comes from the cache.
+
+    ``models`` may say where the run's models are now (``t2i``/``vqa``/``embedder`` -> spec),
+    e.g. a local copy after the hub failed; the cache keys on the weights' fingerprint, so
+    other weights never reuse the first attempt's results.
+    """
     run_dir = store.resolve(run)
     record = load_record(run_dir / "record.json")
     if record.status == "completed":
         progress.notice(f"run {record.run_id} is already complete; rescoring from cached results")
-    return PromptAudit(run_dir, record, cache, progress, device=device)
+    from auditor.generation.registry import T2I_BACKENDS
+    from auditor.perception.registry import EMBEDDERS, VQA_BACKENDS
 
+    registries = {"t2i": T2I_BACKENDS, "vqa": VQA_BACKENDS, "embedder": EMBEDDERS}
+    for stage, spec in (models or {}).items():
+        if stage == "embedder" and spec.strip().lower() == "none":
+            record.config.embedder = None
+            continue
+        registries[stage].check(spec)
+        setattr(record.config, stage, spec_ref(spec))
+    return PromptAudit(run_dir, record, cache, progress, device=device, embedder_required="embedder" in (models or {}))
