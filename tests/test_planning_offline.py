@@ -88,6 +88,8 @@ def test_articles_agree_with_the_word_that_follows(plans):
         ("Two Indian Astronauts having Indian Buffet on Mars", "ethnicity", None),
         ("Cat on a table", "color", ["Black cat on a table", "White cat on a table", "Orange cat on a table", "Gray cat on a table"]),
         ("a painting of a red car", "style", None),
+        ("an umbrella in the rain", "weather", ["an umbrella in the snow", "an umbrella in the fog", "an umbrella in a storm", "an umbrella in the sun"]),
+        ("a dog playing in the snow", "behavior", ["a dog sleeping in the snow", "a dog eating in the snow", "a dog running in the snow", "a dog sitting in the snow", "a dog jumping in the snow"]),
     ],
 )
 def test_existing_attributes_are_substituted_in_place(prompt, axis, expected):
