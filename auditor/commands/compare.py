@@ -12,7 +12,7 @@ from auditor.console import out, print_json
 def compare(
     run_a: str = typer.Argument(..., help="Run A: run id, run folder or record.json path."),
     run_b: str = typer.Argument(..., help="Run B (deltas are B minus A)."),
-    html: Path | None = typer.Option(None, "--html", help="Write the comparison as a self-contained HTML page here."),
+    html: Path | None = typer.Option(None, "--html", help="Write the comparison as an HTML page here (it links the images inside both run folders)."),
     json_output: bool = typer.Option(False, "--json", help="Print the comparison as JSON, without colour codes."),
     runs_dir: Path | None = typer.Option(None, "--runs-dir", help="Runs folder (default: AUDITOR_RUNS_DIR or ./runs)."),
 ) -> None:
