@@ -67,18 +67,22 @@ def answer_questions(
                 known[image.sha256, question] = hit
     missing = list(pending.values())
 
+    # prompt id -> image index -> answers, filled in as images become complete (not rebuilt per chunk)
+    finished: dict[str, dict[int, ImageAnswers]] = {s.prompt_id: {} for s in prompt_sets}
+
+    def complete(prompt_id: str, image: GeneratedImage) -> None:
+        finished[prompt_id][image.index] = ImageAnswers(
+            image_index=image.index,
+            answers={axis: known[image.sha256, q] for axis, q in questions.items()},
+            caption=known[image.sha256, caption_question] if caption_question else None,
+        )
+
     def collect() -> dict[str, list[ImageAnswers]]:
-        answers: dict[str, list[ImageAnswers]] = {s.prompt_id: [] for s in prompt_sets}
-        for prompt_id, image in images:
-            if all((image.sha256, q) in known for q in asked):
-                answers[prompt_id].append(
-                    ImageAnswers(
-                        image_index=image.index,
-                        answers={axis: known[image.sha256, q] for axis, q in questions.items()},
-                        caption=known[image.sha256, caption_question] if caption_question else None,
-                    )
-                )
-        return answers
+        return {pid: [by_index[i] for i in sorted(by_index)] for pid, by_index in finished.items()}
+
+    for prompt_id, image in images:
+        if image.sha256 not in pending:
+            complete(prompt_id, image)
 
     done_images = sum(1 for _, image in images if image.sha256 not in pending)
     outcome.cached = done_images
@@ -95,9 +99,12 @@ def answer_questions(
                     known[image.sha256, question] = reply
                     cache.put_json(PERCEIVE, fingerprint, {"image": image.sha256, "question": question}, reply)
             outcome.computed += len(chunk)
-            checkpoint(collect())
             chunk_hashes = {image.sha256 for image in chunk}
-            progress.advance(PERCEIVE, sum(1 for _, image in images if image.sha256 in chunk_hashes))
+            now_complete = [(pid, image) for pid, image in images if image.sha256 in chunk_hashes]
+            for prompt_id, image in now_complete:
+                complete(prompt_id, image)
+            checkpoint(collect())
+            progress.advance(PERCEIVE, len(now_complete))
     finally:
         progress.finish(PERCEIVE)
     return collect(), outcome

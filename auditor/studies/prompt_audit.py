@@ -71,18 +71,24 @@ class PromptAuditOptions:
 
 def validate_options(options: PromptAuditOptions) -> None:
     """Reject bad input before anything is created or loaded."""
-    from auditor.generation.registry import T2I_BACKENDS
-    from auditor.perception.registry import EMBEDDERS, VQA_BACKENDS
     from auditor.planning import check_llm_spec
 
     if not options.prompt.strip():
         raise AuditorError("the prompt is empty: give the text-to-image prompt to audit, e.g. \"a photo of a pharmacist\"")
     check_images_and_seeds(options.images, options.seeds)
     check_llm_spec(options.llm)
-    T2I_BACKENDS.check(options.t2i)
-    VQA_BACKENDS.check(options.vqa)
-    if options.embedder:
-        EMBEDDERS.check(options.embedder)
+    registries = _model_registries()
+    for stage, spec in (("t2i", options.t2i), ("vqa", options.vqa), ("embedder", options.embedder)):
+        if spec:
+            registries[stage].check(spec)
+
+
+def _model_registries() -> dict:
+    """Config field -> the registry whose backends serve it (importing no backend)."""
+    from auditor.generation.registry import T2I_BACKENDS
+    from auditor.perception.registry import EMBEDDERS, VQA_BACKENDS
+
+    return {"t2i": T2I_BACKENDS, "vqa": VQA_BACKENDS, "embedder": EMBEDDERS}
 
 
 def new_config(options: PromptAuditOptions) -> RunConfig:
@@ -289,10 +295,7 @@ def resume_audit(
     record = load_record(run_dir / "record.json")
     if record.status == "completed":
         progress.notice(f"run {record.run_id} is already complete; rescoring from cached results")
-    from auditor.generation.registry import T2I_BACKENDS
-    from auditor.perception.registry import EMBEDDERS, VQA_BACKENDS
-
-    registries = {"t2i": T2I_BACKENDS, "vqa": VQA_BACKENDS, "embedder": EMBEDDERS}
+    registries = _model_registries()
     for stage, spec in (models or {}).items():
         if stage == "embedder" and spec.strip().lower() == "none":
             record.config.embedder = None
