@@ -78,13 +78,13 @@ def prompt(
             llm_temperature=temperature, llm_seed=llm_seed, review=review, device=device,
         )  # fmt: skip
     else:
-        given = [name for name in ctx.params if _given(ctx, name)]
-        if refused := [f"--{name.replace('_', '-')}" for name in given if name not in RESUME_OPTIONS]:
+        given = [param for param in ctx.params if _given(ctx, param)]
+        if refused := [f"--{param.replace('_', '-')}" for param in given if param not in RESUME_OPTIONS]:
             raise AuditorError(
                 f"--resume continues a run with its own settings; {', '.join(refused)} cannot change them "
                 "(only --t2i, --vqa, --embedder, --device, --runs-dir, --quiet and --json may be given)"
             )
-        models = {name: ctx.params[name] for name in ("t2i", "vqa", "embedder") if name in given}
+        models = {stage: ctx.params[stage] for stage in ("t2i", "vqa", "embedder") if stage in given}
     with common.study_session(quiet, json_output) as (cache, progress):
         if options is None:
             audit = resume_audit(resume, store, cache, progress, device=device, models=models)
