@@ -1,7 +1,8 @@
-# One-command setup: `make test` and `make audit PROMPT="..."` create .venv when missing,
-# install torch ($(TORCH), e.g. TORCH="torch==2.5.1 --index-url URL" for a CUDA build),
-# auditor with its extras and the language data, then run.
-# A stamp keyed on pyproject.toml and TORCH makes a second call skip the installs.
+# One-command setup: `make test` and `make audit PROMPT="..."` install the system packages
+# auditor needs (WordNet 3.0 from Debian/Ubuntu, as root; otherwise they say what to run),
+# create .venv when missing, install torch ($(TORCH), e.g. TORCH="torch==2.5.1 --index-url URL"
+# for a CUDA build), auditor with its extras and the language data, then run.
+# A stamp keyed on pyproject.toml and TORCH makes a second call skip the Python installs.
 PYTHON ?= python3
 TORCH ?= torch==2.13.0
 PROMPT ?= a photo of a pharmacist
@@ -10,12 +11,17 @@ PYTEST_ARGS ?=
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.stamp-$(shell (cat pyproject.toml; echo '$(TORCH)') | sha256sum | cut -c1-16)
+#: Debian/Ubuntu packages with the WordNet 3.0 files concept extraction reads offline.
+SYSTEM_PACKAGES := wordnet-base wordnet-sense-index
 
-.PHONY: setup test audit selftest schemas bench clean
+.PHONY: setup system-packages test audit selftest schemas bench clean
 
 setup: $(STAMP)
 
-$(STAMP): pyproject.toml
+system-packages:
+	@scripts/system-packages.sh $(SYSTEM_PACKAGES)
+
+$(STAMP): pyproject.toml | system-packages
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
 	$(BIN)/python -m pip install -q $(TORCH)
