@@ -43,10 +43,18 @@ class ModelRef(Record):
     model_id: str | None = Field(default=None, description="Hub id or local path of the weights, when there are any.")
     revision: str | None = Field(default=None, description="Hub commit of the weights when known.")
     fingerprint: str | None = Field(
-        default=None, description="sha256 over the model's config and weight file names and sizes; the cache key part."
+        default=None,
+        description="Content identity of the weights, the model part of cache keys: the hub commit for a hub "
+        "snapshot, sha256 over every config and weight file's contents for a local folder.",
     )
     dtype: str | None = Field(default=None, description="Torch dtype the model ran in, e.g. 'float16'.")
     device: str | None = Field(default=None, description="Device the model ran on, e.g. 'cuda:0' or 'cpu'.")
+    partial_weights: list[str] = Field(
+        default_factory=list,
+        description="Tensors the checkpoint lacked, had in excess or had in another shape ('missing unet.x.weight'), "
+        "loaded anyway because the run allowed partial weights; those layers were randomly initialised. "
+        "Empty for a complete checkpoint.",
+    )
 
 
 class GenerationSettings(Record):
@@ -102,6 +110,11 @@ class RunConfig(Record):
     generation: GenerationSettings = Field(default_factory=GenerationSettings, description="Generation settings.")
     perception: PerceptionSettings = Field(default_factory=PerceptionSettings, description="VQA settings.")
     scoring: ScoringSettings = Field(default_factory=ScoringSettings, description="Scoring settings.")
+    allow_partial_weights: bool = Field(
+        default=False,
+        description="Whether checkpoints that do not match their model were loaded anyway (--allow-partial-weights); "
+        "each model's partial_weights lists what was missing.",
+    )
 
 
 # --------------------------------------------------------------------------- plan
@@ -415,6 +428,11 @@ class T2IATConfig(Record):
     generation: GenerationSettings = Field(default_factory=GenerationSettings, description="Generation settings.")
     permutations: int = Field(ge=1, description="Monte Carlo permutations when the splits are too many to enumerate.")
     permutation_seed: int = Field(description="Seed of the permutation generator.")
+    allow_partial_weights: bool = Field(
+        default=False,
+        description="Whether checkpoints that do not match their model were loaded anyway (--allow-partial-weights); "
+        "each model's partial_weights lists what was missing.",
+    )
 
 
 class T2IATRecord(Record):
@@ -457,6 +475,11 @@ class OccupationsConfig(Record):
     generation: GenerationSettings = Field(default_factory=GenerationSettings, description="Generation settings.")
     permutations: int = Field(ge=1, description="Monte Carlo permutations when the splits are too many to enumerate.")
     permutation_seed: int = Field(description="Seed of the permutation generator.")
+    allow_partial_weights: bool = Field(
+        default=False,
+        description="Whether checkpoints that do not match their model were loaded anyway (--allow-partial-weights); "
+        "each model's partial_weights lists what was missing.",
+    )
 
     @field_validator("prompt", "male_prompt", "female_prompt")
     @classmethod

@@ -4,7 +4,8 @@ A run folder is ``<runs>/<run-id>/`` with ``record.json``, ``images/`` and the L
 transcript. Every file is written to a temporary sibling and renamed into place, so a
 crash never leaves a half-written record. The cache maps (stage, model fingerprint,
 inputs) to output bytes in one SQLite file, so a rerun or ``--resume`` never recomputes
-a finished image, answer or embedding.
+a finished image, answer or embedding; the same file remembers the digests of model
+weight files, so a multi-gigabyte checkpoint is hashed once, not at every start.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import sqlite3
 import tempfile
 import threading
 from collections import Counter
+from collections.abc import Callable
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -24,6 +26,7 @@ from typing import Any
 from pydantic import BaseModel, ValidationError
 
 from auditor.errors import AuditorError
+from auditor.fingerprint import file_sha256
 from auditor.records import AnyRecord, RunRecord
 
 RECORD_FILE = "record.json"
@@ -222,6 +225,10 @@ class ContentCache:
             self._db = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None)
             self._db.execute("PRAGMA journal_mode=WAL")
             self._db.execute("CREATE TABLE IF NOT EXISTS cache (key TEXT PRIMARY KEY, stage TEXT, value BLOB)")
+            self._db.execute(
+                "CREATE TABLE IF NOT EXISTS file_digests "
+                "(path TEXT PRIMARY KEY, size INTEGER, mtime_ns INTEGER, inode INTEGER, sha256 TEXT)"
+            )
         except (OSError, sqlite3.Error) as exc:
             raise AuditorError(f"cannot open the cache {self.path}: {exc} (set AUDITOR_CACHE_PATH)") from None
         self.hits: Counter[str] = Counter()
@@ -245,6 +252,30 @@ class ContentCache:
 
     def put_json(self, stage: str, fingerprint: str, inputs: Any, value: Any) -> None:
         self.put(stage, fingerprint, inputs, json.dumps(value, ensure_ascii=False).encode("utf-8"))
+
+    def file_digest(self, path: Path, compute: Callable[[Path], str] = file_sha256) -> str:
+        """sha256 of a file's bytes, remembered by (resolved path, size, mtime_ns, inode).
+
+        A file that was rewritten or replaced has another size, modification time or
+        inode, so its digest is computed again with ``compute``; an unchanged one is
+        not read at all.
+        """
+        resolved = Path(path).resolve()
+        stat = resolved.stat()
+        identity = (stat.st_size, stat.st_mtime_ns, stat.st_ino)
+        with self._lock:
+            row = self._db.execute(
+                "SELECT size, mtime_ns, inode, sha256 FROM file_digests WHERE path = ?", (str(resolved),)
+            ).fetchone()
+        if row is not None and tuple(row[:3]) == identity:
+            return row[3]
+        digest = compute(resolved)
+        with self._lock:
+            self._db.execute(
+                "INSERT OR REPLACE INTO file_digests (path, size, mtime_ns, inode, sha256) VALUES (?, ?, ?, ?, ?)",
+                (str(resolved), *identity, digest),
+            )
+        return digest
 
     def entries(self, stage: str | None = None) -> int:
         """Number of stored results (of one stage, or all)."""

@@ -1,25 +1,38 @@
-"""Finding a model's files and explaining, in one line, why a model could not be loaded.
+"""Loading model weights: where they are, what identifies them, and one-line errors.
 
-Backends load with ``from_pretrained(id_or_path)``; these helpers turn the libraries'
-long ``OSError`` texts into one actionable line (which model, and how to point at a
-local copy) and find the folder the weights came from, with its hub revision, for the
-record and the fingerprint.
+Backends load with ``from_pretrained(id_or_path)``; these helpers
+
+* decide once per process whether the Hugging Face hub can be reached (``HF_HUB_OFFLINE``
+  or one short probe), so a model that is not cached fails in seconds instead of after
+  the hub client's long retries, and a cached one loads without asking the hub;
+* identify the weights for the record and the content cache: a hub snapshot by its
+  commit, a local folder by the digests of its files (see :mod:`auditor.fingerprint`);
+* refuse a checkpoint whose tensors do not match the model (missing, unexpected or
+  mismatched keys): the libraries would initialise those layers randomly, and a
+  randomly initialised VQA head answers nonsense without a word. ``--allow-partial-weights``
+  loads it anyway and the record says what was missing;
+* turn the libraries' long ``OSError`` texts into one line naming the model and how to
+  point at a local copy.
 """
 
 from __future__ import annotations
 
 import os
 import re
+import threading
+import urllib.error
+import urllib.request
 import warnings
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
+from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
 from auditor.backends import Spec
 from auditor.errors import BackendError
-from auditor.fingerprint import folder_fingerprint
+from auditor.fingerprint import FileDigest, file_sha256, folder_fingerprint, hub_fingerprint
 from auditor.records import ModelRef
 
 _COMMIT = re.compile(r"^[0-9a-f]{40}$")
@@ -27,6 +40,23 @@ _UNREACHABLE_TYPES = frozenset(
     {"LocalEntryNotFoundError", "OfflineModeIsEnabled", "ConnectError", "ConnectionError", "ConnectTimeout"}
 )
 _UNREACHABLE_TEXT = ("couldn't connect", "offline mode", "not fully cached", "cannot reach", "outgoing traffic")
+#: Seconds the one hub probe may take before the hub counts as unreachable.
+HUB_PROBE_SECONDS = 3.0
+#: Tensor names shown in a partial-weights error (the rest are counted).
+KEYS_SHOWN = 3
+
+
+@dataclass(frozen=True)
+class LoadOptions:
+    """How a stage loads its model. None of it changes a number except ``allow_partial_weights``,
+    which the run records."""
+
+    #: torch device; None = cuda when available, else cpu.
+    device: str | None = None
+    #: Load a checkpoint whose tensors do not all match the model (missing layers stay random).
+    allow_partial_weights: bool = False
+    #: How weight files are hashed for the model's identity (the studies memoise it in the cache).
+    digest: FileDigest = file_sha256
 
 
 @dataclass(frozen=True)
@@ -40,6 +70,61 @@ class ModelFiles:
 def looks_like_path(model_id: str) -> bool:
     """Whether ``model_id`` is meant as a local path rather than a hub id."""
     return model_id.startswith((".", "/", "~", "\\")) or re.match(r"^[A-Za-z]:[\\/]", model_id) is not None
+
+
+# --------------------------------------------------------------------------- the hub, once
+
+
+def _offline_variable() -> bool:
+    return os.environ.get("HF_HUB_OFFLINE", "").strip().lower() in {"1", "true", "yes", "on"}
+
+
+@lru_cache(maxsize=1)
+def hub_reachable() -> bool:
+    """Whether the hub answers at all: False under ``HF_HUB_OFFLINE``, else one short probe per process.
+
+    Any HTTP answer counts as reachable; no answer within :data:`HUB_PROBE_SECONDS`
+    (name lookup included, so the probe runs in a thread) counts as unreachable, and the
+    hub client is then switched to offline mode for the rest of the process, as
+    ``HF_HUB_OFFLINE=1`` would have done: otherwise its side requests (e.g. the user-agent
+    lookup) wait out their own timeouts before a cached model even loads.
+    """
+    if _offline_variable():
+        return False
+    from huggingface_hub import constants
+
+    answered: list[bool] = []
+
+    def probe() -> None:
+        try:
+            urllib.request.urlopen(constants.ENDPOINT, timeout=HUB_PROBE_SECONDS).close()
+            answered.append(True)
+        except urllib.error.HTTPError:
+            answered.append(True)  # the hub answered, even if not with 200
+        except (OSError, ValueError):
+            answered.append(False)
+
+    thread = threading.Thread(target=probe, name="hub-probe", daemon=True)
+    thread.start()
+    thread.join(HUB_PROBE_SECONDS + 0.5)
+    if answered and answered[0]:
+        return True
+    constants.HF_HUB_OFFLINE = True
+    return False
+
+
+def hub_options(model_id: str) -> dict[str, Any]:
+    """``from_pretrained`` options: ``local_files_only`` for a hub id when the hub cannot be reached.
+
+    A cached model then loads at once, and one that is not cached fails at once
+    (:func:`load_error_message` says how to get it) instead of after the client's retries.
+    """
+    if Path(model_id).expanduser().is_dir() or looks_like_path(model_id):
+        return {}
+    return {} if hub_reachable() else {"local_files_only": True}
+
+
+# --------------------------------------------------------------------------- identity
 
 
 def model_files(model_id: str, marker: str) -> ModelFiles | None:
@@ -59,22 +144,75 @@ def model_files(model_id: str, marker: str) -> ModelFiles | None:
     return ModelFiles(folder=folder, revision=revision)
 
 
-def loaded_model_ref(spec: Spec, marker: str, dtype: Any, device: str) -> ModelRef:
+def loaded_model_ref(
+    spec: Spec, marker: str, dtype: Any, device: str, options: LoadOptions, partial_weights: list[str] | None = None
+) -> ModelRef:
     """The record's reference to the model just loaded from ``spec.target`` in ``dtype`` on ``device``.
 
-    Every ``from_pretrained`` backend records the same things: the folder's hub revision
-    and fingerprint when its files are found locally (``marker`` is a file at its root).
+    Its fingerprint is content-based: the snapshot's commit for a hub model, the digests
+    of every config and weight file for a local folder (``marker`` is a file at the
+    folder's root). Weights that cannot be told apart are an error rather than a
+    fingerprint that could collide with another model's.
     """
     files = model_files(spec.target, marker)
+    if files is None:
+        raise BackendError(
+            f"cannot tell which weights {spec.target!r} loaded (not a local folder and not in the hub cache), "
+            "so its results could not be cached safely; point the option at a local copy of the model"
+        )
+    fingerprint = hub_fingerprint(files.revision) if files.revision else folder_fingerprint(files.folder, options.digest)
     return ModelRef(
         spec=str(spec),
         backend=spec.prefix,
         model_id=spec.target,
-        revision=files.revision if files else None,
-        fingerprint=folder_fingerprint(files.folder) if files else None,
+        revision=files.revision,
+        fingerprint=fingerprint,
         dtype=str(dtype).removeprefix("torch."),
         device=device,
+        partial_weights=partial_weights or [],
     )
+
+
+def device_kind(device: str | None) -> str | None:
+    """``'cuda'`` for ``'cuda:1'``: the kind of device decides the arithmetic, its number does not."""
+    return device.split(":", 1)[0] if device else None
+
+
+# --------------------------------------------------------------------------- complete checkpoints
+
+
+def loading_problems(info: Mapping[str, Any], component: str = "") -> list[str]:
+    """What a ``from_pretrained(..., output_loading_info=True)`` report says is wrong, one entry per tensor.
+
+    ``component`` prefixes the names (a pipeline's ``unet``, ``text_encoder``, ...).
+    """
+    prefix = f"{component}." if component else ""
+    problems = [f"missing {prefix}{key}" for key in sorted(info.get("missing_keys") or ())]
+    problems += [f"unexpected {prefix}{key}" for key in sorted(info.get("unexpected_keys") or ())]
+    for entry in sorted(info.get("mismatched_keys") or (), key=str):
+        key, *shapes = entry if isinstance(entry, (tuple, list)) else (entry,)
+        shown = f" (checkpoint {tuple(shapes[0])}, model {tuple(shapes[1])})" if len(shapes) == 2 else ""
+        problems.append(f"mismatched {prefix}{key}{shown}")
+    problems += [f"error {message}" for message in info.get("error_msgs") or ()]
+    return problems
+
+
+def check_complete(what: str, model_id: str, problems: list[str], options: LoadOptions) -> list[str]:
+    """Refuse a checkpoint that does not match its model, unless partial weights are allowed.
+
+    Returns the problems (empty for a complete checkpoint) for the record's ``partial_weights``.
+    """
+    if not problems or options.allow_partial_weights:
+        return problems
+    shown = ", ".join(problems[:KEYS_SHOWN]) + (f" (and {len(problems) - KEYS_SHOWN} more)" if len(problems) > KEYS_SHOWN else "")
+    raise BackendError(
+        f"cannot load {what} model {model_id!r}: its checkpoint does not match the model ({shown}); "
+        "those layers would be randomly initialised and give meaningless results. Use a complete checkpoint, "
+        "or pass --allow-partial-weights to load it anyway (the run records what was missing)"
+    )
+
+
+# --------------------------------------------------------------------------- errors
 
 
 @contextmanager
@@ -82,11 +220,12 @@ def explain_load_errors(what: str, model_id: str, hint: str) -> Iterator[None]:
     """Re-raise a failed ``from_pretrained`` as one :class:`BackendError` line.
 
     ``what`` names the kind of model ("text-to-image"), ``hint`` says how to point at a
-    local copy (e.g. "pass --t2i diffusers:/path/to/local/copy").
+    local copy (e.g. "pass --t2i diffusers:/path/to/local/copy"). RuntimeError covers
+    the libraries' refusal of tensors of the wrong shape.
     """
     try:
         yield
-    except (OSError, ValueError) as exc:
+    except (OSError, ValueError, RuntimeError) as exc:
         raise BackendError(load_error_message(what, model_id, hint, exc)) from exc
 
 
@@ -107,7 +246,7 @@ def load_error_message(what: str, model_id: str, hint: str, exc: BaseException) 
 
 
 def _unreachable(exc: BaseException) -> bool:
-    if os.environ.get("HF_HUB_OFFLINE", "").strip().lower() in {"1", "true", "yes", "on"}:
+    if not hub_reachable():
         return True
     seen: BaseException | None = exc
     while seen is not None:
@@ -146,7 +285,8 @@ def quiet_libraries(*libraries: str) -> Iterator[None]:
 
     ``libraries`` are ``"transformers"`` and/or ``"diffusers"``; ``huggingface_hub`` is
     always included. Loading bars and notices would tangle with the audit's own progress
-    display; real failures still raise.
+    display. What matters is not lost: every loader asks for the loading report
+    (``output_loading_info``) and :func:`check_complete` turns bad checkpoints into errors.
     """
     with ExitStack() as stack:
         stack.enter_context(warnings.catch_warnings())

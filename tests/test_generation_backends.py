@@ -11,7 +11,7 @@ import pytest
 from PIL import Image
 
 from auditor.errors import AuditorError, BackendError
-from auditor.fingerprint import folder_fingerprint
+from auditor.fingerprint import folder_fingerprint, hub_fingerprint
 from auditor.generation.base import GenerationItem
 from auditor.generation.registry import T2I_BACKENDS
 from auditor.records import GenerationSettings
@@ -94,7 +94,7 @@ def test_diffusers_fingerprint_is_stable_and_follows_image_changing_settings(t2i
     assert len(changed) == 3 and t2i.cache_fingerprint() not in changed
 
 
-def test_folder_fingerprint_reads_configs_and_weight_sizes_only(tiny_models, tmp_path):
+def test_folder_fingerprint_reads_config_and_weight_contents(tiny_models, tmp_path):
     copy = tmp_path / "clip"
     shutil.copytree(tiny_models.clip, copy)
     reference = folder_fingerprint(tiny_models.clip)
@@ -107,8 +107,10 @@ def test_folder_fingerprint_reads_configs_and_weight_sizes_only(tiny_models, tmp
     (copy / "config.json").write_text(json.dumps({**config, "projection_dim": 8}))
     changed_config = folder_fingerprint(copy)
     assert changed_config != reference
-    with (copy / "model.safetensors").open("ab") as weights:
-        weights.write(b"\0")
+    weights = copy / "model.safetensors"
+    data = bytearray(weights.read_bytes())
+    data[-1] ^= 0xFF  # same size, one byte of one tensor changed
+    weights.write_bytes(bytes(data))
     assert folder_fingerprint(copy) not in {reference, changed_config}
 
 
@@ -140,7 +142,7 @@ def test_diffusers_folder_of_another_kind_is_one_line(tiny_models):
 
 
 def test_diffusers_hub_cache_snapshot_gives_the_revision(tiny_models, tmp_path, monkeypatch):
-    """A hub id found in the local cache loads offline and records the snapshot's commit."""
+    """A hub id found in the local cache loads offline and is identified by the snapshot's commit."""
     import huggingface_hub.constants
 
     commit = "0123456789abcdef0123456789abcdef01234567"
@@ -152,7 +154,7 @@ def test_diffusers_hub_cache_snapshot_gives_the_revision(tiny_models, tmp_path, 
     backend = T2I_BACKENDS.load("diffusers:auditor-tests/tiny-sd", settings=GenerationSettings(steps=1))
     assert backend.ref.model_id == "auditor-tests/tiny-sd"
     assert backend.ref.revision == commit
-    assert backend.ref.fingerprint == folder_fingerprint(tiny_models.t2i)
+    assert backend.ref.fingerprint == hub_fingerprint(commit)
 
 
 def test_diffusers_safety_checker_flags_are_reported(tiny_models, tmp_path):

@@ -31,6 +31,11 @@ BATCH_SIZE = typer.Option(4, "--batch-size", min=1, help="Images generated per f
 SCHEDULER = typer.Option(None, "--scheduler", help="diffusers scheduler class, e.g. DPMSolverMultistepScheduler.")
 DEVICE = typer.Option(None, "--device", help="torch device (default: cuda when available, else cpu).")
 QUIET = typer.Option(False, "--quiet", "-q", help="No progress bars or report; print the run folder.")
+ALLOW_PARTIAL_WEIGHTS = typer.Option(
+    False,
+    "--allow-partial-weights",
+    help="Load checkpoints whose tensors do not all match the model (missing layers stay random; recorded).",
+)
 
 
 def steps_option(paper: int | None = None) -> Any:

@@ -22,7 +22,9 @@ if TYPE_CHECKING:  # pragma: no cover
 
 
 #: Options a resumed run takes: where the models are and how to show progress; the rest comes from its record.
-RESUME_OPTIONS = {"resume", "runs_dir", "device", "quiet", "json_output", "t2i", "vqa", "embedder"}
+RESUME_OPTIONS = {
+    "resume", "runs_dir", "device", "quiet", "json_output", "t2i", "vqa", "embedder", "allow_partial_weights"
+}  # fmt: skip
 
 
 def prompt(
@@ -56,6 +58,7 @@ def prompt(
     ),
     runs_dir: Path | None = typer.Option(None, "--runs-dir", help="Runs folder (default: AUDITOR_RUNS_DIR or ./runs)."),
     device: str | None = common.DEVICE,
+    allow_partial_weights: bool = common.ALLOW_PARTIAL_WEIGHTS,
     quiet: bool = common.QUIET,
     json_output: bool = typer.Option(False, "--json", help="Print the report as one JSON object (no progress bars)."),
 ) -> None:
@@ -76,18 +79,23 @@ def prompt(
             announce=not (quiet or json_output),
             max_axes=max_axes, max_counterfactuals=max_counterfactuals, llm_retries=llm_retries,
             llm_temperature=temperature, llm_seed=llm_seed, review=review, device=device,
+            allow_partial_weights=allow_partial_weights,
         )  # fmt: skip
     else:
         given = [param for param in ctx.params if _given(ctx, param)]
         if refused := [f"--{param.replace('_', '-')}" for param in given if param not in RESUME_OPTIONS]:
             raise AuditorError(
                 f"--resume continues a run with its own settings; {', '.join(refused)} cannot change them "
-                "(only --t2i, --vqa, --embedder, --device, --runs-dir, --quiet and --json may be given)"
+                "(only --t2i, --vqa, --embedder, --allow-partial-weights, --device, --runs-dir, --quiet and --json "
+                "may be given)"
             )
         models = {stage: ctx.params[stage] for stage in ("t2i", "vqa", "embedder") if stage in given}
     with common.study_session(quiet, json_output) as (cache, progress):
         if options is None:
-            audit = resume_audit(resume, store, cache, progress, device=device, models=models)
+            audit = resume_audit(
+                resume, store, cache, progress, device=device, models=models,
+                allow_partial_weights=allow_partial_weights,
+            )  # fmt: skip
         else:
             audit = start_audit(options, store, cache, progress, name)
         try:

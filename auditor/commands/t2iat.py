@@ -171,6 +171,7 @@ def _study_options(
     permutations: int,
     permutation_seed: int,
     device: str | None,
+    allow_partial_weights: bool,
 ) -> StudyOptions:
     from auditor.records import GenerationSettings
     from auditor.studies.t2iat import StudyOptions
@@ -184,6 +185,7 @@ def _study_options(
         permutations=permutations,
         permutation_seed=permutation_seed,
         device=device,
+        allow_partial_weights=allow_partial_weights,
     )
 
 
@@ -217,6 +219,7 @@ def run(
     name: str | None = _NAME,
     runs_dir: Path | None = _RUNS_DIR,
     device: str | None = common.DEVICE,
+    allow_partial_weights: bool = common.ALLOW_PARTIAL_WEIGHTS,
     quiet: bool = common.QUIET,
     json_output: bool = _JSON,
 ) -> None:
@@ -226,7 +229,8 @@ def run(
 
     test, source = resolve_test(test_name)
     options = _study_options(
-        t2i, embedder, images, seed, batch_size, steps, guidance, scheduler, permutations, permutation_seed, device
+        t2i, embedder, images, seed, batch_size, steps, guidance, scheduler, permutations, permutation_seed, device,
+        allow_partial_weights,
     )
     record, run_dir = _run_study(
         lambda store, cache, progress: run_t2iat_test(test, source, options, store, cache, progress, name),
@@ -292,6 +296,7 @@ def occupations(
     name: str | None = _NAME,
     runs_dir: Path | None = _RUNS_DIR,
     device: str | None = common.DEVICE,
+    allow_partial_weights: bool = common.ALLOW_PARTIAL_WEIGHTS,
     quiet: bool = common.QUIET,
     json_output: bool = _JSON,
 ) -> None:
@@ -310,7 +315,8 @@ def occupations(
             raise AuditorError(f"cannot read {occupations_file}: {exc}") from None
         listed = read_occupations(text, str(occupations_file))
     options = _study_options(
-        t2i, embedder, images, seed, batch_size, steps, guidance, scheduler, permutations, permutation_seed, device
+        t2i, embedder, images, seed, batch_size, steps, guidance, scheduler, permutations, permutation_seed, device,
+        allow_partial_weights,
     )
     templates = (prompt_template, male_template, female_template)
     record, run_dir = _run_study(

@@ -1,9 +1,12 @@
 """``diffusers:<hub id or folder>``: any diffusers text-to-image pipeline.
 
 Loaded through ``AutoPipelineForText2Image.from_pretrained`` in float16 on CUDA and
-float32 on CPU. A batch of items is one pipeline call with one CPU ``torch.Generator``
-per item, seeded with the item's seed: the starting noise of image i depends only on its
-seed, not on the device or on which other prompts share the batch (paired seeds).
+float32 on CPU. The pipeline's models (UNet, VAE, text encoder, safety checker) are loaded
+one by one first, each with its loading report, so a checkpoint with missing or
+mismatched tensors is refused instead of silently running with random layers. A batch
+of items is one pipeline call with one CPU ``torch.Generator`` per item, seeded with the
+item's seed: the starting noise of image i depends only on its seed, not on the device
+or on which other prompts share the batch (paired seeds).
 """
 
 from __future__ import annotations
@@ -18,9 +21,14 @@ from auditor.fingerprint import settings_fingerprint
 from auditor.generation.base import GeneratedPicture, GenerationItem
 from auditor.records import GenerationSettings, ModelRef
 from auditor.weights import (
+    LoadOptions,
+    check_complete,
+    device_kind,
     dtype_keyword,
     explain_load_errors,
+    hub_options,
     loaded_model_ref,
+    loading_problems,
     quiet_libraries,
 )
 
@@ -48,6 +56,7 @@ class DiffusersTextToImage:
         return settings_fingerprint(
             self.ref.fingerprint,
             dtype=self.ref.dtype,
+            device=device_kind(self.ref.device),
             **self.settings.model_dump(exclude={"batch_size"}),
         )
 
@@ -79,25 +88,77 @@ class DiffusersTextToImage:
         return pictures
 
 
-def load(spec: Spec, settings: GenerationSettings, device: str | None = None) -> DiffusersTextToImage:
+def load(spec: Spec, settings: GenerationSettings, options: LoadOptions = LoadOptions()) -> DiffusersTextToImage:
     """Load the pipeline named by ``spec.target`` and apply ``settings`` (scheduler, defaults)."""
     from auditor.devices import pick_device, pick_dtype
 
     model_id = spec.target
     if not model_id:
         raise AuditorError("the diffusers backend needs a model: --t2i diffusers:<hub id or folder>")
-    device = pick_device(device)
+    device = pick_device(options.device)
     dtype = pick_dtype(device)
     with quiet_libraries("transformers", "diffusers"), explain_load_errors(_WHAT, model_id, _HINT):
-        from diffusers import AutoPipelineForText2Image
-
-        pipeline = AutoPipelineForText2Image.from_pretrained(model_id, **{dtype_keyword("diffusers"): dtype})
+        pipeline, partial = _load_pipeline(model_id, dtype, options)
     if settings.scheduler:
         pipeline.scheduler = _scheduler(pipeline, settings.scheduler)
     pipeline = pipeline.to(device)
     pipeline.set_progress_bar_config(disable=True)
-    ref = loaded_model_ref(spec, "model_index.json", dtype, device)
+    ref = loaded_model_ref(spec, "model_index.json", dtype, device, options, partial)
     return DiffusersTextToImage(pipeline, ref, _effective_settings(pipeline, settings))
+
+
+def _load_pipeline(model_id: str, dtype: Any, options: LoadOptions) -> tuple[Any, list[str]]:
+    """The pipeline, and what its models' loading reports found wrong with their checkpoints.
+
+    Each model is loaded alone with its loading report; an incomplete one is refused by
+    :func:`check_complete`, or, when partial weights are allowed, loaded again with its
+    missing layers randomly initialised (diffusers' fast loading would leave them empty).
+    """
+    from diffusers import AutoPipelineForText2Image, DiffusionPipeline
+
+    hub = hub_options(model_id)
+    index = DiffusionPipeline.load_config(model_id, **hub)
+    models: dict[str, Any] = {}
+    problems: list[str] = []
+    for name, entry in index.items():
+        found = _model_class(entry) if not name.startswith("_") else None
+        if found is None:
+            continue
+        cls, library = found
+        arguments = {"subfolder": name, dtype_keyword(library): dtype, **hub}
+        model, info = cls.from_pretrained(model_id, output_loading_info=True, **arguments)
+        found_problems = check_complete(_WHAT, model_id, loading_problems(info, name), options)
+        if found_problems and library == "diffusers":
+            model = cls.from_pretrained(model_id, low_cpu_mem_usage=False, **arguments)
+        models[name] = model
+        problems += found_problems
+    pipeline = AutoPipelineForText2Image.from_pretrained(model_id, **models, **{dtype_keyword("diffusers"): dtype}, **hub)
+    return pipeline, problems
+
+
+def _model_class(entry: Any) -> tuple[type, str] | None:
+    """``(class, library)`` of a ``model_index.json`` entry that holds weights (a torch module), else None.
+
+    Entries name ``[library, class]``: ``diffusers``, ``transformers`` or a diffusers
+    pipeline module such as ``stable_diffusion`` (its safety checker).
+    """
+    import importlib
+
+    import torch
+
+    if not (isinstance(entry, list) and len(entry) == 2 and all(isinstance(part, str) for part in entry)):
+        return None
+    library, class_name = entry
+    module_name = library if library in ("diffusers", "transformers") else f"diffusers.pipelines.{library}"
+    try:
+        cls = getattr(importlib.import_module(module_name), class_name)
+    except (ImportError, AttributeError):
+        return None  # the pipeline's own loading reports what it cannot find
+    if not (isinstance(cls, type) and issubclass(cls, torch.nn.Module) and hasattr(cls, "from_pretrained")):
+        return None
+    from diffusers import ModelMixin
+
+    return cls, "diffusers" if issubclass(cls, ModelMixin) else "transformers"
 
 
 def _scheduler(pipeline: Any, name: str) -> Any:

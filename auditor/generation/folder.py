@@ -29,6 +29,7 @@ from auditor.errors import AuditorError
 from auditor.generation.base import GeneratedPicture, GenerationItem
 from auditor.records import GenerationSettings, ModelRef
 from auditor.store import slugify
+from auditor.weights import LoadOptions
 
 MANIFEST_NAMES = ("manifest.json", "manifest.yaml", "manifest.yml")
 PROMPT_FILE = "prompt.txt"
@@ -86,8 +87,8 @@ class FolderImages:
         return None
 
 
-def load(spec: Spec, settings: GenerationSettings | None = None, device: str | None = None) -> FolderImages:
-    """Read and check the folder named by ``spec.target``; ``settings`` and ``device`` do not apply."""
+def load(spec: Spec, settings: GenerationSettings | None = None, options: LoadOptions | None = None) -> FolderImages:
+    """Read and check the folder named by ``spec.target``; ``settings`` and load ``options`` do not apply."""
     if not spec.target:
         raise AuditorError("the folder backend needs a folder: --t2i folder:<dir>")
     root = Path(spec.target).expanduser()

@@ -27,6 +27,7 @@ from auditor.fingerprint import settings_fingerprint
 from auditor.generation.base import GeneratedPicture, GenerationItem
 from auditor.planning.llm import HTTP_RETRIES, REQUEST_TIMEOUT, describe_openai_error
 from auditor.records import GenerationSettings, ModelRef
+from auditor.weights import LoadOptions
 
 MISSING_KEY = (
     "OPENAI_API_KEY is not set: export it to use --t2i openai:<model>, or audit saved images with --t2i folder:<dir>"
@@ -105,12 +106,12 @@ class OpenAIImages:
 def load(
     spec: Spec,
     settings: GenerationSettings,
-    device: str | None = None,
+    options: LoadOptions | None = None,
     *,
     max_retries: int = HTTP_RETRIES,
     timeout: float = REQUEST_TIMEOUT,
 ) -> OpenAIImages:
-    """A client for ``spec.target`` (``device`` does not apply to a hosted model)."""
+    """A client for ``spec.target`` (load ``options`` do not apply to a hosted model)."""
     if not spec.target:
         raise AuditorError("the openai backend needs a model: --t2i openai:dall-e-3 or openai:gpt-image-1")
     asked = [name for name in _UNSUPPORTED if getattr(settings, name) is not None]

@@ -18,9 +18,14 @@ from auditor.errors import AuditorError
 from auditor.fingerprint import settings_fingerprint
 from auditor.records import ModelRef
 from auditor.weights import (
+    LoadOptions,
+    check_complete,
+    device_kind,
     dtype_keyword,
     explain_load_errors,
+    hub_options,
     loaded_model_ref,
+    loading_problems,
     quiet_libraries,
 )
 
@@ -48,8 +53,13 @@ class ClipEmbedder:
         return int(self.model.config.projection_dim)
 
     def cache_fingerprint(self) -> str:
-        """The weights, the dtype they ran in, and how rows are post-processed (batch size does not matter)."""
-        return settings_fingerprint(self.ref.fingerprint, dtype=self.ref.dtype, features="projection-l2")
+        """The weights, the dtype and kind of device they ran on, and how rows are post-processed.
+
+        Batch size does not matter; float16 on CUDA gives other numbers than float32 on a CPU.
+        """
+        return settings_fingerprint(
+            self.ref.fingerprint, dtype=self.ref.dtype, device=device_kind(self.ref.device), features="projection-l2"
+        )
 
     def embed_images(self, images: Sequence[Image.Image]) -> np.ndarray:
         """(len(images), dim) float32 rows of unit length."""
@@ -87,7 +97,7 @@ class ClipEmbedder:
         return np.concatenate(rows)
 
 
-def load(spec: Spec, device: str | None = None, batch_size: int = 32) -> ClipEmbedder:
+def load(spec: Spec, options: LoadOptions = LoadOptions(), batch_size: int = 32) -> ClipEmbedder:
     """Load the CLIP model named by ``spec.target`` (hub id or local folder)."""
     from transformers import CLIPModel, CLIPProcessor
 
@@ -96,11 +106,15 @@ def load(spec: Spec, device: str | None = None, batch_size: int = 32) -> ClipEmb
     model_id = spec.target
     if not model_id:
         raise AuditorError("the clip embedder needs a model: --embedder clip:<hub id or folder>")
-    device = pick_device(device)
+    device = pick_device(options.device)
     dtype = pick_dtype(device)
+    hub = hub_options(model_id)
     with quiet_libraries("transformers"), explain_load_errors(_WHAT, model_id, _HINT):
-        model = CLIPModel.from_pretrained(model_id, **{dtype_keyword("transformers"): dtype})
-        processor = CLIPProcessor.from_pretrained(model_id)
+        model, info = CLIPModel.from_pretrained(
+            model_id, output_loading_info=True, **{dtype_keyword("transformers"): dtype}, **hub
+        )
+        processor = CLIPProcessor.from_pretrained(model_id, **hub)
+    partial = check_complete(_WHAT, model_id, loading_problems(info), options)
     model = model.to(device).eval()
-    ref = loaded_model_ref(spec, "config.json", dtype, device)
+    ref = loaded_model_ref(spec, "config.json", dtype, device, options, partial)
     return ClipEmbedder(model, processor, ref, batch_size=batch_size)

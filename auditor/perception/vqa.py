@@ -24,9 +24,14 @@ from auditor.errors import AuditorError, BackendError
 from auditor.fingerprint import settings_fingerprint
 from auditor.records import ModelRef, PerceptionSettings
 from auditor.weights import (
+    LoadOptions,
+    check_complete,
+    device_kind,
     dtype_keyword,
     explain_load_errors,
+    hub_options,
     loaded_model_ref,
+    loading_problems,
     quiet_libraries,
 )
 
@@ -68,6 +73,7 @@ class TransformersVqa:
             self.ref.fingerprint,
             backend=self.ref.backend,
             dtype=self.ref.dtype,
+            device=device_kind(self.ref.device),
             question_template=self.question_template,
             caption_template=self.caption_template,
             max_new_tokens=self.settings.max_new_tokens,
@@ -273,32 +279,32 @@ class ImageTextToTextVqa(TransformersVqa):
 # ---------------------------------------------------------------------- loaders
 
 
-def load_blip2(spec: Spec, settings: PerceptionSettings, device: str | None = None) -> Blip2Vqa:
+def load_blip2(spec: Spec, settings: PerceptionSettings, options: LoadOptions = LoadOptions()) -> Blip2Vqa:
     """``blip2:<hub id or folder>``: a ``Blip2ForConditionalGeneration`` and its processor."""
-    return _load(spec, settings, device, Blip2Vqa, "Blip2ForConditionalGeneration", {"blip-2"})
+    return _load(spec, settings, options, Blip2Vqa, "Blip2ForConditionalGeneration", {"blip-2"})
 
 
-def load_blip(spec: Spec, settings: PerceptionSettings, device: str | None = None) -> BlipVqa:
+def load_blip(spec: Spec, settings: PerceptionSettings, options: LoadOptions = LoadOptions()) -> BlipVqa:
     """``blip:<hub id or folder>``: a ``BlipForQuestionAnswering`` (a VQA head, not the captioning model)."""
-    return _load(spec, settings, device, BlipVqa, "BlipForQuestionAnswering", {"blip"})
+    return _load(spec, settings, options, BlipVqa, "BlipForQuestionAnswering", {"blip"})
 
 
-def load_instructblip(spec: Spec, settings: PerceptionSettings, device: str | None = None) -> InstructBlipVqa:
+def load_instructblip(spec: Spec, settings: PerceptionSettings, options: LoadOptions = LoadOptions()) -> InstructBlipVqa:
     """``instructblip:<hub id or folder>``: an ``InstructBlipForConditionalGeneration`` and its processor."""
-    return _load(spec, settings, device, InstructBlipVqa, "InstructBlipForConditionalGeneration", {"instructblip"})
+    return _load(spec, settings, options, InstructBlipVqa, "InstructBlipForConditionalGeneration", {"instructblip"})
 
 
 def load_image_text_to_text(
-    spec: Spec, settings: PerceptionSettings, device: str | None = None
+    spec: Spec, settings: PerceptionSettings, options: LoadOptions = LoadOptions()
 ) -> ImageTextToTextVqa:
     """``hf:<hub id or folder>``: any ``AutoModelForImageTextToText`` with a chat-template processor."""
-    return _load(spec, settings, device, ImageTextToTextVqa, "AutoModelForImageTextToText", None)
+    return _load(spec, settings, options, ImageTextToTextVqa, "AutoModelForImageTextToText", None)
 
 
 def _load(
     spec: Spec,
     settings: PerceptionSettings,
-    device: str | None,
+    options: LoadOptions,
     backend: type[TransformersVqa],
     model_class: str,
     model_types: set[str] | None,
@@ -309,23 +315,27 @@ def _load(
     model_id = spec.target
     if not model_id:
         raise AuditorError(f"the {spec.prefix} backend needs a model: --vqa {spec.prefix}:<hub id or folder>")
-    device = pick_device(device)
+    device = pick_device(options.device)
     dtype = pick_dtype(device)
+    hub = hub_options(model_id)
     with quiet_libraries("transformers"), explain_load_errors(_WHAT, model_id, _HINT):
         import transformers
 
-        config = transformers.AutoConfig.from_pretrained(model_id)
+        config = transformers.AutoConfig.from_pretrained(model_id, **hub)
         if model_types is not None and config.model_type not in model_types:
             raise BackendError(
                 f"cannot load VQA model {model_id!r} as {spec.prefix}: it is a {config.model_type!r} model; "
                 f"--vqa takes blip2:, blip:, instructblip: or hf: (image-text-to-text chat models)"
             )
-        model = getattr(transformers, model_class).from_pretrained(model_id, **{dtype_keyword("transformers"): dtype})
-        processor = transformers.AutoProcessor.from_pretrained(model_id)
+        model, info = getattr(transformers, model_class).from_pretrained(
+            model_id, output_loading_info=True, **{dtype_keyword("transformers"): dtype}, **hub
+        )
+        processor = transformers.AutoProcessor.from_pretrained(model_id, **hub)
+    partial = check_complete(_WHAT, model_id, loading_problems(info), options)
     if backend is ImageTextToTextVqa and getattr(processor, "chat_template", None) is None:
         raise BackendError(f"VQA model {model_id!r} has no chat template; use blip2:, blip: or instructblip: for it")
     model = model.to(device).eval()
-    ref = loaded_model_ref(spec, "config.json", dtype, device)
+    ref = loaded_model_ref(spec, "config.json", dtype, device, options, partial)
     return backend(model, processor, ref, settings)
 
 

@@ -67,6 +67,7 @@ class PromptAuditOptions:
     llm_seed: int | None = None
     review: bool = False
     device: str | None = None
+    allow_partial_weights: bool = False
 
 
 def validate_options(options: PromptAuditOptions) -> None:
@@ -108,6 +109,7 @@ def new_config(options: PromptAuditOptions) -> RunConfig:
         generation=options.generation,
         perception=options.perception,
         scoring=options.scoring,
+        allow_partial_weights=options.allow_partial_weights,
     )
 
 
@@ -161,7 +163,7 @@ class PromptAudit(StudyRun):
         """Plan axes and counterfactuals, through the cache: a rerun asks the LLM nothing and gets the same plan."""
         if self.record.plan is not None:
             return
-        from auditor.planning import make_plan, review_plan, transcript_of
+        from auditor.planning import make_plan, planner_fingerprint, review_plan, transcript_of
         from auditor.records import AuditPlan
 
         config = self.record.config
@@ -173,8 +175,9 @@ class PromptAudit(StudyRun):
             "temperature": config.llm_temperature,
             "seed": config.llm_seed,
         }
+        planner = planner_fingerprint(config.llm)
         with self.stage("plan") as outcome:
-            cached = self.cache.get("plan", config.llm, request)
+            cached = self.cache.get("plan", planner, request)
             if cached is not None:
                 plan = AuditPlan.model_validate_json(cached)
                 outcome.cached = 1
@@ -192,7 +195,7 @@ class PromptAudit(StudyRun):
                 except AuditorError as exc:  # an invalid plan or a refused request: keep the conversation so far
                     self._save_transcript(transcript_of(exc))
                     raise
-                self.cache.put("plan", config.llm, request, plan.model_dump_json().encode("utf-8"))
+                self.cache.put("plan", planner, request, plan.model_dump_json().encode("utf-8"))
                 outcome.computed = 1
             self._save_transcript(plan.transcript)
             if self.review:
@@ -217,7 +220,7 @@ class PromptAudit(StudyRun):
         config = self.record.config
         plan = self.record.plan
         with self.stage("perceive") as outcome:
-            vqa = VQA_BACKENDS.load(config.vqa.spec, settings=config.perception, device=self.device)
+            vqa = VQA_BACKENDS.load(config.vqa.spec, settings=config.perception, options=self.load_options())
             self.record.config.vqa = vqa.ref.model_copy(update={"spec": config.vqa.spec})
 
             def checkpoint(answers) -> None:
@@ -284,17 +287,21 @@ def resume_audit(
     progress: ProgressReporter,
     device: str | None = None,
     models: dict[str, str] | None = None,
+    allow_partial_weights: bool = False,
 ) -> PromptAudit:
     """Reopen a run folder; its own config is used, and finished work comes from the cache.
 
     ``models`` may say where the run's models are now (``t2i``/``vqa``/``embedder`` -> spec),
     e.g. a local copy after the hub failed; the cache keys on the weights' fingerprint, so
-    other weights never reuse the first attempt's results.
+    other weights never reuse the first attempt's results. ``allow_partial_weights`` lets
+    such a copy be an incomplete checkpoint; the run records it.
     """
     run_dir = store.resolve(run)
     record = load_record(run_dir / "record.json")
     if record.status == "completed":
         progress.notice(f"run {record.run_id} is already complete; rescoring from cached results")
+    if allow_partial_weights:
+        record.config.allow_partial_weights = True
     registries = _model_registries()
     for stage, spec in (models or {}).items():
         if stage == "embedder" and spec.strip().lower() == "none":

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 from auditor.backends import parse_spec
 from auditor.environment import collect_environment
 from auditor.errors import AuditorError
+from auditor.fingerprint import CHUNK, file_sha256
 from auditor.records import (
     ModelRef,
     PromptSet,
@@ -38,6 +39,7 @@ from auditor.studies.generation_stage import (
 )
 from auditor.studies.perception_stage import embed_images
 from auditor.studies.progress import ProgressReporter
+from auditor.weights import LoadOptions
 
 if TYPE_CHECKING:  # pragma: no cover
     import numpy as np
@@ -46,6 +48,8 @@ if TYPE_CHECKING:  # pragma: no cover
 
 #: Images embedded per forward pass (does not change the embeddings).
 EMBED_BATCH_SIZE = 32
+#: Weight files at least this large show a progress bar while their digest is computed.
+LARGE_WEIGHT_FILE = 256 * CHUNK
 
 
 def spec_ref(spec: str) -> ModelRef:
@@ -80,7 +84,7 @@ class StudyRun:
 
     The record must have ``status``, ``errors``, ``timings``, ``environment``,
     ``updated_at`` and ``prompt_sets``, and its ``config`` ``t2i``, ``generation``,
-    ``seeds`` and ``embedder`` — every study record in :mod:`auditor.records` does.
+    ``seeds``, ``embedder`` and ``allow_partial_weights`` — every study record in :mod:`auditor.records` does.
     """
 
     def __init__(
@@ -95,6 +99,27 @@ class StudyRun:
     def save(self) -> None:
         self.record.updated_at = utc_now()
         write_model(self.run_dir / RECORD_FILE, self.record)
+
+    def load_options(self) -> LoadOptions:
+        """How this run's stages load models: its device, whether partial checkpoints are allowed,
+        and weight digests memoised in the content cache."""
+        return LoadOptions(
+            device=self.device,
+            allow_partial_weights=self.record.config.allow_partial_weights,
+            digest=lambda path: self.cache.file_digest(path, self._hash_weights),
+        )
+
+    def _hash_weights(self, path: Path) -> str:
+        """A weight file's sha256, with a progress bar (in MiB) when the file is large."""
+        size = path.stat().st_size
+        if size < LARGE_WEIGHT_FILE:
+            return file_sha256(path)
+        stage = "hash weights"
+        self.progress.start(stage, -(-size // CHUNK), f"hashing {path.name} (MiB, once)")
+        try:
+            return file_sha256(path, lambda _bytes: self.progress.advance(stage))
+        finally:
+            self.progress.finish(stage)
 
     @contextmanager
     def stage(self, name: Stage) -> Iterator[GenerationOutcome]:
@@ -147,7 +172,7 @@ class StudyRun:
 
         config = self.record.config
         with self.stage("generate") as outcome:
-            backend = T2I_BACKENDS.load(config.t2i.spec, settings=config.generation, device=self.device)
+            backend = T2I_BACKENDS.load(config.t2i.spec, settings=config.generation, options=self.load_options())
             config.t2i = backend.ref.model_copy(update={"spec": config.t2i.spec})
             # Record what actually ran: the model's defaults filled in (batch size is ours, not the model's).
             config.generation = backend.settings.model_copy(update={"batch_size": config.generation.batch_size})
@@ -179,7 +204,7 @@ class StudyRun:
         config = self.record.config
         with self.stage("embed") as outcome:
             try:
-                embedder = EMBEDDERS.load(config.embedder.spec, device=self.device)
+                embedder = EMBEDDERS.load(config.embedder.spec, options=self.load_options())
             except AuditorError as exc:
                 if required:
                     raise

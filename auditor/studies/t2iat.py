@@ -60,6 +60,7 @@ class StudyOptions:
     permutations: int = 10_000
     permutation_seed: int = 0
     device: str | None = None
+    allow_partial_weights: bool = False
 
     def validate(self) -> None:
         """Reject bad input before a run folder is created or a model loaded."""
@@ -82,6 +83,7 @@ class StudyOptions:
             "generation": self.generation,
             "permutations": self.permutations,
             "permutation_seed": self.permutation_seed,
+            "allow_partial_weights": self.allow_partial_weights,
         }
 
 

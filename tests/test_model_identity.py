@@ -1,0 +1,263 @@
+"""The cache never serves one model's results for another, and bad checkpoints are refused loudly.
+
+Model identities are content-based (weights' digests for local folders, memoised in the
+cache database), plans are keyed on the planner's data and endpoint, VQA and embedding
+keys on dtype and device kind; checkpoints with missing tensors are an error unless
+``--allow-partial-weights``; an unreachable hub fails in seconds.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import socket
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from auditor.errors import BackendError
+from auditor.fingerprint import file_sha256
+from auditor.records import GenerationSettings, PerceptionSettings
+from auditor.store import ContentCache, RunStore, load_record
+from auditor.studies.progress import QuietProgress
+from auditor.studies.prompt_audit import PromptAuditOptions, start_audit
+from tests.clitools import run_auditor
+from tests.fake_openai import FakeOpenAI
+
+PROMPT = "a photo of a pharmacist"
+
+
+def _retrained_copy(source: Path, target: Path, component: str = "unet") -> Path:
+    """``source`` with one tensor of ``component`` changed: same configs, same file sizes, other weights."""
+    from safetensors.torch import load_file, save_file
+
+    shutil.copytree(source, target)
+    weights = next((target / component).glob("*.safetensors")) if component else next(target.glob("*.safetensors"))
+    tensors = load_file(weights)
+    name = sorted(tensors)[0]
+    tensors[name] = tensors[name] + 0.5
+    before = weights.stat().st_size
+    save_file(tensors, weights, metadata={"format": "pt"})
+    assert weights.stat().st_size == before  # nothing but the contents tells the two apart
+    return target
+
+
+def _without_tensor(source: Path, target: Path, component: str, fragment: str) -> tuple[Path, str]:
+    """``source`` with the first tensor of ``component`` whose name contains ``fragment`` deleted."""
+    from safetensors.torch import load_file, save_file
+
+    shutil.copytree(source, target)
+    weights = next((target / component).glob("*.safetensors")) if component else next(target.glob("*.safetensors"))
+    tensors = load_file(weights)
+    name = next(key for key in sorted(tensors) if fragment in key)
+    del tensors[name]
+    save_file(tensors, weights, metadata={"format": "pt"})
+    return target, name
+
+
+def _audit(t2i: Path, vqa: Path, cache: ContentCache, runs: Path, name: str):
+    options = PromptAuditOptions(
+        prompt=PROMPT,
+        llm="offline",
+        t2i=f"diffusers:{t2i}",
+        vqa=f"blip2:{vqa}",
+        embedder=None,
+        images=2,
+        generation=GenerationSettings(steps=2, batch_size=4),
+        perception=PerceptionSettings(max_new_tokens=4, caption_max_new_tokens=4),
+        max_axes=1,
+        max_counterfactuals=2,
+    )
+    return start_audit(options, RunStore(runs), cache, QuietProgress(), run_name=name).run()
+
+
+def test_two_models_with_the_same_configs_and_sizes_never_share_cached_results(tiny_models, tmp_path):
+    other_t2i = _retrained_copy(tiny_models.t2i, tmp_path / "t2i-finetune")
+    other_vqa = _retrained_copy(tiny_models.vqa, tmp_path / "vqa-finetune", component="")
+    cache = ContentCache(tmp_path / "cache.sqlite")
+    first = _audit(tiny_models.t2i, tiny_models.vqa, cache, tmp_path / "runs", "before")
+    second = _audit(other_t2i, other_vqa, cache, tmp_path / "runs", "after")
+
+    timings = {t.stage: t for t in second.timings}
+    assert timings["generate"].cached == 0 and timings["generate"].computed == 6
+    assert timings["perceive"].cached == 0 and timings["perceive"].computed == 6
+    assert second.config.t2i.fingerprint != first.config.t2i.fingerprint
+    assert second.config.vqa.fingerprint != first.config.vqa.fingerprint
+    hashes = lambda record: [image.sha256 for s in record.prompt_sets for image in s.images]  # noqa: E731
+    assert set(hashes(first)).isdisjoint(hashes(second))  # every image differs
+
+    again = _audit(other_t2i, other_vqa, cache, tmp_path / "runs", "again")  # the same weights do hit the cache
+    assert {t.stage: t.cached for t in again.timings}["generate"] == 6
+
+
+def test_weight_digests_are_memoised_by_path_size_mtime_and_inode(tmp_path):
+    cache = ContentCache(tmp_path / "cache.sqlite")
+    weights = tmp_path / "model.safetensors"
+    weights.write_bytes(b"a" * 1000)
+    reads: list[Path] = []
+
+    def counting(path: Path) -> str:
+        reads.append(path)
+        return file_sha256(path)
+
+    first = cache.file_digest(weights, counting)
+    assert cache.file_digest(weights, counting) == first and len(reads) == 1
+    weights.write_bytes(b"b" * 1000)  # same size, new contents and mtime
+    assert cache.file_digest(weights, counting) != first and len(reads) == 2
+    replacement = tmp_path / "new.safetensors"
+    replacement.write_bytes(b"b" * 1000)
+    stat = weights.stat()
+    replacement.replace(weights)  # another inode
+    os.utime(weights, ns=(stat.st_atime_ns, stat.st_mtime_ns))
+    assert cache.file_digest(weights, counting) == file_sha256(weights) and len(reads) == 3
+    cache.close()
+    reopened = ContentCache(tmp_path / "cache.sqlite")  # remembered across processes
+    assert reopened.file_digest(weights, counting) == file_sha256(weights) and len(reads) == 3
+
+
+def test_vqa_and_embedding_keys_follow_dtype_and_device_kind(tiny_models):
+    from auditor.perception.registry import EMBEDDERS, VQA_BACKENDS
+
+    vqa = VQA_BACKENDS.load(f"blip2:{tiny_models.vqa}", settings=PerceptionSettings())
+    clip = EMBEDDERS.load(f"clip:{tiny_models.clip}")
+    for backend in (vqa, clip):
+        cpu = backend.cache_fingerprint()
+        keys = {}
+        for device, dtype in (("cuda:0", "float32"), ("cuda:1", "float32"), ("cuda:0", "float16")):
+            backend.ref = backend.ref.model_copy(update={"device": device, "dtype": dtype})
+            keys[device, dtype] = backend.cache_fingerprint()
+        assert keys["cuda:0", "float32"] == keys["cuda:1", "float32"] != cpu  # the kind of device counts, not its number
+        assert keys["cuda:0", "float16"] != keys["cuda:0", "float32"]
+
+
+def test_a_cached_plan_is_not_served_for_another_server(tiny_models, fake_openai, tmp_path):
+    plan = {"gender": ["a photo of a male pharmacist", "a photo of a female pharmacist"]}
+    reply = f"```json\n{json.dumps(plan)}\n```"
+    args = [
+        "--llm", "openai:gpt-4o-mini", "--t2i", f"diffusers:{tiny_models.t2i}", "--vqa", str(tiny_models.vqa),
+        "--embedder", "none", "--images", "1", "--steps", "1", "--quiet",
+    ]  # fmt: skip
+    fake_openai.chat_replies("axes", "counterfactuals", reply)
+    assert run_auditor("prompt", PROMPT, *args, "--name", "one").returncode == 0
+    assert run_auditor("prompt", PROMPT, *args, "--name", "two").returncode == 0  # same server: the cached plan
+    assert len(fake_openai.chat_requests()) == 3
+
+    other = FakeOpenAI().start()
+    try:
+        other.chat_replies("axes", "counterfactuals", reply)
+        result = run_auditor("prompt", PROMPT, *args, "--name", "three", env={"OPENAI_BASE_URL": other.base_url})
+        assert result.returncode == 0, result.stderr
+        assert len(other.chat_requests()) == 3  # another endpoint: planned again
+    finally:
+        other.stop()
+    timings = {t.stage: t for t in load_record(tmp_path / "runs" / "three" / "record.json").timings}
+    assert timings["plan"].computed == 1 and timings["plan"].cached == 0
+
+
+def test_plan_key_follows_the_planner_data(monkeypatch):
+    import auditor.planning as planning
+
+    offline, llm = planning.planner_fingerprint("offline"), planning.planner_fingerprint("openai:gpt-4o-mini")
+    assert offline != llm != planning.planner_fingerprint("openai:gpt-4o")
+    monkeypatch.setenv("OPENAI_BASE_URL", "http://127.0.0.1:1/v1")
+    assert planning.planner_fingerprint("openai:gpt-4o-mini") != llm
+    assert planning.planner_fingerprint("offline") == offline  # no endpoint
+    original = planning.read_prompt_text
+    monkeypatch.setattr(planning, "read_prompt_text", lambda name: original(name) + "\n# edited")
+    assert planning.planner_fingerprint("offline") != offline  # an edited axis library or question table
+
+
+def test_a_checkpoint_missing_a_tensor_is_refused_unless_partial_weights_are_allowed(tiny_models, tmp_path):
+    from auditor.generation.registry import T2I_BACKENDS
+    from auditor.perception.registry import VQA_BACKENDS
+    from auditor.weights import LoadOptions
+
+    broken_vqa, name = _without_tensor(tiny_models.vqa, tmp_path / "vqa", "", "language_model")
+    with pytest.raises(BackendError, match=rf"missing {name}.*--allow-partial-weights"):
+        VQA_BACKENDS.load(f"blip2:{broken_vqa}", settings=PerceptionSettings())
+    loaded = VQA_BACKENDS.load(
+        f"blip2:{broken_vqa}", settings=PerceptionSettings(), options=LoadOptions(allow_partial_weights=True)
+    )
+    assert loaded.ref.partial_weights == [f"missing {name}"]
+
+    broken_t2i, unet_name = _without_tensor(tiny_models.t2i, tmp_path / "t2i", "unet", "conv_out")
+    with pytest.raises(BackendError, match=rf"missing unet\.{unet_name}"):
+        T2I_BACKENDS.load(f"diffusers:{broken_t2i}", settings=GenerationSettings(steps=1))
+
+
+def test_partial_weights_on_the_command_line_are_one_line_or_recorded(tiny_models, tmp_path):
+    broken, name = _without_tensor(tiny_models.t2i, tmp_path / "t2i", "unet", "conv_out")
+    args = ["--llm", "offline", "--t2i", f"diffusers:{broken}", "--vqa", str(tiny_models.vqa), "--embedder", "none",
+            "--images", "1", "--steps", "1", "--max-axes", "1", "--quiet"]  # fmt: skip
+    refused = run_auditor("prompt", PROMPT, *args, "--name", "refused")
+    assert refused.returncode == 1
+    assert f"missing unet.{name}" in refused.stderr and "--allow-partial-weights" in refused.stderr
+    assert len(refused.stderr.strip().splitlines()) == 1 and "Traceback" not in refused.stderr
+
+    allowed = run_auditor("prompt", "--resume", "refused", "--allow-partial-weights", "--quiet")
+    assert allowed.returncode == 0, allowed.stderr
+    record = load_record(tmp_path / "runs" / "refused" / "record.json")
+    assert record.status == "completed" and record.config.allow_partial_weights is True
+    assert record.config.t2i.partial_weights == [f"missing unet.{name}"]
+    assert record.config.vqa.partial_weights == []
+
+
+class _Blackhole:
+    """A TCP server that accepts connections and never answers: the hub as a dead network shows it."""
+
+    def __init__(self) -> None:
+        self.socket = socket.create_server(("127.0.0.1", 0))
+        self.connections: list[socket.socket] = []
+        self._thread = threading.Thread(target=self._accept, daemon=True)
+        self._thread.start()
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.socket.getsockname()[1]}"
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                self.connections.append(self.socket.accept()[0])
+            except OSError:
+                return
+
+    def close(self) -> None:
+        self.socket.close()
+        for connection in self.connections:
+            connection.close()
+
+
+def test_an_unreachable_hub_fails_in_seconds_with_one_line(tmp_path):
+    hub = _Blackhole()
+    try:
+        started = time.monotonic()
+        result = run_auditor(
+            "prompt", PROMPT, "--llm", "offline", "--t2i", "diffusers:nobody/no-such-model", "--images", "1",
+            "--embedder", "none", "--max-axes", "1", "--quiet",
+            env={"HF_HUB_OFFLINE": "", "TRANSFORMERS_OFFLINE": "", "HF_ENDPOINT": hub.url,
+                 "HF_HOME": str(tmp_path / "hf")},
+        )  # fmt: skip
+        elapsed = time.monotonic() - started
+        asked = len(hub.connections)
+    finally:
+        hub.close()
+    assert result.returncode == 1
+    assert "nobody/no-such-model" in result.stderr and "hub is unreachable" in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1
+    # One 3-second probe and nothing else: the hub client made no request of its own
+    # (each would wait out its timeout and retries); the bound leaves room for a busy machine.
+    assert asked == 1, f"{asked} connections to the hub"
+    assert elapsed < 60, f"took {elapsed:.0f} s"
+
+
+def test_hub_probe_is_skipped_for_local_folders_and_under_hf_hub_offline(tiny_models, monkeypatch):
+    from auditor import weights
+
+    weights.hub_reachable.cache_clear()
+    assert weights.hub_options(str(tiny_models.vqa)) == {}  # a folder: no probe, no option
+    assert weights.hub_options("Salesforce/blip2-opt-2.7b") == {"local_files_only": True}  # HF_HUB_OFFLINE=1
+    weights.hub_reachable.cache_clear()
