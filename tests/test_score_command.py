@@ -175,7 +175,8 @@ AUTHORS_CAS = {"gender_age_bias": [5 / 11, 3 / 13], "style": [5 / 11, 7 / 9]}
 def test_a_file_with_more_questions_than_axes_pairs_them_as_the_authors_code_does():
     result = parse_tibet_result(authors_result())
     assert result.question_axes == ["gender_age_bias", "gender_age_bias", "style", None]
-    assert [axis.questions for axis in result.axes] == [authors_result()["questions"][:2], ["What is the style of the image?"]]
+    questions = authors_result()["questions"]
+    assert [axis.questions for axis in result.axes] == [questions[:2], questions[2:3]]
     for normalization in ("distribution", "frequency"):
         scores = score_tibet_result(result, ScoringSettings(cas_normalization=normalization))
         assert {a.axis: [cf.cas for cf in a.counterfactuals] for a in scores.axes} == {
