@@ -21,5 +21,7 @@ def print_json(data: Any) -> None:
 
 
 def notice(message: str) -> None:
-    """A short note for the person running the command (stderr)."""
-    err.print(f"[yellow]note:[/yellow] {message}", markup=True)
+    """A short note for the person running the command (stderr); ``message`` is shown literally, never as markup."""
+    from rich.markup import escape
+
+    err.print(f"[yellow]note:[/yellow] {escape(message)}", markup=True)

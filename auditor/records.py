@@ -10,16 +10,16 @@ from __future__ import annotations
 
 import string
 from datetime import datetime, timezone
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 SCHEMA_VERSION = "1"
 
 RunStatus = Literal["running", "completed", "failed", "interrupted"]
 Stage = Literal["plan", "generate", "perceive", "embed", "score", "report"]
 CasNormalization = Literal["distribution", "frequency"]
-EffectLabel = Literal["negligible", "small", "medium", "large"]
+EffectLabel = Literal["negligible", "small", "medium", "large", "undefined"]
 
 
 def utc_now() -> datetime:
@@ -228,13 +228,25 @@ class AssociationResult(Record):
     """A T2IAT differential association with its effect size and permutation p-value."""
 
     association: float = Field(description="Differential association S (mean Asc of X minus mean Asc of Y).")
-    effect_size: float | None = Field(description="Cohen's d = S / pooled sd; None when the sd is 0.")
-    effect_label: EffectLabel = Field(description="negligible < 0.2 <= small < 0.5 <= medium < 0.8 <= large (|d|).")
+    effect_size: float | None = Field(
+        description="Cohen's d = S / pooled sd; None when the pooled sd is ~0 relative to the Asc values or undefined."
+    )
+    effect_label: EffectLabel = Field(
+        description="negligible < 0.2 <= small < 0.5 <= medium < 0.8 <= large (|d|); undefined when d is None."
+    )
     p_value: float = Field(ge=0, le=1, description="Two-sided permutation p-value.")
     exact: bool = Field(description="True when every split was enumerated; False for Monte Carlo.")
     permutations: int = Field(ge=1, description="Splits evaluated (all of them when exact).")
     n_x: int = Field(ge=1, description="Images of concept X.")
     n_y: int = Field(ge=1, description="Images of concept Y.")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _undefined_d_has_no_size(cls, data: Any) -> Any:
+        """Records written before "undefined" existed labelled a null d "large" or "negligible"."""
+        if isinstance(data, dict) and "effect_size" in data and data["effect_size"] is None:
+            return {**data, "effect_label": "undefined"}
+        return data
 
 
 class CounterfactualScore(Record):

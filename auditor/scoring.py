@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from auditor.concepts import SynonymIndex, merge_synonyms, set_concepts
+from auditor.concepts import SynonymIndex, histogram, merge_synonyms, set_concepts
 from auditor.errors import AuditorError
 from auditor.metrics import tibet
 from auditor.records import (
@@ -194,14 +194,43 @@ def score_record(record: RunRecord, normalization: CasNormalization | None = Non
 
 
 def score_tibet_result(result: TibetResult, settings: ScoringSettings | None = None) -> Scores:
-    """Score a TIBET result file's answers (every answer of an image counts; the files hold no captions)."""
+    """Score a TIBET result file's answers; the file's notes on its questions join the warnings.
+
+    As in the authors' metric code, every answer of an image counts in its set's overall
+    histogram, so CAS and BAV use them all (the files hold no captions). An axis's
+    axis-aligned histogram holds the answers to the questions tied to it
+    (:func:`auditor.tibet_files.question_axes`); a question tied to no axis is in none.
+    """
     settings = settings or ScoringSettings()
     axes = [axis.name for axis in result.axes]
     concepts = {
-        prompt_id: set_concepts(prompt_id, answers, axes, min_frequency=settings.min_frequency)
-        for prompt_id, answers in result.image_answers().items()
+        prompt_id: _tibet_set_concepts(prompt_id, images, result.question_axes, axes, settings.min_frequency)
+        for prompt_id, images in result.image_sets().items()
     }
-    return score_axes([(axis.name, axis.counterfactuals) for axis in result.axes], concepts, settings)
+    scores = score_axes([(axis.name, axis.counterfactuals) for axis in result.axes], concepts, settings)
+    return scores.model_copy(update={"warnings": result.warnings + scores.warnings})
+
+
+def _tibet_set_concepts(
+    prompt_id: str,
+    images: Sequence[Sequence[str]],
+    question_axes: Sequence[str | None],
+    axes: Sequence[str],
+    min_frequency: float,
+) -> SetConcepts:
+    """Histograms of one image set of a TIBET file: all answers overall, tied answers per axis."""
+    n = len(images)
+    return SetConcepts(
+        prompt_id=prompt_id,
+        images_used=n,
+        overall=histogram((answer for row in images for answer in row), n, min_frequency),
+        by_axis={
+            axis: histogram(
+                (answer for row in images for answer, tied in zip(row, question_axes) if tied == axis), n, min_frequency
+            )
+            for axis in axes
+        },
+    )
 
 
 def _plan_of(record: RunRecord) -> AuditPlan:

@@ -4,11 +4,18 @@ A result file is one JSON object::
 
     {"prompt": "...", "id": ...,                       # optional
      "result": {axis: [counterfactual prompt, ...]},
-     "questions": [one VQA question per axis, in the order of "result"],
+     "questions": [VQA question, ...],                  # at least one
      "concepts_initial": [per image: [answer per question]],
      "concepts_cf": {axis: [per counterfactual: [per image: [answer per question]]]}}
 
-Answer j of an image answers question j, i.e. belongs to the j-th axis of ``result``.
+Every image has exactly one answer per question, and every answer counts in its image
+set's concepts, as in the authors' metric code. Questions need not be one per axis: the
+authors' ``generate_questions`` writes, for each axis of ``result`` in order, one question
+per word of its name (split at "_", "bias"/"biases" left out) that has a fixed question in
+their table, or one generic question when none has, so ``gender_age_bias`` gets two; and
+users append questions of their own. :func:`question_axes` ties questions to axes that
+way, for the axis-aligned concepts; a question tied to no axis still counts overall.
+
 Validation stops at the first problem and names where it is inside the file, e.g.
 ``concepts_cf.gender[1][3]: expected 2 answers (one per question), got 3``.
 Unknown extra keys are ignored: the authors' files may carry more than we read.
@@ -18,16 +25,26 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from auditor.errors import AuditorError
-from auditor.records import INITIAL_PROMPT_ID, ImageAnswers, counterfactual_id
+from auditor.records import INITIAL_PROMPT_ID, counterfactual_id
 from auditor.store import load_json
 
 #: Keys whose presence marks a JSON object as a TIBET result file.
 TIBET_KEYS = ("result", "questions", "concepts_initial", "concepts_cf")
+#: Axis-name words with a fixed question in the authors' ``generate_questions`` (tibet/gen_questions.py
+#: of TIBET-AI/TIBET). Kept apart from our own table (prompts/vqa_questions.yaml) on purpose: this
+#: describes files their code wrote and must not move when our planner's questions do.
+AUTHORS_QUESTION_WORDS = frozenset(
+    {
+        "age", "ethnicity", "socioeconomic", "gender", "race", "racial", "nationality", "style", "setting",
+        "color", "emotion", "occupation", "culture", "fashion", "clothing", "appearance", "background",
+    }
+)  # fmt: skip
 _IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 #: Answers of one image set: per image, one answer per question.
@@ -40,10 +57,10 @@ class TibetFormatError(AuditorError):
 
 @dataclass(frozen=True)
 class TibetAxis:
-    """One axis of a TIBET result: its question, counterfactual prompts and their answers."""
+    """One axis of a TIBET result: the questions tied to it, counterfactual prompts and their answers."""
 
     name: str
-    question: str
+    questions: list[str]
     counterfactuals: list[str]
     answers: list[ImageSetAnswers]
 
@@ -56,19 +73,48 @@ class TibetResult:
     id: str | None
     axes: list[TibetAxis]
     initial: ImageSetAnswers
+    questions: list[str]
+    #: Per question, the axis it is tied to (see :func:`question_axes`); None: no axis.
+    question_axes: list[str | None]
+    #: What the reader of the scores should know about the questions (untied ones).
+    warnings: list[str]
 
-    def image_answers(self) -> dict[str, list[ImageAnswers]]:
-        """Prompt id (``'initial'``, ``'<axis>/<k>'``) -> our per-image answer records (no captions)."""
-        names = [axis.name for axis in self.axes]
-
-        def convert(images: ImageSetAnswers) -> list[ImageAnswers]:
-            return [ImageAnswers(image_index=i, answers=dict(zip(names, row))) for i, row in enumerate(images)]
-
-        found = {INITIAL_PROMPT_ID: convert(self.initial)}
+    def image_sets(self) -> dict[str, ImageSetAnswers]:
+        """Prompt id (``'initial'``, ``'<axis>/<k>'``) -> per image, its answer to every question."""
+        found = {INITIAL_PROMPT_ID: self.initial}
         for axis in self.axes:
             for k, images in enumerate(axis.answers):
-                found[counterfactual_id(axis.name, k)] = convert(images)
+                found[counterfactual_id(axis.name, k)] = images
         return found
+
+
+def authors_question_count(axis: str) -> int:
+    """Questions the authors' ``generate_questions`` writes for ``axis``.
+
+    One per word of the name (split at "_", case kept) in :data:`AUTHORS_QUESTION_WORDS`,
+    repeats included, and one generic question when none is. (They drop "bias"/"biases"
+    first, which changes no count: neither word has a question.)
+    """
+    return max(1, sum(word in AUTHORS_QUESTION_WORDS for word in axis.split("_")))
+
+
+def question_axes(axes: Sequence[str], n_questions: int) -> list[str | None]:
+    """The axis each of ``n_questions`` questions is tied to (None: no axis), in question order.
+
+    1. When the file has at least as many questions as the authors' ``generate_questions``
+       writes for these axes, the first ones are theirs, axis by axis in ``result`` order
+       (:func:`authors_question_count` each); the rest were added by a user.
+    2. Otherwise, with exactly one question per axis, question j is axis j's (the paper's
+       format, written by other code).
+    3. Otherwise nothing says which question probes which axis: none is tied.
+    """
+    counts = [authors_question_count(axis) for axis in axes]
+    if sum(counts) <= n_questions:
+        tied: list[str | None] = [axis for axis, count in zip(axes, counts) for _ in range(count)]
+        return tied + [None] * (n_questions - len(tied))
+    if n_questions == len(axes):
+        return list(axes)
+    return [None] * n_questions
 
 
 def is_tibet_result(data: Any) -> bool:
@@ -107,10 +153,8 @@ def parse_tibet_result(data: Any) -> TibetResult:
             raise TibetFormatError(f"{_at('result', name)}: no counterfactual prompts")
 
     questions = _strings(data["questions"], "questions", "question")
-    if len(questions) != len(result):
-        raise TibetFormatError(
-            f"questions: expected {len(result)} questions (one per axis in result), got {len(questions)}"
-        )
+    if not questions:
+        raise TibetFormatError("questions: no questions (a TIBET result file asks at least one)")
     n_questions = len(questions)
     initial = _image_set(data["concepts_initial"], "concepts_initial", n_questions)
 
@@ -118,8 +162,9 @@ def parse_tibet_result(data: Any) -> TibetResult:
     for name in concepts_cf:
         if name not in result:
             raise TibetFormatError(f"{_at('concepts_cf', name)}: axis not in result")
+    tied = question_axes(list(counterfactuals), n_questions)
     axes = []
-    for (name, prompts), question in zip(counterfactuals.items(), questions):
+    for name, prompts in counterfactuals.items():
         where = _at("concepts_cf", name)
         if name not in concepts_cf:
             raise TibetFormatError(f"{where}: missing (result has this axis)")
@@ -129,8 +174,36 @@ def parse_tibet_result(data: Any) -> TibetResult:
                 f"{where}: expected {len(prompts)} image sets (one per counterfactual in result), got {len(sets)}"
             )
         answers = [_image_set(images, f"{where}[{k}]", n_questions) for k, images in enumerate(sets)]
-        axes.append(TibetAxis(name=name, question=question, counterfactuals=prompts, answers=answers))
-    return TibetResult(prompt=prompt, id=None if run_id is None else str(run_id), axes=axes, initial=initial)
+        asked = [question for question, axis in zip(questions, tied) if axis == name]
+        axes.append(TibetAxis(name=name, questions=asked, counterfactuals=prompts, answers=answers))
+    return TibetResult(
+        prompt=prompt,
+        id=None if run_id is None else str(run_id),
+        axes=axes,
+        initial=initial,
+        questions=questions,
+        question_axes=tied,
+        warnings=_question_warnings(questions, tied, list(counterfactuals)),
+    )
+
+
+def _question_warnings(questions: list[str], tied: list[str | None], axes: list[str]) -> list[str]:
+    if all(axis is None for axis in tied):
+        expected = sum(authors_question_count(axis) for axis in axes)
+        return [
+            f"questions: {_count(len(questions), 'question')} for {_count(len(axes), 'axis', 'axes')}, neither "
+            f"one per axis nor the TIBET authors' pairing ({_count(expected, 'question')}, one per axis-name word "
+            "with a fixed question): every answer counts in the overall concepts, the axis-aligned concepts are empty"
+        ]
+    return [
+        f"questions[{j}] ({question!r}) is tied to no axis: its answers count in the overall concepts only"
+        for j, (question, axis) in enumerate(zip(questions, tied))
+        if axis is None
+    ]
+
+
+def _count(n: int, singular: str, plural: str | None = None) -> str:
+    return f"{n} {singular if n == 1 else plural or singular + 's'}"
 
 
 def _image_set(value: Any, where: str, n_questions: int) -> ImageSetAnswers:
@@ -140,7 +213,7 @@ def _image_set(value: Any, where: str, n_questions: int) -> ImageSetAnswers:
         answers = _strings(row, f"{where}[{i}]", "answer")
         if len(answers) != n_questions:
             raise TibetFormatError(
-                f"{where}[{i}]: expected {n_questions} answers (one per question), got {len(answers)}"
+                f"{where}[{i}]: expected {_count(n_questions, 'answer')} (one per question), got {len(answers)}"
             )
         rows.append(answers)
     return rows

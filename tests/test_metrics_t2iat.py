@@ -67,9 +67,8 @@ def test_effect_labels_follow_cohen_thresholds_on_absolute_d():
     assert t2iat.effect_label(-0.5) == "medium"
     assert t2iat.effect_label(0.8) == "large"
     assert t2iat.effect_label(-3.0) == "large"
-    # d undefined (pooled sd 0): identical groups are negligible, perfectly separated ones large.
-    assert t2iat.effect_label(None, 0.0) == "negligible"
-    assert t2iat.effect_label(None, 0.3) == "large"
+    # d undefined (no spread within the groups): no size can be named, whatever S is.
+    assert t2iat.effect_label(None) == "undefined"
 
 
 def test_pooled_sd_handles_a_single_image_group_and_zero_spread():
@@ -79,8 +78,41 @@ def test_pooled_sd_handles_a_single_image_group_and_zero_spread():
     assert t2iat.effect_size([1.0], [0.0, 2.0]) == pytest.approx(0.0)
     assert t2iat.pooled_standard_deviation([1.0], [2.0]) is None  # n_x + n_y - 2 = 0
     assert t2iat.effect_size([0.5, 0.5], [0.1, 0.1]) is None  # every value equal within its group
-    result = t2iat.association_result(np.array([0.5, 0.5]), np.array([0.1, 0.1]))
-    assert result.effect_size is None and result.effect_label == "large"
+
+
+def _ulps(value: float, steps: int) -> float:
+    """``value`` moved ``steps`` representable doubles up (down when negative): float rounding noise."""
+    for _ in range(abs(steps)):
+        value = float(np.nextafter(value, math.inf if steps > 0 else -math.inf))
+    return value
+
+
+@pytest.mark.parametrize(
+    ("asc_x", "asc_y"),
+    [
+        ([0.2, 0.2, 0.2], [0.2, 0.2]),  # identical groups: S = 0, s = 0
+        ([0.5, 0.5], [0.1, 0.1]),  # perfectly separated constant groups: S = 0.4, s = 0
+        # the same groups with rounding noise of one or two ulps (~1e-17): s ~ 3e-17, so
+        # d = S / s would be ~1e16, "large"; relative to max |Asc| = 0.5, s is 6e-17 -> undefined
+        ([0.5, _ulps(0.5, 1), _ulps(0.5, -2)], [0.1, _ulps(0.1, 1), 0.1]),
+        ([_ulps(0.2, 1), 0.2, 0.2], [0.2, _ulps(0.2, -1)]),
+    ],
+)
+def test_d_is_undefined_when_the_pooled_sd_is_zero_relative_to_the_asc_scale(asc_x, asc_y):
+    assert t2iat.effect_size(asc_x, asc_y) is None
+    result = t2iat.association_result(np.array(asc_x), np.array(asc_y))
+    assert result.effect_size is None and result.effect_label == "undefined"
+
+
+def test_a_small_spread_on_a_small_scale_still_gives_d():
+    # The tolerance is relative to max |Asc|: Asc values around 1e-6 with a spread of 1e-9
+    # are a real (if tiny) association. SS_x = 2 * (0.5e-9)^2 = SS_y; s = sqrt(1e-18 / 2) = 7.0711e-10;
+    # S = 1.0005e-6 - 0.0005e-6 = 1e-6 -> d = 1e-6 / 7.0711e-10 = 1414.2 (large)
+    asc_x, asc_y = np.array([1e-6, 1.001e-6]), np.array([0.0, 1e-9])
+    assert t2iat.effect_size(asc_x, asc_y) == pytest.approx(1e-6 / math.sqrt(0.5e-18), rel=1e-6)
+    assert t2iat.association_result(asc_x, asc_y).effect_label == "large"
+    # fewer than three values: s itself is undefined
+    assert t2iat.association_result(np.array([0.3]), np.array([0.1])).effect_label == "undefined"
 
 
 def test_monte_carlo_p_is_within_its_standard_error_of_the_exact_value():

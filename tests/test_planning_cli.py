@@ -28,7 +28,7 @@ def test_plan_with_openai_writes_plan_and_transcript(fake_openai, tmp_path):
     out = tmp_path / "plan"
     result = run_auditor(
         "plan", PROMPT, "--llm", "openai:gpt-4o-mini", "--max-counterfactuals", "2", "--temperature", "0.5",
-        "--seed", "9", "--json", "--out", str(out),
+        "--llm-seed", "9", "--json", "--out", str(out),
     )  # fmt: skip
     assert result.returncode == 0, result.stderr
     printed = json.loads(result.stdout)
@@ -109,3 +109,10 @@ def test_bad_input_is_one_line():
     ]:
         result = run_auditor(*args)
         assert result.returncode == 2 and result.stderr.startswith(message) and "Traceback" not in result.stderr
+
+
+def test_plan_has_no_seed_option_because_seed_means_image_seeds():
+    result = run_auditor("plan", PROMPT, "--llm", "offline", "--seed", "9")
+    assert result.returncode == 2
+    [line] = result.stderr.strip().splitlines()
+    assert line.startswith("error: No such option: --seed") and "--llm-seed" in line

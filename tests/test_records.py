@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
-from auditor.records import RunRecord
+from auditor.records import AssociationResult, RunRecord
 from auditor.schemas import SCHEMA_MODELS, render_schemas
 from tests.clitools import run_auditor
 from tests.factories import make_record
@@ -72,3 +72,15 @@ def test_schema_check_command_catches_a_stale_schema(tmp_path):
     result = run_auditor("schemas", "--check", "--out", str(folder))
     assert result.returncode == 2
     assert result.stderr.startswith("error: schemas out of date") and "run_record.schema.json" in result.stderr
+
+
+def test_a_null_d_reads_undefined_whatever_label_an_older_record_gave_it():
+    # Before "undefined" existed, a null d was labelled "large" (S != 0) or "negligible" (S == 0).
+    old = {"association": 0.4, "effect_size": None, "effect_label": "large", "p_value": 0.33,
+           "exact": True, "permutations": 6, "n_x": 2, "n_y": 2}  # fmt: skip
+    assert AssociationResult.model_validate(old).effect_label == "undefined"
+    assert AssociationResult.model_validate(old | {"association": 0.0, "effect_label": "negligible"}).effect_label == (
+        "undefined"
+    )
+    for label in ("negligible", "small", "medium", "large"):  # every label of a defined d still loads as it was
+        assert AssociationResult.model_validate(old | {"effect_size": 0.9, "effect_label": label}).effect_label == label

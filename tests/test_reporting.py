@@ -149,6 +149,17 @@ def test_view_ranks_axes_and_sorts_counterfactuals():
     assert {m.key for m in view.metrics} >= {"cas", "bav", "relative_bav", "embedding_similarity", "p_value"}
 
 
+def test_an_undefined_effect_size_is_never_called_large():
+    data = fixture().model_dump(mode="json")
+    gender = next(a for a in data["scores"]["axes"] if a["axis"] == "gender")
+    gender["association"].update(effect_size=None, effect_label="large")  # as records said before "undefined"
+    record = RunRecord.model_validate(data)
+    sentence = next(a for a in build_view(record).axes if a.name == "gender").association.sentence
+    assert "undefined" in sentence and "large" not in sentence
+    assert "lean towards 'a photo" not in sentence  # no direction claimed for an effect of no size
+    assert "(large)" not in " ".join(terminal_text(record, 100).split())
+
+
 # --------------------------------------------------------------------------- terminal and JSON
 
 

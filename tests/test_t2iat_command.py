@@ -74,12 +74,33 @@ def test_score_npz_uses_monte_carlo_above_the_split_limit_and_is_seeded(tmp_path
     groups = {name: rng.normal(size=(12 if name in ("X", "Y") else 3, 4)) for name in HAND}
     path = _save_npz(tmp_path / "big.npz", **groups)  # C(24, 12) = 2,704,156 splits
     runs = [
-        run_auditor("t2iat", "score", str(path), "--json", "--permutations", "300", "--seed", "4") for _ in range(2)
+        run_auditor("t2iat", "score", str(path), "--json", "--permutations", "300", "--permutation-seed", "4")
+        for _ in range(3)
     ]
-    first, second = (json.loads(r.stdout) for r in runs)
+    first, second, third = (json.loads(r.stdout) for r in runs)
     assert first["exact"] is False and first["permutations"] == 300
-    assert first == second
+    assert first == second == third
     assert first["p_value"] >= 1 / 301
+    other = run_auditor("t2iat", "score", str(path), "--json", "--permutations", "300", "--permutation-seed", "5")
+    assert json.loads(other.stdout)["p_value"] != first["p_value"]  # the option reaches the generator
+
+
+def test_seed_means_image_seeds_so_score_refuses_it(tmp_path):
+    # --seed is the image seed in every command; t2iat score makes no images.
+    path = _save_npz(tmp_path / "hand.npz", **HAND)
+    _assert_one_line_error(run_auditor("t2iat", "score", str(path), "--seed", "4"), "--permutation-seed")
+    assert "--permutation-seed" in run_auditor("t2iat", "score", "--help").stdout
+
+
+def test_score_npz_with_no_spread_has_an_undefined_d(tmp_path):
+    # Every X image is E1 and every Y image E2: Asc_X = [1, 1], Asc_Y = [-1, -1]; S = 2 but s = 0.
+    path = _save_npz(tmp_path / "flat.npz", **(HAND | {"X": E1 * 2, "Y": E2 * 2}))
+    data = json.loads(run_auditor("t2iat", "score", str(path), "--json").stdout)
+    assert data["association"] == pytest.approx(2.0)
+    assert data["effect_size"] is None and data["effect_label"] == "undefined"
+    human = run_auditor("t2iat", "score", str(path))
+    assert human.returncode == 0, human.stderr
+    assert "undefined" in human.stdout and "large" not in human.stdout
 
 
 @pytest.mark.parametrize(

@@ -9,9 +9,10 @@ from pathlib import Path
 import typer
 
 from auditor.console import out, print_json
-from auditor.redaction import SECRET_VARIABLES
+from auditor.redaction import SECRET_VARIABLES, secret_variables
 
-#: Environment variables holding credentials; doctor says whether each is set, never its value.
+#: Variables doctor always lists, set or not (never their values); any other set variable
+#: named like a credential (``*_KEY``, ``*_TOKEN``, ...) is listed after them.
 CREDENTIAL_VARIABLES = ("OPENAI_BASE_URL", *SECRET_VARIABLES)
 
 
@@ -57,7 +58,10 @@ def collect() -> dict:
         "torch": _torch_status(),
         "wordnet": _wordnet_status(),
         "stopwords": len(english_stopwords()),
-        "credentials": {name: bool(os.environ.get(name)) for name in CREDENTIAL_VARIABLES},
+        "credentials": {
+            **{name: bool(os.environ.get(name)) for name in CREDENTIAL_VARIABLES},
+            **{name: True for name in secret_variables() if name not in CREDENTIAL_VARIABLES},
+        },
         "cached_models": _cached_models(),
         "home": str(settings.home),
         "runs_dir": str(settings.runs_dir),
@@ -87,7 +91,7 @@ def doctor(json_output: bool = typer.Option(False, "--json", help="Print one JSO
     out.print(f"wordnet     {wordnet_line}")
     out.print(f"stopwords   {report['stopwords']} English words")
     for name, is_set in report["credentials"].items():
-        out.print(f"{name:<18} {'set' if is_set else 'not set'}")
+        out.print(f"{name:<18} {'set' if is_set else 'not set'}", markup=False, highlight=False)
     models = report["cached_models"]
     out.print(f"cached models ({len(models)}): {', '.join(models) if models else 'none'}")
     out.print(f"home        {report['home']}")

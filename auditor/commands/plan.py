@@ -27,7 +27,7 @@ def plan(
     ),
     llm_retries: int = typer.Option(2, "--llm-retries", min=0, help="Repair turns when the LLM's plan is invalid."),
     temperature: float | None = typer.Option(None, "--temperature", help="LLM sampling temperature (recorded)."),
-    seed: int | None = typer.Option(None, "--seed", "--llm-seed", help="Seed sent to the LLM (recorded)."),
+    llm_seed: int | None = typer.Option(None, "--llm-seed", help="Seed sent to the LLM (recorded)."),
     review: bool = typer.Option(False, "--review", help="Edit the plan ($EDITOR, else interactively) before it is saved."),
     out_dir: Path | None = typer.Option(None, "--out", help="Write plan.json and transcript.json into this folder."),
     json_output: bool = typer.Option(False, "--json", help="Print the plan as one JSON object."),
@@ -49,7 +49,7 @@ def plan(
             max_counterfactuals=max_counterfactuals,
             retries=llm_retries,
             temperature=temperature,
-            seed=seed,
+            seed=llm_seed,
         )
     except AuditorError as exc:
         transcript = transcript_of(exc)

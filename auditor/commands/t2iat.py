@@ -91,14 +91,21 @@ def load_npz(path: Path) -> dict[str, np.ndarray]:
 def score(
     file: Path = typer.Argument(..., metavar="FILE.npz", help="Arrays X, Y, XA, XB, YA, YB (rows = embeddings)."),
     permutations: int = _PERMUTATIONS,
-    seed: int = typer.Option(0, "--seed", help="Seed of the Monte Carlo permutation generator."),
+    permutation_seed: int = _PERMUTATION_SEED,
+    image_seed: str | None = typer.Option(None, "--seed", hidden=True),
     json_output: bool = _JSON,
 ) -> None:
     """Score saved embeddings: differential association S, effect size d, permutation p-value."""
     from auditor.metrics.t2iat import association_test
 
+    if image_seed is not None:  # it once meant the permutation seed here: say so instead of "no such option"
+        raise AuditorError(
+            "--seed sets image seeds and t2iat score makes no images; the permutation test's seed is --permutation-seed"
+        )
     groups = load_npz(file)
-    result = association_test(*(groups[name] for name in NPZ_ARRAYS), permutations=permutations, seed=seed)
+    result = association_test(
+        *(groups[name] for name in NPZ_ARRAYS), permutations=permutations, seed=permutation_seed
+    )
     if json_output:
         print_json({"file": str(file), **result.model_dump()})
         return
@@ -116,9 +123,13 @@ def _p_text(result: AssociationResult) -> str:
 
 
 def _print_result(result: AssociationResult, x_name: str, y_name: str) -> None:
-    d = "undefined (no spread)" if result.effect_size is None else f"{result.effect_size:+.3f}"
+    d = (
+        "undefined (the Asc values have no spread within the groups)"
+        if result.effect_size is None
+        else f"{result.effect_size:+.3f} ({result.effect_label})"
+    )
     _say(f"  association S   {result.association:+.5f}")
-    _say(f"  effect size d   {d} ({result.effect_label})")
+    _say(f"  effect size d   {d}")
     _say(f"  p-value         {_p_text(result)}")
     _say(f"  images          {x_name}: {result.n_x}, {y_name}: {result.n_y}")
 

@@ -7,7 +7,7 @@ cached embeddings can be rescored anywhere. With concepts X, Y and attributes A,
   G(X^A), G(X^B) of x's own concept (Eq. 2);
 - ``S = mean_x Asc(x) - mean_y Asc(y)`` (Eq. 1);
 - Cohen's ``d = S / s`` with ``s`` the pooled standard deviation of the Asc values from
-  sample variances (Eq. 4);
+  sample variances (Eq. 4), undefined (None, labelled "undefined") when ``s`` is ~0;
 - a two-sided permutation p-value: the Asc values are reassigned to two groups of the
   original sizes and ``p`` is the share of splits with ``|S~| >= |S|`` (Eq. 3), by exact
   enumeration when there are at most :data:`EXACT_SPLIT_LIMIT` splits, else Monte Carlo
@@ -27,6 +27,9 @@ from auditor.records import AssociationResult, EffectLabel
 
 #: Enumerate every split when there are at most this many; sample splits above it.
 EXACT_SPLIT_LIMIT = 200_000
+#: Differences below this share of the largest |Asc| are float rounding, not data: used for
+#: ties in the permutation test and for a pooled sd that is "zero" (see :func:`effect_size`).
+RELATIVE_TOLERANCE = 1e-10
 #: Cohen's thresholds on |d|, largest first.
 EFFECT_THRESHOLDS: tuple[tuple[float, EffectLabel], ...] = ((0.8, "large"), (0.5, "medium"), (0.2, "small"))
 #: Rows drawn per Monte Carlo batch are capped so one batch holds about this many values.
@@ -144,21 +147,32 @@ def pooled_standard_deviation(asc_x: np.ndarray, asc_y: np.ndarray) -> float | N
 
 
 def effect_size(asc_x: np.ndarray, asc_y: np.ndarray) -> float | None:
-    """Cohen's ``d = S / s`` (T2IAT Eq. 4); None when the pooled sd is 0 or undefined."""
-    s = pooled_standard_deviation(asc_x, asc_y)
-    if s is None or s == 0:
+    """Cohen's ``d = S / s`` (T2IAT Eq. 4); None when ``s`` is undefined or ~0.
+
+    ``s`` counts as 0 when ``s <= RELATIVE_TOLERANCE * max |Asc|`` (0 included, and an
+    all-zero Asc). Why relative: Asc values are differences of mean cosines, computed in
+    float64 over hundreds of embedding dimensions, so groups whose images are the same
+    up to rounding still differ by a few ulps, ~1e-16 to 1e-13 of the values' magnitude.
+    Dividing S by such an ``s`` gives a d of 1e13 that measures rounding, not images, and
+    an absolute cut-off would misjudge Asc values that are all tiny. Real spreads between
+    generated images are many orders of magnitude above 1e-10 of the scale. With no
+    spread, identical groups and perfectly separated ones alike have no effect size.
+    """
+    x, y = _as_scores(asc_x, "Asc of X"), _as_scores(asc_y, "Asc of Y")
+    s = pooled_standard_deviation(x, y)
+    if s is None or s <= RELATIVE_TOLERANCE * float(np.abs(np.concatenate([x, y])).max()):
         return None
-    return differential_association(asc_x, asc_y) / s
+    return differential_association(x, y) / s
 
 
-def effect_label(d: float | None, association: float = 0.0) -> EffectLabel:
+def effect_label(d: float | None) -> EffectLabel:
     """Cohen's label of ``|d|``: small >= 0.2, medium >= 0.5, large >= 0.8, else negligible.
 
-    When ``d`` is undefined because every Asc value within each group is equal, the groups
-    are either identical (``association == 0``: negligible) or perfectly separated (large).
+    An undefined ``d`` (no spread within the groups) is "undefined": a size it does not
+    have is never claimed, however different the two groups' means are.
     """
     if d is None:
-        return "negligible" if association == 0 else "large"
+        return "undefined"
     for threshold, label in EFFECT_THRESHOLDS:
         if abs(d) >= threshold:
             return label
@@ -200,8 +214,8 @@ def permutation_test(
     Exact when ``C(n_x + n_y, n_x) <= exact_limit``: every split is enumerated (the
     observed one included, so ``p >= 1 / C``). Otherwise ``permutations`` random splits
     from ``numpy.random.default_rng(seed)`` give ``p = (1 + hits) / (1 + permutations)``.
-    S~ and S are computed with the same formula; ties within a relative 1e-10 of the
-    scores' scale count as hits, so rounding never drops the observed split.
+    S~ and S are computed with the same formula; ties within :data:`RELATIVE_TOLERANCE`
+    of the scores' scale count as hits, so rounding never drops the observed split.
     """
     x, y = _as_scores(asc_x, "Asc of X"), _as_scores(asc_y, "Asc of Y")
     if permutations < 1:
@@ -210,7 +224,7 @@ def permutation_test(
     n_x, n_y = len(x), len(y)
     total = float(values.sum())
     observed = abs(float(_split_association(np.array(x.sum()), total, n_x, n_y)))
-    tolerance = 1e-10 * float(np.abs(values).max())
+    tolerance = RELATIVE_TOLERANCE * float(np.abs(values).max())
     count = split_count(n_x, n_y)
 
     if count <= exact_limit:
@@ -249,7 +263,7 @@ def association_result(
     return AssociationResult(
         association=association,
         effect_size=d,
-        effect_label=effect_label(d, association),
+        effect_label=effect_label(d),
         p_value=test.p_value,
         exact=test.exact,
         permutations=test.permutations,

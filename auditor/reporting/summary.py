@@ -115,7 +115,7 @@ METRICS: dict[str, MetricInfo] = {
             "Cohen's d of the association: its size in standard deviations.",
             "0.8 or more (either sign) is a large effect",
             "below 0.2 is negligible",
-            "any number",
+            "any number; undefined when the association scores have no spread",
         ),
         MetricInfo(
             "p_value",
@@ -402,10 +402,15 @@ def axis_finding(prompt: str, axis: str, scores: list[CounterfactualScore]) -> s
 def _association_view(result: AssociationResult, scores: list[CounterfactualScore]) -> AssociationView:
     first, second = (scores[0].prompt, scores[1].prompt) if len(scores) >= 2 else (None, None)
     toward = first if result.association > 0 else second if result.association < 0 else None
-    d = "undefined" if result.effect_size is None else f"{result.effect_size:.2f}"
-    numbers = f"S = {result.association:+.3f}, d = {d} ({result.effect_label}), p = {result.p_value:.3g}"
+    d = "undefined" if result.effect_size is None else f"{result.effect_size:.2f} ({result.effect_label})"
+    numbers = f"S = {result.association:+.3f}, d = {d}, p = {result.p_value:.3g}"
     subject = "The initial images' embeddings lean towards"
-    if toward is None or result.effect_label == "negligible":
+    if result.effect_size is None:
+        sentence = (
+            "The initial images' association scores have no spread within the groups, so the size of any lean "
+            f"is undefined ({numbers})."
+        )
+    elif toward is None or result.effect_label == "negligible":
         pair = f"neither {_quote(first)} nor {_quote(second)}" if first and second else "neither counterfactual"
         sentence = f"{subject} {pair} more than a balanced mix of both does ({numbers})."
     else:
