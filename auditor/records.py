@@ -254,7 +254,12 @@ class CounterfactualScore(Record):
 
     prompt_id: str = Field(description="Prompt set id of the counterfactual.")
     prompt: str = Field(description="Counterfactual prompt text.")
-    cas: float = Field(ge=0, le=1, description="Concept Association Score: histogram IoU after synonym merging.")
+    cas: float | None = Field(
+        ge=0,
+        le=1,
+        description="Concept Association Score: histogram IoU after synonym merging; null when the initial or "
+        "the counterfactual images gave no concepts (then it is left out of BAV and warnings say why).",
+    )
     embedding_similarity: float | None = Field(
         default=None, description="Mean cosine similarity of initial and counterfactual image embeddings."
     )
@@ -266,11 +271,25 @@ class AxisScore(Record):
 
     axis: str = Field(description="Axis name.")
     counterfactuals: list[CounterfactualScore] = Field(description="One score per counterfactual, in plan order.")
-    bav: float = Field(ge=0, description="Bias Axis Variance: population variance of the axis's CAS values (Eq. 5).")
-    bav_mad: float = Field(ge=0, description="Authors' released-code variant: normalised mean absolute deviation.")
-    relative_bav: float = Field(ge=0, le=1, description="This axis's BAV divided by the largest BAV of the prompt.")
+    bav: float | None = Field(
+        ge=0,
+        description="Bias Axis Variance: population variance of the axis's non-null CAS values (Eq. 5); "
+        "null when fewer than two counterfactuals have a CAS.",
+    )
+    bav_mad: float | None = Field(
+        ge=0,
+        description="Authors' released-code variant: normalised mean absolute deviation of the non-null CAS "
+        "values; null when BAV is.",
+    )
+    relative_bav: float | None = Field(
+        ge=0,
+        le=1,
+        description="This axis's BAV divided by the largest BAV of the prompt; null when the axis has no BAV.",
+    )
     lean: float | None = Field(
-        default=None, description="CAS(male counterfactual) - CAS(female counterfactual), when the axis has both."
+        default=None,
+        description="CAS(male counterfactual) - CAS(female counterfactual), when the axis has both and both "
+        "have a CAS.",
     )
     association: AssociationResult | None = Field(
         default=None, description="T2IAT association of the initial images with the axis's two counterfactuals."

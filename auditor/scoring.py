@@ -53,15 +53,23 @@ def score_axes(
     *,
     synonyms: SynonymIndex | None = None,
 ) -> Scores:
-    """:func:`score_audit` on bare ``(axis, counterfactuals)`` pairs (TIBET files may have one-counterfactual axes)."""
+    """:func:`score_audit` on bare ``(axis, counterfactuals)`` pairs (TIBET files may have one-counterfactual axes).
+
+    A set without concepts gets no CAS (None) rather than 0, and a warning that says why:
+    a counterfactual's in its own ``warnings``; the initial set's, which leaves every CAS
+    of the prompt None, once in ``Scores.warnings``. BAV, bav_mad, relative BAV and the
+    lean use only the CAS values that exist, and an axis with fewer than two gets no BAV
+    (a warning in ``Scores.warnings`` says so).
+    """
     prompt_ids = [INITIAL_PROMPT_ID] + [counterfactual_id(name, k) for name, cfs in axes for k in range(len(cfs))]
     sets = {prompt_id: _concepts_of(concepts, prompt_id) for prompt_id in prompt_ids}
-    warnings = [
-        f"prompt set {prompt_id!r} has no usable images (all flagged or none answered)"
-        for prompt_id, found in sets.items()
-        if found.images_used == 0
-    ]
     initial = sets[INITIAL_PROMPT_ID]
+    warnings = []
+    if not initial.overall:
+        warnings.append(
+            f"the initial images gave no concepts ({_why_no_concepts(initial)}), so no counterfactual can be "
+            "compared with them: every CAS and BAV is null"
+        )
     per_axis = [
         [
             _counterfactual_score(initial, sets[counterfactual_id(name, k)], prompt, settings.cas_normalization, synonyms)
@@ -69,17 +77,23 @@ def score_axes(
         ]
         for name, cfs in axes
     ]
-    bavs = [tibet.bav([score.cas for score in scores]) for scores in per_axis]
+    cas_values = [[score.cas for score in scores] for scores in per_axis]
+    bavs = [tibet.bav(values) for values in cas_values]
+    if initial.overall:  # otherwise the warning above already says why no axis has a BAV
+        warnings += [
+            _no_bav_warning(name, values) for (name, _), values, value in zip(axes, cas_values, bavs) if value is None
+        ]
+    relative_bavs = tibet.relative_bav(bavs)
     axis_scores = [
         AxisScore(
             axis=name,
             counterfactuals=scores,
-            bav=value,
-            bav_mad=tibet.bav_mad([score.cas for score in scores]),
-            relative_bav=relative,
-            lean=tibet.occupation_lean(list(cfs), [score.cas for score in scores]),
+            bav=bavs[i],
+            bav_mad=tibet.bav_mad(cas_values[i]),
+            relative_bav=relative_bavs[i],
+            lean=tibet.occupation_lean(list(cfs), cas_values[i]),
         )
-        for (name, cfs), scores, value, relative in zip(axes, per_axis, bavs, tibet.relative_bav(bavs))
+        for i, ((name, cfs), scores) in enumerate(zip(axes, per_axis))
     ]
     axis_names = [name for name, _ in axes]
     k = settings.top_k
@@ -123,23 +137,32 @@ def _counterfactual_score(
     normalization: CasNormalization,
     synonyms: SynonymIndex | None,
 ) -> CounterfactualScore:
+    """CAS of one pair; an empty initial set is warned about once by the caller, not here for every pair."""
     p, q = merge_synonyms(initial.overall, other.overall, synonyms)
+    warnings = []
+    if p and not q:
+        warnings.append(
+            f"the counterfactual images gave no concepts ({_why_no_concepts(other)}), "
+            "so it has no CAS and is left out of BAV"
+        )
     return CounterfactualScore(
-        prompt_id=other.prompt_id,
-        prompt=prompt,
-        cas=tibet.cas(p, q, normalization),
-        warnings=_pair_warnings(bool(p), bool(q)),
+        prompt_id=other.prompt_id, prompt=prompt, cas=tibet.cas(p, q, normalization), warnings=warnings
     )
 
 
-def _pair_warnings(initial_has_concepts: bool, counterfactual_has_concepts: bool) -> list[str]:
-    if not initial_has_concepts and not counterfactual_has_concepts:
-        return ["neither the initial nor the counterfactual images gave any concept; CAS set to 0"]
-    if not initial_has_concepts:
-        return ["the initial images gave no concept, so CAS is 0"]
-    if not counterfactual_has_concepts:
-        return ["the counterfactual images gave no concept, so CAS is 0"]
-    return []
+def _why_no_concepts(found: SetConcepts) -> str:
+    if found.images_used == 0:
+        return "no usable images: every one was flagged by the safety checker or got no answer"
+    return "every answer was a stopword or rarer than the frequency floor"
+
+
+def _no_bav_warning(axis: str, cas_values: Sequence[float | None]) -> str:
+    if len(cas_values) == 1:
+        return f"axis {axis!r} has no BAV: it has one counterfactual, and a variance needs two"
+    count = len(tibet.known(cas_values))
+    has = "none" if count == 0 else f"only {count}"
+    total = len(cas_values)
+    return f"axis {axis!r} has no BAV: {has} of its {total} counterfactuals has a CAS, and a variance needs two"
 
 
 def _top(histogram: Mapping[str, float], k: int) -> list[ConceptFrequency]:

@@ -30,7 +30,7 @@ from auditor.records import RunRecord
 from auditor.reporting import write_html_report
 from auditor.reporting.compare import compare_records, write_comparison_html
 from auditor.store import load_record, write_model
-from tests.test_reporting import copy_fixture, failed_record, hostile_record
+from tests.test_reporting import copy_fixture, failed_record, flagged_record, hostile_record
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 pytestmark = pytest.mark.skipif(
@@ -227,6 +227,14 @@ def test_failed_run_page_renders_in_chromium(tmp_path):
     page = open_page(write_html_report(failed, run_dir))
     assert_clean_page(page, "report-failed", image_files(failed))
     assert "This run failed." in page["text"]
+
+
+def test_report_without_some_cas_renders_in_chromium(tmp_path):
+    run_dir = copy_fixture("pharmacist-sd15", tmp_path)
+    record = flagged_record(load_record(run_dir / "record.json"), "gender/1", "age/2")
+    page = open_page(write_html_report(record, run_dir))
+    assert_clean_page(page, "report-no-cas", image_files(record))
+    assert "no CAS" in page["text"] and "no BAV: only 1 of 2 counterfactuals has a CAS" in page["text"]
 
 
 def test_comparison_renders_in_chromium(tmp_path):

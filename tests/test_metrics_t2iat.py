@@ -265,3 +265,23 @@ def test_apply_embedding_scores_warns_about_missing_sets():
     assert any("gender/1" in w for w in scores.warnings) and any("association" in w for w in scores.warnings)
     none = apply_embedding_scores(_scores_for(plan), plan, {}, ScoringSettings())
     assert none.warnings == ["no embeddings of the initial images: embedding scores left out"]
+
+
+def test_embedding_scores_keep_a_missing_cas_and_its_warning():
+    """A counterfactual whose images were all flagged has no CAS and no embeddings: both stay missing, warned about."""
+    from auditor.embedding_scores import apply_embedding_scores
+    from auditor.records import ScoringSettings, Scores
+    from tests.factories import make_plan
+
+    plan = make_plan()
+    data = _scores_for(plan).model_dump()
+    gender = data["axes"][0]
+    gender["counterfactuals"][1] |= {"cas": None, "warnings": ["no concepts"]}
+    gender |= {"bav": None, "bav_mad": None, "relative_bav": None}
+    embeddings = {"initial": np.array([[1.0, 0], [0.8, 0.6]]), "gender/0": np.array([[1.0, 0], [0.6, 0.8]])}
+    scores = apply_embedding_scores(Scores.model_validate(data), plan, embeddings, ScoringSettings())
+    scored = Scores.model_validate(scores.model_dump()).axes[0]  # still a valid record
+    assert [cf.cas for cf in scored.counterfactuals] == [0.5, None] and scored.bav is None
+    flagged = scored.counterfactuals[1]
+    assert flagged.warnings == ["no concepts"] and flagged.embedding_similarity is None
+    assert "gender/1: no usable image embeddings, so no embedding similarity" in scores.warnings

@@ -36,9 +36,16 @@ def test_cas_distribution_ignores_scale_frequency_does_not():
 @pytest.mark.parametrize("normalization", ["distribution", "frequency"])
 def test_cas_edges(normalization):
     assert tibet.cas(P, P, normalization) == 1.0
-    assert tibet.cas(P, {"z": 3.0}, normalization) == 0.0
-    assert tibet.cas(P, {}, normalization) == 0.0
-    assert tibet.cas({}, {}, normalization) == 0.0  # both empty: 0, never a division error
+    assert tibet.cas(P, {"z": 3.0}, normalization) == 0.0  # concepts on both sides, none shared: 0
+
+
+@pytest.mark.parametrize("normalization", ["distribution", "frequency"])
+def test_cas_of_a_set_without_concepts_is_none(normalization):
+    # nothing to compare is not "nothing in common": no number, never 0 and never a division error
+    assert tibet.cas(P, {}, normalization) is None
+    assert tibet.cas({}, Q, normalization) is None
+    assert tibet.cas({}, {}, normalization) is None
+    assert tibet.cas(P, {"z": 0.0}, normalization) is None  # a histogram without mass has no concept either
 
 
 def test_cas_rejects_unknown_normalization():
@@ -51,8 +58,18 @@ def test_bav_is_population_variance():
     assert tibet.bav([0.2, 0.4, 0.6]) == pytest.approx(0.08 / 3)
     # two values: ((a - b) / 2)^2 = (0.3 / 2)^2 = 0.0225
     assert tibet.bav([0.1, 0.4]) == pytest.approx(0.0225)
-    assert tibet.bav([0.7]) == 0.0
-    assert tibet.bav([]) == 0.0
+
+
+
+def test_bav_leaves_out_missing_cas_and_needs_two_values():
+    # None (a counterfactual without concepts) is left out: the variance of .1 and .4 as above
+    assert tibet.bav([0.1, None, 0.4]) == pytest.approx(0.0225)
+    # a variance of one value says nothing: no BAV, not 0
+    assert tibet.bav([0.7]) is None
+    assert tibet.bav([0.7, None]) is None
+    assert tibet.bav([None, None]) is None
+    assert tibet.bav([]) is None
+    assert tibet.bav([0.3, 0.3]) == 0.0  # two equal values: a real 0
 
 
 def test_bav_mad_by_hand():
@@ -68,8 +85,11 @@ def test_bav_mad_by_hand():
 
 def test_bav_mad_defined_without_division_by_zero():
     assert tibet.bav_mad([0.0, 0.0, 0.0]) == 0.0  # all zero: no counterfactual favoured
-    assert tibet.bav_mad([0.8]) == 0.0  # one value: no spread possible
-    assert tibet.bav_mad([]) == 0.0
+    assert tibet.bav_mad([0.8]) is None  # one value: no spread to measure
+    assert tibet.bav_mad([0.8, None]) is None
+    assert tibet.bav_mad([]) is None
+    # None is left out: [.1, .3] as in test_bav_mad_by_hand
+    assert tibet.bav_mad([None, 0.1, 0.3]) == pytest.approx(1 / math.sqrt(2))
     with pytest.raises(ValueError):
         tibet.bav_mad([0.5, -0.1])
 
@@ -78,6 +98,9 @@ def test_relative_bav():
     assert tibet.relative_bav([0.02, 0.01, 0.0]) == pytest.approx([1.0, 0.5, 0.0])
     assert tibet.relative_bav([0.0, 0.0]) == [0.0, 0.0]
     assert tibet.relative_bav([]) == []
+    # an axis without BAV stays without; the others are divided by the largest BAV there is
+    assert tibet.relative_bav([0.01, None, 0.02]) == pytest.approx([0.5, None, 1.0])
+    assert tibet.relative_bav([None, None]) == [None, None]
 
 
 def test_top_k_orders_by_frequency_then_alphabet():
@@ -111,3 +134,11 @@ def test_occupation_lean():
     assert tibet.occupation_lean(["a man", "a boy", "a woman"], [0.1, 0.2, 0.3]) is None
     with pytest.raises(ValueError):
         tibet.occupation_lean(prompts, [0.1])
+
+
+def test_occupation_lean_uses_only_counterfactuals_with_a_cas():
+    prompts = ["a photo of a female nurse", "a photo of a male nurse"]
+    assert tibet.occupation_lean(prompts, [None, 0.45]) is None  # the female side has no CAS
+    assert tibet.occupation_lean(prompts, [0.6, None]) is None
+    # two male counterfactuals, one without CAS: the pair among the scored ones is clear
+    assert tibet.occupation_lean(["a man", "a boy", "a woman"], [0.1, None, 0.3]) == pytest.approx(-0.2)

@@ -1,12 +1,18 @@
-"""The reply reader on the shapes real LLMs produced in the TIBET paper (Figures 13, 14, 17) and on broken JSON."""
+"""The reply reader on the shapes real LLMs produced in the TIBET paper (Figures 13, 14, 17), on prose replies
+of open-weight chat models (``fixtures/prose_replies.yaml``) and on broken JSON."""
 
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
+import yaml
 
 from auditor.planning.extract import PlanProblem, extract_axes, loosen_json
+
+#: Prose replies with section headers, each with the exact axes and counterfactuals it holds.
+PROSE_REPLIES = yaml.safe_load((Path(__file__).parent / "fixtures" / "prose_replies.yaml").read_text(encoding="utf-8"))
 
 # Figure 14 (ChatGPT, counterfactual turn), as the paper prints it.
 CHATGPT = """Certainly, let's create counterfactual prompts by changing one concept at a time:
@@ -66,6 +72,35 @@ def test_bard_style_instructions_become_prompts():
     axes = _read(BARD)
     assert axes["Gender"][0] == "two Indian female astronauts having an Indian buffet on Mars."
     assert axes["Setting"] == ["two Indian astronauts having an Indian buffet on the Moon."]
+
+
+@pytest.mark.parametrize("case", PROSE_REPLIES, ids=[case["name"] for case in PROSE_REPLIES])
+def test_prose_replies_give_exactly_their_axes(case):
+    """A header starts an axis; introductory and closing sentences, notes and explanations are never read."""
+    read = [(axis.name, axis.counterfactuals) for axis in extract_axes(case["reply"])]
+    assert read == list(case["axes"].items())
+
+
+def test_the_corpus_is_large_and_varied():
+    assert len(PROSE_REPLIES) >= 10
+    replies = "\n".join(case["reply"] for case in PROSE_REPLIES)
+    for shape in ("**Gender Bias**", "**Gender:**", "### ", "\nGender bias:\n", "Counterfactual 1:", "\n- ", "```json"):
+        assert shape in replies, shape
+
+
+@pytest.mark.parametrize(
+    "reply",
+    [
+        "Here are some counterfactual prompts:\n- a photo of a male nurse\n- a photo of a female nurse",
+        "Sure! Here they are:\n\n**Here are the counterfactual prompts:**\n"
+        "* a photo of a male nurse\n* a photo of a female nurse",
+        "These prompts help test the model:\n1. a photo of a male nurse\n2. a photo of a female nurse\n",
+        "**Note:**\n- a photo of a male nurse\n- a photo of a female nurse",
+    ],
+)
+def test_a_sentence_or_a_note_is_never_an_axis(reply):
+    with pytest.raises(PlanProblem, match="no JSON object was found"):
+        extract_axes(reply)
 
 
 def test_json_wins_over_prose_and_the_largest_broken_json_is_reported():

@@ -12,8 +12,10 @@ import pytest
 
 from auditor.errors import AuditorError, BackendError, InvalidPlanError
 from auditor.planning import LLM_BACKENDS, check_llm_spec, make_plan, transcript_of
+from auditor.planning.extract import snake_case
 from auditor.planning.llm import HTTP_RETRIES
 from tests.fake_openai import FAKE_API_KEY, http_error
+from tests.test_planning_extract import PROSE_REPLIES
 
 PROMPT = "Two Indian Astronauts having Indian Buffet on Mars"
 TURN1_REPLY = (
@@ -243,6 +245,21 @@ def test_a_server_without_json_mode_is_asked_again_in_plain_text(fake_openai):
     final, retried = (r.json for r in fake_openai.chat_requests()[2:])
     assert final["response_format"] == {"type": "json_object"} and "response_format" not in retried
     assert final["messages"] == retried["messages"]
+
+
+@pytest.mark.parametrize("case", PROSE_REPLIES, ids=[case["name"] for case in PROSE_REPLIES])
+def test_prose_replies_of_a_server_without_json_mode_give_their_exact_plan(fake_openai, case):
+    """An open-weight model behind a server without JSON mode answers the JSON turn in prose: the plan holds
+    exactly the reply's axes and counterfactuals, first time, with no repair turn."""
+    unsupported = http_error(400, "response_format is not supported by this server", error_type="invalid_request_error")
+    fake_openai.chat_replies(TURN1_REPLY, TURN2_REPLY, unsupported, case["reply"])
+    plan = make_plan(case["prompt"], "openai:llama-3-8b-instruct")
+    assert [(axis.name, axis.counterfactuals) for axis in plan.axes] == [
+        (snake_case(name), counterfactuals) for name, counterfactuals in case["axes"].items()
+    ]
+    assert plan.attempts == 1 and fake_openai.pending_chat == 0
+    assert "response_format" not in fake_openai.chat_requests()[-1].json
+    assert plan.transcript[-1].content == case["reply"]
 
 
 def test_missing_api_key_is_one_clear_error(monkeypatch):

@@ -19,7 +19,7 @@ from auditor.reporting.compare import (
     render_comparison_terminal,
     write_comparison_html,
 )
-from auditor.reporting.html import Bar, bar_chart
+from auditor.reporting.html import Bar, bar_chart, render_html
 from auditor.reporting.summary import (
     axis_finding,
     build_view,
@@ -27,6 +27,7 @@ from auditor.reporting.summary import (
     prompt_label,
     prompt_segments,
 )
+from auditor.scoring import record_concepts, score_record
 from auditor.store import load_record, write_model
 from tests.clitools import run_auditor
 from tests.fixtures.build_fixtures import build_all
@@ -74,6 +75,17 @@ def failed_record(record: RunRecord) -> RunRecord:
             "errors": [RunError(stage="perceive", type="BackendError", message="CUDA out of memory")],
         }
     )
+
+
+def flagged_record(record: RunRecord, *prompt_ids: str) -> RunRecord:
+    """``record`` rescored from its answers after the safety checker blacked out every image of ``prompt_ids``."""
+    data = record.model_dump(mode="json")
+    for prompt_set in data["prompt_sets"]:
+        if prompt_set["prompt_id"] in prompt_ids:
+            for image in prompt_set["images"]:
+                image["flagged_nsfw"] = True
+    flagged = RunRecord.model_validate(data)
+    return flagged.model_copy(update={"concepts": record_concepts(flagged), "scores": score_record(flagged)})
 
 
 def terminal_text(record: RunRecord, width: int = 80) -> str:
@@ -387,3 +399,96 @@ def test_large_sets_show_a_seed_aligned_grid_and_fold_the_rest(tmp_path):
     folded = len(data["prompt_sets"]) + len(data["plan"]["axes"]) - 1  # every axis's grid repeats the initial set
     assert html.count("all 10 images of") == folded
     assert html.count('loading="lazy"') == 10 * folded
+
+
+# --------------------------------------------------------------------------- sets without concepts (no CAS)
+
+
+def test_report_of_counterfactuals_without_cas(tmp_path):
+    """Every female and every old image flagged: those have no CAS; gender has no BAV and ranks last, saying why."""
+    run_dir = copy_fixture("pharmacist-sd15", tmp_path)
+    record = flagged_record(load_record(run_dir / "record.json"), "gender/1", "age/2")
+    view = build_view(record)
+    assert [a.name for a in view.axes][-1] == "gender"
+    gender, age = (next(a for a in view.axes if a.name == name) for name in ("gender", "age"))
+    assert (gender.bav, gender.bav_mad, gender.relative_bav, gender.lean) == (None, None, None, None)
+    assert gender.bav_note == "no BAV: only 1 of 2 counterfactuals has a CAS"
+    assert [cf.cas is None for cf in gender.counterfactuals] == [False, True]  # no CAS sorts last
+    assert gender.finding.startswith("Only 'a photo of a male pharmacist' has a CAS among the gender counterfactuals")
+    assert "'a photo of a female pharmacist' has no CAS" in gender.finding
+    assert age.bav is not None and age.bav_note is None and age.counterfactuals[-1].cas is None
+    assert age.finding.endswith(
+        "more than 'a photo of a middle-aged pharmacist' (0.64). "
+        "'a photo of an old pharmacist' has no CAS (no concepts in its images)."
+    )
+    warning = "the counterfactual images gave no concepts (no usable images"
+    assert any(warning in note and "female pharmacist" in note for note in view.notes)
+
+    text = terminal_text(record, 80)
+    assert_fits(text, 80)
+    flat = " ".join(text.split())
+    assert "no CAS" in flat and "no BAV" in flat and "only 1 of 2 counterfactuals has a CAS" in flat
+    assert flat.index("3. gender") > flat.index("Which axes lean most")
+    assert "warning: " + warning in flat  # under the CAS table, and in the notes
+    ranking = flat[flat.index("Which axes lean most") : flat.index("An axis's BAV divided")]
+    assert ranking.endswith("3. gender - no BAV gender has no BAV: only 1 of 2 counterfactuals has a CAS ")
+
+    data = report_json(record)
+    dumped = json.dumps(data)
+    gender_json = next(a for a in data["axes"] if a["name"] == "gender")
+    assert gender_json["bav"] is None and gender_json["counterfactuals"][-1]["cas"] is None
+    assert '"cas": null' in dumped
+
+    html = write_html_report(record, run_dir).read_text(encoding="utf-8")
+    assert html.count(">no CAS<") >= 2 * 2  # chart value and table cell, for each of the two
+    assert "no BAV" in html and "only 1 of 2 counterfactuals has a CAS" in html
+    assert warning in html
+
+
+def test_charts_mark_a_missing_value_without_a_bar():
+    chart = bar_chart([Bar("a", 0.5, "0.50"), Bar("b", None, "no CAS")], title="t", axis_label="x", scale_max=1.0)
+    scored, missing = chart.rows
+    assert scored.bar_width > 0 and not scored.missing
+    assert missing.bar_width == 0 and missing.missing and missing.value_text == "no CAS"
+
+
+def test_report_when_the_initial_images_have_no_concepts(tmp_path):
+    run_dir = copy_fixture("pharmacist-sd15", tmp_path)
+    record = flagged_record(load_record(run_dir / "record.json"), "initial")
+    assert all(cf.cas is None for axis in record.scores.axes for cf in axis.counterfactuals)
+    view = build_view(record)
+    assert view.headline == (
+        "No counterfactual has a CAS: the images gave no concepts to compare (see the notes), so no axis can be ranked."
+    )
+    assert [a.name for a in view.axes] == ["gender", "age", "geography"]  # plan order: nothing to rank by
+    one = (
+        "the initial images gave no concepts (no usable images: every one was flagged by the safety checker or got "
+        "no answer), so no counterfactual can be compared with them: every CAS and BAV is null"
+    )
+    assert view.notes.count(one) == 1 and not any("counterfactual images gave no concepts" in n for n in view.notes)
+    text = terminal_text(record, 80)
+    assert_fits(text, 80)
+    assert " ".join(one.split()) in " ".join(text.split())
+    data = report_json(record)
+    assert all(a["bav"] is None for a in data["axes"])
+    html = render_html(view, run_dir)
+    assert html.count(">no CAS<") >= 8 * 2 and one in html
+
+
+def test_compare_with_a_run_without_some_cas(tmp_path):
+    a = fixture("pharmacist-sd15")
+    b = flagged_record(a, "gender/1")
+    view = compare_records(a, b)
+    gender = next(x for x in view.axes if x.axis == "gender")
+    assert gender.bav_a is not None and gender.bav_b is None and gender.delta is None
+    female = next(cf for cf in gender.counterfactuals if "female" in cf.prompt)
+    assert female.cas_a is not None and female.cas_b is None and female.delta is None and female.only_in is None
+    assert view.axes[-1].axis == "gender"  # an axis without BAV in one run sorts by the other's BAV
+    console = Console(width=80, file=io.StringIO(), force_terminal=True, record=True)
+    render_comparison_terminal(view, console)
+    text = console.export_text(styles=False)
+    assert_fits(text, 80)
+    assert "no BAV" in text and "no CAS" in text
+    page = write_comparison_html(view, tmp_path / "compare.html", FIXTURES / a.run_id, FIXTURES / a.run_id)
+    html = page.read_text(encoding="utf-8")
+    assert "no CAS" in html and "no BAV" in html

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from auditor.concepts import set_concepts
 from auditor.errors import AuditorError
 from auditor.records import (
     GeneratedImage,
@@ -248,12 +249,21 @@ def test_questions_that_fit_no_axis_still_count_overall(tmp_path):
     assert len(scores.warnings) == 1 and scores.warnings[0].startswith("questions: 1 question for 2 axes")
 
 
-def _record(tmp_path: Path) -> Path:
-    """A run folder: one gender axis, 3 initial images of which image 2 is flagged NSFW."""
+def _record(tmp_path: Path, all_flagged: str | None = None) -> Path:
+    """A run folder: one gender axis, 3 initial images of which image 2 is flagged NSFW.
+
+    ``all_flagged`` names a prompt set whose every image the safety checker flagged.
+    """
 
     def images(prompt_id: str, count: int, flagged: int | None = None) -> list[GeneratedImage]:
         return [
-            GeneratedImage(index=i, file=f"images/{prompt_id}/{i}.png", seed=i, sha256="0" * 64, flagged_nsfw=i == flagged)
+            GeneratedImage(
+                index=i,
+                file=f"images/{prompt_id}/{i}.png",
+                seed=i,
+                sha256="0" * 64,
+                flagged_nsfw=i == flagged or prompt_id == all_flagged,
+            )
             for i in range(count)
         ]
 
@@ -323,19 +333,104 @@ def test_score_record_in_process_respects_settings(tmp_path):
         score_record(record)
 
 
-def test_empty_sets_give_zero_with_warnings():
-    def empty(prompt_id: str) -> SetConcepts:
-        return SetConcepts(prompt_id=prompt_id, images_used=0, overall={}, by_axis={"gender": {}})
+def test_a_counterfactual_whose_images_are_all_flagged_has_no_cas(tmp_path):
+    """Every image of 'a photo of a female pharmacist' blacked out: no CAS, no BAV, no lean, and a warning."""
+    folder = _record(tmp_path, all_flagged="gender/1")
+    result = run_auditor("score", str(folder), "--json")
+    assert result.returncode == 0, result.stderr
+    gender = json.loads(result.stdout)["axes"]["gender"]
+    assert gender["cas"][0] == pytest.approx(RECORD_CAS["distribution"][0])  # the male side is scored as before
+    assert gender["cas"][1] is None  # JSON null, not 0
+    assert (gender["bav"], gender["bav_mad"], gender["relative_bav"], gender["lean"]) == (None, None, None, None)
+    assert gender["warnings"] == [
+        "gender/1: the counterfactual images gave no concepts (no usable images: every one was flagged by the "
+        "safety checker or got no answer), so it has no CAS and is left out of BAV"
+    ]
+    assert "'gender' has no BAV: only 1 of its 2 counterfactuals has a CAS" in " ".join(
+        json.loads(result.stdout)["warnings"]
+    )
+    assert "gender/1: the counterfactual images gave no concepts" in result.stderr  # and said on the terminal
+    table = run_auditor("score", str(folder), env={"COLUMNS": "200"})
+    assert table.returncode == 0, table.stderr
+    row = next(line for line in table.stdout.splitlines() if "female pharmacist" in line)
+    assert "no CAS" in row and "0.000" not in row
+    assert "no BAV" in table.stdout
 
-    concepts = {pid: empty(pid) for pid in ("initial", "gender/0", "gender/1")}
-    scores = score_axes([("gender", GENDER_CFS)], concepts, ScoringSettings())
-    axis = scores.axes[0]
-    assert [cf.cas for cf in axis.counterfactuals] == [0.0, 0.0]
-    assert all("CAS set to 0" in cf.warnings[0] for cf in axis.counterfactuals)
-    assert (axis.bav, axis.bav_mad, axis.relative_bav, axis.lean) == (0.0, 0.0, 0.0, 0.0)
-    assert len(scores.warnings) == 3 and "no usable images" in scores.warnings[0]
+
+def _concepts(prompt_id: str, *answers: tuple[str, str]) -> SetConcepts:
+    """Concepts of a set from (age answer, gender answer) per image, through the real concept pipeline."""
+    rows = [ImageAnswers(image_index=i, answers={"age": a, "gender": g}) for i, (a, g) in enumerate(answers)]
+    return set_concepts(prompt_id, rows, ["age", "gender"])
+
+
+AGE3 = ["a photo of a young nurse", "a photo of an old nurse", "a photo of a middle-aged nurse"]
+
+
+def test_a_set_whose_answers_are_all_stopwords_is_left_out_of_bav():
+    # initial young 1, male 1 (no WordNet link between the words used here but male~man)
+    # age/0  young 1, male 1                        -> CAS 1
+    # age/1  old 1, male 1: min .5, max .5+.5+.5     -> CAS 1/3
+    # age/2  "none", "the", "a": nothing left        -> no CAS; BAV of [1, 1/3] = (1/3)^2, MAD sqrt((2/3)/(4/3))
+    # gender/0 male 1, young 1 -> CAS 1; gender/1 only stopwords -> no CAS, so gender has one CAS: no BAV, no lean
+    concepts = {
+        "initial": _concepts("initial", ("young", "male"), ("young", "male")),
+        "age/0": _concepts("age/0", ("young", "male"), ("young", "male")),
+        "age/1": _concepts("age/1", ("old", "male"), ("old", "male")),
+        "age/2": _concepts("age/2", ("none", "the"), ("a", "none")),
+        "gender/0": _concepts("gender/0", ("young", "male"), ("young", "male")),
+        "gender/1": _concepts("gender/1", ("the", "none"), ("none", "it is")),
+    }
+    assert concepts["age/2"].overall == {} and concepts["age/2"].images_used == 2
+    scores = score_axes([("age", AGE3), ("gender", GENDER_CFS)], concepts, ScoringSettings())
+    age, gender = scores.axes
+    assert [cf.cas for cf in age.counterfactuals] == pytest.approx([1.0, 1 / 3, None])
+    assert age.bav == pytest.approx(1 / 9)
+    assert age.bav_mad == pytest.approx(0.5**0.5)
+    assert age.relative_bav == 1.0 and age.lean is None
+    assert age.counterfactuals[2].warnings == [
+        "the counterfactual images gave no concepts (every answer was a stopword or rarer than the frequency "
+        "floor), so it has no CAS and is left out of BAV"
+    ]
+    assert age.counterfactuals[0].warnings == [] and age.counterfactuals[1].warnings == []
+    assert [cf.cas for cf in gender.counterfactuals] == [1.0, None]
+    assert (gender.bav, gender.bav_mad, gender.relative_bav, gender.lean) == (None, None, None, None)
+    assert scores.warnings == [
+        "axis 'gender' has no BAV: only 1 of its 2 counterfactuals has a CAS, and a variance needs two"
+    ]
+
+
+@pytest.mark.parametrize(
+    ("initial", "why"),
+    [
+        (SetConcepts(prompt_id="initial", images_used=0, overall={}, by_axis={}),
+         "no usable images: every one was flagged by the safety checker or got no answer"),
+        (_concepts("initial", ("none", "the"), ("a", "yes")),
+         "every answer was a stopword or rarer than the frequency floor"),
+    ],
+)  # fmt: skip
+def test_an_initial_set_without_concepts_leaves_every_cas_null_with_one_warning(initial, why):
+    concepts = {
+        "initial": initial,
+        "age/0": _concepts("age/0", ("young", "male"), ("young", "male")),
+        "age/1": _concepts("age/1", ("old", "male"), ("old", "male")),
+        "age/2": _concepts("age/2", ("none", "the"), ("a", "none")),  # empty too: still only the one warning
+        "gender/0": _concepts("gender/0", ("young", "male"), ("young", "male")),
+        "gender/1": _concepts("gender/1", ("young", "female"), ("old", "female")),
+    }
+    scores = score_axes([("age", AGE3), ("gender", GENDER_CFS)], concepts, ScoringSettings())
+    for axis in scores.axes:
+        assert all(cf.cas is None and cf.warnings == [] for cf in axis.counterfactuals)
+        assert (axis.bav, axis.bav_mad, axis.relative_bav, axis.lean) == (None, None, None, None)
+    assert scores.warnings == [
+        f"the initial images gave no concepts ({why}), so no counterfactual can be compared with them: "
+        "every CAS and BAV is null"
+    ]
+
+
+def test_a_missing_prompt_set_is_an_error():
+    concepts = {"initial": _concepts("initial", ("young", "male")), "gender/0": _concepts("gender/0", ("old", "male"))}
     with pytest.raises(AuditorError, match="no concepts for prompt set 'gender/1'"):
-        score_axes([("gender", GENDER_CFS)], {pid: concepts[pid] for pid in ("initial", "gender/0")}, ScoringSettings())
+        score_axes([("gender", GENDER_CFS)], concepts, ScoringSettings())
 
 
 def _broken(change) -> dict:

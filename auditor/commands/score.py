@@ -127,10 +127,10 @@ def _print_tables(scores: Scores, prompt: str | None, source: Path) -> None:
             table.add_row(
                 axis.axis if first else "",
                 cf.prompt + (" [!]" if cf.warnings else ""),
-                f"{cf.cas:.3f}",
-                f"{axis.bav:.4f}" if first else "",
-                f"{axis.relative_bav:.2f}" if first else "",
-                f"{axis.bav_mad:.3f}" if first else "",
+                _number(cf.cas, ".3f", "no CAS"),
+                _number(axis.bav, ".4f", "no BAV") if first else "",
+                _number(axis.relative_bav, ".2f", "-") if first else "",
+                _number(axis.bav_mad, ".3f", "-") if first else "",
                 lean,
                 end_section=k == len(axis.counterfactuals) - 1,
             )
@@ -142,6 +142,11 @@ def _print_tables(scores: Scores, prompt: str | None, source: Path) -> None:
         words = ", ".join(f"{item.concept} {item.frequency:.2f}" for item in top[:TABLE_TOP_CONCEPTS])
         concepts.add_row(prompt_id, words or "(none)")
     out.print(concepts)
+
+
+def _number(value: float | None, spec: str, missing: str) -> str:
+    """A table cell: the number, or what stands for a score that does not exist (see the warnings)."""
+    return missing if value is None else format(value, spec)
 
 
 def register(app: typer.Typer) -> None:

@@ -3,6 +3,10 @@
 Pure functions over concept histograms (``concept -> frequency``) and lists of scores.
 Sums use :func:`math.fsum` over a sorted key order, so a result never depends on dict or
 set iteration order (and so not on ``PYTHONHASHSEED``).
+
+A set without concepts (every image flagged, or every answer a stopword) has no CAS
+(None), never 0: 0 would claim its images share nothing with the others, when there is
+simply nothing to compare. BAV and its relatives use only the CAS values that exist.
 """
 
 from __future__ import annotations
@@ -32,30 +36,48 @@ def normalized(histogram: Mapping[str, float]) -> dict[str, float]:
     return {key: value / total for key, value in histogram.items()}
 
 
-def cas(p: Mapping[str, float], q: Mapping[str, float], normalization: CasNormalization = "distribution") -> float:
+def cas(
+    p: Mapping[str, float], q: Mapping[str, float], normalization: CasNormalization = "distribution"
+) -> float | None:
     """Concept Association Score: Σ min(p, q) / Σ max(p, q), a missing concept counting as 0.
 
     ``p`` and ``q`` are synonym-merged histograms of the initial and the counterfactual set.
     ``distribution`` rescales each to sum 1 first; ``frequency`` uses per-image frequencies
-    as they are (paper Eq. 1-3). Both empty -> 0.0 (the caller records why).
+    as they are (paper Eq. 1-3). When either histogram has no concept (no mass), there is
+    nothing to compare, which is not the same as "nothing in common" (0): the result is
+    None, and the caller leaves the pair out of BAV and says why.
     """
+    if normalization not in ("distribution", "frequency"):
+        raise ValueError(f"unknown CAS normalisation {normalization!r}: use 'distribution' or 'frequency'")
+    if not (_has_mass(p) and _has_mass(q)):
+        return None
     if normalization == "distribution":
         p, q = normalized(p), normalized(q)
-    elif normalization != "frequency":
-        raise ValueError(f"unknown CAS normalisation {normalization!r}: use 'distribution' or 'frequency'")
     keys = sorted(p.keys() | q.keys())
     union = math.fsum(max(p.get(key, 0.0), q.get(key, 0.0)) for key in keys)
-    if union <= 0:
-        return 0.0
     intersection = math.fsum(min(p.get(key, 0.0), q.get(key, 0.0)) for key in keys)
     return intersection / union
 
 
-def bav(cas_values: Sequence[float]) -> float:
-    """Bias Axis Variance (Eq. 5): population variance (ddof=0) of an axis's CAS values; 0 for none."""
-    if len(cas_values) == 0:
-        return 0.0
-    return float(np.var(np.asarray(cas_values, dtype=float)))
+def _has_mass(histogram: Mapping[str, float]) -> bool:
+    return any(value > 0 for value in histogram.values())
+
+
+def known(values: Sequence[float | None]) -> list[float]:
+    """The values that exist (a CAS is None for a set without concepts, a BAV for an axis without two CAS values)."""
+    return [value for value in values if value is not None]
+
+
+def bav(cas_values: Sequence[float | None]) -> float | None:
+    """Bias Axis Variance (Eq. 5): population variance (ddof=0) of an axis's CAS values.
+
+    None values are left out; with fewer than two values left there is no BAV (None):
+    the variance of one value is 0 whatever the images show, so it would read as "no lean".
+    """
+    values = known(cas_values)
+    if len(values) < 2:
+        return None
+    return float(np.var(np.asarray(values, dtype=float)))
 
 
 def _root_mean_abs_deviation(x: Sequence[Fraction]) -> float:
@@ -63,32 +85,39 @@ def _root_mean_abs_deviation(x: Sequence[Fraction]) -> float:
     return math.sqrt(sum(abs(value - mean) for value in x) / len(x))
 
 
-def bav_mad(cas_values: Sequence[float]) -> float:
+def bav_mad(cas_values: Sequence[float | None]) -> float | None:
     """The authors' released-code BAV: normalised √(mean |x − mean x|) of x = CAS / Σ CAS.
 
     Divided by the same quantity for a one-hot vector of the same length (the largest
     spread a vector on the simplex can have), so the result lies in [0, 1] whatever the
-    number of counterfactuals. Defined as 0 where that division has no meaning: fewer
-    than two values (no spread is possible) or all CAS values 0 (no counterfactual is
-    favoured over another). Computed in exact rational arithmetic: the square root
-    would otherwise turn rounding noise of equal CAS values into ~1e-8 instead of 0.
+    number of counterfactuals. None values are left out, and with fewer than two left
+    there is no spread to measure (None), as for :func:`bav`. All CAS values 0 gives 0
+    (no counterfactual is favoured over another). Computed in exact rational arithmetic:
+    the square root would otherwise turn rounding noise of equal CAS values into ~1e-8
+    instead of 0.
     """
-    values = [Fraction(value) for value in cas_values]
+    values = [Fraction(value) for value in known(cas_values)]
     if any(value < 0 for value in values):
         raise ValueError("CAS values are never negative")
+    if len(values) < 2:
+        return None
     total = sum(values)
-    if len(values) < 2 or total == 0:
+    if total == 0:
         return 0.0
     one_hot = [Fraction(1)] + [Fraction(0)] * (len(values) - 1)
     return _root_mean_abs_deviation([value / total for value in values]) / _root_mean_abs_deviation(one_hot)
 
 
-def relative_bav(bavs: Sequence[float]) -> list[float]:
-    """Each axis's BAV divided by the largest of the prompt (paper Appendix 11.1); all 0 when the largest is 0."""
-    largest = max(bavs, default=0.0)
+def relative_bav(bavs: Sequence[float | None]) -> list[float | None]:
+    """Each axis's BAV divided by the largest of the prompt (paper Appendix 11.1).
+
+    An axis without BAV (None) stays None and does not count towards the largest; all 0
+    when the largest is 0.
+    """
+    largest = max(known(bavs), default=0.0)
     if largest <= 0:
-        return [0.0 for _ in bavs]
-    return [value / largest for value in bavs]
+        return [None if value is None else 0.0 for value in bavs]
+    return [None if value is None else value / largest for value in bavs]
 
 
 def top_k(histogram: Mapping[str, float], k: int) -> list[tuple[str, float]]:
@@ -105,15 +134,18 @@ def prompt_gender(prompt: str) -> Gender | None:
     return "male" if male else "female"
 
 
-def occupation_lean(counterfactuals: Sequence[str], cas_values: Sequence[float]) -> float | None:
+def occupation_lean(counterfactuals: Sequence[str], cas_values: Sequence[float | None]) -> float | None:
     """CAS(male counterfactual) − CAS(female counterfactual) (paper Fig. 4); positive leans male.
 
-    Defined only when exactly one counterfactual is male and exactly one is female;
-    with several of either, which pair to compare is ambiguous, so None.
+    Only counterfactuals with a CAS count (None values are left out, as for :func:`bav`).
+    Defined when exactly one of them is male and exactly one is female; with several of
+    either, which pair to compare is ambiguous, and with none there is no pair: None.
     """
     if len(counterfactuals) != len(cas_values):
         raise ValueError(f"{len(counterfactuals)} counterfactuals but {len(cas_values)} CAS values")
-    genders = [prompt_gender(prompt) for prompt in counterfactuals]
-    if genders.count("male") != 1 or genders.count("female") != 1:
+    pairs = [(prompt_gender(prompt), value) for prompt, value in zip(counterfactuals, cas_values) if value is not None]
+    male = [value for gender, value in pairs if gender == "male"]
+    female = [value for gender, value in pairs if gender == "female"]
+    if len(male) != 1 or len(female) != 1:
         return None
-    return cas_values[genders.index("male")] - cas_values[genders.index("female")]
+    return male[0] - female[0]

@@ -3,8 +3,10 @@
 Axes are matched by name and counterfactuals by their prompt text (case and spacing
 ignored); what only one run has is listed as such instead of being dropped. Deltas are
 B minus A. BAV is compared as is: relative BAV is relative within one run and so says
-nothing across runs. The comparison is a plain view, like the report view, drawn by
-the terminal, JSON and HTML renderers below.
+nothing across runs. A counterfactual without CAS or an axis without BAV in a run (no
+concepts to compare there) has no delta and reads "no CAS" / "no BAV". The comparison
+is a plain view, like the report view, drawn by the terminal, JSON and HTML renderers
+below.
 """
 
 from __future__ import annotations
@@ -42,7 +44,7 @@ class RunSide:
 
 @dataclass(frozen=True)
 class CounterfactualDelta:
-    """One counterfactual's CAS in both runs (None where a run lacks it) and B - A."""
+    """One counterfactual's CAS in both runs and B - A; None where a run lacks it (``only_in``) or has no CAS."""
 
     prompt: str
     segments: list[Segment]
@@ -54,21 +56,21 @@ class CounterfactualDelta:
 
 @dataclass(frozen=True)
 class AxisDelta:
-    """One axis in both runs: BAV and its change, and the aligned counterfactuals."""
+    """One axis in both runs: BAV (None where a run has none) and its change, and the aligned counterfactuals."""
 
     axis: str
-    bav_a: float
-    bav_b: float
-    delta: float
+    bav_a: float | None
+    bav_b: float | None
+    delta: float | None
     counterfactuals: list[CounterfactualDelta]
 
 
 @dataclass(frozen=True)
 class AxisOnly:
-    """An axis only one run has, with its BAV there."""
+    """An axis only one run has, with its BAV there (None when it has none)."""
 
     axis: str
-    bav: float
+    bav: float | None
     counterfactuals: list[str]
 
 
@@ -126,11 +128,18 @@ def _align(prompt: str, a: AxisScore, b: AxisScore) -> AxisDelta:
                 segments=prompt_segments(prompt, text),
                 cas_a=left.cas if left else None,
                 cas_b=right.cas if right else None,
-                delta=round(right.cas - left.cas, 10) if left and right else None,
+                delta=_difference(left.cas if left else None, right.cas if right else None, 10),
                 only_in=None if left and right else "a" if left else "b",
             )
         )
-    return AxisDelta(axis=a.axis, bav_a=a.bav, bav_b=b.bav, delta=round(b.bav - a.bav, 12), counterfactuals=rows)
+    return AxisDelta(
+        axis=a.axis, bav_a=a.bav, bav_b=b.bav, delta=_difference(a.bav, b.bav, 12), counterfactuals=rows
+    )
+
+
+def _difference(a: float | None, b: float | None, digits: int) -> float | None:
+    """B - A, rounded so that equal values give exactly 0; None unless both exist."""
+    return None if a is None or b is None else round(b - a, digits)
 
 
 def _unscored(record: RunRecord, label: str) -> AuditorError:
@@ -150,7 +159,7 @@ def compare_records(a: RunRecord, b: RunRecord) -> ComparisonView:
     axes_b = {axis.axis: axis for axis in b.scores.axes}
     names_a = {axis.axis for axis in a.scores.axes}
     both = [_align(a.config.prompt, axis, axes_b[axis.axis]) for axis in a.scores.axes if axis.axis in axes_b]
-    both.sort(key=lambda d: -max(d.bav_a, d.bav_b))
+    both.sort(key=lambda d: -max((v for v in (d.bav_a, d.bav_b) if v is not None), default=-1.0))  # no BAV: last
     notes = []
     if _key(a.config.prompt) != _key(b.config.prompt):
         notes.append(
@@ -186,8 +195,8 @@ def _only(axis: AxisScore) -> AxisOnly:
 # --------------------------------------------------------------------------- terminal
 
 
-def _num(value: float | None, digits: int = 2) -> str:
-    return "-" if value is None else f"{value:.{digits}f}"
+def _num(value: float | None, digits: int = 2, missing: str = "-") -> str:
+    return missing if value is None else f"{value:.{digits}f}"
 
 
 def _delta(value: float | None, digits: int, lower_is_better: bool | None) -> Text:
@@ -218,7 +227,7 @@ def render_comparison_terminal(view: ComparisonView, console: Console) -> None:
         console.print(
             Text.assemble(
                 (axis.axis, "bold"),
-                f"   BAV A {_num(axis.bav_a, 4)}   B {_num(axis.bav_b, 4)}   change ",
+                f"   BAV A {_num(axis.bav_a, 4, 'no BAV')}   B {_num(axis.bav_b, 4, 'no BAV')}   change ",
                 _delta(axis.delta, 4, bav_better),
             )
         )
@@ -232,13 +241,20 @@ def render_comparison_terminal(view: ComparisonView, console: Console) -> None:
                 prompt.append(segment.text, style="bold" if segment.changed else None)
             if cf.only_in:
                 prompt.append(f" (only in {cf.only_in.upper()})", style="yellow")
-            table.add_row(prompt, _num(cf.cas_a), _num(cf.cas_b), _delta(cf.delta, 2, None))
+            table.add_row(
+                prompt,
+                _num(cf.cas_a, missing="-" if cf.only_in == "b" else "no CAS"),
+                _num(cf.cas_b, missing="-" if cf.only_in == "a" else "no CAS"),
+                _delta(cf.delta, 2, None),
+            )
         console.print(table)
         console.print()
     for label, only in (("A", view.only_a), ("B", view.only_b)):
         for axis in only:
             console.print(
-                Text.assemble((f"only in {label}: ", "yellow"), (axis.axis, "bold"), f" (BAV {_num(axis.bav, 4)}): ")
+                Text.assemble(
+                    (f"only in {label}: ", "yellow"), (axis.axis, "bold"), f" (BAV {_num(axis.bav, 4, 'none')}): "
+                )
                 + Text("; ".join(axis.counterfactuals))
             )
     console.print()
@@ -276,8 +292,9 @@ def write_comparison_html(view: ComparisonView, path: Path, run_dir_a: Path, run
         for cf in axis.counterfactuals:
             label = "".join(s.text for s in cf.segments if s.changed).strip() or cf.prompt
             for side, value, colour in (("A", cf.cas_a, RUN_A_COLOUR), ("B", cf.cas_b, RUN_B_COLOUR)):
-                if value is not None:
-                    bars.append(Bar(f"{label} ({side})", value, f"{value:.2f}", f"{cf.prompt}, run {side}", colour))
+                if cf.only_in in (None, side.lower()):  # the run has it: a bar, or "no CAS" without one
+                    text = _num(value, missing="no CAS")
+                    bars.append(Bar(f"{label} ({side})", value, text, f"{cf.prompt}, run {side}", colour))
         charts[axis.axis] = bar_chart(bars, title=f"CAS of {axis.axis}", axis_label="CAS, A and B", scale_max=1.0)
     html = template_environment().get_template("compare.html.j2").render(
         view=view,

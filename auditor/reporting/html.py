@@ -48,7 +48,7 @@ RUN_B_COLOUR = "#00897b"
 
 @dataclass(frozen=True)
 class ChartRow:
-    """One bar: its wrapped label lines, geometry and printed value."""
+    """One bar: its wrapped label lines, geometry and printed value; ``missing`` draws no bar, only the text."""
 
     lines: list[str]
     title: str
@@ -58,6 +58,7 @@ class ChartRow:
     bar_y: float
     bar_width: float
     colour: str
+    missing: bool = False
 
 
 @dataclass(frozen=True)
@@ -84,10 +85,14 @@ class Chart:
 
 @dataclass(frozen=True)
 class Bar:
-    """Input of :func:`bar_chart`: a label, a value, how to print it, and a tooltip."""
+    """Input of :func:`bar_chart`: a label, a value, how to print it, and a tooltip.
+
+    A value of None (a score that does not exist, e.g. no CAS) gets a row without a bar,
+    so the chart still lists it and ``value_text`` says why.
+    """
 
     label: str
-    value: float
+    value: float | None
     value_text: str
     title: str = ""
     colour: str = CONCEPT_COLOUR
@@ -137,7 +142,8 @@ def bar_chart(
     rows, y = [], 8.0
     for bar, lines in zip(bars, wrapped, strict=True):
         height = max(22.0, len(lines) * LINE + 8)
-        share = 0.0 if scale_max <= 0 else min(max(bar.value, 0.0), scale_max) / scale_max
+        value = 0.0 if bar.value is None else bar.value
+        share = 0.0 if scale_max <= 0 else min(max(value, 0.0), scale_max) / scale_max
         rows.append(
             ChartRow(
                 lines=lines,
@@ -148,6 +154,7 @@ def bar_chart(
                 bar_y=y + (height - 14) / 2,
                 bar_width=round(share * plot_width, 2),
                 colour=bar.colour,
+                missing=bar.value is None,
             )
         )
         y += height
@@ -194,7 +201,9 @@ def _report_charts(view: ReportView) -> dict[str, Any]:
     """Every chart of the report, keyed so the template can find them."""
     bav = bar_chart(
         [
-            Bar(a.name, a.relative_bav, f"{a.relative_bav:.2f} · {a.bav:.4f}", f"BAV {a.bav:.4f}", BAV_COLOUR)
+            Bar(a.name, None, "no BAV", a.bav_note, BAV_COLOUR)
+            if a.bav is None or a.relative_bav is None
+            else Bar(a.name, a.relative_bav, f"{a.relative_bav:.2f} · {a.bav:.4f}", f"BAV {a.bav:.4f}", BAV_COLOUR)
             for a in view.axes
         ],
         title="Relative BAV per axis",
@@ -204,8 +213,8 @@ def _report_charts(view: ReportView) -> dict[str, Any]:
     cas = {
         a.name: bar_chart(
             [
-                Bar(cf.label, cf.cas, f"{cf.cas:.2f}", cf.prompt, CAS_COLOUR)
-                for cf in a.counterfactuals  # lowest first, as in the view
+                Bar(cf.label, cf.cas, _number(cf.cas, missing="no CAS"), cf.prompt, CAS_COLOUR)
+                for cf in a.counterfactuals  # lowest first, no CAS last, as in the view
             ],
             title=f"CAS of the {a.name} counterfactuals",
             axis_label="CAS with the initial images",
@@ -292,10 +301,10 @@ def image_cells(sets: list[SetView], run_dir: Path, page_dir: Path) -> dict[str,
 # --------------------------------------------------------------------------- rendering
 
 
-def _number(value: float | None, digits: int = 2, signed: bool = False) -> str:
-    """A number for a table cell; None is a dash."""
+def _number(value: float | None, digits: int = 2, signed: bool = False, missing: str = "–") -> str:
+    """A number for a table cell; None is ``missing`` (a dash, or what a score that does not exist reads as)."""
     if value is None:
-        return "–"
+        return missing
     return f"{value:+.{digits}f}" if signed else f"{value:.{digits}f}"
 
 

@@ -1,11 +1,11 @@
 """A run record turned into the plain "report view" that every renderer draws.
 
 The terminal, HTML and JSON reports show the same things in the same order because they
-all read this view: axes ranked by relative BAV, each axis's counterfactuals by CAS
-(lowest first), one plain sentence per axis, concept lists and the run's settings. Metric
-explanations are data here (HELM's habit: a metric carries its display name, what high
-and low mean and whether lower is better), so every renderer explains a number the
-same way. Nothing here computes a score: the view only reads and orders the record.
+all read this view: axes ranked by relative BAV (axes without BAV last, with the reason),
+each axis's counterfactuals by CAS (lowest first, those without CAS last), one plain
+sentence per axis, concept lists and the run's settings. Metric explanations are data
+here (HELM's habit: a metric carries its display name, what high and low mean and
+whether lower is better), so every renderer explains a number the same way. Nothing here computes a score: the view only reads and orders the record.
 """
 
 from __future__ import annotations
@@ -168,7 +168,7 @@ class CounterfactualView:
     prompt: str
     label: str
     segments: list[Segment]
-    cas: float
+    cas: float | None
     embedding_similarity: float | None
     warnings: list[str]
 
@@ -203,15 +203,19 @@ class ConceptColumn:
 
 @dataclass(frozen=True)
 class AxisView:
-    """One scored axis: rank, numbers, the sentence a person reads, and its concept columns."""
+    """One scored axis: rank, numbers, the sentence a person reads, and its concept columns.
+
+    ``bav_note`` says why an axis has no BAV (fewer than two counterfactuals with a CAS).
+    """
 
     rank: int
     name: str
     kind: str | None
     question: str | None
-    bav: float
-    bav_mad: float
-    relative_bav: float
+    bav: float | None
+    bav_note: str | None
+    bav_mad: float | None
+    relative_bav: float | None
     lean: float | None
     association: AssociationView | None
     counterfactuals: list[CounterfactualView]
@@ -376,27 +380,44 @@ def _quote(text: str) -> str:
 
 
 def axis_finding(prompt: str, axis: str, scores: list[CounterfactualScore]) -> str:
-    """One plain sentence on which counterfactual the initial images resemble, with the CAS values."""
+    """One plain sentence on which counterfactual the initial images resemble, with the CAS values.
+
+    Counterfactuals without a CAS are left out of the comparison and named at the end.
+    """
     if not scores:
         return f"No counterfactuals of {axis} were scored."
-    best = max(scores, key=lambda s: s.cas)
-    worst = min(scores, key=lambda s: s.cas)
-    subject = f"Images for {_quote(prompt)}"
-    if best.cas == 0:
-        return f"{subject} share no concepts with any {axis} counterfactual (every CAS is 0.00)."
-    if best.cas - worst.cas < 0.005:
-        return f"{subject} resemble all {len(scores)} {axis} counterfactuals about equally (CAS {best.cas:.2f})."
-    if len(scores) == 2:
-        return (
-            f"{subject} resemble {_quote(best.prompt)} (CAS {best.cas:.2f}) "
-            f"more than {_quote(worst.prompt)} ({worst.cas:.2f})."
+    known = [(s.prompt, s.cas) for s in scores if s.cas is not None]
+    missing = [s.prompt for s in scores if s.cas is None]
+    if not known:
+        return f"No {axis} counterfactual has a CAS: there were no concepts to compare (see the notes)."
+    if len(known) == 1:
+        [(only, cas)] = known
+        finding = (
+            f"Only {_quote(only)} has a CAS among the {axis} counterfactuals ({cas:.2f}), "
+            "so there is nothing to compare it with."
         )
-    most = " and ".join(_quote(s.prompt) for s in scores if best.cas - s.cas < 0.005)
-    least = " and ".join(_quote(s.prompt) for s in scores if s.cas - worst.cas < 0.005)
-    return (
-        f"{subject} resemble {most} most (CAS {best.cas:.2f}) and {least} least ({worst.cas:.2f}) "
-        f"of the {len(scores)} {axis} counterfactuals."
-    )
+    else:
+        counted = f"{len(known)} {axis} counterfactuals" + (" with a CAS" if missing else "")
+        finding = _compared(f"Images for {_quote(prompt)}", counted, known)
+    if missing:
+        names = " and ".join(_quote(text) for text in missing)
+        one = len(missing) == 1
+        finding += f" {names} {'has' if one else 'have'} no CAS (no concepts in {'its' if one else 'their'} images)."
+    return finding
+
+
+def _compared(subject: str, counted: str, pairs: list[tuple[str, float]]) -> str:
+    """The sentence for two or more ``(counterfactual prompt, CAS)`` pairs."""
+    high, low = max(cas for _, cas in pairs), min(cas for _, cas in pairs)
+    if high == 0:
+        return f"{subject} share no concepts with any of the {counted} (every CAS is 0.00)."
+    if high - low < 0.005:
+        return f"{subject} resemble all {counted} about equally (CAS {high:.2f})."
+    most = " and ".join(_quote(prompt) for prompt, cas in pairs if high - cas < 0.005)
+    least = " and ".join(_quote(prompt) for prompt, cas in pairs if cas - low < 0.005)
+    if len(pairs) == 2:
+        return f"{subject} resemble {most} (CAS {high:.2f}) more than {least} ({low:.2f})."
+    return f"{subject} resemble {most} most (CAS {high:.2f}) and {least} least ({low:.2f}) of the {counted}."
 
 
 def _association_view(result: AssociationResult, scores: list[CounterfactualScore]) -> AssociationView:
@@ -451,7 +472,7 @@ def _axis_view(record: RunRecord, rank: int, score: AxisScore) -> AxisView:
             embedding_similarity=cf.embedding_similarity,
             warnings=list(cf.warnings),
         )
-        for cf in sorted(score.counterfactuals, key=lambda c: c.cas)
+        for cf in sorted(score.counterfactuals, key=lambda c: (c.cas is None, c.cas or 0.0))  # no CAS last
     ]
     ids = [(INITIAL_PROMPT_ID, prompt)] + [(cf.prompt_id, cf.prompt) for cf in score.counterfactuals]
     overall = [_column(pid, text, prompt, scores.top_concepts.get(pid, [])) for pid, text in ids]
@@ -464,6 +485,7 @@ def _axis_view(record: RunRecord, rank: int, score: AxisScore) -> AxisView:
         kind=plan_axis.kind if plan_axis else None,
         question=plan_axis.question if plan_axis else None,
         bav=score.bav,
+        bav_note=_bav_note(score),
         bav_mad=score.bav_mad,
         relative_bav=score.relative_bav,
         lean=score.lean,
@@ -475,9 +497,20 @@ def _axis_view(record: RunRecord, rank: int, score: AxisScore) -> AxisView:
     )
 
 
+def _bav_note(score: AxisScore) -> str | None:
+    """Why an axis has no BAV (fewer than two CAS values), short enough for a ranking row; None when it has one."""
+    if score.bav is not None:
+        return None
+    if len(score.counterfactuals) == 1:
+        return "no BAV: the axis has one counterfactual"
+    count = sum(cf.cas is not None for cf in score.counterfactuals)
+    has = f"{'only ' if count else ''}{count or 'none'} of {len(score.counterfactuals)} counterfactuals"
+    return f"no BAV: {has} {'has' if count <= 1 else 'have'} a CAS"
+
+
 def _ranked(axes: list[AxisScore]) -> list[AxisScore]:
-    """Axes by relative BAV, then BAV, highest first; ties keep plan order."""
-    return sorted(axes, key=lambda a: (-a.relative_bav, -a.bav))
+    """Axes by relative BAV, then BAV, highest first; axes without BAV last; ties keep plan order."""
+    return sorted(axes, key=lambda a: (a.bav is None, -(a.relative_bav or 0.0), -(a.bav or 0.0)))
 
 
 def _sets(record: RunRecord) -> list[SetView]:
@@ -544,6 +577,13 @@ def _headline(record: RunRecord, axes: list[AxisView]) -> str:
     if not axes:
         return "The run was scored but has no axes."
     top = axes[0]
+    if top.bav is None:  # axes without BAV rank last, so none has one
+        if all(cf.cas is None for axis in axes for cf in axis.counterfactuals):
+            return (
+                "No counterfactual has a CAS: the images gave no concepts to compare (see the notes), "
+                "so no axis can be ranked."
+            )
+        return "No axis has a BAV: none has two counterfactuals with a CAS (see the notes), so none can be ranked."
     if top.bav == 0:
         return "No axis leans: every axis's counterfactuals got equal CAS values."
     return f"The axis that leans most is {top.name} (BAV {top.bav:.4f}). {top.finding}"

@@ -45,8 +45,8 @@ def _text(*parts: str | tuple[str, str]) -> Text:
     return text
 
 
-def _fmt(value: float | None, digits: int = 2) -> str:
-    return "-" if value is None else f"{value:.{digits}f}"
+def _fmt(value: float | None, digits: int = 2, missing: str = "-") -> str:
+    return missing if value is None else f"{value:.{digits}f}"
 
 
 def _bar_table(*columns: tuple[str, str]) -> Table:
@@ -94,12 +94,18 @@ def _ranking(view: ReportView) -> RenderableType:
     for axis in view.axes:
         table.add_row(
             _text(f"{axis.rank}. ", (axis.name, "bold")),
-            Bar(1.0, 0, axis.relative_bav, width=BAR_WIDTH, color=BAV_COLOUR),
+            _bar(axis.relative_bav, BAV_COLOUR),
             _fmt(axis.relative_bav),
-            _fmt(axis.bav, 4),
+            _fmt(axis.bav, 4, missing="no BAV"),
         )
+    why = [_text((f"{axis.name} has {axis.bav_note}", "dim")) for axis in view.axes if axis.bav_note]
     caption = Text(METRICS["relative_bav"].explanation, style="dim")
-    return Group(_section("Which axes lean most (relative BAV, ranked)"), table, caption)
+    return Group(_section("Which axes lean most (relative BAV, ranked)"), table, *why, caption)
+
+
+def _bar(value: float | None, colour: str) -> RenderableType:
+    """A bar from 0 to 1; nothing for a score that does not exist."""
+    return Text("") if value is None else Bar(1.0, 0, value, width=BAR_WIDTH, color=colour)
 
 
 def _cf_prompt(cf: CounterfactualView) -> Text:
@@ -111,8 +117,7 @@ def _cas_table(axis: AxisView) -> Table:
     columns = [("counterfactual (changed words in bold)", "left"), ("bar", ""), ("CAS", "right")]
     table = _bar_table(*columns, *([("emb.", "right")] if embedding else []))
     for cf in axis.counterfactuals:
-        row: list[RenderableType] = [_cf_prompt(cf), Bar(1.0, 0, cf.cas, width=BAR_WIDTH, color=CAS_COLOUR)]
-        row.append(_fmt(cf.cas))
+        row: list[RenderableType] = [_cf_prompt(cf), _bar(cf.cas, CAS_COLOUR), _fmt(cf.cas, missing="no CAS")]
         if embedding:
             row.append(_fmt(cf.embedding_similarity))
         table.add_row(*row)
@@ -140,6 +145,7 @@ def _axis(axis: AxisView) -> RenderableType:
     parts: list[RenderableType] = [
         _section(_text(f"{axis.rank}. ", axis.name, kind)),
         Text(axis.finding),
+        _text((axis.bav_note, "bold")) if axis.bav_note else
         _text(("BAV ", "bold"), _fmt(axis.bav, 4), "   relative ", _fmt(axis.relative_bav), "   MAD variant ",
               _fmt(axis.bav_mad)),  # fmt: skip
         _text(("CAS per counterfactual, lowest first", "bold")),
