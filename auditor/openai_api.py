@@ -38,19 +38,37 @@ def configured_base_url() -> str:
     return os.environ.get("OPENAI_BASE_URL") or DEFAULT_BASE_URL
 
 
-def openai_client(missing_key: str, *, max_retries: int = HTTP_RETRIES, timeout: float = REQUEST_TIMEOUT) -> OpenAI:
-    """An SDK client for the configured server; without ``OPENAI_API_KEY``, :class:`AuditorError` (``missing_key``)."""
-    api_key = os.environ.get("OPENAI_API_KEY")
-    if not api_key:
+def api_key(missing_key: str) -> str:
+    """``OPENAI_API_KEY``; when it is unset or empty, :class:`AuditorError` with the caller's ``missing_key`` line."""
+    key = os.environ.get("OPENAI_API_KEY")
+    if not key:
         raise AuditorError(missing_key)
+    return key
+
+
+def openai_client(missing_key: str, *, max_retries: int = HTTP_RETRIES, timeout: float = REQUEST_TIMEOUT) -> OpenAI:
+    """An SDK client for the configured server (see :func:`api_key` for ``missing_key``)."""
+    key = api_key(missing_key)
     from openai import OpenAI
 
-    return OpenAI(api_key=api_key, base_url=configured_base_url(), max_retries=max_retries, timeout=timeout)
+    return OpenAI(api_key=key, base_url=configured_base_url(), max_retries=max_retries, timeout=timeout)
 
 
 def client_base_url(client: OpenAI) -> str:
     """The client's base URL as error lines and fingerprints show it (no trailing slash)."""
     return str(client.base_url).rstrip("/")
+
+
+def public_url(url: str) -> str:
+    """``url`` as a record may keep it: no user name, password, query or fragment (where keys can hide)."""
+    from urllib.parse import urlsplit, urlunsplit
+
+    parts = urlsplit(url)
+    host = parts.hostname or ""
+    netloc = f"[{host}]" if ":" in host else host
+    if parts.port is not None:
+        netloc += f":{parts.port}"
+    return redact(urlunsplit((parts.scheme, netloc, parts.path.rstrip("/"), "", "")))
 
 
 def describe_openai_error(spec: str, exc: Exception, base_url: str, tries: int) -> str:

@@ -24,7 +24,14 @@ from auditor.backends import Spec
 from auditor.errors import AuditorError, BackendError
 from auditor.fingerprint import settings_fingerprint
 from auditor.generation.base import GeneratedPicture, GenerationItem
-from auditor.openai_api import HTTP_RETRIES, REQUEST_TIMEOUT, client_base_url, openai_client, request_failed
+from auditor.openai_api import (
+    HTTP_RETRIES,
+    REQUEST_TIMEOUT,
+    client_base_url,
+    openai_client,
+    public_url,
+    request_failed,
+)
 from auditor.records import GenerationSettings, ModelRef
 
 MISSING_KEY = (
@@ -52,6 +59,7 @@ class OpenAIImages:
             spec=str(spec),
             backend=spec.prefix,
             model_id=self.model,
+            service=public_url(self.base_url),
             fingerprint=settings_fingerprint(None, service=self.base_url, model=self.model),
         )
 
