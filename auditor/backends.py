@@ -40,7 +40,9 @@ class Registry:
     """Prefix -> ``"module:function"`` of a loader, imported on first use.
 
     ``infer`` turns a spec without a known prefix (typically a bare local path such as
-    ``./tiny-vqa``) into a full spec by looking at the folder, or returns None.
+    ``./tiny-vqa``) into a full spec by looking at the folder, or returns None. A backend
+    may also register a ``preflight``: a cheap check of what its loader will need (a
+    model name, an API key), run before a study generates anything.
     """
 
     def __init__(self, kind: str, option: str, infer: Callable[[str], str | None] | None = None):
@@ -48,9 +50,12 @@ class Registry:
         self.option = option
         self.infer = infer
         self._loaders: dict[str, str] = {}
+        self._preflights: dict[str, str] = {}
 
-    def register(self, prefix: str, loader_path: str) -> None:
+    def register(self, prefix: str, loader_path: str, preflight_path: str | None = None) -> None:
         self._loaders[prefix] = loader_path
+        if preflight_path is not None:
+            self._preflights[prefix] = preflight_path
 
     @property
     def prefixes(self) -> list[str]:
@@ -69,8 +74,20 @@ class Registry:
             f"use one of {', '.join(p + ':...' for p in self.prefixes)} or a local model folder"
         )
 
+    def preflight(self, text: str) -> Spec:
+        """:meth:`check`, then the backend's preflight if it has one (an :class:`AuditorError` when it fails)."""
+        spec = self.check(text)
+        if spec.prefix in self._preflights:
+            _resolve(self._preflights[spec.prefix])(spec)
+        return spec
+
     def load(self, text: str, **options: Any) -> Any:
         """Import the backend serving ``text`` and call its loader with the spec and ``options``."""
         spec = self.check(text)
-        module_name, _, function = self._loaders[spec.prefix].partition(":")
-        return getattr(import_module(module_name), function)(spec, **options)
+        return _resolve(self._loaders[spec.prefix])(spec, **options)
+
+
+def _resolve(path: str) -> Callable[..., Any]:
+    """The function named by ``"module:function"``, importing its module."""
+    module_name, _, function = path.partition(":")
+    return getattr(import_module(module_name), function)

@@ -49,6 +49,10 @@ class ModelRef(Record):
     )
     dtype: str | None = Field(default=None, description="Torch dtype the model ran in, e.g. 'float16'.")
     device: str | None = Field(default=None, description="Device the model ran on, e.g. 'cuda:0' or 'cpu'.")
+    service: str | None = Field(
+        default=None,
+        description="Base URL of the API that served a hosted model (openai: specs), without credentials or query.",
+    )
     partial_weights: list[str] = Field(
         default_factory=list,
         description="Tensors the checkpoint lacked, had in excess or had in another shape ('missing unet.x.weight'), "
@@ -75,6 +79,24 @@ class PerceptionSettings(Record):
     max_new_tokens: int = Field(default=20, ge=1, description="Answer length limit in tokens.")
     caption_max_new_tokens: int = Field(default=40, ge=1, description="Caption length limit in tokens.")
     batch_size: int = Field(default=16, ge=1, description="Image-question pairs per forward pass.")
+    temperature: float = Field(
+        default=0.0,
+        ge=0,
+        description="Sampling temperature sent to an API VQA model (openai:); local models always decode greedily, as at 0.",
+    )
+    instructions: str | None = Field(
+        default=None,
+        description="System message sent with every short-answer question to an API VQA model (openai:); "
+        "None = auditor's default, recorded as sent once the model is loaded; unused by local models.",
+    )
+    caption_instructions: str | None = Field(
+        default=None,
+        description="System message sent with the caption question to an API VQA model (openai:); "
+        "None = auditor's default, recorded as sent once the model is loaded; unused by local models.",
+    )
+    concurrency: int = Field(
+        default=8, ge=1, description="Requests in flight at once to an API VQA model (openai:); does not change answers."
+    )
 
 
 class ScoringSettings(Record):

@@ -1,5 +1,6 @@
-"""A fake OpenAI-compatible HTTP server on 127.0.0.1, standard library only, for tests that
-drive the real openai SDK (and langchain-openai) over real HTTP.
+"""A fake OpenAI-compatible HTTP server on 127.0.0.1, for tests that drive the real openai
+SDK (and langchain-openai) over real HTTP. Standard library only, except Pillow for the
+vision chat mode.
 
 Script the replies, then point the client at ``server.base_url``::
 
@@ -13,7 +14,13 @@ Endpoints:
 
 - ``POST /v1/chat/completions``: each request takes the next scripted chat item: a
   ``str`` (the assistant's content) or an error ``(status, json_body)`` /
-  ``(status, json_body, headers)`` (see :func:`http_error`).
+  ``(status, json_body, headers)`` (see :func:`http_error`). After
+  :meth:`FakeOpenAI.answer_from_images`, a request that finds no scripted item is
+  answered from the image it carries: the ``image_url`` data URL is decoded and a rule
+  turns the image's mean colour and the question into the reply (by default the colour's
+  name, :func:`colour_name`), so a test sees that the image reached the server and the
+  answer came back for the right (image, question). Scripted items still go first, so
+  errors can be queued in front.
 - ``POST /v1/images/generations``: each request takes the next scripted image item: a
   base64 PNG ``str`` (returned ``n`` times, ``n`` from the request), a ``list`` of base64
   PNGs (returned as given), or an error tuple as above.
@@ -21,18 +28,22 @@ Endpoints:
 When a queue is empty the server answers 500 with ``x-should-retry: false`` and says so,
 so a test that sends more requests than it scripted fails loudly. Every request is
 logged in ``requests`` (method, path, headers, parsed JSON body, monotonic time), so
-tests can check what was sent, in which order and how far apart (backoff).
+tests can check what was sent, in which order and how far apart (backoff);
+``max_in_flight`` is the most requests the server was handling at once.
 """
 
 from __future__ import annotations
 
 import base64
+import binascii
+import io
 import json
 import struct
 import threading
 import time
 import zlib
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Union
@@ -45,6 +56,10 @@ FAKE_API_KEY = "sk-fake-test-key-0123456789abcdef"
 ErrorReply = tuple  # (status, json_body) or (status, json_body, headers)
 ChatItem = Union[str, ErrorReply]
 ImageItem = Union[str, list, ErrorReply]
+#: (mean RGB of the request's image, the question's text, the request body) -> the assistant's reply.
+ImageRule = Callable[[tuple[float, float, float], str, dict], str]
+#: Where the image of a vision chat request is: the data URL's prefix.
+PNG_DATA_URL = "data:image/png;base64,"
 
 
 def http_error(
@@ -80,6 +95,40 @@ def png_base64(width: int = 8, height: int = 8, rgb: tuple[int, int, int] = (200
     return base64.b64encode(png).decode("ascii")
 
 
+def colour_name(rgb: tuple[float, float, float]) -> str:
+    """"red", "green" or "blue": the strongest channel of a mean colour."""
+    return ("red", "green", "blue")[max(range(3), key=lambda channel: rgb[channel])]
+
+
+def _colour_reply(rgb: tuple[float, float, float], question: str, body: dict) -> str:
+    return colour_name(rgb)
+
+
+def read_vision_request(body: dict) -> tuple[tuple[float, float, float], str]:
+    """The mean RGB of the one PNG data-URL image in a chat request's user turn, and its question text.
+
+    Raises ValueError saying what is missing or broken, which the server returns as a 400.
+    """
+    from PIL import Image, ImageStat
+
+    user = [m for m in body.get("messages") or [] if m.get("role") == "user"]
+    parts = user[-1]["content"] if user and isinstance(user[-1].get("content"), list) else []
+    urls = [p["image_url"]["url"] for p in parts if p.get("type") == "image_url"]
+    texts = [p["text"] for p in parts if p.get("type") == "text"]
+    if len(urls) != 1 or len(texts) != 1:
+        raise ValueError(f"expected one image_url part and one text part, got {len(urls)} and {len(texts)}")
+    if not urls[0].startswith(PNG_DATA_URL):
+        raise ValueError(f"the image is not a base64 PNG data URL: {urls[0][:40]!r}")
+    try:
+        with Image.open(io.BytesIO(base64.b64decode(urls[0][len(PNG_DATA_URL) :], validate=True))) as image:
+            if image.format != "PNG":
+                raise ValueError(f"the data URL holds a {image.format} image, not a PNG")
+            mean = ImageStat.Stat(image.convert("RGB")).mean
+    except (binascii.Error, OSError) as exc:
+        raise ValueError(f"the data URL is not a readable image: {exc}") from None
+    return (mean[0], mean[1], mean[2]), texts[0]
+
+
 @dataclass
 class ReceivedRequest:
     """One request as the server saw it."""
@@ -99,6 +148,11 @@ class FakeOpenAI:
         self._images: deque[ImageItem] = deque()
         self._lock = threading.Lock()
         self.requests: list[ReceivedRequest] = []
+        self._image_rule: ImageRule | None = None
+        self._delay = 0.0
+        self._in_flight = 0
+        #: The most requests the server was handling at the same time.
+        self.max_in_flight = 0
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), _handler_for(self))
         self._server.daemon_threads = True
         self._thread = threading.Thread(
@@ -133,6 +187,14 @@ class FakeOpenAI:
         with self._lock:
             self._images.extend(items)
 
+    def answer_from_images(self, rule: ImageRule = _colour_reply, delay: float = 0.0) -> None:
+        """Answer chat requests with no scripted reply from their image (see the module docstring).
+
+        ``delay`` seconds pass before each reply, so concurrent clients overlap measurably.
+        """
+        with self._lock:
+            self._image_rule, self._delay = rule, delay
+
     def chat_requests(self) -> list[ReceivedRequest]:
         return [r for r in self.requests if r.path.endswith("/chat/completions")]
 
@@ -164,13 +226,36 @@ def _handler_for(fake: FakeOpenAI) -> type[BaseHTTPRequestHandler]:
             except json.JSONDecodeError:
                 payload = None
             headers = {name.lower(): value for name, value in self.headers.items()}
-            fake.requests.append(ReceivedRequest("POST", self.path, headers, payload))
+            with fake._lock:
+                fake.requests.append(ReceivedRequest("POST", self.path, headers, payload))
+                fake._in_flight += 1
+                fake.max_in_flight = max(fake.max_in_flight, fake._in_flight)
+            try:
+                self._route(payload)
+            finally:
+                with fake._lock:
+                    fake._in_flight -= 1
+
+        def _route(self, payload: Any) -> None:
             if self.path.endswith("/chat/completions"):
-                self._answer(fake._next(fake._chat), payload, self._chat_body)
+                item = fake._next(fake._chat)
+                if item is None and fake._image_rule is not None:
+                    item = self._from_image(payload or {})
+                self._answer(item, payload, self._chat_body)
             elif self.path.endswith("/images/generations"):
                 self._answer(fake._next(fake._images), payload, self._images_body)
             else:
                 self._send(404, {"error": {"message": f"fake server: no route {self.path}", "type": "not_found"}})
+
+        @staticmethod
+        def _from_image(payload: dict) -> ChatItem:
+            """The image rule's reply to this request, or a 400 saying why its image could not be read."""
+            time.sleep(fake._delay)
+            try:
+                rgb, question = read_vision_request(payload)
+            except ValueError as exc:
+                return 400, {"error": {"message": f"fake server: {exc}", "type": "invalid_request_error"}}
+            return fake._image_rule(rgb, question, payload)
 
         def _answer(self, item: Any, payload: Any, body_for: Any) -> None:
             if item is None:

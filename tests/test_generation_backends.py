@@ -302,6 +302,7 @@ def test_openai_images_one_request_per_image(fake_openai):
     fake_openai.image_replies(png_base64(rgb=(10, 20, 30)), png_base64(rgb=(40, 50, 60)))
     backend = T2I_BACKENDS.load("openai:dall-e-3", settings=GenerationSettings(width=1024, height=1792, batch_size=1))
     assert backend.seeded is False and backend.ref.model_id == "dall-e-3"
+    assert backend.ref.service == fake_openai.base_url  # which server made the images is recorded
     pictures = backend.generate([GenerationItem(PROMPT, 0, 0), GenerationItem(PROMPT, 1, 1)])
     assert [p.image.getpixel((0, 0)) for p in pictures] == [(10, 20, 30), (40, 50, 60)]
     sent = [r.json for r in fake_openai.image_requests()]

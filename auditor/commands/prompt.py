@@ -23,7 +23,8 @@ if TYPE_CHECKING:  # pragma: no cover
 
 #: Options a resumed run takes: where the models are and how to show progress; the rest comes from its record.
 RESUME_OPTIONS = {
-    "resume", "runs_dir", "device", "quiet", "json_output", "t2i", "vqa", "embedder", "allow_partial_weights"
+    "resume", "runs_dir", "device", "quiet", "json_output", "t2i", "vqa", "embedder", "vqa_concurrency",
+    "allow_partial_weights",
 }  # fmt: skip
 
 
@@ -32,7 +33,10 @@ def prompt(
     text: str = typer.Argument("", metavar="PROMPT", help="The text-to-image prompt to audit."),
     llm: str | None = typer.Option(None, "--llm", help="Planner: openai:<model>, langchain:<provider>:<model> or offline."),
     t2i: str = common.T2I,
-    vqa: str = typer.Option(DEFAULT_VQA, "--vqa", help="VQA model: blip2:/blip:/instructblip:/hf:<id|path> or a local folder."),
+    vqa: str = typer.Option(
+        DEFAULT_VQA, "--vqa",
+        help="VQA model: blip2:/blip:/instructblip:/hf:<id|path>, a local folder, or openai:<model> (OPENAI_BASE_URL: any compatible server).",
+    ),  # fmt: skip
     embedder: str = typer.Option(DEFAULT_EMBEDDER, "--embedder", help="Image embedder (clip:<id|path>) or 'none'."),
     images: int = typer.Option(48, "--images", help="Images per prompt (the paper uses 48)."),
     seed: str | None = common.SEED,
@@ -44,6 +48,9 @@ def prompt(
     height: int | None = typer.Option(None, "--height", help="Image height in pixels."),
     negative_prompt: str | None = typer.Option(None, "--negative-prompt", help="Negative prompt for every image."),
     vqa_batch_size: int = typer.Option(16, "--vqa-batch-size", min=1, help="Image-question pairs per VQA forward pass."),
+    vqa_concurrency: int = typer.Option(
+        8, "--vqa-concurrency", min=1, help="Requests in flight at once to an openai: VQA model (answers do not change)."
+    ),
     cas_normalization: str = typer.Option("distribution", "--cas-normalization", help="distribution (default) or frequency."),
     top_k: int = typer.Option(10, "--top-k", min=1, help="Concepts kept in top-K lists."),
     max_axes: int | None = typer.Option(None, "--max-axes", min=1, help="Keep at most this many axes."),
@@ -74,7 +81,7 @@ def prompt(
                 steps=steps, guidance_scale=guidance, scheduler=scheduler, width=width, height=height,
                 negative_prompt=negative_prompt, batch_size=batch_size,
             ),
-            PerceptionSettings(batch_size=vqa_batch_size),
+            PerceptionSettings(batch_size=vqa_batch_size, concurrency=vqa_concurrency),
             _scoring(cas_normalization, top_k),
             announce=not (quiet or json_output),
             max_axes=max_axes, max_counterfactuals=max_counterfactuals, llm_retries=llm_retries,
@@ -86,14 +93,15 @@ def prompt(
         if refused := [f"--{param.replace('_', '-')}" for param in given if param not in RESUME_OPTIONS]:
             raise AuditorError(
                 f"--resume continues a run with its own settings; {', '.join(refused)} cannot change them "
-                "(only --t2i, --vqa, --embedder, --allow-partial-weights, --device, --runs-dir, --quiet and --json "
-                "may be given)"
+                "(only --t2i, --vqa, --embedder, --vqa-concurrency, --allow-partial-weights, --device, --runs-dir, "
+                "--quiet and --json may be given)"
             )
         models = {stage: ctx.params[stage] for stage in ("t2i", "vqa", "embedder") if stage in given}
+        concurrency = vqa_concurrency if "vqa_concurrency" in given else None
     with common.study_session(quiet, json_output) as (cache, progress):
         if options is None:
             audit = resume_audit(
-                resume, store, cache, progress, device=device, models=models,
+                resume, store, cache, progress, device=device, models=models, vqa_concurrency=concurrency,
                 allow_partial_weights=allow_partial_weights,
             )  # fmt: skip
         else:

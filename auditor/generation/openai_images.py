@@ -16,7 +16,6 @@ from __future__ import annotations
 import base64
 import binascii
 import io
-import os
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
@@ -25,7 +24,14 @@ from auditor.backends import Spec
 from auditor.errors import AuditorError, BackendError
 from auditor.fingerprint import settings_fingerprint
 from auditor.generation.base import GeneratedPicture, GenerationItem
-from auditor.planning.llm import HTTP_RETRIES, REQUEST_TIMEOUT, describe_openai_error
+from auditor.openai_api import (
+    HTTP_RETRIES,
+    REQUEST_TIMEOUT,
+    client_base_url,
+    openai_client,
+    public_url,
+    request_failed,
+)
 from auditor.records import GenerationSettings, ModelRef
 from auditor.weights import LoadOptions
 
@@ -54,12 +60,13 @@ class OpenAIImages:
             spec=str(spec),
             backend=spec.prefix,
             model_id=self.model,
+            service=public_url(self.base_url),
             fingerprint=settings_fingerprint(None, service=self.base_url, model=self.model),
         )
 
     @property
     def base_url(self) -> str:
-        return str(self._client.base_url).rstrip("/")
+        return client_base_url(self._client)
 
     def cache_fingerprint(self) -> str:
         return settings_fingerprint(self.ref.fingerprint, size=self._size)
@@ -80,14 +87,10 @@ class OpenAIImages:
             options["response_format"] = "b64_json"
         try:
             response = self._client.images.generate(**options)
-        except openai.BadRequestError as exc:
-            if exc.code == CONTENT_POLICY:
-                return GeneratedPicture(image=self._black(), flagged_nsfw=True)
-            raise BackendError(describe_openai_error(self.ref.spec, exc, self.base_url, 1)) from None
         except openai.OpenAIError as exc:
-            raise BackendError(
-                describe_openai_error(self.ref.spec, exc, self.base_url, self._client.max_retries + 1)
-            ) from None
+            if isinstance(exc, openai.BadRequestError) and exc.code == CONTENT_POLICY:
+                return GeneratedPicture(image=self._black(), flagged_nsfw=True)
+            raise request_failed(self.ref.spec, exc, self._client) from None
         data = response.data[0].b64_json if response.data else None
         if not data:
             raise BackendError(f"{self.ref.spec}: the reply from {self.base_url} holds no base64 image")
@@ -119,10 +122,4 @@ def load(
         raise AuditorError(f"--t2i {spec} takes no {', '.join(asked)}: the Images API has no such settings")
     if (settings.width is None) != (settings.height is None):
         raise AuditorError(f"--t2i {spec} needs both width and height, or neither (the API's default size)")
-    api_key = os.environ.get("OPENAI_API_KEY")
-    if not api_key:
-        raise AuditorError(MISSING_KEY)
-    from openai import OpenAI
-
-    # base_url left unset: the SDK reads OPENAI_BASE_URL itself.
-    return OpenAIImages(spec, settings, OpenAI(api_key=api_key, max_retries=max_retries, timeout=timeout))
+    return OpenAIImages(spec, settings, openai_client(MISSING_KEY, max_retries=max_retries, timeout=timeout))

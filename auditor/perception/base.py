@@ -1,11 +1,11 @@
-"""Protocols of the perception backends: VQA models and embedders."""
+"""Protocols of the perception backends (VQA models and embedders), and what a short answer is."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Protocol
 
-from auditor.records import ModelRef
+from auditor.records import ModelRef, PerceptionSettings
 
 if TYPE_CHECKING:  # pragma: no cover
     import numpy as np
@@ -16,6 +16,8 @@ class VisualQuestionAnswerer(Protocol):
     """A vision-language model that answers questions about images with short greedy answers."""
 
     ref: ModelRef
+    #: The settings it answers with, defaults resolved (the run records these).
+    settings: PerceptionSettings
 
     def cache_fingerprint(self) -> str:
         """Model fingerprint plus every setting that changes an answer (token limits, prompt format)."""
@@ -30,6 +32,11 @@ class VisualQuestionAnswerer(Protocol):
         equal to ``caption_question`` asks for a caption (longer answer budget).
         """
         ...
+
+
+def first_line(text: str) -> str:
+    """A short answer is its first non-empty line, trimmed (models and APIs may add an explanation below it)."""
+    return next((line.strip() for line in text.strip().splitlines() if line.strip()), "")
 
 
 class Embedder(Protocol):

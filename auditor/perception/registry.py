@@ -38,6 +38,7 @@ VQA_BACKENDS.register("blip2", "auditor.perception.vqa:load_blip2")
 VQA_BACKENDS.register("blip", "auditor.perception.vqa:load_blip")
 VQA_BACKENDS.register("instructblip", "auditor.perception.vqa:load_instructblip")
 VQA_BACKENDS.register("hf", "auditor.perception.vqa:load_image_text_to_text")
+VQA_BACKENDS.register("openai", "auditor.perception.openai_vqa:load", "auditor.perception.openai_vqa:preflight")
 
 EMBEDDERS = Registry("embedder", "--embedder", infer=_infer_embedder_folder)
 EMBEDDERS.register("clip", "auditor.perception.clip:load")

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 from auditor.backends import Spec
 from auditor.errors import AuditorError, BackendError
 from auditor.fingerprint import settings_fingerprint
+from auditor.perception.base import first_line
 from auditor.records import ModelRef, PerceptionSettings
 from auditor.weights import (
     LoadOptions,
@@ -109,7 +110,7 @@ class TransformersVqa:
                     prompts = [template.format(question=questions[j]) for _, j in batch]
                     replies = self._answer_batch([encoded[i] for i, _ in batch], prompts, budget)
                     for (i, j), reply in zip(batch, replies, strict=True):
-                        answers[i][j] = _first_line(reply)
+                        answers[i][j] = first_line(reply)
         return answers
 
     # ------------------------------------------------------------------ for subclasses
@@ -345,7 +346,3 @@ def _all_positions(states: Any) -> Any:
 
     return torch.ones(states.shape[:-1], dtype=torch.long, device=states.device)
 
-
-def _first_line(text: str) -> str:
-    """A short answer is its first non-empty line, trimmed."""
-    return next((line.strip() for line in text.strip().splitlines() if line.strip()), "")

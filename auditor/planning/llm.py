@@ -19,16 +19,18 @@ from typing import Any, Protocol
 
 from auditor.backends import Registry, Spec
 from auditor.errors import AuditorError, BackendError
+from auditor.openai_api import (
+    HTTP_RETRIES,
+    REQUEST_TIMEOUT,
+    client_base_url,
+    configured_base_url,
+    describe_openai_error,
+    one_line,
+    openai_client,
+)
 from auditor.records import ChatMessage
-from auditor.redaction import redact
 
 MISSING_KEY = "OPENAI_API_KEY is not set: export it, or use --llm offline"
-DEFAULT_BASE_URL = "https://api.openai.com/v1"
-#: Retries after the first try for 408/409/429/5xx and connection errors (so 4 tries in all).
-HTTP_RETRIES = 3
-#: Seconds one request may take before it counts as failed (and is retried).
-REQUEST_TIMEOUT = 120.0
-#: Environment variables whose values must never appear in a message.
 
 
 class ChatModel(Protocol):
@@ -44,29 +46,6 @@ class ChatModel(Protocol):
         Raises BackendError (one line) when the service fails after the bounded retries.
         """
         ...
-
-
-def _one_line(text: str, limit: int = 300) -> str:
-    line = " ".join(redact(str(text)).split())
-    return line if len(line) <= limit else line[: limit - 1] + "…"
-
-
-def describe_openai_error(spec: str, exc: Exception, base_url: str, tries: int) -> str:
-    """One line for an openai SDK error: status, server message, where, and how often it was tried."""
-    import openai
-
-    if isinstance(exc, openai.APIStatusError):
-        body = exc.body if isinstance(exc.body, dict) else {}
-        detail = body.get("message") or (body.get("error") or {}).get("message") if body else None
-        detail = detail or exc.message
-        hint = " (check OPENAI_API_KEY)" if exc.status_code in (401, 403) else ""
-        retried = f" after {tries} tries" if exc.status_code in (408, 409, 429) or exc.status_code >= 500 else ""
-        return _one_line(f"{spec}: HTTP {exc.status_code} from {base_url}{retried}{hint}: {detail}")
-    if isinstance(exc, openai.APITimeoutError):
-        return _one_line(f"{spec}: no answer from {base_url} within {REQUEST_TIMEOUT:.0f} s, {tries} tries")
-    if isinstance(exc, openai.APIConnectionError):
-        return _one_line(f"{spec}: cannot reach {base_url} ({tries} tries): {exc.__cause__ or exc}")
-    return _one_line(f"{spec}: {type(exc).__name__}: {exc}")
 
 
 def _mentions_response_format(exc: Exception) -> bool:
@@ -114,19 +93,13 @@ class OpenAIChat(_SdkChat):
     """``openai:<model>`` through the official SDK (chat completions)."""
 
     def _connect(self, spec: Spec, max_retries: int, timeout: float) -> None:
-        api_key = os.environ.get("OPENAI_API_KEY")
-        if not api_key:
-            raise AuditorError(MISSING_KEY)
-        from openai import OpenAI
-
         self.model = spec.target
-        base_url = os.environ.get("OPENAI_BASE_URL") or DEFAULT_BASE_URL  # an empty variable means the default
-        self._client = OpenAI(api_key=api_key, base_url=base_url, max_retries=max_retries, timeout=timeout)
+        self._client = openai_client(MISSING_KEY, max_retries=max_retries, timeout=timeout)
         self._json_mode = True  # switched off once if the server rejects response_format
 
     @property
     def base_url(self) -> str:
-        return str(self._client.base_url).rstrip("/")
+        return client_base_url(self._client)
 
     def complete(self, messages: Sequence[ChatMessage], *, json_mode: bool) -> str:
         import openai
@@ -165,10 +138,10 @@ class LangChainChat(_SdkChat):
         try:
             self._model = init_chat_model(model, model_provider=provider, **options)
         except ImportError as exc:
-            message = f"--llm {spec}: langchain has no {provider!r} package installed: {_one_line(exc)}"
+            message = f"--llm {spec}: langchain has no {provider!r} package installed: {one_line(exc)}"
             raise AuditorError(message) from None
         except Exception as exc:  # each provider raises its own types for bad names and settings
-            raise AuditorError(f"--llm {spec}: langchain could not create the model: {_one_line(exc)}") from None
+            raise AuditorError(f"--llm {spec}: langchain could not create the model: {one_line(exc)}") from None
         self._json_model = self._structured()
 
     def _structured(self) -> Any | None:
@@ -195,9 +168,8 @@ class LangChainChat(_SdkChat):
         import openai
 
         if isinstance(exc, openai.OpenAIError):
-            base_url = os.environ.get("OPENAI_BASE_URL") or DEFAULT_BASE_URL
-            return describe_openai_error(self.spec, exc, base_url, self.tries)
-        return _one_line(f"{self.spec}: {type(exc).__name__}: {exc}")
+            return describe_openai_error(self.spec, exc, configured_base_url(), self.tries)
+        return one_line(f"{self.spec}: {type(exc).__name__}: {exc}")
 
 
 # --------------------------------------------------------------------------- spec registry

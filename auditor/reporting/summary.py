@@ -555,7 +555,8 @@ def _models(record: RunRecord) -> list[ModelLine]:
     for role, ref in (("text-to-image", config.t2i), ("VQA", config.vqa), ("embedder", config.embedder)):
         if ref is None:
             continue
-        details = [f"revision {ref.revision}" if ref.revision else "", ref.dtype or "", ref.device or ""]
+        revision = f"revision {ref.revision}" if ref.revision else ""
+        details = [revision, ref.dtype or "", ref.device or "", ref.service or ""]
         lines.append(ModelLine(role, ref.spec, ", ".join(d for d in details if d)))
     return lines
 

@@ -81,7 +81,7 @@ def validate_options(options: PromptAuditOptions) -> None:
     registries = _model_registries()
     for stage, spec in (("t2i", options.t2i), ("vqa", options.vqa), ("embedder", options.embedder)):
         if spec:
-            registries[stage].check(spec)
+            registries[stage].preflight(spec)
 
 
 def _model_registries() -> dict:
@@ -222,6 +222,7 @@ class PromptAudit(StudyRun):
         with self.stage("perceive") as outcome:
             vqa = VQA_BACKENDS.load(config.vqa.spec, settings=config.perception, options=self.load_options())
             self.record.config.vqa = vqa.ref.model_copy(update={"spec": config.vqa.spec})
+            self.record.config.perception = vqa.settings  # what it answers with, its defaults filled in
 
             def checkpoint(answers) -> None:
                 self.record.answers = answers
@@ -287,14 +288,16 @@ def resume_audit(
     progress: ProgressReporter,
     device: str | None = None,
     models: dict[str, str] | None = None,
+    vqa_concurrency: int | None = None,
     allow_partial_weights: bool = False,
 ) -> PromptAudit:
     """Reopen a run folder; its own config is used, and finished work comes from the cache.
 
     ``models`` may say where the run's models are now (``t2i``/``vqa``/``embedder`` -> spec),
     e.g. a local copy after the hub failed; the cache keys on the weights' fingerprint, so
-    other weights never reuse the first attempt's results. ``allow_partial_weights`` lets
-    such a copy be an incomplete checkpoint; the run records it.
+    other weights never reuse the first attempt's results. ``vqa_concurrency`` changes how
+    many requests an API VQA model gets at once (e.g. fewer after rate limits); answers do not change.
+    ``allow_partial_weights`` lets such a copy be an incomplete checkpoint; the run records it.
     """
     run_dir = store.resolve(run)
     record = load_record(run_dir / "record.json")
@@ -307,6 +310,8 @@ def resume_audit(
         if stage == "embedder" and spec.strip().lower() == "none":
             record.config.embedder = None
             continue
-        registries[stage].check(spec)
+        registries[stage].preflight(spec)
         setattr(record.config, stage, spec_ref(spec))
+    if vqa_concurrency is not None:
+        record.config.perception.concurrency = vqa_concurrency
     return PromptAudit(run_dir, record, cache, progress, device=device, embedder_required="embedder" in (models or {}))

@@ -1,0 +1,94 @@
+"""What every backend on the openai SDK shares: the client, its retry budget, and one-line errors.
+
+The planner (``--llm openai:``), the Images API (``--t2i openai:``) and the vision chat
+VQA (``--vqa openai:``) all read ``OPENAI_API_KEY`` and ``OPENAI_BASE_URL`` (any
+OpenAI-compatible server: vLLM, Ollama, LM Studio, llama.cpp server), retry HTTP
+408/409/429/5xx and connection errors a bounded number of times (the SDK's own loop,
+which backs off and honours the server's ``Retry-After``), and then fail with one line
+that names the status, the server and how often it was tried. The SDK is imported inside
+the functions, never at CLI start-up.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import TYPE_CHECKING
+
+from auditor.errors import AuditorError, BackendError
+from auditor.redaction import redact
+
+if TYPE_CHECKING:  # pragma: no cover
+    from openai import OpenAI
+
+DEFAULT_BASE_URL = "https://api.openai.com/v1"
+#: Retries after the first try for 408/409/429/5xx and connection errors (so 4 tries in all).
+HTTP_RETRIES = 3
+#: Seconds one request may take before it counts as failed (and is retried).
+REQUEST_TIMEOUT = 120.0
+
+
+def one_line(text: str, limit: int = 300) -> str:
+    """``text`` redacted, on one line, at most ``limit`` characters."""
+    line = " ".join(redact(str(text)).split())
+    return line if len(line) <= limit else line[: limit - 1] + "…"
+
+
+def configured_base_url() -> str:
+    """``OPENAI_BASE_URL``, or OpenAI's own API when it is unset or empty."""
+    return os.environ.get("OPENAI_BASE_URL") or DEFAULT_BASE_URL
+
+
+def api_key(missing_key: str) -> str:
+    """``OPENAI_API_KEY``; when it is unset or empty, :class:`AuditorError` with the caller's ``missing_key`` line."""
+    key = os.environ.get("OPENAI_API_KEY")
+    if not key:
+        raise AuditorError(missing_key)
+    return key
+
+
+def openai_client(missing_key: str, *, max_retries: int = HTTP_RETRIES, timeout: float = REQUEST_TIMEOUT) -> OpenAI:
+    """An SDK client for the configured server (see :func:`api_key` for ``missing_key``)."""
+    key = api_key(missing_key)
+    from openai import OpenAI
+
+    return OpenAI(api_key=key, base_url=configured_base_url(), max_retries=max_retries, timeout=timeout)
+
+
+def client_base_url(client: OpenAI) -> str:
+    """The client's base URL as error lines and fingerprints show it (no trailing slash)."""
+    return str(client.base_url).rstrip("/")
+
+
+def public_url(url: str) -> str:
+    """``url`` as a record may keep it: no user name, password, query or fragment (where keys can hide)."""
+    from urllib.parse import urlsplit, urlunsplit
+
+    parts = urlsplit(url)
+    host = parts.hostname or ""
+    netloc = f"[{host}]" if ":" in host else host
+    if parts.port is not None:
+        netloc += f":{parts.port}"
+    return redact(urlunsplit((parts.scheme, netloc, parts.path.rstrip("/"), "", "")))
+
+
+def describe_openai_error(spec: str, exc: Exception, base_url: str, tries: int) -> str:
+    """One line for an openai SDK error: status, server message, where, and how often it was tried."""
+    import openai
+
+    if isinstance(exc, openai.APIStatusError):
+        body = exc.body if isinstance(exc.body, dict) else {}
+        detail = body.get("message") or (body.get("error") or {}).get("message") if body else None
+        detail = detail or exc.message
+        hint = " (check OPENAI_API_KEY)" if exc.status_code in (401, 403) else ""
+        retried = f" after {tries} tries" if exc.status_code in (408, 409, 429) or exc.status_code >= 500 else ""
+        return one_line(f"{spec}: HTTP {exc.status_code} from {base_url}{retried}{hint}: {detail}")
+    if isinstance(exc, openai.APITimeoutError):
+        return one_line(f"{spec}: no answer from {base_url} within {REQUEST_TIMEOUT:.0f} s, {tries} tries")
+    if isinstance(exc, openai.APIConnectionError):
+        return one_line(f"{spec}: cannot reach {base_url} ({tries} tries): {exc.__cause__ or exc}")
+    return one_line(f"{spec}: {type(exc).__name__}: {exc}")
+
+
+def request_failed(spec: str, exc: Exception, client: OpenAI) -> BackendError:
+    """The one-line error for a request ``client`` gave up on (after its retries, where the status allows them)."""
+    return BackendError(describe_openai_error(spec, exc, client_base_url(client), client.max_retries + 1))
