@@ -8,13 +8,12 @@ SDKs and WordNet load only when a plan is made.
 
 from __future__ import annotations
 
-import os
-
 from auditor.backends import parse_spec
 from auditor.errors import AuditorError
 from auditor.fingerprint import settings_fingerprint, text_fingerprint
 from auditor.planning.chain import CHAIN_FILE, PlanLimits, validate_plan
-from auditor.planning.llm import DEFAULT_BASE_URL, LLM_BACKENDS, check_llm_spec
+from auditor.openai_api import configured_base_url
+from auditor.planning.llm import LLM_BACKENDS, check_llm_spec
 from auditor.planning.offline import LIBRARY_FILE
 from auditor.planning.questions import QUESTIONS_FILE
 from auditor.planning.questions import question_for_axis
@@ -87,5 +86,5 @@ def _endpoint(prefix: str, target: str) -> str | None:
     """Where the planner's requests go: the OpenAI base URL, or the langchain provider's default."""
     provider = target.partition(":")[0] if prefix == "langchain" else prefix
     if provider == "openai":
-        return os.environ.get("OPENAI_BASE_URL") or DEFAULT_BASE_URL
+        return configured_base_url()
     return None if prefix == "offline" else f"{provider} (provider default)"
