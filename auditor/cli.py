@@ -2,7 +2,7 @@
 
 This module only wires commands together. Each command lives in ``auditor.commands``
 and imports heavy libraries inside its function body, so ``auditor --help`` never
-imports torch. User errors (:class:`~auditor.errors.AuditorError`) end in one line on
+imports torch. User errors (:class:`~auditor.core.errors.AuditorError`) end in one line on
 stderr and a non-zero exit code, never a traceback.
 """
 
@@ -25,7 +25,7 @@ from auditor.commands import (
     setup,
     t2iat,
 )
-from auditor.errors import AuditorError
+from auditor.core.errors import AuditorError
 
 app = typer.Typer(
     name="auditor",
@@ -59,7 +59,7 @@ def main() -> None:
 
 
 def _fail(message: str, code: int) -> None:
-    from auditor.redaction import redact
+    from auditor.core.redaction import redact
 
     print(f"error: {' '.join(redact(message).split())}", file=sys.stderr)
     sys.exit(code)

@@ -25,8 +25,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from auditor.concepts import EXTRA_SYNONYMS, SynonymIndex, set_concepts  # noqa: E402
-from auditor.langdata import load_wordnet  # noqa: E402
+from auditor.core.langdata import load_wordnet  # noqa: E402
 from auditor.metrics.tibet import cas  # noqa: E402
 from auditor.records import (  # noqa: E402
     INITIAL_PROMPT_ID,
@@ -35,7 +34,8 @@ from auditor.records import (  # noqa: E402
     SetConcepts,
     counterfactual_id,
 )
-from auditor.scoring import score_axes  # noqa: E402
+from auditor.scoring.concepts import EXTRA_SYNONYMS, SynonymIndex, set_concepts  # noqa: E402
+from auditor.scoring.tibet import score_axes  # noqa: E402
 
 AXES = {"gender": 4, "age": 4, "ethnicity": 5, "setting": 5, "style": 4, "clothing": 4, "emotion": 4}  # 30 counterfactuals
 IMAGES = 48

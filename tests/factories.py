@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from auditor.environment import collect_environment
+from auditor.core.environment import collect_environment
 from auditor.records import AuditPlan, AxisPlan, ModelRef, RunConfig, RunRecord
 
 

@@ -26,11 +26,16 @@ from typing import Any
 import pytest
 from PIL import Image
 
+from auditor.core.store import load_record, write_model
 from auditor.records import RunRecord
 from auditor.reporting import write_html_report
 from auditor.reporting.compare import compare_records, write_comparison_html
-from auditor.store import load_record, write_model
-from tests.test_reporting import copy_fixture, failed_record, flagged_record, hostile_record
+from tests.test_reporting import (
+    copy_fixture,
+    failed_record,
+    flagged_record,
+    hostile_record,
+)
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 pytestmark = pytest.mark.skipif(

@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from auditor.store import write_model
+from auditor.core.store import write_model
 from tests.clitools import run_auditor
 from tests.factories import make_record
 

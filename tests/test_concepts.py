@@ -11,15 +11,15 @@ import sys
 
 import pytest
 
-from auditor.concepts import (
+from auditor.core.langdata import english_stopwords
+from auditor.records import ImageAnswers
+from auditor.scoring.concepts import (
     SynonymIndex,
     histogram,
     merge_synonyms,
     set_concepts,
     words,
 )
-from auditor.langdata import english_stopwords
-from auditor.records import ImageAnswers
 
 
 @pytest.fixture(scope="module")
@@ -106,7 +106,7 @@ class CountingWordNet:
     """The real WordNet reader, counting ``synsets`` calls per word."""
 
     def __init__(self):
-        from auditor.langdata import load_wordnet
+        from auditor.core.langdata import load_wordnet
 
         self.wordnet = load_wordnet()
         self.calls: dict[str, int] = {}
@@ -130,7 +130,7 @@ def test_merging_is_identical_across_processes(tmp_path):
     """Names, sums and CAS must not depend on set/dict order, i.e. on PYTHONHASHSEED."""
     script = (
         "import json\n"
-        "from auditor.concepts import merge_synonyms\n"
+        "from auditor.scoring.concepts import merge_synonyms\n"
         "from auditor.metrics.tibet import cas\n"
         "p = {w: 0.1 * (i % 3 + 1) for i, w in enumerate("
         "'store shop workshop man male men boy female woman women girl books book doctor physician medic'.split())}\n"

@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from auditor.errors import AuditorError, BackendError
-from auditor.fingerprint import folder_fingerprint, hub_fingerprint
+from auditor.core.errors import AuditorError, BackendError
+from auditor.core.fingerprint import folder_fingerprint, hub_fingerprint
 from auditor.generation.base import GenerationItem
 from auditor.generation.registry import T2I_BACKENDS
 from auditor.records import GenerationSettings
@@ -222,7 +222,7 @@ def test_folder_yaml_manifest_list_form(tmp_path):
 
 
 def test_folder_per_prompt_by_slug_or_prompt_txt(tmp_path):
-    from auditor.store import slugify
+    from auditor.core.store import slugify
 
     root = tmp_path / "images"
     _image(root / slugify(PROMPT) / "002.png", (0, 0, 9))
@@ -327,7 +327,7 @@ def test_openai_images_retries_a_server_error(fake_openai):
 
 
 def test_openai_images_persistent_failure_is_bounded_and_one_line(fake_openai):
-    from auditor.backends import parse_spec
+    from auditor.core.registry import parse_spec
     from auditor.generation.openai_images import load
 
     fake_openai.image_replies(*[http_error(503, "overloaded", retry_after_ms=5)] * 3)

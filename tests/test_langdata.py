@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from auditor.langdata import (
+from auditor.core.langdata import (
     LEXNAMES,
     build_wordnet_from_system,
     english_stopwords,

@@ -7,7 +7,7 @@ import math
 import numpy as np
 import pytest
 
-from auditor.errors import AuditorError
+from auditor.core.errors import AuditorError
 from auditor.metrics import t2iat
 
 
@@ -222,8 +222,8 @@ def _scores_for(plan):
 
 
 def test_embedding_scores_of_a_two_counterfactual_axis_by_hand():
-    from auditor.embedding_scores import apply_embedding_scores, embedding_scores
     from auditor.records import ScoringSettings
+    from auditor.scoring.embeddings import apply_embedding_scores, embedding_scores
     from tests.factories import make_plan
 
     plan = make_plan()  # gender axis: 'gender/0' male, 'gender/1' female
@@ -247,8 +247,8 @@ def test_embedding_scores_of_a_two_counterfactual_axis_by_hand():
 
 
 def test_apply_embedding_scores_warns_about_missing_sets():
-    from auditor.embedding_scores import apply_embedding_scores
     from auditor.records import ScoringSettings
+    from auditor.scoring.embeddings import apply_embedding_scores
     from tests.factories import make_plan
 
     plan = make_plan()
@@ -269,8 +269,8 @@ def test_apply_embedding_scores_warns_about_missing_sets():
 
 def test_embedding_scores_keep_a_missing_cas_and_its_warning():
     """A counterfactual whose images were all flagged has no CAS and no embeddings: both stay missing, warned about."""
-    from auditor.embedding_scores import apply_embedding_scores
-    from auditor.records import ScoringSettings, Scores
+    from auditor.records import Scores, ScoringSettings
+    from auditor.scoring.embeddings import apply_embedding_scores
     from tests.factories import make_plan
 
     plan = make_plan()

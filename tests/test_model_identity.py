@@ -18,10 +18,11 @@ from pathlib import Path
 
 import pytest
 
-from auditor.errors import BackendError
-from auditor.fingerprint import file_sha256
+from auditor.core.cache import ContentCache
+from auditor.core.errors import BackendError
+from auditor.core.fingerprint import file_sha256
+from auditor.core.store import RunStore, load_record
 from auditor.records import GenerationSettings, PerceptionSettings
-from auditor.store import ContentCache, RunStore, load_record
 from auditor.studies.progress import QuietProgress
 from auditor.studies.prompt_audit import PromptAuditOptions, start_audit
 from tests.clitools import run_auditor
@@ -171,9 +172,9 @@ def test_plan_key_follows_the_planner_data(monkeypatch):
 
 
 def test_a_checkpoint_missing_a_tensor_is_refused_unless_partial_weights_are_allowed(tiny_models, tmp_path):
+    from auditor.core.weights import LoadOptions
     from auditor.generation.registry import T2I_BACKENDS
     from auditor.perception.registry import VQA_BACKENDS
-    from auditor.weights import LoadOptions
 
     broken_vqa, name = _without_tensor(tiny_models.vqa, tmp_path / "vqa", "", "language_model")
     with pytest.raises(BackendError, match=rf"missing {name}.*--allow-partial-weights"):
@@ -255,7 +256,7 @@ def test_an_unreachable_hub_fails_in_seconds_with_one_line(tmp_path):
 
 
 def test_hub_probe_is_skipped_for_local_folders_and_under_hf_hub_offline(tiny_models, monkeypatch):
-    from auditor import weights
+    from auditor.core import weights
 
     weights.hub_reachable.cache_clear()
     assert weights.hub_options(str(tiny_models.vqa)) == {}  # a folder: no probe, no option

@@ -10,7 +10,7 @@ import json
 
 import pytest
 
-from auditor.errors import AuditorError, BackendError, InvalidPlanError
+from auditor.core.errors import AuditorError, BackendError, InvalidPlanError
 from auditor.planning import LLM_BACKENDS, check_llm_spec, make_plan, transcript_of
 from auditor.planning.extract import snake_case
 from auditor.planning.llm import HTTP_RETRIES

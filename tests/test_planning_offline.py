@@ -6,7 +6,7 @@ import re
 
 import pytest
 
-from auditor.errors import AuditorError
+from auditor.core.errors import AuditorError
 from auditor.planning import make_plan, validate_plan
 
 PROMPTS = ["a photo of a pharmacist", "Photo of a cat on a table", "a beautiful day in Hawaii", "the infinite universe of data"]

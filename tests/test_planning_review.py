@@ -8,7 +8,7 @@ import textwrap
 
 import pytest
 
-from auditor.errors import AuditorError, InvalidPlanError
+from auditor.core.errors import AuditorError, InvalidPlanError
 from auditor.planning import question_for_axis, review_plan, validate_plan
 from auditor.planning.review import plan_to_yaml
 from auditor.records import AuditPlan, AxisPlan

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from auditor.redaction import redact
+from auditor.core.redaction import redact
 from tests.clitools import run_auditor
 
 

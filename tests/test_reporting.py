@@ -12,6 +12,7 @@ import pytest
 from rich.cells import cell_len
 from rich.console import Console
 
+from auditor.core.store import load_record, write_model
 from auditor.records import ChatMessage, RunError, RunRecord
 from auditor.reporting import render_terminal, report_json, write_html_report
 from auditor.reporting.compare import (
@@ -27,8 +28,7 @@ from auditor.reporting.summary import (
     prompt_label,
     prompt_segments,
 )
-from auditor.scoring import record_concepts, score_record
-from auditor.store import load_record, write_model
+from auditor.scoring.tibet import record_concepts, score_record
 from tests.clitools import run_auditor
 from tests.fixtures.build_fixtures import build_all
 

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from auditor.concepts import set_concepts
-from auditor.errors import AuditorError
+from auditor.core.errors import AuditorError
+from auditor.core.store import write_model
 from auditor.records import (
     GeneratedImage,
     ImageAnswers,
@@ -21,9 +21,13 @@ from auditor.records import (
     ScoringSettings,
     SetConcepts,
 )
-from auditor.scoring import score_axes, score_record, score_tibet_result
-from auditor.store import write_model
-from auditor.tibet_files import TibetFormatError, parse_tibet_result, question_axes
+from auditor.scoring.concepts import set_concepts
+from auditor.scoring.tibet import score_axes, score_record, score_tibet_result
+from auditor.scoring.tibet_files import (
+    TibetFormatError,
+    parse_tibet_result,
+    question_axes,
+)
 from tests.clitools import run_auditor
 from tests.factories import make_config, make_plan
 
@@ -317,7 +321,7 @@ def test_run_folder_through_the_cli(tmp_path):
 
 
 def test_score_record_in_process_respects_settings(tmp_path):
-    from auditor.store import load_record
+    from auditor.core.store import load_record
 
     record = load_record(_record(tmp_path) / "record.json")
     scores = score_record(record)

@@ -6,9 +6,9 @@ import os
 
 import pytest
 
-from auditor.errors import AuditorError
-from auditor.store import (
-    ContentCache,
+from auditor.core.cache import ContentCache
+from auditor.core.errors import AuditorError
+from auditor.core.store import (
     RunStore,
     atomic_write_text,
     check_run_id,

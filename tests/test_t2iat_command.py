@@ -9,9 +9,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from auditor.errors import AuditorError, BackendError
+from auditor.core.errors import AuditorError, BackendError
 from auditor.records import OccupationsRecord, T2IATRecord
-from auditor.t2iat_tests import (
+from auditor.studies.t2iat_tests import (
     all_prompts,
     builtin_names,
     group_texts,
@@ -242,7 +242,7 @@ def test_list_shows_the_built_in_tests():
 def test_clip_embedder_gives_unit_rows_independent_of_batching(tiny_models):
     from PIL import Image
 
-    from auditor.devices import pick_device, pick_dtype
+    from auditor.core.devices import pick_device, pick_dtype
     from auditor.perception.registry import EMBEDDERS
 
     images = [Image.new("RGB", (40, 30), (40 * i, 100, 200 - 30 * i)) for i in range(5)]

@@ -14,8 +14,8 @@ from contextlib import contextmanager
 import pytest
 from PIL import Image
 
-from auditor.errors import BackendError
-from auditor.fingerprint import folder_fingerprint
+from auditor.core.errors import BackendError
+from auditor.core.fingerprint import folder_fingerprint
 from auditor.perception.registry import VQA_BACKENDS
 from auditor.records import PerceptionSettings
 
@@ -270,7 +270,7 @@ def _build_llava(folder) -> None:
 @pytest.fixture(scope="module")
 def other_vqa_models(tmp_path_factory) -> dict:
     """Folders of tiny BLIP (VQA head), InstructBLIP and LLaVA models, keyed by the prefix they infer to."""
-    from auditor.weights import quiet_libraries
+    from auditor.core.weights import quiet_libraries
 
     root = tmp_path_factory.mktemp("vqa-models")
     builders = {"blip": _build_blip, "instructblip": _build_instructblip, "hf": _build_llava}

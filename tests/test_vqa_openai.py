@@ -16,14 +16,25 @@ from pathlib import Path
 import pytest
 from PIL import Image, ImageStat
 
-from auditor.errors import AuditorError, BackendError
-from auditor.openai_api import HTTP_RETRIES, public_url
-from auditor.perception.openai_vqa import CAPTION_INSTRUCTIONS, INSTRUCTIONS, MISSING_KEY
+from auditor.core.errors import AuditorError, BackendError
+from auditor.core.openai_api import HTTP_RETRIES, public_url
+from auditor.core.store import load_record
+from auditor.perception.openai_vqa import (
+    CAPTION_INSTRUCTIONS,
+    INSTRUCTIONS,
+    MISSING_KEY,
+)
 from auditor.perception.registry import VQA_BACKENDS
 from auditor.records import PerceptionSettings
-from auditor.store import load_record
 from tests.clitools import run_auditor
-from tests.fake_openai import FAKE_API_KEY, PNG_DATA_URL, colour_name, http_error, png_base64, read_vision_request
+from tests.fake_openai import (
+    FAKE_API_KEY,
+    PNG_DATA_URL,
+    colour_name,
+    http_error,
+    png_base64,
+    read_vision_request,
+)
 
 GENDER = "What is the gender (male, female, other) of the person in the image?"
 SETTING = "What is the setting of the image?"

@@ -18,11 +18,12 @@ from typing import TYPE_CHECKING, Any, NoReturn
 
 import typer
 
-from auditor.errors import AuditorError
-from auditor.settings import DEFAULT_T2I
+from auditor.core.errors import AuditorError
+from auditor.core.settings import DEFAULT_T2I
 
 if TYPE_CHECKING:  # pragma: no cover
-    from auditor.store import ContentCache, RunStore
+    from auditor.core.cache import ContentCache
+    from auditor.core.store import RunStore
     from auditor.studies.progress import ProgressReporter
 
 T2I = typer.Option(DEFAULT_T2I, "--t2i", help="Model under audit: diffusers:<id|path>, openai:<model>, folder:<dir>.")
@@ -65,8 +66,8 @@ def parse_seeds(text: str | None, images: int) -> list[int] | None:
 
 def run_store(runs_dir: Path | None) -> RunStore:
     """The runs folder: ``--runs-dir``, else AUDITOR_RUNS_DIR or ./runs."""
-    from auditor.settings import get_settings
-    from auditor.store import RunStore
+    from auditor.core.settings import get_settings
+    from auditor.core.store import RunStore
 
     return RunStore(runs_dir or get_settings().runs_dir)
 
@@ -77,9 +78,9 @@ def study_session(quiet: bool, json_output: bool) -> Iterator[tuple[ContentCache
 
     Progress goes to stderr, and nowhere with ``--quiet`` or ``--json``, so stdout holds only the result.
     """
-    from auditor.console import err
-    from auditor.settings import get_settings
-    from auditor.store import ContentCache
+    from auditor.core.cache import ContentCache
+    from auditor.core.console import err
+    from auditor.core.settings import get_settings
     from auditor.studies.progress import QuietProgress, RichProgress
 
     progress = QuietProgress() if quiet or json_output else RichProgress(err)

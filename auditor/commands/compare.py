@@ -6,7 +6,7 @@ from pathlib import Path
 
 import typer
 
-from auditor.console import out, print_json
+from auditor.core.console import out, print_json
 
 
 def compare(
@@ -17,14 +17,14 @@ def compare(
     runs_dir: Path | None = typer.Option(None, "--runs-dir", help="Runs folder (default: AUDITOR_RUNS_DIR or ./runs)."),
 ) -> None:
     """Compare two runs per axis and counterfactual (aligned by name and text); unmatched ones are listed."""
-    from auditor.console import err
+    from auditor.core.console import err
+    from auditor.core.settings import get_settings
+    from auditor.core.store import RECORD_FILE, RunStore, load_record
     from auditor.reporting.compare import (
         compare_records,
         render_comparison_terminal,
         write_comparison_html,
     )
-    from auditor.settings import get_settings
-    from auditor.store import RECORD_FILE, RunStore, load_record
 
     store = RunStore(runs_dir or get_settings().runs_dir)
     folder_a, folder_b = store.resolve(run_a), store.resolve(run_b)

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import typer
 
-from auditor.console import out, print_json
-from auditor.redaction import SECRET_VARIABLES, secret_variables
+from auditor.core.console import out, print_json
+from auditor.core.redaction import SECRET_VARIABLES, secret_variables
 
 #: Variables doctor always lists, set or not (never their values); any other set variable
 #: named like a credential (``*_KEY``, ``*_TOKEN``, ...) is listed after them.
@@ -28,7 +28,7 @@ def _torch_status() -> dict:
 
 
 def _wordnet_status() -> dict:
-    from auditor.langdata import find_system_wordnet, wordnet_present
+    from auditor.core.langdata import find_system_wordnet, wordnet_present
 
     folder = wordnet_present()
     system = find_system_wordnet()
@@ -49,8 +49,8 @@ def _cached_models() -> list[str]:
 
 
 def collect() -> dict:
-    from auditor.langdata import english_stopwords
-    from auditor.settings import get_settings
+    from auditor.core.langdata import english_stopwords
+    from auditor.core.settings import get_settings
 
     settings = get_settings()
     return {

@@ -33,10 +33,10 @@ def plan(
     json_output: bool = typer.Option(False, "--json", help="Print the plan as one JSON object."),
 ) -> None:
     """Ask the planner which bias axes the prompt may lean on and write counterfactual prompts for each."""
-    from auditor.console import notice, print_json
-    from auditor.errors import AuditorError
+    from auditor.core.console import notice, print_json
+    from auditor.core.errors import AuditorError
+    from auditor.core.settings import default_llm_spec
     from auditor.planning import make_plan, review_plan, transcript_of
-    from auditor.settings import default_llm_spec
 
     spec = llm or default_llm_spec()
     if llm is None and spec == "offline":
@@ -70,8 +70,8 @@ def plan(
 def _write_transcript(out_dir: Path, transcript: list[ChatMessage]) -> Path:
     from pydantic import TypeAdapter
 
+    from auditor.core.store import TRANSCRIPT_FILE, atomic_write_bytes
     from auditor.records import ChatMessage
-    from auditor.store import TRANSCRIPT_FILE, atomic_write_bytes
 
     path = out_dir / TRANSCRIPT_FILE
     atomic_write_bytes(path, TypeAdapter(list[ChatMessage]).dump_json(transcript, indent=2) + b"\n")
@@ -79,8 +79,8 @@ def _write_transcript(out_dir: Path, transcript: list[ChatMessage]) -> Path:
 
 
 def _write_plan(out_dir: Path, audit_plan: AuditPlan) -> None:
-    from auditor.console import notice
-    from auditor.store import write_model
+    from auditor.core.console import notice
+    from auditor.core.store import write_model
 
     write_model(out_dir / PLAN_FILE, audit_plan)
     transcript = _write_transcript(out_dir, audit_plan.transcript)
@@ -91,7 +91,7 @@ def _show(audit_plan: AuditPlan) -> None:
     """Each axis with its kind and VQA question, then its counterfactuals one per line (never wrapped apart)."""
     from rich.text import Text
 
-    from auditor.console import out
+    from auditor.core.console import out
 
     details = [audit_plan.llm]
     if audit_plan.attempts > 1:

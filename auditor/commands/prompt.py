@@ -8,14 +8,14 @@ from typing import TYPE_CHECKING
 import typer
 
 from auditor.commands import common
-from auditor.errors import AuditorError
+from auditor.core.errors import AuditorError
+from auditor.core.settings import DEFAULT_EMBEDDER, DEFAULT_VQA
 from auditor.records import (
     GenerationSettings,
     PerceptionSettings,
     RunRecord,
     ScoringSettings,
 )
-from auditor.settings import DEFAULT_EMBEDDER, DEFAULT_VQA
 
 if TYPE_CHECKING:  # pragma: no cover
     from auditor.studies.prompt_audit import PromptAuditOptions
@@ -145,12 +145,12 @@ def _options(
 
     ``planning_and_device`` passes the remaining :class:`PromptAuditOptions` fields through unchanged.
     """
-    from auditor.settings import default_llm_spec
+    from auditor.core.settings import default_llm_spec
     from auditor.studies.prompt_audit import PromptAuditOptions
 
     planner = llm or default_llm_spec()
     if not llm and planner == "offline" and announce:
-        from auditor.console import notice
+        from auditor.core.console import notice
 
         notice("OPENAI_API_KEY is not set: planning with the offline WordNet planner (or pass --llm)")
     chosen_embedder = None if embedder.strip().lower() == "none" else embedder
@@ -173,7 +173,7 @@ def _options(
 
 def show_results(record: RunRecord, run_dir: Path, *, quiet: bool, json_output: bool) -> None:
     """Show the finished run's report (terminal or JSON); report.html is already in the run folder."""
-    from auditor.console import out, print_json
+    from auditor.core.console import out, print_json
     from auditor.reporting import render_terminal, report_json
 
     html = run_dir / "report.html"

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import typer
 
-from auditor.console import out, print_json
+from auditor.core.console import out, print_json
 
 
 def report(
@@ -16,10 +16,10 @@ def report(
     runs_dir: Path | None = typer.Option(None, "--runs-dir", help="Runs folder (default: AUDITOR_RUNS_DIR or ./runs)."),
 ) -> None:
     """Show what a run found: axes ranked by how much they lean, CAS per counterfactual, concepts."""
-    from auditor.console import err
+    from auditor.core.console import err
+    from auditor.core.settings import get_settings
+    from auditor.core.store import RECORD_FILE, RunStore, load_record
     from auditor.reporting import render_terminal, report_json, write_html_report
-    from auditor.settings import get_settings
-    from auditor.store import RECORD_FILE, RunStore, load_record
 
     folder = RunStore(runs_dir or get_settings().runs_dir).resolve(run)
     record = load_record(folder / RECORD_FILE)

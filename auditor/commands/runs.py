@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 
 import typer
 
-from auditor.console import out, print_json
+from auditor.core.console import out, print_json
 
 if TYPE_CHECKING:  # pragma: no cover
     from auditor.records import AnyRecord
@@ -20,8 +20,8 @@ def runs(
     """List runs: id, prompt, date, status and models."""
     from rich.table import Table
 
-    from auditor.settings import get_settings
-    from auditor.store import RunStore
+    from auditor.core.settings import get_settings
+    from auditor.core.store import RunStore
 
     store = RunStore(runs_dir or get_settings().runs_dir)
     rows = [

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import typer
 
-from auditor.console import out
-from auditor.errors import AuditorError
+from auditor.core.console import out
+from auditor.core.errors import AuditorError
 
 
 def schemas(
@@ -25,7 +25,7 @@ def schemas(
             raise AuditorError(f"schemas out of date in {out_dir}: {', '.join(stale + extra)}; run `auditor schemas`")
         out.print(f"{len(rendered)} schemas up to date in {out_dir}")
         return
-    from auditor.store import atomic_write_text
+    from auditor.core.store import atomic_write_text
 
     for name, text in rendered.items():
         atomic_write_text(out_dir / name, text)

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 import typer
 
-from auditor.console import notice, out, print_json
+from auditor.core.console import notice, out, print_json
 
 if TYPE_CHECKING:  # pragma: no cover
     from auditor.records import Scores
@@ -55,12 +55,12 @@ def _score_source(
     source: str, normalization: str | None, runs_dir: Path | None
 ) -> tuple[Scores, str, str | None, Path]:
     """Scores, format ('tibet' or 'record'), prompt and resolved location of SOURCE."""
-    from auditor.errors import AuditorError
+    from auditor.core.errors import AuditorError
+    from auditor.core.settings import get_settings
+    from auditor.core.store import RECORD_FILE, RunStore, load_json, load_record
     from auditor.records import ScoringSettings
-    from auditor.scoring import score_record, score_tibet_result
-    from auditor.settings import get_settings
-    from auditor.store import RECORD_FILE, RunStore, load_json, load_record
-    from auditor.tibet_files import TIBET_KEYS, is_tibet_result, load_tibet_file
+    from auditor.scoring.tibet import score_record, score_tibet_result
+    from auditor.scoring.tibet_files import TIBET_KEYS, is_tibet_result, load_tibet_file
 
     path = Path(source)
     if not path.is_file():

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import typer
 
-from auditor.errors import AuditorError
+from auditor.core.errors import AuditorError
 
 SELFTEST_PROMPT = "a photo of a pharmacist"
 
@@ -22,9 +22,10 @@ def selftest(
     The scores are meaningless: the models are random. A pass means the installation works.
     """
     from auditor.commands.prompt import show_results
-    from auditor.console import err, out
+    from auditor.core.cache import ContentCache
+    from auditor.core.console import err, out
+    from auditor.core.store import RunStore
     from auditor.records import GenerationSettings, PerceptionSettings
-    from auditor.store import ContentCache, RunStore
     from auditor.studies.progress import QuietProgress, RichProgress
     from auditor.studies.prompt_audit import PromptAuditOptions, start_audit
     from auditor.tiny import build_tiny_models

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import typer
 
-from auditor.console import out
+from auditor.core.console import out
 
 
 def setup() -> None:
     """Make WordNet available to NLTK offline (from NLTK's downloader or the system's WordNet files)."""
-    from auditor.langdata import english_stopwords, ensure_wordnet, load_wordnet
+    from auditor.core.langdata import english_stopwords, ensure_wordnet, load_wordnet
 
     folder = ensure_wordnet()
     synsets = len(list(load_wordnet().all_synsets("n")))

@@ -15,15 +15,16 @@ from typing import TYPE_CHECKING, Any
 import typer
 
 from auditor.commands import common
-from auditor.console import out, print_json
-from auditor.errors import AuditorError
-from auditor.settings import DEFAULT_EMBEDDER
+from auditor.core.console import out, print_json
+from auditor.core.errors import AuditorError
+from auditor.core.settings import DEFAULT_EMBEDDER
 
 if TYPE_CHECKING:  # pragma: no cover
     import numpy as np
 
+    from auditor.core.cache import ContentCache
+    from auditor.core.store import RunStore
     from auditor.records import AssociationResult, OccupationsRecord, T2IATRecord
-    from auditor.store import ContentCache, RunStore
     from auditor.studies.progress import ProgressReporter
     from auditor.studies.t2iat import StudyOptions
 
@@ -140,7 +141,7 @@ def _print_result(result: AssociationResult, x_name: str, y_name: str) -> None:
 @app.command("list")
 def list_tests(json_output: bool = _JSON) -> None:
     """The built-in tests (the paper's eight): name, title, concepts and attributes."""
-    from auditor.t2iat_tests import builtin_names, load_builtin
+    from auditor.studies.t2iat_tests import builtin_names, load_builtin
 
     tests = [load_builtin(name) for name in builtin_names()]
     if json_output:
@@ -236,7 +237,7 @@ def run(
 ) -> None:
     """Run a T2IAT test: generate neutral and attribute-guided images, embed them, report S, d and p."""
     from auditor.studies.t2iat import run_t2iat_test
-    from auditor.t2iat_tests import resolve_test
+    from auditor.studies.t2iat_tests import resolve_test
 
     test, source = resolve_test(test_name)
     options = _study_options(
@@ -312,7 +313,7 @@ def occupations(
     json_output: bool = _JSON,
 ) -> None:
     """Gender association per occupation: image quartiles (paper Fig. 3) and text vs images (Fig. 4)."""
-    from auditor.resources import read_prompt_text
+    from auditor.core.resources import read_prompt_text
     from auditor.studies.t2iat import read_occupations, run_occupations
 
     if occupations_file is None:

@@ -15,12 +15,10 @@ import inspect
 from collections.abc import Sequence
 from typing import Any
 
-from auditor.backends import Spec
-from auditor.errors import AuditorError
-from auditor.fingerprint import settings_fingerprint
-from auditor.generation.base import GeneratedPicture, GenerationItem
-from auditor.records import GenerationSettings, ModelRef
-from auditor.weights import (
+from auditor.core.errors import AuditorError
+from auditor.core.fingerprint import settings_fingerprint
+from auditor.core.registry import Spec
+from auditor.core.weights import (
     LoadOptions,
     check_complete,
     device_kind,
@@ -31,6 +29,8 @@ from auditor.weights import (
     loading_problems,
     quiet_libraries,
 )
+from auditor.generation.base import GeneratedPicture, GenerationItem
+from auditor.records import GenerationSettings, ModelRef
 
 _WHAT = "text-to-image"
 _HINT = "pass --t2i diffusers:/path/to/local/copy"
@@ -90,7 +90,7 @@ class DiffusersTextToImage:
 
 def load(spec: Spec, settings: GenerationSettings, options: LoadOptions = LoadOptions()) -> DiffusersTextToImage:
     """Load the pipeline named by ``spec.target`` and apply ``settings`` (scheduler, defaults)."""
-    from auditor.devices import pick_device, pick_dtype
+    from auditor.core.devices import pick_device, pick_dtype
 
     model_id = spec.target
     if not model_id:

@@ -6,7 +6,7 @@ The folder says which images belong to which prompt in one of two ways:
   ``{prompt: [file, ...]}`` or ``[{"prompt": ..., "files": [...]}, ...]``, files relative
   to the folder;
 * a sub-folder per prompt, named by the prompt's slug (lower case, every run of
-  characters other than a-z and 0-9 turned into ``-``, as :func:`auditor.store.slugify`)
+  characters other than a-z and 0-9 turned into ``-``, as :func:`auditor.core.store.slugify`)
   or holding a ``prompt.txt`` with the prompt; its images are taken in file-name order.
 
 Prompts are matched by slug, so case and punctuation differences do not matter. Image i
@@ -24,12 +24,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from auditor.backends import Spec
-from auditor.errors import AuditorError
+from auditor.core.errors import AuditorError
+from auditor.core.registry import Spec
+from auditor.core.store import slugify
+from auditor.core.weights import LoadOptions
 from auditor.generation.base import GeneratedPicture, GenerationItem
 from auditor.records import GenerationSettings, ModelRef
-from auditor.store import slugify
-from auditor.weights import LoadOptions
 
 MANIFEST_NAMES = ("manifest.json", "manifest.yaml", "manifest.yml")
 PROMPT_FILE = "prompt.txt"

@@ -20,11 +20,9 @@ from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from auditor.backends import Spec
-from auditor.errors import AuditorError, BackendError
-from auditor.fingerprint import settings_fingerprint
-from auditor.generation.base import GeneratedPicture, GenerationItem
-from auditor.openai_api import (
+from auditor.core.errors import AuditorError, BackendError
+from auditor.core.fingerprint import settings_fingerprint
+from auditor.core.openai_api import (
     HTTP_RETRIES,
     REQUEST_TIMEOUT,
     client_base_url,
@@ -32,8 +30,10 @@ from auditor.openai_api import (
     public_url,
     request_failed,
 )
+from auditor.core.registry import Spec
+from auditor.core.weights import LoadOptions
+from auditor.generation.base import GeneratedPicture, GenerationItem
 from auditor.records import GenerationSettings, ModelRef
-from auditor.weights import LoadOptions
 
 MISSING_KEY = (
     "OPENAI_API_KEY is not set: export it to use --t2i openai:<model>, or audit saved images with --t2i folder:<dir>"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from auditor.backends import Registry
+from auditor.core.registry import Registry
 
 
 def _infer_local_folder(text: str) -> str | None:

@@ -22,7 +22,7 @@ from itertools import chain, combinations
 
 import numpy as np
 
-from auditor.errors import AuditorError
+from auditor.core.errors import AuditorError
 from auditor.records import AssociationResult, EffectLabel
 
 #: Enumerate every split when there are at most this many; sample splits above it.

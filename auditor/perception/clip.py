@@ -13,11 +13,10 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from auditor.backends import Spec
-from auditor.errors import AuditorError
-from auditor.fingerprint import settings_fingerprint
-from auditor.records import ModelRef
-from auditor.weights import (
+from auditor.core.errors import AuditorError
+from auditor.core.fingerprint import settings_fingerprint
+from auditor.core.registry import Spec
+from auditor.core.weights import (
     LoadOptions,
     check_complete,
     device_kind,
@@ -28,6 +27,7 @@ from auditor.weights import (
     loading_problems,
     quiet_libraries,
 )
+from auditor.records import ModelRef
 
 if TYPE_CHECKING:  # pragma: no cover
     from PIL import Image
@@ -101,7 +101,7 @@ def load(spec: Spec, options: LoadOptions = LoadOptions(), batch_size: int = 32)
     """Load the CLIP model named by ``spec.target`` (hub id or local folder)."""
     from transformers import CLIPModel, CLIPProcessor
 
-    from auditor.devices import pick_device, pick_dtype
+    from auditor.core.devices import pick_device, pick_dtype
 
     model_id = spec.target
     if not model_id:

@@ -25,10 +25,9 @@ from collections.abc import Sequence
 from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
 from typing import TYPE_CHECKING, Any
 
-from auditor.backends import Spec
-from auditor.errors import AuditorError, BackendError
-from auditor.fingerprint import settings_fingerprint
-from auditor.openai_api import (
+from auditor.core.errors import AuditorError, BackendError
+from auditor.core.fingerprint import settings_fingerprint
+from auditor.core.openai_api import (
     HTTP_RETRIES,
     REQUEST_TIMEOUT,
     api_key,
@@ -37,9 +36,10 @@ from auditor.openai_api import (
     public_url,
     request_failed,
 )
+from auditor.core.registry import Spec
+from auditor.core.weights import LoadOptions
 from auditor.perception.base import first_line
 from auditor.records import ModelRef, PerceptionSettings
-from auditor.weights import LoadOptions
 
 if TYPE_CHECKING:  # pragma: no cover
     from PIL import Image

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from auditor.backends import Registry
+from auditor.core.registry import Registry
 
 #: transformers ``model_type`` of a local folder -> VQA spec prefix.
 _VQA_PREFIX_BY_MODEL_TYPE = {"blip-2": "blip2", "blip": "blip", "instructblip": "instructblip"}

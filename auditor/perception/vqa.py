@@ -19,12 +19,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from auditor.backends import Spec
-from auditor.errors import AuditorError, BackendError
-from auditor.fingerprint import settings_fingerprint
-from auditor.perception.base import first_line
-from auditor.records import ModelRef, PerceptionSettings
-from auditor.weights import (
+from auditor.core.errors import AuditorError, BackendError
+from auditor.core.fingerprint import settings_fingerprint
+from auditor.core.registry import Spec
+from auditor.core.weights import (
     LoadOptions,
     check_complete,
     device_kind,
@@ -35,6 +33,8 @@ from auditor.weights import (
     loading_problems,
     quiet_libraries,
 )
+from auditor.perception.base import first_line
+from auditor.records import ModelRef, PerceptionSettings
 
 if TYPE_CHECKING:  # pragma: no cover
     from PIL import Image
@@ -311,7 +311,7 @@ def _load(
     model_types: set[str] | None,
 ) -> Any:
     """Load model and processor with ``from_pretrained``; refuse a folder of another model type."""
-    from auditor.devices import pick_device, pick_dtype
+    from auditor.core.devices import pick_device, pick_dtype
 
     model_id = spec.target
     if not model_id:

@@ -8,18 +8,17 @@ SDKs and WordNet load only when a plan is made.
 
 from __future__ import annotations
 
-from auditor.backends import parse_spec
-from auditor.errors import AuditorError
-from auditor.fingerprint import settings_fingerprint, text_fingerprint
+from auditor.core.errors import AuditorError
+from auditor.core.fingerprint import settings_fingerprint, text_fingerprint
+from auditor.core.openai_api import configured_base_url
+from auditor.core.registry import parse_spec
+from auditor.core.resources import read_prompt_text
 from auditor.planning.chain import CHAIN_FILE, PlanLimits, validate_plan
-from auditor.openai_api import configured_base_url
 from auditor.planning.llm import LLM_BACKENDS, check_llm_spec
 from auditor.planning.offline import LIBRARY_FILE
-from auditor.planning.questions import QUESTIONS_FILE
-from auditor.planning.questions import question_for_axis
+from auditor.planning.questions import QUESTIONS_FILE, question_for_axis
 from auditor.planning.review import review_plan
 from auditor.records import AuditPlan, ChatMessage
-from auditor.resources import read_prompt_text
 
 __all__ = [
     "LLM_BACKENDS",

@@ -5,7 +5,7 @@ are data in ``prompts/planning/tibet_chain.yaml``). The last reply is read with
 :func:`~auditor.planning.extract.extract_axes`, tidied (snake_case names, blank,
 repeated and unchanged counterfactuals dropped), capped and checked. When that fails,
 the problem goes back to the LLM in the same conversation and it answers again, at most
-``retries`` times; then :class:`~auditor.errors.InvalidPlanError` carries the whole
+``retries`` times; then :class:`~auditor.core.errors.InvalidPlanError` carries the whole
 transcript so the caller can save it. Errors from the backend carry the transcript so far.
 """
 
@@ -16,12 +16,12 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import TYPE_CHECKING, Protocol
 
-from auditor.errors import AuditorError, InvalidPlanError
+from auditor.core.errors import AuditorError, InvalidPlanError
+from auditor.core.redaction import redact
+from auditor.core.resources import read_prompt_yaml
 from auditor.planning.extract import PlanProblem, ProposedAxis, extract_axes, snake_case
 from auditor.planning.questions import caption_question, question_for_axis
 from auditor.records import AuditPlan, AxisPlan, ChatMessage
-from auditor.redaction import redact
-from auditor.resources import read_prompt_yaml
 
 if TYPE_CHECKING:  # pragma: no cover
     from auditor.planning.llm import ChatModel

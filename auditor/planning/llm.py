@@ -17,9 +17,8 @@ import os
 from collections.abc import Sequence
 from typing import Any, Protocol
 
-from auditor.backends import Registry, Spec
-from auditor.errors import AuditorError, BackendError
-from auditor.openai_api import (
+from auditor.core.errors import AuditorError, BackendError
+from auditor.core.openai_api import (
     HTTP_RETRIES,
     REQUEST_TIMEOUT,
     client_base_url,
@@ -28,6 +27,7 @@ from auditor.openai_api import (
     one_line,
     openai_client,
 )
+from auditor.core.registry import Registry, Spec
 from auditor.records import ChatMessage
 
 MISSING_KEY = "OPENAI_API_KEY is not set: export it, or use --llm offline"

@@ -16,12 +16,12 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any
 
-from auditor.backends import Spec
-from auditor.errors import AuditorError, InvalidPlanError
+from auditor.core.errors import AuditorError, InvalidPlanError
+from auditor.core.registry import Spec
+from auditor.core.resources import read_prompt_yaml
 from auditor.planning.chain import PlanLimits, attach_transcript, finish_plan
 from auditor.planning.extract import PlanProblem, ProposedAxis
 from auditor.records import AuditPlan, ChatMessage
-from auditor.resources import read_prompt_yaml
 
 if TYPE_CHECKING:  # pragma: no cover
     from nltk.corpus.reader.wordnet import WordNetCorpusReader
@@ -70,7 +70,7 @@ class OfflinePlanner:
     spec = "offline"
 
     def plan(self, prompt: str, limits: PlanLimits) -> AuditPlan:
-        from auditor.langdata import load_wordnet
+        from auditor.core.langdata import load_wordnet
 
         wordnet = load_wordnet()
         library = axis_library()
@@ -110,7 +110,7 @@ def load(spec: Spec, **_settings: Any) -> OfflinePlanner:
 
 def read_prompt(prompt: str, wordnet: WordNetCorpusReader, library: dict[str, Any]) -> Reading:
     """Find the nouns of ``prompt`` and its head: the noun of the highest category, last of its noun run."""
-    from auditor.langdata import english_stopwords
+    from auditor.core.langdata import english_stopwords
 
     stopwords = english_stopwords()
     framing = set(library["framing_nouns"])

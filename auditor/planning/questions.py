@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 from functools import lru_cache
 
-from auditor.resources import read_prompt_yaml
+from auditor.core.resources import read_prompt_yaml
 
 QUESTIONS_FILE = "vqa_questions.yaml"
 _IGNORED_WORDS = frozenset({"bias", "biases"})

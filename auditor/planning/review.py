@@ -18,8 +18,8 @@ from typing import Any
 
 import yaml
 
-from auditor.console import err
-from auditor.errors import AuditorError, InvalidPlanError
+from auditor.core.console import err
+from auditor.core.errors import AuditorError, InvalidPlanError
 from auditor.planning.chain import checked_axes
 from auditor.planning.extract import PlanProblem, ProposedAxis
 from auditor.planning.questions import caption_question

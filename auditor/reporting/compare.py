@@ -20,7 +20,7 @@ from rich.console import Console, Group
 from rich.table import Table
 from rich.text import Text
 
-from auditor.errors import AuditorError
+from auditor.core.errors import AuditorError
 from auditor.records import INITIAL_PROMPT_ID, AxisScore, RunRecord
 from auditor.reporting.summary import METRICS, MetricInfo, Segment, prompt_segments
 
@@ -268,6 +268,7 @@ def render_comparison_terminal(view: ComparisonView, console: Console) -> None:
 def write_comparison_html(view: ComparisonView, path: Path, run_dir_a: Path, run_dir_b: Path) -> Path:
     """Write the comparison page to ``path``; initial images are linked relative to it."""
     from auditor import __version__
+    from auditor.core.store import atomic_write_text
     from auditor.reporting.html import (
         RUN_A_COLOUR,
         RUN_B_COLOUR,
@@ -276,7 +277,6 @@ def write_comparison_html(view: ComparisonView, path: Path, run_dir_a: Path, run
         image_url,
         template_environment,
     )
-    from auditor.store import atomic_write_text
 
     path = Path(path)
     if path.is_dir():

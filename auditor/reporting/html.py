@@ -17,7 +17,7 @@ from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
-from auditor.errors import AuditorError
+from auditor.core.errors import AuditorError
 from auditor.records import RunRecord
 from auditor.reporting.summary import (
     METRICS,
@@ -347,7 +347,7 @@ def render_html(view: ReportView, run_dir: Path) -> str:
 
 def write_html_report(record: RunRecord, run_dir: Path) -> Path:
     """Write ``run_dir/report.html`` for ``record`` (atomically) and return its path."""
-    from auditor.store import atomic_write_text
+    from auditor.core.store import atomic_write_text
 
     run_dir = Path(run_dir)
     if not run_dir.is_dir():

@@ -16,9 +16,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from auditor.core.cache import ContentCache
+from auditor.core.store import atomic_write_bytes, sha256_bytes
 from auditor.generation.base import GenerationItem, TextToImage
 from auditor.records import GeneratedImage, PromptSet
-from auditor.store import ContentCache, atomic_write_bytes, sha256_bytes
 from auditor.studies.progress import ProgressReporter
 
 if TYPE_CHECKING:  # pragma: no cover

@@ -13,9 +13,9 @@ from pathlib import Path
 
 import numpy as np
 
+from auditor.core.cache import ContentCache
 from auditor.perception.base import Embedder, VisualQuestionAnswerer
 from auditor.records import GeneratedImage, ImageAnswers, PromptSet
-from auditor.store import ContentCache
 from auditor.studies.generation_stage import GenerationOutcome
 from auditor.studies.progress import ProgressReporter
 

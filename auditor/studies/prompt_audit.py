@@ -11,21 +11,21 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from auditor.environment import collect_environment
-from auditor.errors import AuditorError
+from auditor.core.cache import ContentCache
+from auditor.core.environment import collect_environment
+from auditor.core.errors import AuditorError
+from auditor.core.store import (
+    TRANSCRIPT_FILE,
+    RunStore,
+    load_record,
+    new_run_id,
+)
 from auditor.records import (
     GenerationSettings,
     PerceptionSettings,
     RunConfig,
     RunRecord,
     ScoringSettings,
-)
-from auditor.store import (
-    TRANSCRIPT_FILE,
-    ContentCache,
-    RunStore,
-    load_record,
-    new_run_id,
 )
 from auditor.studies.generation_stage import PromptRequest
 from auditor.studies.perception_stage import answer_questions
@@ -163,7 +163,12 @@ class PromptAudit(StudyRun):
         """Plan axes and counterfactuals, through the cache: a rerun asks the LLM nothing and gets the same plan."""
         if self.record.plan is not None:
             return
-        from auditor.planning import make_plan, planner_fingerprint, review_plan, transcript_of
+        from auditor.planning import (
+            make_plan,
+            planner_fingerprint,
+            review_plan,
+            transcript_of,
+        )
         from auditor.records import AuditPlan
 
         config = self.record.config
@@ -205,8 +210,8 @@ class PromptAudit(StudyRun):
     def _save_transcript(self, transcript) -> None:
         from pydantic import TypeAdapter
 
+        from auditor.core.store import atomic_write_bytes
         from auditor.records import ChatMessage
-        from auditor.store import atomic_write_bytes
 
         adapter = TypeAdapter(list[ChatMessage])
         atomic_write_bytes(self.run_dir / TRANSCRIPT_FILE, adapter.dump_json(list(transcript), indent=2))
@@ -250,14 +255,14 @@ class PromptAudit(StudyRun):
             self.embeddings = self.embed(required=self.embedder_required)
 
     def score(self) -> None:
-        from auditor.scoring import record_concepts, score_audit
+        from auditor.scoring.tibet import record_concepts, score_audit
 
         with self.stage("score") as outcome:
             # The same code path `auditor score RUN` uses, so a rescore reproduces these numbers.
             self.record.concepts = record_concepts(self.record)
             scores = score_audit(self.record.plan, self.record.concepts, self.record.config.scoring)
             if self.embeddings is not None:
-                from auditor.embedding_scores import apply_embedding_scores
+                from auditor.scoring.embeddings import apply_embedding_scores
 
                 scores = apply_embedding_scores(scores, self.record.plan, self.embeddings, self.record.config.scoring)
             self.record.scores = scores

@@ -17,10 +17,14 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from auditor.backends import parse_spec
-from auditor.environment import collect_environment
-from auditor.errors import AuditorError
-from auditor.fingerprint import CHUNK, file_sha256
+from auditor.core.cache import ContentCache
+from auditor.core.environment import collect_environment
+from auditor.core.errors import AuditorError
+from auditor.core.fingerprint import CHUNK, file_sha256
+from auditor.core.redaction import redact
+from auditor.core.registry import parse_spec
+from auditor.core.store import RECORD_FILE, write_model
+from auditor.core.weights import LoadOptions
 from auditor.records import (
     ModelRef,
     PromptSet,
@@ -30,8 +34,6 @@ from auditor.records import (
     StageTiming,
     utc_now,
 )
-from auditor.redaction import redact
-from auditor.store import RECORD_FILE, ContentCache, write_model
 from auditor.studies.generation_stage import (
     GenerationOutcome,
     PromptRequest,
@@ -39,7 +41,6 @@ from auditor.studies.generation_stage import (
 )
 from auditor.studies.perception_stage import embed_images
 from auditor.studies.progress import ProgressReporter
-from auditor.weights import LoadOptions
 
 if TYPE_CHECKING:  # pragma: no cover
     import numpy as np

@@ -16,8 +16,10 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from auditor.environment import collect_environment
-from auditor.errors import AuditorError
+from auditor.core.cache import ContentCache
+from auditor.core.environment import collect_environment
+from auditor.core.errors import AuditorError
+from auditor.core.store import RunStore, new_run_id, slugify
 from auditor.metrics.t2iat import (
     association_result,
     association_scores,
@@ -33,11 +35,10 @@ from auditor.records import (
     T2IATRecord,
     T2IATTestDefinition,
 )
-from auditor.store import ContentCache, RunStore, new_run_id, slugify
 from auditor.studies.generation_stage import PromptRequest
 from auditor.studies.progress import ProgressReporter
 from auditor.studies.run import StudyRun, check_images_and_seeds, paired_seeds, spec_ref
-from auditor.t2iat_tests import all_prompts
+from auditor.studies.t2iat_tests import all_prompts
 
 if TYPE_CHECKING:  # pragma: no cover
     from auditor.perception.base import Embedder
@@ -219,7 +220,7 @@ def run_occupations(
     options.validate()
     from pydantic import ValidationError
 
-    from auditor.store import describe_validation_error
+    from auditor.core.store import describe_validation_error
 
     try:
         config = OccupationsConfig(

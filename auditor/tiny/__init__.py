@@ -20,7 +20,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from auditor.weights import quiet_libraries
+from auditor.core.weights import quiet_libraries
 
 #: Written last into a finished model folder; its presence means "complete, reuse it".
 COMPLETE_MARKER = ".auditor-tiny-complete"

@@ -26,10 +26,10 @@ from typing import Any
 import yaml
 from pydantic import ValidationError
 
-from auditor.errors import AuditorError
+from auditor.core.errors import AuditorError
+from auditor.core.resources import prompt_file
+from auditor.core.store import describe_validation_error
 from auditor.records import T2IAT_GROUPS, T2IATGroup, T2IATStimuli, T2IATTestDefinition
-from auditor.resources import prompt_file
-from auditor.store import describe_validation_error
 
 #: Folder of the built-in definitions under ``prompts/``.
 BUILTIN_FOLDER = "t2iat"

@@ -30,9 +30,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from auditor.errors import AuditorError
+from auditor.core.errors import AuditorError
+from auditor.core.store import load_json
 from auditor.records import INITIAL_PROMPT_ID, counterfactual_id
-from auditor.store import load_json
 
 #: Keys whose presence marks a JSON object as a TIBET result file.
 TIBET_KEYS = ("result", "questions", "concepts_initial", "concepts_cf")

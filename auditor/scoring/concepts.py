@@ -26,7 +26,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from functools import lru_cache
 from typing import TYPE_CHECKING
 
-from auditor.langdata import english_stopwords, load_wordnet
+from auditor.core.langdata import english_stopwords, load_wordnet
 from auditor.records import ImageAnswers, SetConcepts
 
 if TYPE_CHECKING:  # pragma: no cover

@@ -6,7 +6,7 @@ and weight files: two fine-tunes with the same architecture and file sizes diffe
 files can be gigabytes, so their digests come through a :data:`FileDigest` function that
 callers memoise (the content cache keeps them by path, size, modification time and inode,
 so a folder is read once). A hub snapshot is identified by its commit instead (see
-:mod:`auditor.weights`). Hidden files and folders (markers, ``.cache``) are left out.
+:mod:`auditor.core.weights`). Hidden files and folders (markers, ``.cache``) are left out.
 """
 
 from __future__ import annotations

@@ -1,11 +1,9 @@
-"""Run folders, atomic writes and the content-addressed cache.
+"""Run folders and atomic writes.
 
 A run folder is ``<runs>/<run-id>/`` with ``record.json``, ``images/`` and the LLM
 transcript. Every file is written to a temporary sibling and renamed into place, so a
-crash never leaves a half-written record. The cache maps (stage, model fingerprint,
-inputs) to output bytes in one SQLite file, so a rerun or ``--resume`` never recomputes
-a finished image, answer or embedding; the same file remembers the digests of model
-weight files, so a multi-gigabyte checkpoint is hashed once, not at every start.
+crash never leaves a half-written record. The content cache that makes reruns free is
+:mod:`auditor.core.cache`.
 """
 
 from __future__ import annotations
@@ -14,19 +12,14 @@ import hashlib
 import json
 import os
 import re
-import sqlite3
 import tempfile
-import threading
-from collections import Counter
-from collections.abc import Callable
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
-from auditor.errors import AuditorError
-from auditor.fingerprint import file_sha256
+from auditor.core.errors import AuditorError
 from auditor.records import AnyRecord, RunRecord
 
 RECORD_FILE = "record.json"
@@ -199,91 +192,3 @@ def load_record(path: Path) -> RunRecord:
             f"{path} is a {RECORD_KINDS[record.kind]} record; this command reads prompt audits (auditor prompt)"
         )
     return record
-
-
-# --------------------------------------------------------------------------- content cache
-
-
-def cache_key(stage: str, fingerprint: str, inputs: Any) -> str:
-    """Key of one cached result: sha256 over the stage, the model fingerprint and the inputs as canonical JSON."""
-    payload = json.dumps([stage, fingerprint, inputs], sort_keys=True, separators=(",", ":"), ensure_ascii=False)
-    return hashlib.sha256(payload.encode("utf-8")).hexdigest()
-
-
-class ContentCache:
-    """A SQLite key-value store of stage outputs, keyed by content.
-
-    ``hits`` and ``misses`` count look-ups per stage, so a run can report (and a test
-    can check) how much work the cache saved.
-    """
-
-    def __init__(self, path: Path):
-        self.path = Path(path)
-        self._lock = threading.Lock()
-        try:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            self._db = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None)
-            self._db.execute("PRAGMA journal_mode=WAL")
-            self._db.execute("CREATE TABLE IF NOT EXISTS cache (key TEXT PRIMARY KEY, stage TEXT, value BLOB)")
-            self._db.execute(
-                "CREATE TABLE IF NOT EXISTS file_digests "
-                "(path TEXT PRIMARY KEY, size INTEGER, mtime_ns INTEGER, inode INTEGER, sha256 TEXT)"
-            )
-        except (OSError, sqlite3.Error) as exc:
-            raise AuditorError(f"cannot open the cache {self.path}: {exc} (set AUDITOR_CACHE_PATH)") from None
-        self.hits: Counter[str] = Counter()
-        self.misses: Counter[str] = Counter()
-
-    def get(self, stage: str, fingerprint: str, inputs: Any) -> bytes | None:
-        key = cache_key(stage, fingerprint, inputs)
-        with self._lock:
-            row = self._db.execute("SELECT value FROM cache WHERE key = ?", (key,)).fetchone()
-        (self.hits if row else self.misses)[stage] += 1
-        return None if row is None else bytes(row[0])
-
-    def put(self, stage: str, fingerprint: str, inputs: Any, value: bytes) -> None:
-        key = cache_key(stage, fingerprint, inputs)
-        with self._lock:
-            self._db.execute("INSERT OR REPLACE INTO cache (key, stage, value) VALUES (?, ?, ?)", (key, stage, value))
-
-    def get_json(self, stage: str, fingerprint: str, inputs: Any) -> Any | None:
-        raw = self.get(stage, fingerprint, inputs)
-        return None if raw is None else json.loads(raw)
-
-    def put_json(self, stage: str, fingerprint: str, inputs: Any, value: Any) -> None:
-        self.put(stage, fingerprint, inputs, json.dumps(value, ensure_ascii=False).encode("utf-8"))
-
-    def file_digest(self, path: Path, compute: Callable[[Path], str] = file_sha256) -> str:
-        """sha256 of a file's bytes, remembered by (resolved path, size, mtime_ns, inode).
-
-        A file that was rewritten or replaced has another size, modification time or
-        inode, so its digest is computed again with ``compute``; an unchanged one is
-        not read at all.
-        """
-        resolved = Path(path).resolve()
-        stat = resolved.stat()
-        identity = (stat.st_size, stat.st_mtime_ns, stat.st_ino)
-        with self._lock:
-            row = self._db.execute(
-                "SELECT size, mtime_ns, inode, sha256 FROM file_digests WHERE path = ?", (str(resolved),)
-            ).fetchone()
-        if row is not None and tuple(row[:3]) == identity:
-            return row[3]
-        digest = compute(resolved)
-        with self._lock:
-            self._db.execute(
-                "INSERT OR REPLACE INTO file_digests (path, size, mtime_ns, inode, sha256) VALUES (?, ?, ?, ?, ?)",
-                (str(resolved), *identity, digest),
-            )
-        return digest
-
-    def entries(self, stage: str | None = None) -> int:
-        """Number of stored results (of one stage, or all)."""
-        with self._lock:
-            if stage is None:
-                return self._db.execute("SELECT COUNT(*) FROM cache").fetchone()[0]
-            return self._db.execute("SELECT COUNT(*) FROM cache WHERE stage = ?", (stage,)).fetchone()[0]
-
-    def close(self) -> None:
-        with self._lock:
-            self._db.close()

@@ -4,7 +4,7 @@ The study calls :func:`score_audit` once the concepts of every prompt set exist;
 ``auditor score`` calls :func:`score_record` to rescore a finished run from its answers
 (with another normalisation, say) and :func:`score_tibet_result` for a result file of
 the TIBET authors' code, without touching a model. The arithmetic lives in
-:mod:`auditor.metrics.tibet`, the synonym merging in :mod:`auditor.concepts`; this module
+:mod:`auditor.metrics.tibet`, the synonym merging in :mod:`auditor.scoring.concepts`; this module
 only pairs sets up, in plan order, and says when a number may mislead.
 """
 
@@ -12,8 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from auditor.concepts import SynonymIndex, histogram, merge_synonyms, set_concepts
-from auditor.errors import AuditorError
+from auditor.core.errors import AuditorError
 from auditor.metrics import tibet
 from auditor.records import (
     INITIAL_PROMPT_ID,
@@ -29,7 +28,13 @@ from auditor.records import (
     SetConcepts,
     counterfactual_id,
 )
-from auditor.tibet_files import TibetResult
+from auditor.scoring.concepts import (
+    SynonymIndex,
+    histogram,
+    merge_synonyms,
+    set_concepts,
+)
+from auditor.scoring.tibet_files import TibetResult
 
 #: ``(axis name, counterfactual prompts in order)``: all scoring needs of a plan.
 AxisSpec = tuple[str, Sequence[str]]
@@ -222,7 +227,7 @@ def score_tibet_result(result: TibetResult, settings: ScoringSettings | None = N
     As in the authors' metric code, every answer of an image counts in its set's overall
     histogram, so CAS and BAV use them all (the files hold no captions). An axis's
     axis-aligned histogram holds the answers to the questions tied to it
-    (:func:`auditor.tibet_files.question_axes`); a question tied to no axis is in none.
+    (:func:`auditor.scoring.tibet_files.question_axes`); a question tied to no axis is in none.
     """
     settings = settings or ScoringSettings()
     axes = [axis.name for axis in result.axes]

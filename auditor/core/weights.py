@@ -6,7 +6,7 @@ Backends load with ``from_pretrained(id_or_path)``; these helpers
   or one short probe), so a model that is not cached fails in seconds instead of after
   the hub client's long retries, and a cached one loads without asking the hub;
 * identify the weights for the record and the content cache: a hub snapshot by its
-  commit, a local folder by the digests of its files (see :mod:`auditor.fingerprint`);
+  commit, a local folder by the digests of its files (see :mod:`auditor.core.fingerprint`);
 * refuse a checkpoint whose tensors do not match the model (missing, unexpected or
   mismatched keys): the libraries would initialise those layers randomly, and a
   randomly initialised VQA head answers nonsense without a word. ``--allow-partial-weights``
@@ -30,9 +30,14 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from auditor.backends import Spec
-from auditor.errors import BackendError
-from auditor.fingerprint import FileDigest, file_sha256, folder_fingerprint, hub_fingerprint
+from auditor.core.errors import BackendError
+from auditor.core.fingerprint import (
+    FileDigest,
+    file_sha256,
+    folder_fingerprint,
+    hub_fingerprint,
+)
+from auditor.core.registry import Spec
 from auditor.records import ModelRef
 
 _COMMIT = re.compile(r"^[0-9a-f]{40}$")

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from importlib import import_module
 from typing import Any
 
-from auditor.errors import AuditorError
+from auditor.core.errors import AuditorError
 
 
 @dataclass(frozen=True)

@@ -14,8 +14,8 @@ from __future__ import annotations
 import os
 from typing import TYPE_CHECKING
 
-from auditor.errors import AuditorError, BackendError
-from auditor.redaction import redact
+from auditor.core.errors import AuditorError, BackendError
+from auditor.core.redaction import redact
 
 if TYPE_CHECKING:  # pragma: no cover
     from openai import OpenAI

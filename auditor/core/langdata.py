@@ -16,8 +16,8 @@ from importlib import resources
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from auditor.errors import AuditorError
-from auditor.settings import get_settings
+from auditor.core.errors import AuditorError
+from auditor.core.settings import get_settings
 
 if TYPE_CHECKING:  # pragma: no cover
     from nltk.corpus.reader.wordnet import WordNetCorpusReader
