@@ -26,8 +26,8 @@ from typing import Any
 import pytest
 from PIL import Image
 
-from auditor.core.store import load_record, write_model
-from auditor.records import RunRecord
+from auditor.core.store import write_model
+from auditor.records import RunRecord, load_record
 from auditor.reporting import write_html_report
 from auditor.reporting.compare import compare_records, write_comparison_html
 from tests.test_reporting import (

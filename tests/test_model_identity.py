@@ -21,8 +21,8 @@ import pytest
 from auditor.core.cache import ContentCache
 from auditor.core.errors import BackendError
 from auditor.core.fingerprint import file_sha256
-from auditor.core.store import RunStore, load_record
-from auditor.records import GenerationSettings, PerceptionSettings
+from auditor.core.store import RunStore
+from auditor.records import GenerationSettings, PerceptionSettings, load_record
 from auditor.studies.progress import QuietProgress
 from auditor.studies.prompt_audit import PromptAuditOptions, start_audit
 from tests.clitools import run_auditor
@@ -159,7 +159,7 @@ def test_a_cached_plan_is_not_served_for_another_server(tiny_models, fake_openai
 
 
 def test_plan_key_follows_the_planner_data(monkeypatch):
-    import auditor.planning as planning
+    import auditor.planning.registry as planning
 
     offline, llm = planning.planner_fingerprint("offline"), planning.planner_fingerprint("openai:gpt-4o-mini")
     assert offline != llm != planning.planner_fingerprint("openai:gpt-4o")

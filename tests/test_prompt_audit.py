@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from auditor.core.cache import ContentCache
-from auditor.core.store import RunStore, load_record
-from auditor.records import GenerationSettings, PerceptionSettings
+from auditor.core.store import RunStore
+from auditor.records import GenerationSettings, PerceptionSettings, load_record
 from auditor.studies.progress import QuietProgress
 from auditor.studies.prompt_audit import PromptAuditOptions, resume_audit, start_audit
 from tests.clitools import run_auditor

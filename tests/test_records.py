@@ -9,8 +9,17 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
-from auditor.records import AssociationResult, RunRecord
-from auditor.schemas import SCHEMA_MODELS, render_schemas
+from auditor.core.errors import AuditorError
+from auditor.records import (
+    RECORD_TYPES,
+    SCHEMA_VERSION,
+    RunRecord,
+    StudyRecord,
+    T2IATRecord,
+    load_any_record,
+    load_record,
+)
+from auditor.records.schemas import SCHEMA_MODELS, render_schemas
 from tests.clitools import run_auditor
 from tests.factories import make_record
 
@@ -74,13 +83,33 @@ def test_schema_check_command_catches_a_stale_schema(tmp_path):
     assert result.stderr.startswith("error: schemas out of date") and "run_record.schema.json" in result.stderr
 
 
-def test_a_null_d_reads_undefined_whatever_label_an_older_record_gave_it():
-    # Before "undefined" existed, a null d was labelled "large" (S != 0) or "negligible" (S == 0).
-    old = {"association": 0.4, "effect_size": None, "effect_label": "large", "p_value": 0.33,
-           "exact": True, "permutations": 6, "n_x": 2, "n_y": 2}  # fmt: skip
-    assert AssociationResult.model_validate(old).effect_label == "undefined"
-    assert AssociationResult.model_validate(old | {"association": 0.0, "effect_label": "negligible"}).effect_label == (
-        "undefined"
-    )
-    for label in ("negligible", "small", "medium", "large"):  # every label of a defined d still loads as it was
-        assert AssociationResult.model_validate(old | {"effect_size": 0.9, "effect_label": label}).effect_label == label
+V1_RECORDS = Path(__file__).parent / "fixtures" / "records"
+
+
+@pytest.mark.parametrize("name, kind", [("prompt_audit_v1.json", RunRecord), ("t2iat_test_v1.json", T2IATRecord)])
+def test_version_1_records_load_upgraded_and_a_null_d_reads_undefined(name, kind):
+    """Committed records written by schema version 1, where a null d was labelled "large"."""
+    path = V1_RECORDS / name
+    raw = json.loads(path.read_text(encoding="utf-8"))
+    assert raw["schema_version"] == "1"
+    record = load_record(path, kind)
+    assert record.schema_version == SCHEMA_VERSION == "2"
+    associations = [a.association for a in record.scores.axes if a.association] if kind is RunRecord else [record.result]
+    undefined = [a for a in associations if a.effect_size is None]
+    assert undefined and all(a.effect_label == "undefined" for a in undefined)
+    defined = [a for a in associations if a.effect_size is not None]
+    assert all(a.effect_label != "undefined" for a in defined)  # a defined d keeps its label
+
+
+def test_a_record_of_an_unknown_schema_version_is_one_line(tmp_path):
+    path = tmp_path / "record.json"
+    data = json.loads((V1_RECORDS / "t2iat_test_v1.json").read_text(encoding="utf-8"))
+    path.write_text(json.dumps({**data, "schema_version": "9"}), encoding="utf-8")
+    with pytest.raises(AuditorError, match="record schema version '9'; this auditor reads versions 1, 2"):
+        load_any_record(path)
+
+
+def test_every_record_kind_has_a_schema_and_a_title():
+    assert {cls for cls in SCHEMA_MODELS.values()} >= set(RECORD_TYPES)
+    assert len({cls.model_fields["kind"].default for cls in RECORD_TYPES}) == len(RECORD_TYPES)
+    assert all(cls.title != StudyRecord.title and cls.made_by.startswith("auditor ") for cls in RECORD_TYPES)

@@ -12,8 +12,8 @@ import pytest
 from rich.cells import cell_len
 from rich.console import Console
 
-from auditor.core.store import load_record, write_model
-from auditor.records import ChatMessage, RunError, RunRecord
+from auditor.core.store import write_model
+from auditor.records import ChatMessage, RunError, RunRecord, load_record
 from auditor.reporting import render_terminal, report_json, write_html_report
 from auditor.reporting.compare import (
     compare_records,
@@ -21,13 +21,9 @@ from auditor.reporting.compare import (
     write_comparison_html,
 )
 from auditor.reporting.html import Bar, bar_chart, render_html
-from auditor.reporting.summary import (
-    axis_finding,
-    build_view,
-    describe_seeds,
-    prompt_label,
-    prompt_segments,
-)
+from auditor.reporting.prompt_audit import build_view
+from auditor.reporting.sentences import axis_finding
+from auditor.reporting.wording import describe_seeds, prompt_label, prompt_segments
 from auditor.scoring.tibet import record_concepts, score_record
 from tests.clitools import run_auditor
 from tests.fixtures.build_fixtures import build_all

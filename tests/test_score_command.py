@@ -321,7 +321,7 @@ def test_run_folder_through_the_cli(tmp_path):
 
 
 def test_score_record_in_process_respects_settings(tmp_path):
-    from auditor.core.store import load_record
+    from auditor.records import load_record
 
     record = load_record(_record(tmp_path) / "record.json")
     scores = score_record(record)

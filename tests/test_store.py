@@ -12,10 +12,10 @@ from auditor.core.store import (
     RunStore,
     atomic_write_text,
     check_run_id,
-    load_record,
     new_run_id,
     write_model,
 )
+from auditor.records import load_record
 from tests.factories import make_record
 
 

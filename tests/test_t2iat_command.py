@@ -377,7 +377,7 @@ def test_occupations_end_to_end_with_tiny_models(tmp_path, tiny_models):
 
 
 def test_score_occupation_by_hand_and_with_missing_images():
-    from auditor.studies.t2iat import score_occupation
+    from auditor.scoring.t2iat import score_occupation
 
     texts = np.array([[0.6, 0.8], [1.0, 0.0], [0.0, 1.0]])  # neutral, male, female prompts
     # text Asc = cos(neutral, male) - cos(neutral, female) = 0.6 - 0.8 = -0.2

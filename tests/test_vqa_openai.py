@@ -18,14 +18,13 @@ from PIL import Image, ImageStat
 
 from auditor.core.errors import AuditorError, BackendError
 from auditor.core.openai_api import HTTP_RETRIES, public_url
-from auditor.core.store import load_record
 from auditor.perception.openai_vqa import (
     CAPTION_INSTRUCTIONS,
     INSTRUCTIONS,
     MISSING_KEY,
 )
 from auditor.perception.registry import VQA_BACKENDS
-from auditor.records import PerceptionSettings
+from auditor.records import PerceptionSettings, load_record
 from tests.clitools import run_auditor
 from tests.fake_openai import (
     FAKE_API_KEY,

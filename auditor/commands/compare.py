@@ -19,7 +19,8 @@ def compare(
     """Compare two runs per axis and counterfactual (aligned by name and text); unmatched ones are listed."""
     from auditor.core.console import err
     from auditor.core.settings import get_settings
-    from auditor.core.store import RECORD_FILE, RunStore, load_record
+    from auditor.core.store import RECORD_FILE, RunStore
+    from auditor.records import load_record
     from auditor.reporting.compare import (
         compare_records,
         render_comparison_terminal,

@@ -18,7 +18,8 @@ def report(
     """Show what a run found: axes ranked by how much they lean, CAS per counterfactual, concepts."""
     from auditor.core.console import err
     from auditor.core.settings import get_settings
-    from auditor.core.store import RECORD_FILE, RunStore, load_record
+    from auditor.core.store import RECORD_FILE, RunStore
+    from auditor.records import load_record
     from auditor.reporting import render_terminal, report_json, write_html_report
 
     folder = RunStore(runs_dir or get_settings().runs_dir).resolve(run)

@@ -46,22 +46,13 @@ def runs(
 
 def _row(record: AnyRecord) -> dict:
     """One listing row: what was audited, when, how it ended, with which models."""
-    config = record.config
-    if record.kind == "prompt_audit":
-        subject, models = config.prompt, [config.t2i.spec, config.vqa.spec]
-    elif record.kind == "t2iat_test":
-        subject, models = f"T2IAT test {config.test.name}", [config.t2i.spec]
-    else:
-        subject, models = f"occupations: {', '.join(config.occupations)}", [config.t2i.spec]
-    if config.embedder is not None:
-        models.append(config.embedder.spec)
     return {
         "run_id": record.run_id,
         "kind": record.kind,
-        "prompt": subject,
+        "prompt": record.subject(),
         "created_at": record.created_at.isoformat(timespec="seconds"),
         "status": record.status,
-        "models": models,
+        "models": [ref.spec for ref in record.models()],
     }
 
 

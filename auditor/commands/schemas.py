@@ -15,7 +15,7 @@ def schemas(
     check: bool = typer.Option(False, "--check", help="Fail when a committed schema differs from the models."),
 ) -> None:
     """Generate JSON Schema from the record models (or check that the committed ones are current)."""
-    from auditor.schemas import render_schemas
+    from auditor.records.schemas import render_schemas
 
     rendered = render_schemas()
     if check:

@@ -57,8 +57,8 @@ def _score_source(
     """Scores, format ('tibet' or 'record'), prompt and resolved location of SOURCE."""
     from auditor.core.errors import AuditorError
     from auditor.core.settings import get_settings
-    from auditor.core.store import RECORD_FILE, RunStore, load_json, load_record
-    from auditor.records import ScoringSettings
+    from auditor.core.store import RECORD_FILE, RunStore, load_json
+    from auditor.records import ScoringSettings, load_record
     from auditor.scoring.tibet import score_record, score_tibet_result
     from auditor.scoring.tibet_files import TIBET_KEYS, is_tibet_result, load_tibet_file
 

@@ -20,11 +20,9 @@ from auditor.core.errors import AuditorError
 from auditor.core.settings import DEFAULT_EMBEDDER
 
 if TYPE_CHECKING:  # pragma: no cover
-    import numpy as np
 
     from auditor.core.cache import ContentCache
     from auditor.core.store import RunStore
-    from auditor.records import AssociationResult, OccupationsRecord, T2IATRecord
     from auditor.studies.progress import ProgressReporter
     from auditor.studies.t2iat import StudyOptions
 
@@ -36,14 +34,6 @@ app = typer.Typer(
     rich_markup_mode=None,
 )
 
-
-def _say(text: str) -> None:
-    """Print user-supplied text (test names, occupations) literally, never as rich markup."""
-    out.print(text, markup=False, highlight=False)
-
-
-#: The arrays ``t2iat score`` reads from an .npz file (rows = embeddings).
-NPZ_ARRAYS = ("X", "Y", "XA", "XB", "YA", "YB")
 
 _PERMUTATIONS = typer.Option(
     10_000, "--permutations", min=1, help="Monte Carlo permutations when there are more than 200,000 splits."
@@ -61,33 +51,6 @@ _JSON = typer.Option(False, "--json", help="Print one JSON object.")
 # --------------------------------------------------------------------------- score
 
 
-def load_npz(path: Path) -> dict[str, np.ndarray]:
-    """The six embedding groups of an .npz file; one-line errors for unreadable files and missing arrays."""
-    import zipfile
-
-    import numpy as np
-
-    if Path(path).is_file() and not zipfile.is_zipfile(path):
-        raise AuditorError(
-            f"{path} is not an .npz archive (save one with numpy.savez(path, X=..., Y=..., XA=..., ...))"
-        )
-    try:
-        with np.load(path, allow_pickle=False) as data:
-            missing = [name for name in NPZ_ARRAYS if name not in data.files]
-            if missing:
-                raise AuditorError(
-                    f"{path} lacks array(s) {', '.join(missing)}: it needs {', '.join(NPZ_ARRAYS)} (rows = embeddings)"
-                )
-            return {name: data[name] for name in NPZ_ARRAYS}
-    except FileNotFoundError:
-        raise AuditorError(f"no such file: {path}") from None
-    except ValueError as exc:  # object arrays: numpy refuses to unpickle them
-        first = str(exc).strip().splitlines()[0].split(". ")[0]
-        raise AuditorError(f"{path} holds an array numpy cannot load without pickle ({first}); store numbers") from None
-    except (OSError, zipfile.BadZipFile, EOFError) as exc:
-        raise AuditorError(f"cannot read {path}: {exc}") from None
-
-
 @app.command("score")
 def score(
     file: Path = typer.Argument(..., metavar="FILE.npz", help="Arrays X, Y, XA, XB, YA, YB (rows = embeddings)."),
@@ -98,41 +61,22 @@ def score(
 ) -> None:
     """Score saved embeddings: differential association S, effect size d, permutation p-value."""
     from auditor.metrics.t2iat import association_test
+    from auditor.reporting.t2iat import render_association
+    from auditor.scoring.t2iat import NPZ_ARRAYS, association_record, load_npz
 
     if image_seed is not None:  # it once meant the permutation seed here: say so instead of "no such option"
         raise AuditorError(
             "--seed sets image seeds and t2iat score makes no images; the permutation test's seed is --permutation-seed"
         )
     groups = load_npz(file)
-    result = association_test(
-        *(groups[name] for name in NPZ_ARRAYS), permutations=permutations, seed=permutation_seed
+    result = association_record(
+        association_test(*(groups[name] for name in NPZ_ARRAYS), permutations=permutations, seed=permutation_seed)
     )
     if json_output:
         print_json({"file": str(file), **result.model_dump()})
         return
-    _say(f"T2IAT association of {file}")
-    _print_result(result, "X", "Y")
-
-
-def _p_text(result: AssociationResult) -> str:
-    how = (
-        f"exact over {result.permutations:,} splits"
-        if result.exact
-        else f"Monte Carlo, {result.permutations:,} permutations"
-    )
-    return f"{result.p_value:.4g} ({how})"
-
-
-def _print_result(result: AssociationResult, x_name: str, y_name: str) -> None:
-    d = (
-        "undefined (the Asc values have no spread within the groups)"
-        if result.effect_size is None
-        else f"{result.effect_size:+.3f} ({result.effect_label})"
-    )
-    _say(f"  association S   {result.association:+.5f}")
-    _say(f"  effect size d   {d}")
-    _say(f"  p-value         {_p_text(result)}")
-    _say(f"  images          {x_name}: {result.n_x}, {y_name}: {result.n_y}")
+    out.print(f"T2IAT association of {file}", markup=False, highlight=False)
+    render_association(result, "X", "Y", out)
 
 
 # --------------------------------------------------------------------------- list
@@ -141,31 +85,14 @@ def _print_result(result: AssociationResult, x_name: str, y_name: str) -> None:
 @app.command("list")
 def list_tests(json_output: bool = _JSON) -> None:
     """The built-in tests (the paper's eight): name, title, concepts and attributes."""
+    from auditor.reporting.t2iat import render_test_list
     from auditor.studies.t2iat_tests import builtin_names, load_builtin
 
     tests = [load_builtin(name) for name in builtin_names()]
     if json_output:
         print_json([test.model_dump() for test in tests])
         return
-    from rich.table import Table
-    from rich.text import Text
-
-    table = Table()
-    table.add_column("name", no_wrap=True)
-    table.add_column("kind")
-    table.add_column("X vs Y")
-    table.add_column("A vs B")
-    table.add_column("neutral prompt")
-    for test in tests:
-        cells = (
-            test.name,
-            test.kind,
-            f"{test.x.name} vs {test.y.name}",
-            f"{test.a.name} vs {test.b.name}",
-            test.prompt,
-        )
-        table.add_row(*(Text(cell) for cell in cells))
-    out.print(table)
+    render_test_list(tests, out)
 
 
 # --------------------------------------------------------------------------- run
@@ -250,36 +177,9 @@ def run(
         quiet,
         json_output,
     )
-    _show_test(record, run_dir, quiet=quiet, json_output=json_output)
+    from auditor.reporting.t2iat import render_test_run, test_run_json
 
-
-def _show_test(record: T2IATRecord, run_dir: Path, *, quiet: bool, json_output: bool) -> None:
-    test, result = record.config.test, record.result
-    if json_output:
-        print_json(
-            {
-                "run_dir": str(run_dir),
-                "test": test.name,
-                "x": test.x.name,
-                "y": test.y.name,
-                "a": test.a.name,
-                "b": test.b.name,
-                **(result.model_dump() if result else {}),
-            }
-        )
-        return
-    if quiet:
-        _say(str(run_dir))
-        return
-    _say(f"T2IAT {test.title or test.name}: {test.x.name} vs {test.y.name} with {test.a.name} vs {test.b.name}")
-    if result is not None:
-        _print_result(result, test.x.name, test.y.name)
-        lean = test.a.name if result.association > 0 else test.b.name
-        _say(
-            f"  reading         S {'>' if result.association > 0 else '<='} 0: {test.x.name} images lean towards "
-            f"{lean} more than {test.y.name} images do"
-        )
-    _say(f"\nrun folder: {run_dir}")
+    _show(record, run_dir, quiet, json_output, test_run_json, render_test_run)
 
 
 # --------------------------------------------------------------------------- occupations
@@ -337,54 +237,26 @@ def occupations(
         quiet,
         json_output,
     )
-    _show_occupations(record, run_dir, quiet=quiet, json_output=json_output)
+    from auditor.reporting.t2iat import occupations_json, render_occupations
+
+    _show(record, run_dir, quiet, json_output, occupations_json, render_occupations)
 
 
-def _show_occupations(record: OccupationsRecord, run_dir: Path, *, quiet: bool, json_output: bool) -> None:
+def _show(
+    record: Any,
+    run_dir: Path,
+    quiet: bool,
+    json_output: bool,
+    as_json: Callable[[Any, Path], dict],
+    render: Callable[[Any, Path, Any], None],
+) -> None:
+    """A finished study's result: JSON, the run folder alone (``--quiet``), or the report."""
     if json_output:
-        print_json(
-            {
-                "run_dir": str(run_dir),
-                "occupations": [
-                    result.model_dump(exclude={"image_scores", "prompt_ids"}) | {"images": len(result.image_scores)}
-                    for result in record.occupations
-                ],
-            }
-        )
-        return
-    if quiet:
-        _say(str(run_dir))
-        return
-    from rich.table import Table
-    from rich.text import Text
-
-    def number(value: float | None) -> str:
-        return "—" if value is None else f"{value:+.4f}"
-
-    table = Table(title="Gender association per occupation (> 0: closer to the male images)")
-    table.add_column("occupation", no_wrap=True)
-    for header in ("n", "Q1", "median", "Q3", "image", "text", "image-text", "p"):
-        table.add_column(header, justify="right")
-    for result in record.occupations:
-        quartiles = result.quartiles or [None, None, None]
-        table.add_row(
-            Text(result.occupation),
-            str(len(result.image_scores)),
-            *(number(q) for q in quartiles),
-            number(result.image_association),
-            number(result.text_association),
-            number(result.amplification),
-            "—" if result.test is None else f"{result.test.p_value:.3g}",
-        )
-    out.print(table)
-    out.print(
-        "Q1/median/Q3 and image: Asc of the neutral images (Fig. 3); text: the same on the prompts' text "
-        "embeddings; image-text: amplification (Fig. 4); p: neutral images vs a balanced male/female mix"
-    )
-    for result in record.occupations:
-        for warning in result.warnings:
-            _say(f"note: {result.occupation}: {warning}")
-    _say(f"\nrun folder: {run_dir}")
+        print_json(as_json(record, run_dir))
+    elif quiet:
+        out.print(str(run_dir), markup=False, highlight=False)
+    else:
+        render(record, run_dir, out)
 
 
 def register(main_app: typer.Typer) -> None:

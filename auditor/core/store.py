@@ -15,12 +15,14 @@ import re
 import tempfile
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ValidationError
 
 from auditor.core.errors import AuditorError
-from auditor.records import AnyRecord, RunRecord
+
+if TYPE_CHECKING:  # pragma: no cover
+    from auditor.records import AnyRecord
 
 RECORD_FILE = "record.json"
 TRANSCRIPT_FILE = "transcript.json"
@@ -134,6 +136,8 @@ class RunStore:
 
         Unreadable records sort by their folder's modification time.
         """
+        from auditor.records import load_any_record
+
         if not self.root.is_dir():
             return []
         found = []
@@ -167,28 +171,3 @@ def describe_validation_error(exc: ValidationError) -> str:
     where = ".".join(str(part) for part in first["loc"]) or "<root>"
     more = f" (and {exc.error_count() - 1} more)" if exc.error_count() > 1 else ""
     return f"{where}: {first['msg']}{more}"
-
-
-#: Human names of the record kinds, for messages and listings.
-RECORD_KINDS = {"prompt_audit": "prompt audit", "t2iat_test": "T2IAT test", "t2iat_occupations": "T2IAT occupation study"}
-
-
-def load_any_record(path: Path) -> AnyRecord:
-    """Load and validate a run record of any kind (chosen by its ``kind`` field)."""
-    from pydantic import TypeAdapter
-
-    data = load_json(path)
-    try:
-        return TypeAdapter(AnyRecord).validate_python(data)
-    except ValidationError as exc:
-        raise AuditorError(f"{path} is not a valid run record: {describe_validation_error(exc)}") from None
-
-
-def load_record(path: Path) -> RunRecord:
-    """Load a prompt-audit record; another kind of run or a malformed file is a one-line error."""
-    record = load_any_record(path)
-    if not isinstance(record, RunRecord):
-        raise AuditorError(
-            f"{path} is a {RECORD_KINDS[record.kind]} record; this command reads prompt audits (auditor prompt)"
-        )
-    return record

@@ -1,6 +1,7 @@
-"""Metrics as pure functions over histograms and arrays: no models, no I/O, no NLTK.
+"""Metrics as pure functions over histograms and arrays: no models, no I/O, no records.
 
 ``tibet``: CAS, BAV (variance and the authors' mean-absolute-deviation variant), relative
-BAV, top-K and the occupation lean. Studies compute the inputs; these only do arithmetic,
-so each is tested against hand computations.
+BAV, top-K and the occupation lean. ``t2iat``: Asc, S, Cohen's d, the permutation test.
+Studies and :mod:`auditor.scoring` compute the inputs and turn results into records;
+these only do arithmetic, so each is tested against hand computations.
 """

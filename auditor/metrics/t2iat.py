@@ -19,11 +19,14 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from itertools import chain, combinations
+from typing import Literal
 
 import numpy as np
 
 from auditor.core.errors import AuditorError
-from auditor.records import AssociationResult, EffectLabel
+
+#: Cohen's size of |d|; "undefined" when d is (no spread within the groups).
+EffectLabel = Literal["negligible", "small", "medium", "large", "undefined"]
 
 #: Enumerate every split when there are at most this many; sample splits above it.
 EXACT_SPLIT_LIMIT = 200_000
@@ -252,15 +255,29 @@ def permutation_test(
 # --------------------------------------------------------------------------- the whole test
 
 
+@dataclass(frozen=True)
+class Association:
+    """The outcome of a T2IAT test: S, d with its label, the permutation p-value and the group sizes."""
+
+    association: float
+    effect_size: float | None
+    effect_label: EffectLabel
+    p_value: float
+    exact: bool
+    permutations: int
+    n_x: int
+    n_y: int
+
+
 def association_result(
     asc_x: np.ndarray, asc_y: np.ndarray, *, permutations: int = 10_000, seed: int = 0
-) -> AssociationResult:
+) -> Association:
     """S, d with its label, and the permutation p-value from per-image Asc values."""
     x, y = _as_scores(asc_x, "Asc of X"), _as_scores(asc_y, "Asc of Y")
     association = differential_association(x, y)
     d = effect_size(x, y)
     test = permutation_test(x, y, permutations=permutations, seed=seed)
-    return AssociationResult(
+    return Association(
         association=association,
         effect_size=d,
         effect_label=effect_label(d),
@@ -282,7 +299,7 @@ def association_test(
     *,
     permutations: int = 10_000,
     seed: int = 0,
-) -> AssociationResult:
+) -> Association:
     """The full T2IAT test from the six embedding groups G(X), G(Y), G(X^A), G(X^B), G(Y^A), G(Y^B)."""
     groups = {"X": x, "Y": y, "XA": xa, "XB": xb, "YA": ya, "YB": yb}
     units = {name: unit_rows(array, name) for name, array in groups.items()}
@@ -299,7 +316,7 @@ def single_concept_association(
     *,
     permutations: int = 10_000,
     seed: int = 0,
-) -> tuple[np.ndarray, AssociationResult]:
+) -> tuple[np.ndarray, Association]:
     """T2IAT for one concept with two attribute image sets (a prompt and its two counterfactuals).
 
     The neutral images play X, with ``Asc(x)`` against G(A) and G(B) as in Eq. 2. Y is the

@@ -9,15 +9,10 @@ SDKs and WordNet load only when a plan is made.
 from __future__ import annotations
 
 from auditor.core.errors import AuditorError
-from auditor.core.fingerprint import settings_fingerprint, text_fingerprint
-from auditor.core.openai_api import configured_base_url
-from auditor.core.registry import parse_spec
-from auditor.core.resources import read_prompt_text
-from auditor.planning.chain import CHAIN_FILE, PlanLimits, validate_plan
-from auditor.planning.llm import LLM_BACKENDS, check_llm_spec
-from auditor.planning.offline import LIBRARY_FILE
-from auditor.planning.questions import QUESTIONS_FILE, question_for_axis
+from auditor.planning.questions import question_for_axis
+from auditor.planning.registry import LLM_BACKENDS, check_llm_spec, planner_fingerprint
 from auditor.planning.review import review_plan
+from auditor.planning.rules import PlanLimits, validate_plan
 from auditor.records import AuditPlan, ChatMessage
 
 __all__ = [
@@ -62,28 +57,3 @@ def make_plan(
 def transcript_of(error: BaseException) -> list[ChatMessage]:
     """The planning conversation an error from :func:`make_plan` carries (empty when none)."""
     return list(getattr(error, "transcript", []))
-
-
-def planner_fingerprint(llm: str) -> str:
-    """What a cached plan is keyed on besides the request: the planner, its data and where it runs.
-
-    The LLM chain's templates, or the offline planner's axis library, and the VQA question
-    table are hashed, and an LLM's endpoint (base URL) is included, so a changed template
-    or another server never returns an old plan. Needs no API key and imports no SDK.
-    """
-    spec = parse_spec(check_llm_spec(llm))
-    data = [QUESTIONS_FILE, LIBRARY_FILE if spec.prefix == "offline" else CHAIN_FILE]
-    return settings_fingerprint(
-        None,
-        planner=str(spec),
-        data=text_fingerprint(*(read_prompt_text(name) for name in data)),
-        endpoint=_endpoint(spec.prefix, spec.target),
-    )
-
-
-def _endpoint(prefix: str, target: str) -> str | None:
-    """Where the planner's requests go: the OpenAI base URL, or the langchain provider's default."""
-    provider = target.partition(":")[0] if prefix == "langchain" else prefix
-    if provider == "openai":
-        return configured_base_url()
-    return None if prefix == "offline" else f"{provider} (provider default)"

@@ -27,7 +27,7 @@ from auditor.core.openai_api import (
     one_line,
     openai_client,
 )
-from auditor.core.registry import Registry, Spec
+from auditor.core.registry import Spec
 from auditor.records import ChatMessage
 
 MISSING_KEY = "OPENAI_API_KEY is not set: export it, or use --llm offline"
@@ -170,48 +170,3 @@ class LangChainChat(_SdkChat):
         if isinstance(exc, openai.OpenAIError):
             return describe_openai_error(self.spec, exc, configured_base_url(), self.tries)
         return one_line(f"{self.spec}: {type(exc).__name__}: {exc}")
-
-
-# --------------------------------------------------------------------------- spec registry
-
-
-def load_openai(spec: Spec, **settings: Any):
-    """Registry loader of ``openai:<model>``: the TIBET chain over the openai SDK."""
-    from auditor.planning.chain import ChainPlanner
-
-    return ChainPlanner(OpenAIChat(spec, **settings))
-
-
-def load_langchain(spec: Spec, **settings: Any):
-    """Registry loader of ``langchain:<provider>:<model>``: the TIBET chain over a langchain chat model."""
-    from auditor.planning.chain import ChainPlanner
-
-    return ChainPlanner(LangChainChat(spec, **settings))
-
-
-LLM_BACKENDS = Registry("LLM", "--llm")
-LLM_BACKENDS.register("openai", "auditor.planning.llm:load_openai")
-LLM_BACKENDS.register("langchain", "auditor.planning.llm:load_langchain")
-LLM_BACKENDS.register("offline", "auditor.planning.offline:load")
-
-
-def check_llm_spec(text: str) -> str:
-    """Validate an ``--llm`` spec without importing any SDK; returns it normalised (``prefix:target``)."""
-    try:
-        spec = LLM_BACKENDS.check(text)
-    except AuditorError:
-        raise AuditorError(
-            f"unknown --llm {text.strip()!r}: use openai:<model>, langchain:<provider>:<model> or offline"
-        ) from None
-    if spec.prefix == "openai" and not spec.target:
-        raise AuditorError("--llm openai needs a model: openai:<model>, e.g. openai:gpt-4o-mini")
-    if spec.prefix == "langchain":
-        provider, _, model = spec.target.partition(":")
-        if not provider.strip() or not model.strip():
-            raise AuditorError(
-                "--llm langchain needs a provider and a model: langchain:<provider>:<model>, "
-                "e.g. langchain:anthropic:claude-3-5-haiku-latest"
-            )
-    if spec.prefix == "offline" and spec.target:
-        raise AuditorError(f"the offline planner takes no model: use --llm offline (got {text.strip()!r})")
-    return str(spec)

@@ -19,8 +19,8 @@ from typing import TYPE_CHECKING, Any
 from auditor.core.errors import AuditorError, InvalidPlanError
 from auditor.core.registry import Spec
 from auditor.core.resources import read_prompt_yaml
-from auditor.planning.chain import PlanLimits, attach_transcript, finish_plan
-from auditor.planning.extract import PlanProblem, ProposedAxis
+from auditor.planning.proposals import PlanProblem, ProposedAxis
+from auditor.planning.rules import PlanLimits, attach_transcript, finish_plan
 from auditor.records import AuditPlan, ChatMessage
 
 if TYPE_CHECKING:  # pragma: no cover

@@ -20,9 +20,9 @@ import yaml
 
 from auditor.core.console import err
 from auditor.core.errors import AuditorError, InvalidPlanError
-from auditor.planning.chain import checked_axes
-from auditor.planning.extract import PlanProblem, ProposedAxis
+from auditor.planning.proposals import PlanProblem, ProposedAxis
 from auditor.planning.questions import caption_question
+from auditor.planning.rules import checked_axes
 from auditor.records import AuditPlan, AxisPlan
 
 #: How often an invalid edit is sent back to the person before giving up.

@@ -1,6 +1,6 @@
 """Reports of a run record: rich terminal, self-contained HTML and JSON.
 
-Reports only read records. ``build_view`` (in :mod:`auditor.reporting.summary`) turns a
+Reports only read records. ``build_view`` (in :mod:`auditor.reporting.prompt_audit`) turns a
 record into the report view that all three renderers draw, so they agree on order,
 wording and metric explanations. jinja2 is imported only when an HTML report is written.
 """
@@ -11,7 +11,7 @@ from typing import Any
 
 from auditor.records import RunRecord
 from auditor.reporting.html import write_html_report
-from auditor.reporting.summary import build_view
+from auditor.reporting.prompt_audit import build_view
 from auditor.reporting.terminal import render_terminal
 
 

@@ -22,7 +22,8 @@ from rich.text import Text
 
 from auditor.core.errors import AuditorError
 from auditor.records import INITIAL_PROMPT_ID, AxisScore, RunRecord
-from auditor.reporting.summary import METRICS, MetricInfo, Segment, prompt_segments
+from auditor.reporting.glossary import METRICS, MetricInfo
+from auditor.reporting.wording import Segment, prompt_segments
 
 # --------------------------------------------------------------------------- view
 

@@ -19,14 +19,9 @@ from urllib.parse import quote
 
 from auditor.core.errors import AuditorError
 from auditor.records import RunRecord
-from auditor.reporting.summary import (
-    METRICS,
-    Concept,
-    ConceptColumn,
-    ReportView,
-    SetView,
-    build_view,
-)
+from auditor.reporting.glossary import METRICS
+from auditor.reporting.prompt_audit import build_view
+from auditor.reporting.views import Concept, ConceptColumn, ReportView, SetView
 
 if TYPE_CHECKING:
     import jinja2

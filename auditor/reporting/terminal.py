@@ -18,14 +18,9 @@ from rich.table import Table
 from rich.text import Text
 
 from auditor.records import RunRecord
-from auditor.reporting.summary import (
-    METRICS,
-    AxisView,
-    Concept,
-    CounterfactualView,
-    ReportView,
-    build_view,
-)
+from auditor.reporting.glossary import METRICS
+from auditor.reporting.prompt_audit import build_view
+from auditor.reporting.views import AxisView, Concept, CounterfactualView, ReportView
 
 CAS_COLOUR = "green"
 BAV_COLOUR = "dark_orange"

@@ -31,6 +31,7 @@ from auditor.records import (
     ScoringSettings,
     counterfactual_id,
 )
+from auditor.scoring.t2iat import association_record
 
 
 def _rows(embeddings: dict[str, np.ndarray], prompt_id: str) -> np.ndarray | None:
@@ -62,9 +63,10 @@ def embedding_scores(
             if rows is not None:
                 similarities[counterfactual_id(axis.name, k)] = mean_cosine(initial, rows)
         if len(sets) == 2 and all(rows is not None and len(rows) >= 2 for rows in sets):
-            _, associations[axis.name] = single_concept_association(
+            _, association = single_concept_association(
                 initial, sets[0], sets[1], permutations=settings.permutations, seed=settings.permutation_seed
             )
+            associations[axis.name] = association_record(association)
     return similarities, associations
 
 

@@ -20,7 +20,7 @@ from auditor.core.cache import ContentCache
 from auditor.core.store import atomic_write_bytes, sha256_bytes
 from auditor.generation.base import GenerationItem, TextToImage
 from auditor.records import GeneratedImage, PromptSet
-from auditor.studies.progress import ProgressReporter
+from auditor.studies.progress import ProgressReporter, StageCounts
 
 if TYPE_CHECKING:  # pragma: no cover
     from PIL import Image
@@ -66,14 +66,6 @@ def _cache_inputs(backend: TextToImage, item: GenerationItem) -> dict:
     return {"prompt": item.prompt, "index": item.index}
 
 
-@dataclass
-class GenerationOutcome:
-    """Counts of the stage, for the run's timings."""
-
-    computed: int = 0
-    cached: int = 0
-
-
 def generate_images(
     backend: TextToImage,
     requests: Sequence[PromptRequest],
@@ -83,7 +75,7 @@ def generate_images(
     batch_size: int,
     progress: ProgressReporter,
     checkpoint: Callable[[list[PromptSet]], None] = lambda _sets: None,
-) -> tuple[list[PromptSet], GenerationOutcome]:
+) -> tuple[list[PromptSet], StageCounts]:
     """Fill every prompt set with ``len(seeds)`` images (image i from seed i) and return them.
 
     ``checkpoint`` is called with the sets so far after every batch, so the caller can
@@ -92,7 +84,7 @@ def generate_images(
     fingerprint = backend.cache_fingerprint()
     images: dict[str, dict[int, GeneratedImage]] = {request.prompt_id: {} for request in requests}
     pending: list[tuple[PromptRequest, GenerationItem]] = []
-    outcome = GenerationOutcome()
+    outcome = StageCounts()
 
     def store(request: PromptRequest, item: GenerationItem, data: bytes, flagged: bool) -> None:
         relpath = image_relpath(request.prompt_id, item.index)

@@ -16,8 +16,7 @@ import numpy as np
 from auditor.core.cache import ContentCache
 from auditor.perception.base import Embedder, VisualQuestionAnswerer
 from auditor.records import GeneratedImage, ImageAnswers, PromptSet
-from auditor.studies.generation_stage import GenerationOutcome
-from auditor.studies.progress import ProgressReporter
+from auditor.studies.progress import ProgressReporter, StageCounts
 
 PERCEIVE = "perceive"
 EMBED = "embed"
@@ -44,7 +43,7 @@ def answer_questions(
     images_per_call: int,
     progress: ProgressReporter,
     checkpoint: Callable[[dict[str, list[ImageAnswers]]], None] = lambda _answers: None,
-) -> tuple[dict[str, list[ImageAnswers]], GenerationOutcome]:
+) -> tuple[dict[str, list[ImageAnswers]], StageCounts]:
     """Ask every axis question (``questions``: axis -> question) and the caption of every usable image.
 
     Images are sent ``images_per_call`` at a time; the backend encodes each once and asks
@@ -55,7 +54,7 @@ def answer_questions(
     asked = list(dict.fromkeys(asked))  # two axes may share a question (race, ethnicity): ask it once
     known: dict[tuple[str, str], str] = {}
     pending: dict[str, GeneratedImage] = {}  # sha256 -> an image lacking at least one answer
-    outcome = GenerationOutcome()
+    outcome = StageCounts()
     images = _usable(prompt_sets)
 
     for _, image in images:
@@ -117,11 +116,11 @@ def embed_images(
     run_dir: Path,
     batch_size: int,
     progress: ProgressReporter,
-) -> tuple[dict[str, np.ndarray], GenerationOutcome]:
+) -> tuple[dict[str, np.ndarray], StageCounts]:
     """Prompt id -> (n_images, dim) array of unit-length image embeddings (usable images only)."""
     fingerprint = embedder.cache_fingerprint()
     vectors: dict[str, np.ndarray] = {}
-    outcome = GenerationOutcome()
+    outcome = StageCounts()
     images = _usable(prompt_sets)
     missing: list[GeneratedImage] = []
     for _, image in images:

@@ -7,6 +7,7 @@ own reporter, e.g. to drive a notebook widget or to stop a run from a callback.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Protocol
 
 from rich.console import Console
@@ -18,6 +19,14 @@ from rich.progress import (
     TextColumn,
     TimeRemainingColumn,
 )
+
+
+@dataclass
+class StageCounts:
+    """How many items a stage computed and how many came from the content cache (the run's timings)."""
+
+    computed: int = 0
+    cached: int = 0
 
 
 class ProgressReporter(Protocol):

@@ -17,7 +17,6 @@ from auditor.core.errors import AuditorError
 from auditor.core.store import (
     TRANSCRIPT_FILE,
     RunStore,
-    load_record,
     new_run_id,
 )
 from auditor.records import (
@@ -26,6 +25,7 @@ from auditor.records import (
     RunConfig,
     RunRecord,
     ScoringSettings,
+    load_record,
 )
 from auditor.studies.generation_stage import PromptRequest
 from auditor.studies.perception_stage import answer_questions
@@ -113,7 +113,7 @@ def new_config(options: PromptAuditOptions) -> RunConfig:
     )
 
 
-class PromptAudit(StudyRun):
+class PromptAudit(StudyRun[RunRecord]):
     """One TIBET audit in its run folder: plan -> generate -> perceive -> embed -> score."""
 
     def __init__(

@@ -15,7 +15,7 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Generic, TypeVar
 
 from auditor.core.cache import ContentCache
 from auditor.core.environment import collect_environment
@@ -32,15 +32,12 @@ from auditor.records import (
     RunStatus,
     Stage,
     StageTiming,
+    StudyRecord,
     utc_now,
 )
-from auditor.studies.generation_stage import (
-    GenerationOutcome,
-    PromptRequest,
-    generate_images,
-)
+from auditor.studies.generation_stage import PromptRequest, generate_images
 from auditor.studies.perception_stage import embed_images
-from auditor.studies.progress import ProgressReporter
+from auditor.studies.progress import ProgressReporter, StageCounts
 
 if TYPE_CHECKING:  # pragma: no cover
     import numpy as np
@@ -80,16 +77,20 @@ def release_accelerator_memory() -> None:
         torch.cuda.empty_cache()
 
 
-class StudyRun:
-    """One run folder and its record, saved after every step.
+RecordT = TypeVar("RecordT", bound=StudyRecord)
 
-    The record must have ``status``, ``errors``, ``timings``, ``environment``,
-    ``updated_at`` and ``prompt_sets``, and its ``config`` ``t2i``, ``generation``,
-    ``seeds``, ``embedder`` and ``allow_partial_weights`` — every study record in :mod:`auditor.records` does.
+
+class StudyRun(Generic[RecordT]):
+    """One run folder and its record (any :class:`~auditor.records.StudyRecord`), saved after every step.
+
+    The envelope every study record shares is all this class touches: status, errors,
+    timings, environment and prompt sets, and the config's model, seeds, generation
+    settings and embedder. A study subclasses it (or uses it as it is) with its own
+    record type and passes its steps to :meth:`execute`.
     """
 
     def __init__(
-        self, run_dir: Path, record: Any, cache: ContentCache, progress: ProgressReporter, device: str | None = None
+        self, run_dir: Path, record: RecordT, cache: ContentCache, progress: ProgressReporter, device: str | None = None
     ):
         self.run_dir = run_dir
         self.record = record
@@ -123,9 +124,9 @@ class StudyRun:
             self.progress.finish(stage)
 
     @contextmanager
-    def stage(self, name: Stage) -> Iterator[GenerationOutcome]:
+    def stage(self, name: Stage) -> Iterator[StageCounts]:
         """Time a stage and record its computed/cached counts (replacing an earlier attempt's)."""
-        outcome = GenerationOutcome()
+        outcome = StageCounts()
         started = time.perf_counter()
         try:
             yield outcome

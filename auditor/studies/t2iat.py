@@ -20,21 +20,16 @@ from auditor.core.cache import ContentCache
 from auditor.core.environment import collect_environment
 from auditor.core.errors import AuditorError
 from auditor.core.store import RunStore, new_run_id, slugify
-from auditor.metrics.t2iat import (
-    association_result,
-    association_scores,
-    single_concept_association,
-)
 from auditor.records import (
     T2IAT_GROUPS,
     GenerationSettings,
-    OccupationAssociation,
     OccupationsConfig,
     OccupationsRecord,
     T2IATConfig,
     T2IATRecord,
     T2IATTestDefinition,
 )
+from auditor.scoring.t2iat import occupation_ids, score_occupation, score_test
 from auditor.studies.generation_stage import PromptRequest
 from auditor.studies.progress import ProgressReporter
 from auditor.studies.run import StudyRun, check_images_and_seeds, paired_seeds, spec_ref
@@ -88,12 +83,6 @@ class StudyOptions:
         }
 
 
-def _stack(vectors: dict[str, np.ndarray], prompt_ids: list[str]) -> np.ndarray | None:
-    """Rows of several prompt sets, in order; None when none has a usable image."""
-    rows = [vectors[pid] for pid in prompt_ids if pid in vectors and len(vectors[pid])]
-    return np.concatenate(rows) if rows else None
-
-
 # --------------------------------------------------------------------------- a T2IAT test
 
 
@@ -125,17 +114,8 @@ def run_t2iat_test(
 
     def score() -> None:
         with study.stage("score") as outcome:
-            groups = {}
-            for group, prompt_ids in record.groups.items():
-                rows = _stack(vectors, prompt_ids)
-                if rows is None:
-                    raise AuditorError(f"group {group} has no usable image (all flagged by the safety checker?)")
-                groups[group] = rows
-            asc_x = association_scores(groups["X"], groups["XA"], groups["XB"])
-            asc_y = association_scores(groups["Y"], groups["YA"], groups["YB"])
-            record.association_scores = {"X": asc_x.tolist(), "Y": asc_y.tolist()}
-            record.result = association_result(
-                asc_x, asc_y, permutations=config.permutations, seed=config.permutation_seed
+            record.association_scores, record.result = score_test(
+                vectors, record.groups, config.permutations, config.permutation_seed
             )
             outcome.computed = 1
 
@@ -160,51 +140,6 @@ def read_occupations(text: str, where: str) -> list[str]:
             raise AuditorError(f"{where}: {slugs[slug]!r} and {occupation!r} are the same occupation")
         slugs[slug] = occupation
     return occupations
-
-
-def _occupation_ids(occupation: str) -> dict[str, str]:
-    slug = slugify(occupation, max_length=80)
-    return {"neutral": f"{slug}/neutral", "male": f"{slug}/male", "female": f"{slug}/female"}
-
-
-def score_occupation(
-    occupation: str,
-    vectors: dict[str, np.ndarray],
-    texts: np.ndarray,
-    permutations: int,
-    seed: int,
-) -> OccupationAssociation:
-    """Fig. 3 and Fig. 4 numbers of one occupation from its image and text embeddings.
-
-    ``texts`` holds the unit text embeddings of the neutral, male and female prompts.
-    """
-    ids = _occupation_ids(occupation)
-    neutral, male, female = (_stack(vectors, [ids[k]]) for k in ("neutral", "male", "female"))
-    text_association = float(association_scores(texts[:1], texts[1:2], texts[2:3])[0])
-    result = OccupationAssociation(
-        occupation=occupation,
-        prompt_ids=ids,
-        image_scores=[],
-        image_association=None,
-        text_association=text_association,
-        amplification=None,
-    )
-    if neutral is None or male is None or female is None:
-        result.warnings.append("a prompt set has no usable image: no image association")
-        return result
-    if len(male) < 2 or len(female) < 2:
-        scores = association_scores(neutral, male, female)
-        result.warnings.append("fewer than two male or female images: no permutation test")
-        test = None
-    else:
-        scores, test = single_concept_association(neutral, male, female, permutations=permutations, seed=seed)
-    mean = float(scores.mean())
-    result.image_scores = scores.tolist()
-    result.image_association = mean
-    result.quartiles = [float(q) for q in np.percentile(scores, [25, 50, 75])]
-    result.amplification = mean - text_association
-    result.test = test
-    return result
 
 
 def run_occupations(
@@ -259,7 +194,7 @@ def run_occupations(
             outcome.computed = len(occupations)
 
     requests = [
-        PromptRequest(_occupation_ids(occupation)[kind], prompt)
+        PromptRequest(occupation_ids(occupation)[kind], prompt)
         for occupation in occupations
         for kind, prompt in zip(("neutral", "male", "female"), texts[occupation], strict=True)
     ]

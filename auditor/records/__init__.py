@@ -1,0 +1,76 @@
+"""Typed run records: the one source of truth for what a run wrote.
+
+Every model forbids unknown fields, so a record from a newer or corrupted run fails
+loudly on load instead of being half-understood. Reports, ``score`` and ``compare`` read
+these records, never live state. ``schemas/`` holds the JSON Schema generated from them
+(``auditor schemas``).
+
+Layout: :mod:`~auditor.records.base` is the envelope every study's record shares,
+:mod:`~auditor.records.models` and :mod:`~auditor.records.images` the model references,
+settings and stage outputs the studies share, then one module per kind of study
+(:mod:`~auditor.records.prompt_audit`, :mod:`~auditor.records.t2iat`).
+:func:`load_any_record` reads any of them, upgrading older schema versions
+(:mod:`~auditor.records.migrations`).
+"""
+
+from auditor.records.base import (
+    SCHEMA_VERSION,
+    Environment,
+    RunError,
+    RunStatus,
+    Stage,
+    StageTiming,
+    StudyConfig,
+    StudyRecord,
+    utc_now,
+)
+from auditor.records.images import GeneratedImage, ImageAnswers, PromptSet
+from auditor.records.kinds import RECORD_TYPES, AnyRecord
+from auditor.records.loading import load_any_record, load_record
+from auditor.records.models import (
+    CasNormalization,
+    GenerationSettings,
+    ModelRef,
+    PerceptionSettings,
+    ScoringSettings,
+)
+from auditor.records.prompt_audit import (
+    INITIAL_PROMPT_ID,
+    AuditPlan,
+    AxisPlan,
+    AxisScore,
+    ChatMessage,
+    ConceptFrequency,
+    CounterfactualScore,
+    IntersectionView,
+    RunConfig,
+    RunRecord,
+    Scores,
+    SetConcepts,
+    counterfactual_id,
+)
+from auditor.records.record import Record
+from auditor.records.t2iat import (
+    T2IAT_GROUPS,
+    AssociationResult,
+    EffectLabel,
+    OccupationAssociation,
+    OccupationsConfig,
+    OccupationsRecord,
+    T2IATConfig,
+    T2IATGroup,
+    T2IATRecord,
+    T2IATStimuli,
+    T2IATTestDefinition,
+)
+
+__all__ = [
+    "INITIAL_PROMPT_ID", "RECORD_TYPES", "SCHEMA_VERSION", "T2IAT_GROUPS",
+    "AnyRecord", "AssociationResult", "AuditPlan", "AxisPlan", "AxisScore", "CasNormalization", "ChatMessage",
+    "ConceptFrequency", "CounterfactualScore", "EffectLabel", "Environment", "GeneratedImage", "GenerationSettings",
+    "ImageAnswers", "IntersectionView", "ModelRef", "OccupationAssociation", "OccupationsConfig",
+    "OccupationsRecord", "PerceptionSettings", "PromptSet", "Record", "RunConfig", "RunError", "RunRecord",
+    "RunStatus", "Scores", "ScoringSettings", "SetConcepts", "Stage", "StageTiming", "StudyConfig", "StudyRecord",
+    "T2IATConfig", "T2IATGroup", "T2IATRecord", "T2IATStimuli", "T2IATTestDefinition",
+    "counterfactual_id", "load_any_record", "load_record", "utc_now",
+]  # fmt: skip

@@ -1,0 +1,111 @@
+"""What every record shares: strict models, the run envelope, and run bookkeeping.
+
+A study's record is a :class:`StudyRecord` (schema version, kind, id, status, times,
+config, images, timings, errors, environment) plus the fields of its own kind; its config
+is a :class:`StudyConfig` (the model under audit, the paired seeds, generation settings,
+an embedder) plus its own settings. :class:`~auditor.studies.run.StudyRun` runs any such
+record, and :func:`auditor.records.load_record` reads any of them by its ``kind`` field.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+from typing import ClassVar, Literal
+
+from pydantic import Field
+
+from auditor.records.images import PromptSet
+from auditor.records.models import GenerationSettings, ModelRef
+from auditor.records.record import Record
+
+#: Version of the record schema; :mod:`auditor.records.migrations` upgrades older records on load.
+SCHEMA_VERSION = "2"
+
+RunStatus = Literal["running", "completed", "failed", "interrupted"]
+Stage = Literal["plan", "generate", "perceive", "embed", "score", "report"]
+
+
+def utc_now() -> datetime:
+    return datetime.now(timezone.utc)
+
+
+class StageTiming(Record):
+    """Wall time and cache use of one stage."""
+
+    stage: Stage = Field(description="Pipeline stage.")
+    seconds: float = Field(ge=0, description="Wall-clock seconds spent in the stage.")
+    computed: int = Field(default=0, ge=0, description="Items computed in this run.")
+    cached: int = Field(default=0, ge=0, description="Items taken from the content cache.")
+
+
+class RunError(Record):
+    """Why a run stopped."""
+
+    stage: Stage | None = Field(default=None, description="Stage that failed, when known.")
+    type: str = Field(description="Exception class name.")
+    message: str = Field(description="Error message (never contains API keys).")
+
+
+class Environment(Record):
+    """Software and hardware the run used."""
+
+    auditor_version: str = Field(description="Version of auditor.")
+    python: str = Field(description="Python version.")
+    platform: str = Field(description="OS and machine.")
+    packages: dict[str, str] = Field(default_factory=dict, description="Versions of the libraries that matter.")
+    cuda: str | None = Field(default=None, description="CUDA version torch was built with, if any.")
+    gpu: str | None = Field(default=None, description="GPU name when one was used.")
+
+
+class StudyConfig(Record):
+    """What every study that generates images was asked to do: the model, the seeds, the settings.
+
+    A study's own config adds its fields (the prompt and planner, the test definition,
+    the occupations, ...) and may make ``embedder`` required.
+    """
+
+    t2i: ModelRef = Field(description="The text-to-image model under audit.")
+    embedder: ModelRef | None = Field(default=None, description="Image/text embedder, if the study uses one.")
+    images_per_prompt: int = Field(ge=1, description="Images generated per prompt.")
+    seeds: list[int] = Field(description="Seed of image i, shared by every prompt set (paired seeds).")
+    generation: GenerationSettings = Field(default_factory=GenerationSettings, description="Generation settings.")
+    allow_partial_weights: bool = Field(
+        default=False,
+        description="Whether checkpoints that do not match their model were loaded anyway (--allow-partial-weights); "
+        "each model's partial_weights lists what was missing.",
+    )
+
+
+class StudyRecord(Record):
+    """The envelope of every study's record: identity, status, config, images and bookkeeping.
+
+    Subclasses fix ``kind`` to a literal (the discriminator records load by), narrow
+    ``config`` to their own :class:`StudyConfig`, and say what they are called and which
+    command makes them (for messages and listings).
+    """
+
+    #: What people call this kind of run, e.g. "prompt audit".
+    title: ClassVar[str] = "study"
+    #: The command that makes it, e.g. "auditor prompt".
+    made_by: ClassVar[str] = "auditor"
+
+    schema_version: Literal["2"] = Field(default=SCHEMA_VERSION, description="Version of this schema.")
+    kind: str = Field(description="What kind of run this is.")
+    run_id: str = Field(description="Run folder name under the runs directory.")
+    status: RunStatus = Field(default="running", description="Where the run stands.")
+    created_at: datetime = Field(default_factory=utc_now, description="When the run started (UTC).")
+    updated_at: datetime = Field(default_factory=utc_now, description="When the record was last written (UTC).")
+    config: StudyConfig = Field(description="What the run was asked to do.")
+    prompt_sets: list[PromptSet] = Field(default_factory=list, description="Images of every prompt, in order.")
+    timings: list[StageTiming] = Field(default_factory=list, description="Time spent per stage.")
+    errors: list[RunError] = Field(default_factory=list, description="Errors that ended or marred the run.")
+    environment: Environment = Field(description="Software and hardware versions.")
+
+    def subject(self) -> str:
+        """What the run audited, in a few words, for listings (the prompt, the test, the occupations)."""
+        return self.run_id
+
+    def models(self) -> list[ModelRef]:
+        """Every model the run used, in config order."""
+        return [value for value in (getattr(self.config, name) for name in self.config.model_fields)
+                if isinstance(value, ModelRef)]  # fmt: skip

@@ -1,0 +1,22 @@
+"""Every kind of study record, told apart by its ``kind`` field.
+
+A new study adds its record class to :data:`RECORD_TYPES`; loading, listing and the JSON
+Schemas then know it.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Union
+
+from pydantic import Field
+
+from auditor.records.base import StudyRecord
+from auditor.records.prompt_audit import RunRecord
+from auditor.records.t2iat import OccupationsRecord, T2IATRecord
+
+#: The record classes, one per kind of study.
+RECORD_TYPES: tuple[type[StudyRecord], ...] = (RunRecord, T2IATRecord, OccupationsRecord)
+
+#: Any run record, validated by its ``kind`` field.
+AnyRecord = Annotated[Union[RECORD_TYPES], Field(discriminator="kind")]  # noqa: UP007 (a tuple unpacks only here)
+

@@ -1,0 +1,120 @@
+"""T2IAT reports: a test's association, the occupation study's table, the built-in tests.
+
+Like every report, these read records (or a scored association) only. Text that came from
+a user (test names, stimuli, occupations) is printed literally, never as rich markup.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+from rich.text import Text
+
+from auditor.records import (
+    AssociationResult,
+    OccupationsRecord,
+    T2IATRecord,
+    T2IATTestDefinition,
+)
+
+
+def _say(console: Console, text: str) -> None:
+    console.print(text, markup=False, highlight=False)
+
+
+def _p_text(result: AssociationResult) -> str:
+    how = f"exact over {result.permutations:,} splits" if result.exact else f"Monte Carlo, {result.permutations:,} permutations"
+    return f"{result.p_value:.4g} ({how})"
+
+
+def render_association(result: AssociationResult, x_name: str, y_name: str, console: Console) -> None:
+    """S, d with its label, p and the group sizes, one per line."""
+    d = (
+        "undefined (the Asc values have no spread within the groups)"
+        if result.effect_size is None
+        else f"{result.effect_size:+.3f} ({result.effect_label})"
+    )
+    _say(console, f"  association S   {result.association:+.5f}")
+    _say(console, f"  effect size d   {d}")
+    _say(console, f"  p-value         {_p_text(result)}")
+    _say(console, f"  images          {x_name}: {result.n_x}, {y_name}: {result.n_y}")
+
+
+def test_run_json(record: T2IATRecord, run_dir: Path) -> dict[str, Any]:
+    """What ``auditor t2iat run --json`` prints: the test's names and its result's fields."""
+    test, result = record.config.test, record.result
+    names = {"test": test.name, "x": test.x.name, "y": test.y.name, "a": test.a.name, "b": test.b.name}
+    return {"run_dir": str(run_dir), **names, **(result.model_dump() if result else {})}
+
+
+def render_test_run(record: T2IATRecord, run_dir: Path, console: Console) -> None:
+    """A finished test: which test, its numbers, and which way S points."""
+    test, result = record.config.test, record.result
+    _say(console, f"T2IAT {test.title or test.name}: {test.x.name} vs {test.y.name} with {test.a.name} vs {test.b.name}")
+    if result is not None:
+        render_association(result, test.x.name, test.y.name, console)
+        lean = test.a.name if result.association > 0 else test.b.name
+        _say(
+            console,
+            f"  reading         S {'>' if result.association > 0 else '<='} 0: {test.x.name} images lean towards "
+            f"{lean} more than {test.y.name} images do",
+        )
+    _say(console, f"\nrun folder: {run_dir}")
+
+
+def render_test_list(tests: list[T2IATTestDefinition], console: Console) -> None:
+    """The built-in tests as a table: name, kind, concepts, attributes, neutral prompt."""
+    table = Table()
+    table.add_column("name", no_wrap=True)
+    for header in ("kind", "X vs Y", "A vs B", "neutral prompt"):
+        table.add_column(header)
+    for test in tests:
+        cells = (test.name, test.kind, f"{test.x.name} vs {test.y.name}", f"{test.a.name} vs {test.b.name}", test.prompt)
+        table.add_row(*(Text(cell) for cell in cells))
+    console.print(table)
+
+
+def occupations_json(record: OccupationsRecord, run_dir: Path) -> dict[str, Any]:
+    """What ``auditor t2iat occupations --json`` prints: every occupation's numbers, image counts for the scores."""
+    return {
+        "run_dir": str(run_dir),
+        "occupations": [
+            result.model_dump(exclude={"image_scores", "prompt_ids"}) | {"images": len(result.image_scores)}
+            for result in record.occupations
+        ],
+    }
+
+
+def render_occupations(record: OccupationsRecord, run_dir: Path, console: Console) -> None:
+    """The occupation study's table (paper Fig. 3 quartiles and Fig. 4 text vs image), then its notes."""
+
+    def number(value: float | None) -> str:
+        return "—" if value is None else f"{value:+.4f}"
+
+    table = Table(title="Gender association per occupation (> 0: closer to the male images)")
+    table.add_column("occupation", no_wrap=True)
+    for header in ("n", "Q1", "median", "Q3", "image", "text", "image-text", "p"):
+        table.add_column(header, justify="right")
+    for result in record.occupations:
+        quartiles = result.quartiles or [None, None, None]
+        table.add_row(
+            Text(result.occupation),
+            str(len(result.image_scores)),
+            *(number(q) for q in quartiles),
+            number(result.image_association),
+            number(result.text_association),
+            number(result.amplification),
+            "—" if result.test is None else f"{result.test.p_value:.3g}",
+        )
+    console.print(table)
+    console.print(
+        "Q1/median/Q3 and image: Asc of the neutral images (Fig. 3); text: the same on the prompts' text "
+        "embeddings; image-text: amplification (Fig. 4); p: neutral images vs a balanced male/female mix"
+    )
+    for result in record.occupations:
+        for warning in result.warnings:
+            _say(console, f"note: {result.occupation}: {warning}")
+    _say(console, f"\nrun folder: {run_dir}")

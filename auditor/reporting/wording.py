@@ -1,0 +1,66 @@
+"""How prompts are shown: which words a counterfactual changed, short labels, seed ranges."""
+
+from __future__ import annotations
+
+import difflib
+import re
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Segment:
+    """A piece of a counterfactual prompt; ``changed`` marks words the initial prompt lacks."""
+
+    text: str
+    changed: bool
+
+
+_WORD = re.compile(r"\S+|\s+")
+
+
+def _word_key(token: str) -> str:
+    return re.sub(r"[^\w-]", "", token.casefold())
+
+
+def prompt_segments(initial: str, counterfactual: str) -> list[Segment]:
+    """Split ``counterfactual`` into unchanged and changed pieces relative to ``initial``.
+
+    Words are compared case- and punctuation-insensitively, so "a photo of a *female*
+    pharmacist" marks only "female"; whitespace is kept so the pieces join back exactly.
+    """
+    tokens = _WORD.findall(counterfactual)
+    words = [i for i, t in enumerate(tokens) if not t.isspace()]
+    base = [_word_key(t) for t in initial.split()]
+    matcher = difflib.SequenceMatcher(a=base, b=[_word_key(tokens[i]) for i in words], autojunk=False)
+    changed = set()
+    for tag, _, _, j1, j2 in matcher.get_opcodes():
+        if tag in ("replace", "insert"):
+            changed.update(words[j1:j2])
+    segments: list[Segment] = []
+    for i, token in enumerate(tokens):
+        flag = i in changed or (token.isspace() and i - 1 in changed and i + 1 in changed)
+        if segments and segments[-1].changed == flag:
+            segments[-1] = Segment(segments[-1].text + token, flag)
+        else:
+            segments.append(Segment(token, flag))
+    return segments
+
+
+def prompt_label(initial: str, counterfactual: str) -> str:
+    """The words a counterfactual adds or swaps ("female"), or the whole prompt when none do."""
+    changed = [s.text.strip() for s in prompt_segments(initial, counterfactual) if s.changed]
+    return " … ".join(changed) or counterfactual
+
+
+def describe_seeds(seeds: list[int]) -> str:
+    """``0-47 (48 seeds)`` for a run of consecutive seeds, else the list (shortened past 12)."""
+    if not seeds:
+        return "none recorded"
+    if seeds == list(range(seeds[0], seeds[0] + len(seeds))) and len(seeds) > 2:
+        return f"{seeds[0]}-{seeds[-1]} ({len(seeds)} seeds)"
+    shown = ", ".join(str(s) for s in seeds[:12])
+    return shown + (f", … ({len(seeds)} seeds)" if len(seeds) > 12 else "")
+
+
+def quote(text: str) -> str:
+    return f"'{text}'"
