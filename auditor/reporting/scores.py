@@ -1,0 +1,87 @@
+"""``auditor score``'s report: TIBET numbers recomputed from stored answers, as tables or JSON.
+
+User text (prompts, concepts, axis names) goes into rich ``Text`` objects, never markup.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+from rich.text import Text
+
+from auditor.records import Scores
+
+#: Concepts shown per prompt set in the table (``--json`` has the record's top-K).
+TABLE_TOP_CONCEPTS = 5
+
+
+def scores_summary(scores: Scores, *, source: str, kind: str, prompt: str | None) -> dict[str, Any]:
+    """The JSON ``auditor score`` prints: per-axis numbers keyed by axis, plus the top concepts."""
+    dump = scores.model_dump(mode="json")
+    return {
+        "source": source,
+        "format": kind,
+        "prompt": prompt,
+        "cas_normalization": scores.cas_normalization,
+        "axes": {
+            axis.axis: {
+                "counterfactuals": [cf.prompt for cf in axis.counterfactuals],
+                "prompt_ids": [cf.prompt_id for cf in axis.counterfactuals],
+                "cas": [cf.cas for cf in axis.counterfactuals],
+                "bav": axis.bav,
+                "bav_mad": axis.bav_mad,
+                "relative_bav": axis.relative_bav,
+                "lean": axis.lean,
+                "warnings": [f"{cf.prompt_id}: {w}" for cf in axis.counterfactuals for w in cf.warnings],
+            }
+            for axis in scores.axes
+        },
+        "top_concepts": dump["top_concepts"],
+        "axis_top_concepts": dump["axis_top_concepts"],
+        "intersectionality": dump["intersectionality"],
+        "warnings": scores.warnings,
+    }
+
+
+def all_warnings(scores: Scores) -> list[str]:
+    """Every warning of the scores, the per-counterfactual ones prefixed with their prompt set."""
+    per_pair = [f"{cf.prompt_id}: {w}" for axis in scores.axes for cf in axis.counterfactuals for w in cf.warnings]
+    return scores.warnings + per_pair
+
+
+def render_scores(scores: Scores, prompt: str | None, source: Path, console: Console) -> None:
+    """CAS, BAV and lean per counterfactual and axis, then each prompt set's top concepts (as tables)."""
+    title = f"{prompt!r}" if prompt else str(source)
+    table = Table(title=Text(f"TIBET scores of {title} (CAS normalisation: {scores.cas_normalization})"))
+    for column in ("axis", "counterfactual", "CAS", "BAV", "rel. BAV", "BAV (MAD)", "lean"):
+        table.add_column(column, justify="left" if column in ("axis", "counterfactual") else "right")
+    for axis in scores.axes:
+        for k, cf in enumerate(axis.counterfactuals):
+            first = k == 0
+            lean = f"{axis.lean:+.3f}" if first and axis.lean is not None else ""
+            table.add_row(
+                Text(axis.axis if first else ""),
+                Text(cf.prompt + (" [!]" if cf.warnings else "")),
+                _number(cf.cas, ".3f", "no CAS"),
+                _number(axis.bav, ".4f", "no BAV") if first else "",
+                _number(axis.relative_bav, ".2f", "-") if first else "",
+                _number(axis.bav_mad, ".3f", "-") if first else "",
+                lean,
+                end_section=k == len(axis.counterfactuals) - 1,
+            )
+    console.print(table)
+    concepts = Table(title=f"top concepts (per image, top {TABLE_TOP_CONCEPTS})")
+    concepts.add_column("prompt set")
+    concepts.add_column("concepts")
+    for prompt_id, top in scores.top_concepts.items():
+        words = ", ".join(f"{item.concept} {item.frequency:.2f}" for item in top[:TABLE_TOP_CONCEPTS])
+        concepts.add_row(Text(prompt_id), Text(words or "(none)"))
+    console.print(concepts)
+
+
+def _number(value: float | None, spec: str, missing: str) -> str:
+    """A table cell: the number, or what stands for a score that does not exist (see the warnings)."""
+    return missing if value is None else format(value, spec)
