@@ -15,12 +15,18 @@ counterfactuals over 7 axes) x 48 images x 8 answers (7 VQA answers and a captio
 The synonym index is warm for every row (one point-estimate run first), so each row
 measures its own work, not WordNet's first page-ins. Target (issue): B = 1000 under 2 s.
 
+The matrix products are small (1001 x 48 by 48 x a few hundred), and on a machine whose
+cores are busy with other work, OpenBLAS's threads wait on each other: the same run can be
+several times slower than with ``OPENBLAS_NUM_THREADS=1``. The header prints the load and
+that setting so numbers from different runs can be compared.
+
 Run with ``.venv/bin/python benchmarks/bench_bootstrap.py``.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import time
 from collections.abc import Callable
@@ -118,6 +124,8 @@ def main() -> None:
 
     b = args.resamples
     print(f"input: {len(answers)} sets x {IMAGES} images x {len(AXES) + 1} answers; B = {b}")
+    print(f"machine: {os.cpu_count()} cores, load average {os.getloadavg()[0]:.1f}; "
+          f"OPENBLAS_NUM_THREADS={os.environ.get('OPENBLAS_NUM_THREADS', 'unset')}")
     print(f"{'':52} {'seconds':>8} {'x point':>8}")
     rows = [
         ("point estimate (histograms + score_axes)", point_s),
