@@ -44,6 +44,7 @@ schemas: setup
 
 bench: setup
 	$(BIN)/python benchmarks/bench_scoring.py
+	$(BIN)/python benchmarks/bench_bootstrap.py
 
 clean:
 	rm -rf $(VENV) build *.egg-info .pytest_cache

@@ -1,0 +1,550 @@
+"""Intervals on a prompt audit's scores: the paired bootstrap over seeds, from answers to intervals.
+
+Image *i* of every prompt set shares seed *i*, so a resample draws seed indices with
+replacement and uses the same draw for the initial set and every counterfactual
+(:mod:`auditor.metrics.bootstrap` explains the pairing and how sets with flagged images
+take part). Inside each resample everything is recomputed from the images drawn: concept
+histograms with their frequency floor, synonym merging, CAS per counterfactual, BAV,
+bav_mad and relative BAV per axis, which axis ranks first, the male − female lean, the
+top − bottom CAS difference, and with embeddings the similarity and T2IAT S and d.
+
+What makes it fast: each image's answers are tokenised once into a per-image concept count
+matrix (:func:`answer_counts`, :func:`tibet_file_counts`), so a resample is a weighted sum
+of rows. Synonym merging is prepared once per (initial, counterfactual) pair with the same
+:meth:`SynonymIndex.components` the point estimate uses, over the pair's whole vocabulary;
+the few groups whose members are not all linked to each other ("male" – "man" – "men",
+joined only through "man") are split per resample exactly as merging that resample's
+vocabulary would. The identity resample therefore reproduces :func:`score_axes`.
+
+What the intervals say, and what they cannot. They show how much a score moves when the
+same prompts are rerun with other seeds *at the same number of images*. CAS itself is a
+biased estimate of its large-sample value whenever the two sets share concepts at
+similar frequencies (min() of two noisy frequencies runs low); with long-tailed
+vocabularies (captions) at 48 images that bias can exceed the interval's width, so the
+interval of an absolute CAS may even lie below its own estimate, and no interval covers
+the infinite-image CAS. A difference between two counterfactuals of the same initial set
+(the lean, top − bottom) carries both biases, and they largely cancel: in simulations with
+Zipf-like vocabularies of 5 to 100 concepts, the 95% percentile interval of CAS(a) − CAS(b)
+covered the large-sample difference in 97-99% of data sets, while the CAS intervals
+covered the large-sample CAS in 76% (5 concepts) down to 0% (30 or more). BAV, a
+variance, ignores a bias common to an axis's CAS values as well. So claims should rest
+on differences, BAV and the axis ranking, not on an absolute CAS.
+
+The numbers here are plain dataclasses; records and reports read them once the records
+refactor has landed.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from itertools import combinations
+
+import numpy as np
+
+from auditor.core.errors import AuditorError
+from auditor.metrics import bootstrap
+from auditor.metrics.bootstrap import ConceptGroup, IntervalMethod
+from auditor.metrics.tibet import prompt_gender
+from auditor.records import INITIAL_PROMPT_ID, ImageAnswers, PromptSet, ScoringSettings, counterfactual_id
+from auditor.scoring.concepts import SynonymIndex, default_synonym_index, words
+from auditor.scoring.tibet import AxisSpec
+from auditor.scoring.tibet_files import TibetResult
+
+# --------------------------------------------------------------------------- per-image concept counts
+
+
+@dataclass(frozen=True)
+class SetCounts:
+    """Concept-word counts of one prompt set, image by image (row i = seed index i)."""
+
+    #: The words any usable image of the set mentions, sorted (before any frequency floor).
+    vocabulary: tuple[str, ...]
+    #: (seeds, words) counts; zero rows where the set has no usable image.
+    counts: np.ndarray
+    #: (seeds,) whether the set has a usable image (generated, not flagged, answered) for the seed.
+    available: np.ndarray
+
+
+@dataclass(frozen=True)
+class ConceptCounts:
+    """Per-image concept counts of every prompt set, over ``seeds`` shared seed indices."""
+
+    seeds: int
+    sets: dict[str, SetCounts]
+
+
+def set_counts(texts_by_seed: Sequence[Iterable[str] | None]) -> SetCounts:
+    """Counts of one set from, per seed index, its image's texts (None: no usable image).
+
+    Tokenised with :func:`auditor.scoring.concepts.words`, the point estimate's rules.
+    """
+    counters = [None if texts is None else Counter(w for text in texts for w in words(text)) for texts in texts_by_seed]
+    vocabulary = tuple(sorted(set().union(*(counter for counter in counters if counter is not None))))
+    column = {word: j for j, word in enumerate(vocabulary)}
+    matrix = np.zeros((len(counters), len(vocabulary)))
+    for i, counter in enumerate(counters):
+        if counter:
+            matrix[i, [column[word] for word in counter]] = list(counter.values())
+    available = np.array([counter is not None for counter in counters], dtype=bool)
+    return SetCounts(vocabulary=vocabulary, counts=matrix, available=available)
+
+
+def answer_counts(
+    answers: Mapping[str, Sequence[ImageAnswers]],
+    axes: Sequence[str],
+    *,
+    include_captions: bool = True,
+    flagged: Mapping[str, Collection[int]] | None = None,
+    seeds: int | None = None,
+) -> ConceptCounts:
+    """Counts of every prompt set from its VQA answers, as :func:`set_concepts` would count them.
+
+    An image's texts are its answers to the ``axes`` questions and, with
+    ``include_captions``, its caption. Images in ``flagged[prompt_id]`` (NSFW) do not
+    count, like images without answers. ``seeds`` is the number of seed indices (images
+    generated per set); by default one past the highest image index answered.
+    """
+    flagged = flagged or {}
+    highest = max((image.image_index for images in answers.values() for image in images), default=-1)
+    seeds = highest + 1 if seeds is None else seeds
+    if seeds < 1:
+        raise AuditorError("no answered images, so there is nothing to resample")
+    if highest >= seeds:
+        raise AuditorError(f"an answer for image {highest}, but only {seeds} images per prompt set")
+    sets = {}
+    for prompt_id, images in answers.items():
+        skipped = set(flagged.get(prompt_id, ()))
+        texts: list[list[str] | None] = [None] * seeds
+        for image in images:
+            if texts[image.image_index] is not None:
+                raise AuditorError(f"prompt set {prompt_id!r} has two answers for image {image.image_index}")
+            if image.image_index in skipped:
+                continue
+            texts[image.image_index] = [image.answers[axis] for axis in axes if axis in image.answers]
+            if include_captions and image.caption is not None:
+                texts[image.image_index].append(image.caption)
+        sets[prompt_id] = set_counts(texts)
+    return ConceptCounts(seeds=seeds, sets=sets)
+
+
+def tibet_file_counts(result: TibetResult) -> ConceptCounts:
+    """Counts of a TIBET result file: image i of each set is seed index i, and every answer counts.
+
+    Sets with fewer images than the longest have no image for the remaining seeds.
+    """
+    image_sets = result.image_sets()
+    seeds = max(len(images) for images in image_sets.values())
+    if seeds == 0:
+        raise AuditorError("the TIBET file has no images, so there is nothing to resample")
+    return ConceptCounts(
+        seeds=seeds,
+        sets={
+            prompt_id: set_counts([images[i] if i < len(images) else None for i in range(seeds)])
+            for prompt_id, images in image_sets.items()
+        },
+    )
+
+
+# --------------------------------------------------------------------------- embeddings
+
+
+@dataclass(frozen=True)
+class SetEmbeddings:
+    """Embeddings of one prompt set's usable images, with the seed index of each row."""
+
+    image_indices: np.ndarray
+    vectors: np.ndarray
+
+
+def usable_embeddings(
+    prompt_sets: Sequence[PromptSet], embeddings: Mapping[str, np.ndarray]
+) -> dict[str, SetEmbeddings]:
+    """Seed indices for the embed stage's arrays: one row per not-flagged image, in image order."""
+    found = {}
+    for prompt_set in prompt_sets:
+        vectors = embeddings.get(prompt_set.prompt_id)
+        if vectors is None or np.asarray(vectors).ndim != 2 or len(vectors) == 0:
+            continue
+        indices = np.array([image.index for image in prompt_set.images if not image.flagged_nsfw], dtype=np.intp)
+        if len(indices) != len(vectors):
+            raise AuditorError(
+                f"prompt set {prompt_set.prompt_id!r}: {len(vectors)} embeddings for {len(indices)} usable images"
+            )
+        found[prompt_set.prompt_id] = SetEmbeddings(image_indices=indices, vectors=np.asarray(vectors))
+    return found
+
+
+# --------------------------------------------------------------------------- statistics per resample
+
+
+@dataclass(frozen=True)
+class BootstrapSettings:
+    """How the intervals are made; every field changes the numbers, so records keep them all."""
+
+    #: Resamples B (the CLI's ``--bootstrap N``; 0 there means "no intervals", so no call here).
+    resamples: int = 1000
+    level: float = 0.95
+    method: IntervalMethod = "percentile"
+    #: Seed of the resampling generator (``--ci-seed``): the same seed gives the same intervals.
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        if self.resamples < 1:
+            raise AuditorError(f"the bootstrap needs at least one resample, got {self.resamples}")
+        if not 0 < self.level < 1:
+            raise AuditorError(f"the confidence level must lie strictly between 0 and 1, got {self.level}")
+        if self.method not in ("percentile", "bca"):
+            raise AuditorError(f"unknown interval method {self.method!r}: use 'percentile' or 'bca'")
+
+
+@dataclass(frozen=True)
+class TibetSamples:
+    """Every statistic in every row of a weight matrix (row = resample; NaN = undefined there)."""
+
+    #: Counterfactual prompt ids, axis by axis in plan order: the columns of ``cas`` and ``similarity``.
+    counterfactual_ids: list[str]
+    #: (rows, counterfactuals)
+    cas: np.ndarray
+    #: (rows, axes) each
+    bav: np.ndarray
+    bav_mad: np.ndarray
+    relative_bav: np.ndarray
+    lean: np.ndarray
+    #: (rows, counterfactuals); None without embeddings.
+    similarity: np.ndarray | None
+    #: (rows, axes), NaN for axes without the test; None without embeddings.
+    association: np.ndarray | None
+    effect_size: np.ndarray | None
+
+
+@dataclass(frozen=True)
+class _Pair:
+    """How one (initial, counterfactual) pair is compared, prepared once for every resample."""
+
+    p_columns: np.ndarray  # joint column -> initial vocabulary position, -1 where the initial set lacks it
+    q_columns: np.ndarray  # joint column -> counterfactual vocabulary position, -1 likewise
+    groups: list[ConceptGroup]
+    p_rest: np.ndarray  # (initial vocabulary,) 1.0 for words that can have no counterpart
+    q_rest: np.ndarray
+
+
+def _prepare_pair(initial: SetCounts, other: SetCounts, synonyms: SynonymIndex, cliques: dict[tuple, bool]) -> _Pair:
+    """Synonym groups of the pair's joint vocabulary that both sets have a member of.
+
+    Only those can share mass; every other word only adds to the union (``p_rest``).
+    ``cliques`` remembers which groups are cliques across the pairs of a prompt (most
+    groups recur: the initial set is in every pair).
+    """
+    p_position = {word: j for j, word in enumerate(initial.vocabulary)}
+    q_position = {word: j for j, word in enumerate(other.vocabulary)}
+    joint: list[str] = []
+    groups = []
+    for members in synonyms.components(p_position.keys() | q_position.keys()):
+        if not (any(word in p_position for word in members) and any(word in q_position for word in members)):
+            continue
+        columns = tuple(range(len(joint), len(joint) + len(members)))
+        joint += members
+        key = tuple(members)
+        if key not in cliques:
+            cliques[key] = all(len(synonyms.components(pair)) == 1 for pair in combinations(members, 2))
+        groups.append(ConceptGroup(columns=columns, split=None if cliques[key] else _splitter(members, synonyms)))
+    shared = set(joint)
+    return _Pair(
+        p_columns=np.array([p_position.get(word, -1) for word in joint], dtype=np.intp),
+        q_columns=np.array([q_position.get(word, -1) for word in joint], dtype=np.intp),
+        groups=groups,
+        p_rest=np.array([word not in shared for word in initial.vocabulary], dtype=np.float64),
+        q_rest=np.array([word not in shared for word in other.vocabulary], dtype=np.float64),
+    )
+
+
+def _splitter(members: list[str], synonyms: SynonymIndex) -> Callable[[tuple[int, ...]], list[list[int]]]:
+    """``ConceptGroup.split`` for a group: merge the present members as the point estimate would."""
+
+    def split(present: tuple[int, ...]) -> list[list[int]]:
+        position = {members[i]: i for i in present}
+        return [[position[word] for word in component] for component in synonyms.components(position)]
+
+    return split
+
+
+def _gather(frequencies: np.ndarray, columns: np.ndarray) -> np.ndarray:
+    out = np.zeros((frequencies.shape[0], len(columns)))
+    have = columns >= 0
+    out[:, have] = frequencies[:, columns[have]]
+    return out
+
+
+def tibet_samples(
+    axes: Sequence[AxisSpec],
+    counts: ConceptCounts,
+    settings: ScoringSettings,
+    weights: np.ndarray,
+    *,
+    synonyms: SynonymIndex | None = None,
+    embeddings: Mapping[str, SetEmbeddings] | None = None,
+) -> TibetSamples:
+    """Every score of :func:`score_axes` (and of the embedding scores) for each row of ``weights``.
+
+    ``weights`` is (rows, seeds): how often each seed index is drawn. A row of ones is
+    the data itself, so it gives the point estimate. The CAS normalisation and frequency
+    floor come from ``settings``, as for the point estimate.
+    """
+    weights = np.asarray(weights, dtype=np.float64)
+    if weights.ndim != 2 or weights.shape[1] != counts.seeds:
+        raise AuditorError(f"resample weights of shape {weights.shape} do not fit {counts.seeds} seed indices")
+    synonyms = synonyms or default_synonym_index()
+    ids = [counterfactual_id(name, k) for name, cfs in axes for k in range(len(cfs))]
+    for prompt_id in [INITIAL_PROMPT_ID, *ids]:
+        if prompt_id not in counts.sets:
+            raise AuditorError(f"no answers for prompt set {prompt_id!r}: every prompt set of the plan needs them")
+
+    def frequencies(found: SetCounts) -> np.ndarray:
+        resampled, images = bootstrap.resampled_counts(weights, found.counts, found.available)
+        return bootstrap.floored_frequencies(resampled, images, settings.min_frequency)
+
+    initial = counts.sets[INITIAL_PROMPT_ID]
+    p_all = frequencies(initial)
+    cas = np.empty((weights.shape[0], len(ids)))
+    cliques: dict[tuple, bool] = {}
+    for j, prompt_id in enumerate(ids):
+        other = counts.sets[prompt_id]
+        pair = _prepare_pair(initial, other, synonyms, cliques)
+        q_all = frequencies(other)
+        cas[:, j] = bootstrap.cas_samples(
+            _gather(p_all, pair.p_columns),
+            _gather(q_all, pair.q_columns),
+            pair.groups,
+            settings.cas_normalization,
+            p_rest=p_all @ pair.p_rest,
+            q_rest=q_all @ pair.q_rest,
+        )
+    slices = _axis_slices(axes)
+    bav = np.column_stack([bootstrap.bav_samples(cas[:, s]) for s in slices])
+    similarity = association = effect = None
+    if embeddings is not None:
+        similarity, association, effect = _embedding_samples(axes, ids, embeddings, weights)
+    return TibetSamples(
+        counterfactual_ids=ids,
+        cas=cas,
+        bav=bav,
+        bav_mad=np.column_stack([bootstrap.bav_mad_samples(cas[:, s]) for s in slices]),
+        relative_bav=bootstrap.relative_bav_samples(bav),
+        lean=np.column_stack(
+            [bootstrap.lean_samples(cas[:, s], [prompt_gender(cf) for cf in cfs]) for s, (_, cfs) in zip(slices, axes)]
+        ),
+        similarity=similarity,
+        association=association,
+        effect_size=effect,
+    )
+
+
+def _axis_slices(axes: Sequence[AxisSpec]) -> list[slice]:
+    slices, start = [], 0
+    for _, cfs in axes:
+        slices.append(slice(start, start + len(cfs)))
+        start += len(cfs)
+    return slices
+
+
+def _embedding_samples(
+    axes: Sequence[AxisSpec], ids: list[str], embeddings: Mapping[str, SetEmbeddings], weights: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Similarity per counterfactual, T2IAT (S, d) per two-counterfactual axis: as :func:`embedding_scores` has them."""
+    rows = weights.shape[0]
+
+    def of(prompt_id: str) -> tuple[np.ndarray, np.ndarray] | None:
+        found = embeddings.get(prompt_id)
+        if found is None or len(found.vectors) == 0:
+            return None
+        indices = np.asarray(found.image_indices, dtype=np.intp)
+        if len(indices) != len(found.vectors) or len(set(indices.tolist())) != len(indices):
+            raise AuditorError(f"prompt set {prompt_id!r}: embeddings need one distinct seed index per row")
+        if indices.min() < 0 or indices.max() >= weights.shape[1]:
+            raise AuditorError(f"prompt set {prompt_id!r}: an embedding's seed index is out of range")
+        return found.vectors, weights[:, indices]
+
+    similarity = np.full((rows, len(ids)), np.nan)
+    association = np.full((rows, len(axes)), np.nan)
+    effect = np.full((rows, len(axes)), np.nan)
+    initial = of(INITIAL_PROMPT_ID)
+    if initial is None:
+        return similarity, association, effect
+    for j, prompt_id in enumerate(ids):
+        other = of(prompt_id)
+        if other is not None:
+            similarity[:, j] = bootstrap.mean_cosine_samples(*initial, *other)
+    for a, (name, cfs) in enumerate(axes):
+        sets = [of(counterfactual_id(name, k)) for k in range(len(cfs))]
+        if len(sets) == 2 and all(found is not None and len(found[0]) >= 2 for found in sets):
+            association[:, a], effect[:, a] = bootstrap.single_concept_association_samples(*initial, *sets[0], *sets[1])
+    return similarity, association, effect
+
+
+# --------------------------------------------------------------------------- intervals
+
+
+@dataclass(frozen=True)
+class Interval:
+    """A point estimate with its bootstrap interval; all None where the data do not define it."""
+
+    estimate: float | None
+    low: float | None
+    high: float | None
+    #: The method actually used: "bca" falls back to "percentile" where BCa degenerates (see ``note``).
+    method: IntervalMethod
+    #: Share of resamples in which the statistic is defined; the interval is over those.
+    defined: float
+    #: Why BCa was not used, when it was asked for and could not be.
+    note: str | None = None
+
+    def excludes(self, value: float = 0.0) -> bool:
+        """Whether the whole interval lies above or below ``value`` (e.g. a difference that is not 0)."""
+        return self.low is not None and self.high is not None and (self.low > value or self.high < value)
+
+
+@dataclass(frozen=True)
+class Difference:
+    """CAS(first) − CAS(second) of two counterfactuals of an axis, from the same resamples."""
+
+    first: str
+    second: str
+    interval: Interval
+
+
+@dataclass(frozen=True)
+class CounterfactualIntervals:
+    prompt_id: str
+    prompt: str
+    cas: Interval
+    #: None without embeddings of both sets.
+    embedding_similarity: Interval | None
+
+
+@dataclass(frozen=True)
+class AxisIntervals:
+    axis: str
+    counterfactuals: list[CounterfactualIntervals]
+    bav: Interval
+    bav_mad: Interval
+    relative_bav: Interval
+    #: Share of resamples in which this axis has the largest BAV (ties share): how sure "leans most" is.
+    ranks_first: float
+    #: CAS(male) − CAS(female); None when the prompts do not name exactly one male and one female
+    #: counterfactual and the point estimate has no lean either.
+    lean: Interval | None
+    #: CAS(top) − CAS(bottom) of the counterfactuals with the highest and lowest CAS in the point
+    #: estimate; None with fewer than two CAS values. Chosen on the same data, so the interval
+    #: shows the resampling noise of this pair, not the selection (a top-minus-bottom tends high).
+    spread: Difference | None
+    #: T2IAT S and Cohen's d of a two-counterfactual axis; None without embeddings or another axis size.
+    association: Interval | None
+    effect_size: Interval | None
+
+
+@dataclass(frozen=True)
+class ScoreIntervals:
+    """Intervals on every score of a prompt audit, and the settings that made them."""
+
+    settings: BootstrapSettings
+    #: Seed indices resampled (images generated per set).
+    seeds: int
+    axes: list[AxisIntervals]
+
+
+def score_intervals(
+    axes: Sequence[AxisSpec],
+    counts: ConceptCounts,
+    settings: ScoringSettings,
+    bootstrap_settings: BootstrapSettings | None = None,
+    *,
+    synonyms: SynonymIndex | None = None,
+    embeddings: Mapping[str, SetEmbeddings] | None = None,
+) -> ScoreIntervals:
+    """Paired-bootstrap intervals for the scores :func:`score_axes` gives on the same answers.
+
+    One pass computes the identity row (the point estimates), the B resamples and, for
+    BCa, one leave-one-seed-out row per seed index.
+    """
+    boot = bootstrap_settings or BootstrapSettings()
+    seeds = counts.seeds
+    blocks = [np.ones((1, seeds)), bootstrap.resample_weights(seeds, boot.resamples, boot.seed)]
+    if boot.method == "bca":
+        blocks.append(bootstrap.jackknife_weights(seeds))
+    samples = tibet_samples(axes, counts, settings, np.vstack(blocks), synonyms=synonyms, embeddings=embeddings)
+    end = 1 + boot.resamples
+
+    def bounds(matrix: np.ndarray) -> bootstrap.Bounds:
+        jackknife = matrix[end:] if boot.method == "bca" else None
+        return bootstrap.intervals(matrix[0], matrix[1:end], level=boot.level, method=boot.method, jackknife=jackknife)
+
+    cas = samples.cas
+    cas_bounds = bounds(cas)
+    by_axis = {name: bounds(getattr(samples, name)) for name in ("bav", "bav_mad", "relative_bav", "lean")}
+    ranks = bootstrap.first_rank_shares(samples.bav[1:end])
+    similarity = None if samples.similarity is None else bounds(samples.similarity)
+    association = None if samples.association is None else bounds(samples.association)
+    effect = None if samples.effect_size is None else bounds(samples.effect_size)
+    result = []
+    for a, (span, (name, cfs)) in enumerate(zip(_axis_slices(axes), axes)):
+        columns = range(span.start, span.stop)
+        counterfactuals = [
+            CounterfactualIntervals(
+                prompt_id=samples.counterfactual_ids[j],
+                prompt=prompt,
+                cas=_interval(cas_bounds, cas[0], j),
+                embedding_similarity=None
+                if similarity is None or np.isnan(samples.similarity[0, j])
+                else _interval(similarity, samples.similarity[0], j),
+            )
+            for j, prompt in zip(columns, cfs)
+        ]
+        genders = [prompt_gender(cf) for cf in cfs]
+        has_lean = (genders.count("male") == 1 and genders.count("female") == 1) or not np.isnan(samples.lean[0, a])
+        has_test = association is not None and not np.isnan(samples.association[:, a]).all()
+        result.append(
+            AxisIntervals(
+                axis=name,
+                counterfactuals=counterfactuals,
+                bav=_interval(by_axis["bav"], samples.bav[0], a),
+                bav_mad=_interval(by_axis["bav_mad"], samples.bav_mad[0], a),
+                relative_bav=_interval(by_axis["relative_bav"], samples.relative_bav[0], a),
+                ranks_first=float(ranks[a]),
+                lean=_interval(by_axis["lean"], samples.lean[0], a) if has_lean else None,
+                spread=_spread(cas, list(columns), samples.counterfactual_ids, bounds),
+                association=_interval(association, samples.association[0], a) if has_test else None,
+                effect_size=_interval(effect, samples.effect_size[0], a) if has_test else None,
+            )
+        )
+    return ScoreIntervals(settings=boot, seeds=seeds, axes=result)
+
+
+def _spread(
+    cas: np.ndarray, columns: list[int], ids: list[str], bounds: Callable[[np.ndarray], bootstrap.Bounds]
+) -> Difference | None:
+    """The top − bottom CAS difference of one axis, the pair picked on the point estimate."""
+    known = [j for j in columns if not np.isnan(cas[0, j])]
+    if len(known) < 2:
+        return None
+    ranked = sorted(known, key=lambda j: (-cas[0, j], j))
+    top, bottom = ranked[0], ranked[-1]
+    difference = cas[:, top] - cas[:, bottom]
+    return Difference(
+        first=ids[top], second=ids[bottom], interval=_interval(bounds(difference[:, None]), difference[:1], 0)
+    )
+
+
+def _interval(bounds: bootstrap.Bounds, estimate: np.ndarray, j: int) -> Interval:
+    def value(x: float) -> float | None:
+        return None if np.isnan(x) else float(x)
+
+    return Interval(
+        estimate=value(estimate[j]),
+        low=value(bounds.low[j]),
+        high=value(bounds.high[j]),
+        method=bounds.method[j],
+        defined=float(bounds.defined[j]),
+        note=bounds.note[j],
+    )
