@@ -13,7 +13,7 @@ from rich.cells import cell_len
 from rich.console import Console
 
 from auditor.core.store import write_model
-from auditor.records import ChatMessage, RunError, RunRecord, load_record
+from auditor.records import ChatMessage, Interval, RunError, RunRecord, load_record
 from auditor.reporting import render_terminal, report_json, write_html_report
 from auditor.reporting.compare import (
     compare_records,
@@ -24,7 +24,8 @@ from auditor.reporting.html import Bar, bar_chart, render_html
 from auditor.reporting.prompt_audit import build_view
 from auditor.reporting.sentences import axis_finding
 from auditor.reporting.wording import describe_seeds, prompt_label, prompt_segments
-from auditor.scoring.tibet import record_concepts, score_record
+from auditor.scoring.intervals import score_run
+from auditor.scoring.tibet import record_concepts
 from tests.clitools import run_auditor
 from tests.fixtures.build_fixtures import build_all
 
@@ -81,7 +82,7 @@ def flagged_record(record: RunRecord, *prompt_ids: str) -> RunRecord:
             for image in prompt_set["images"]:
                 image["flagged_nsfw"] = True
     flagged = RunRecord.model_validate(data)
-    return flagged.model_copy(update={"concepts": record_concepts(flagged), "scores": score_record(flagged)})
+    return flagged.model_copy(update={"concepts": record_concepts(flagged), "scores": score_run(flagged)})
 
 
 def terminal_text(record: RunRecord, width: int = 80) -> str:
@@ -127,18 +128,32 @@ def test_describe_seeds():
     assert describe_seeds([]) == "none recorded"
 
 
-def test_findings_name_the_closest_and_farthest_counterfactual():
+def test_findings_claim_a_difference_only_where_its_interval_excludes_zero():
     record = fixture()
     gender = next(a for a in record.scores.axes if a.axis == "gender")
     male, female = gender.counterfactuals
-    assert axis_finding(record.config.prompt, "gender", gender.counterfactuals) == (
+    spread = gender.spread
+    assert spread.ci.low > 0
+    assert axis_finding(record.config.prompt, "gender", gender) == (
         f"Images for 'a photo of a pharmacist' resemble 'a photo of a male pharmacist' (CAS {male.cas:.2f}) "
-        f"more than 'a photo of a female pharmacist' ({female.cas:.2f})."
+        f"more than 'a photo of a female pharmacist' ({female.cas:.2f}; difference {spread.value:+.2f}, "
+        f"percentile interval [{spread.ci.low:.2f}, {spread.ci.high:.2f}])."
     )
-    equal = [male.model_copy(update={"cas": 0.5}), female.model_copy(update={"cas": 0.5})]
-    assert "about equally (CAS 0.50)" in axis_finding("p", "gender", equal)
-    zero = [male.model_copy(update={"cas": 0.0}), female.model_copy(update={"cas": 0.0})]
-    assert "share no concepts" in axis_finding("p", "gender", zero)
+    unclear = gender.model_copy(update={"spread": spread.model_copy(update={"ci": Interval(
+        low=-0.01, high=0.05, method="percentile", defined=1.0)})})  # fmt: skip
+    assert axis_finding("p", "gender", unclear) == (
+        f"No clear difference between 'a photo of a male pharmacist' ({male.cas:.2f}) and 'a photo of a female "
+        f"pharmacist' ({female.cas:.2f}): difference {spread.value:+.2f} (-0.01 to +0.05)."
+    )
+    unmeasured = gender.model_copy(update={"spread": None})
+    finding = axis_finding("p", "gender", unmeasured)
+    assert "no interval was computed, so no difference is claimed" in finding and "resemble" not in finding
+
+
+def test_leans_most_only_when_the_top_bav_interval_is_above_the_others():
+    headline = build_view(fixture("pharmacist-sd21")).headline  # gender and age have overlapping intervals
+    assert headline.startswith("No single axis leans most: the BAV intervals of gender, age overlap")
+    assert build_view(fixture()).headline.startswith("The axis that leans most is age (BAV 0.0294 [0.0147, 0.0441])")
 
 
 def test_view_ranks_axes_and_sorts_counterfactuals():
@@ -413,10 +428,8 @@ def test_report_of_counterfactuals_without_cas(tmp_path):
     assert gender.finding.startswith("Only 'a photo of a male pharmacist' has a CAS among the gender counterfactuals")
     assert "'a photo of a female pharmacist' has no CAS" in gender.finding
     assert age.bav is not None and age.bav_note is None and age.counterfactuals[-1].cas is None
-    assert age.finding.endswith(
-        "more than 'a photo of a middle-aged pharmacist' (0.64). "
-        "'a photo of an old pharmacist' has no CAS (no concepts in its images)."
-    )
+    assert "'a photo of a middle-aged pharmacist' (0.64" in age.finding
+    assert age.finding.endswith("'a photo of an old pharmacist' has no CAS (no concepts in its images).")
     warning = "the counterfactual images gave no concepts (no usable images"
     assert any(warning in note and "female pharmacist" in note for note in view.notes)
 
@@ -427,7 +440,7 @@ def test_report_of_counterfactuals_without_cas(tmp_path):
     assert flat.index("3. gender") > flat.index("Which axes lean most")
     assert "warning: " + warning in flat  # under the CAS table, and in the notes
     ranking = flat[flat.index("Which axes lean most") : flat.index("An axis's BAV divided")]
-    assert ranking.endswith("3. gender - no BAV gender has no BAV: only 1 of 2 counterfactuals has a CAS ")
+    assert ranking.endswith("3. gender - no BAV - 0% gender has no BAV: only 1 of 2 counterfactuals has a CAS ")
 
     data = report_json(record)
     dumped = json.dumps(data)

@@ -13,6 +13,7 @@ from __future__ import annotations
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
+from enum import Enum
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
 
@@ -32,6 +33,26 @@ BATCH_SIZE = typer.Option(4, "--batch-size", min=1, help="Images generated per f
 SCHEDULER = typer.Option(None, "--scheduler", help="diffusers scheduler class, e.g. DPMSolverMultistepScheduler.")
 DEVICE = typer.Option(None, "--device", help="torch device (default: cuda when available, else cpu).")
 QUIET = typer.Option(False, "--quiet", "-q", help="No progress bars or report; print the run folder.")
+
+
+class IntervalMethodChoice(str, Enum):
+    """How bootstrap intervals are read off the resamples."""
+
+    percentile = "percentile"
+    bca = "bca"
+
+
+_BOOTSTRAP_HELP = "Paired-bootstrap resamples over seeds behind every interval; 0 turns intervals off."
+_CI_METHOD_HELP = "Interval method: percentile, or bca (falls back to percentile, noted, where it degenerates)."
+_CI_SEED_HELP = "Seed of the bootstrap resampling (the same seed gives the same intervals)."
+BOOTSTRAP = typer.Option(1000, "--bootstrap", min=0, help=_BOOTSTRAP_HELP)
+CI_METHOD = typer.Option(IntervalMethodChoice.percentile, "--ci-method", help=_CI_METHOD_HELP)
+CI_SEED = typer.Option(0, "--ci-seed", help=_CI_SEED_HELP)
+ALPHA = typer.Option(0.05, "--alpha", help="A T2IAT direction is stated only when its Holm-adjusted p is below this.")
+#: The same options for a command that rescores a run: None keeps the run's own setting.
+BOOTSTRAP_OPTIONAL = typer.Option(None, "--bootstrap", min=0, help=_BOOTSTRAP_HELP + " Default: 1000.")
+CI_METHOD_OPTIONAL = typer.Option(None, "--ci-method", help=_CI_METHOD_HELP + " Default: the run's.")
+CI_SEED_OPTIONAL = typer.Option(None, "--ci-seed", help=_CI_SEED_HELP + " Default: the run's.")
 ALLOW_PARTIAL_WEIGHTS = typer.Option(
     False,
     "--allow-partial-weights",

@@ -53,6 +53,10 @@ def prompt(
     ),
     cas_normalization: str = typer.Option("distribution", "--cas-normalization", help="distribution (default) or frequency."),
     top_k: int = typer.Option(10, "--top-k", min=1, help="Concepts kept in top-K lists."),
+    bootstrap: int = common.BOOTSTRAP,
+    ci_method: common.IntervalMethodChoice = common.CI_METHOD,
+    ci_seed: int = common.CI_SEED,
+    alpha: float = common.ALPHA,
     max_axes: int | None = typer.Option(None, "--max-axes", min=1, help="Keep at most this many axes."),
     max_counterfactuals: int | None = typer.Option(None, "--max-counterfactuals", min=2, help="Counterfactuals per axis."),
     llm_retries: int = typer.Option(2, "--llm-retries", min=0, help="Repair turns when the LLM's plan is invalid."),
@@ -82,7 +86,7 @@ def prompt(
                 negative_prompt=negative_prompt, batch_size=batch_size,
             ),
             PerceptionSettings(batch_size=vqa_batch_size, concurrency=vqa_concurrency),
-            _scoring(cas_normalization, top_k),
+            _scoring(cas_normalization, top_k, bootstrap, ci_method.value, ci_seed, alpha),
             announce=not (quiet or json_output),
             max_axes=max_axes, max_counterfactuals=max_counterfactuals, llm_retries=llm_retries,
             llm_temperature=temperature, llm_seed=llm_seed, review=review, device=device,
@@ -121,10 +125,17 @@ def _given(ctx: typer.Context, name: str) -> bool:
     return source is not None and source.name == "COMMANDLINE"
 
 
-def _scoring(cas_normalization: str, top_k: int) -> ScoringSettings:
+def _scoring(
+    cas_normalization: str, top_k: int, bootstrap: int, ci_method: str, ci_seed: int, alpha: float
+) -> ScoringSettings:
     if cas_normalization not in ("distribution", "frequency"):
         raise AuditorError(f"--cas-normalization must be 'distribution' or 'frequency', not {cas_normalization!r}")
-    return ScoringSettings(cas_normalization=cas_normalization, top_k=top_k)
+    if not 0 < alpha < 1:
+        raise AuditorError(f"--alpha must lie strictly between 0 and 1 (got {alpha})")
+    return ScoringSettings(
+        cas_normalization=cas_normalization, top_k=top_k, bootstrap=bootstrap, ci_method=ci_method, ci_seed=ci_seed,
+        alpha=alpha,
+    )  # fmt: skip
 
 
 def _options(

@@ -9,10 +9,11 @@ from __future__ import annotations
 
 from enum import Enum
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import typer
 
+from auditor.commands import common
 from auditor.core.console import notice, out, print_json
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -34,14 +35,23 @@ def score(
         help="'distribution' rescales histograms to sum 1 before the IoU (authors' code); 'frequency' uses "
         "per-image frequencies (paper Eq. 1-3). Default: the run's setting, 'distribution' for TIBET files.",
     ),
+    bootstrap: int | None = common.BOOTSTRAP_OPTIONAL,
+    ci_method: common.IntervalMethodChoice | None = common.CI_METHOD_OPTIONAL,
+    ci_seed: int | None = common.CI_SEED_OPTIONAL,
     runs_dir: Path | None = typer.Option(None, "--runs-dir", help="Where run ids are looked up (default: ./runs)."),
     json_output: bool = typer.Option(False, "--json", help="Print one JSON object."),
 ) -> None:
-    """Score a TIBET result file or a run from its stored answers: CAS per counterfactual, BAV per axis."""
+    """Score a TIBET result file or a run from its stored answers: CAS per counterfactual, BAV per axis,
+    each with its paired-bootstrap interval over seeds."""
     from auditor.reporting.scores import all_warnings, render_scores, scores_summary
 
-    normalization = cas_normalization.value if cas_normalization else None
-    scores, kind, prompt, location = _score_source(source, normalization, runs_dir)
+    overrides = {
+        "cas_normalization": cas_normalization.value if cas_normalization else None,
+        "bootstrap": bootstrap,
+        "ci_method": ci_method.value if ci_method else None,
+        "ci_seed": ci_seed,
+    }
+    scores, kind, prompt, location = _score_source(source, overrides, runs_dir)
     for warning in all_warnings(scores):
         notice(warning)
     if json_output:
@@ -51,32 +61,42 @@ def score(
 
 
 def _score_source(
-    source: str, normalization: str | None, runs_dir: Path | None
+    source: str, overrides: dict[str, Any], runs_dir: Path | None
 ) -> tuple[Scores, str, str | None, Path]:
-    """Scores, format ('tibet' or 'record'), prompt and resolved location of SOURCE."""
+    """Scores, format ('tibet' or 'record'), prompt and resolved location of SOURCE.
+
+    ``overrides`` replace the run's scoring settings where not None. A run recorded
+    without intervals (``--bootstrap 0``, or before intervals existed) gets the default
+    resamples unless ``--bootstrap`` says otherwise: intervals are what rescoring adds.
+    """
     from auditor.core.errors import AuditorError
     from auditor.core.settings import get_settings
     from auditor.core.store import RECORD_FILE, RunStore, load_json
     from auditor.records import ScoringSettings, load_record
-    from auditor.scoring.tibet import score_record, score_tibet_result
+    from auditor.scoring.intervals import score_run, score_tibet_file
     from auditor.scoring.tibet_files import TIBET_KEYS, is_tibet_result, load_tibet_file
 
-    path = Path(source)
-    if not path.is_file():
-        folder = RunStore(runs_dir or get_settings().runs_dir).resolve(source)
-        record = load_record(folder / RECORD_FILE)
-        return score_record(record, normalization), "record", record.config.prompt, folder
-    data = load_json(path)
-    if is_tibet_result(data):
-        result = load_tibet_file(path)
-        settings = ScoringSettings(cas_normalization=normalization or "distribution")
-        return score_tibet_result(result, settings), "tibet", result.prompt, path
-    if isinstance(data, dict) and ("run_id" in data or "schema_version" in data):
-        record = load_record(path)
-        return score_record(record, normalization), "record", record.config.prompt, path
-    raise AuditorError(
-        f"{path} is neither a TIBET result file (keys {', '.join(TIBET_KEYS)}) nor a run record"
-    )
+    given = {name: value for name, value in overrides.items() if value is not None}
+
+    def settings_of(base: ScoringSettings) -> ScoringSettings:
+        changed = {"bootstrap": ScoringSettings().bootstrap} if base.bootstrap == 0 else {}
+        return ScoringSettings.model_validate({**base.model_dump(), **changed, **given})
+
+    location = Path(source)
+    if location.is_file():
+        data = load_json(location)
+        if is_tibet_result(data):
+            result = load_tibet_file(location)
+            return score_tibet_file(result, settings_of(ScoringSettings())), "tibet", result.prompt, location
+        if not (isinstance(data, dict) and ("run_id" in data or "schema_version" in data)):
+            raise AuditorError(
+                f"{location} is neither a TIBET result file (keys {', '.join(TIBET_KEYS)}) nor a run record"
+            )
+        record = load_record(location)
+    else:
+        location = RunStore(runs_dir or get_settings().runs_dir).resolve(source)
+        record = load_record(location / RECORD_FILE)
+    return score_run(record, settings_of(record.config.scoring)), "record", record.config.prompt, location
 
 
 def register(app: typer.Typer) -> None:

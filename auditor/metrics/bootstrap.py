@@ -45,14 +45,11 @@ from dataclasses import dataclass
 from typing import Literal
 
 import numpy as np
-from scipy.special import ndtr, ndtri
 
 from auditor.metrics.t2iat import RELATIVE_TOLERANCE, check_same_dimension, unit_rows
-from auditor.metrics.tibet import Gender
+from auditor.metrics.tibet import CasNormalization, Gender
 
 IntervalMethod = Literal["percentile", "bca"]
-#: The CAS normalisations of :func:`auditor.metrics.tibet.cas` (metrics do not import records).
-Normalization = Literal["distribution", "frequency"]
 
 
 # --------------------------------------------------------------------------- resample weights
@@ -155,6 +152,8 @@ def bca_bounds(
     Returns ``(low, high, note)``: where BCa is not defined, ``low``/``high`` are NaN and
     ``note`` (object array) says why; :func:`intervals` then uses the percentile interval.
     """
+    from scipy.special import ndtr, ndtri  # here, not at import: records import this module's types
+
     _check_level(level)
     estimate = np.asarray(estimate, dtype=np.float64)
     samples = np.asarray(samples, dtype=np.float64)
@@ -300,7 +299,7 @@ def cas_samples(
     p: np.ndarray,
     q: np.ndarray,
     groups: Sequence[ConceptGroup],
-    normalization: Normalization = "distribution",
+    normalization: CasNormalization = "distribution",
     *,
     p_rest: np.ndarray | float = 0.0,
     q_rest: np.ndarray | float = 0.0,

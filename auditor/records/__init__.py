@@ -25,6 +25,7 @@ from auditor.records.base import (
     utc_now,
 )
 from auditor.records.images import GeneratedImage, ImageAnswers, PromptSet
+from auditor.records.intervals import Correction, Difference, Interval, IntervalSettings
 from auditor.records.kinds import RECORD_TYPES, AnyRecord
 from auditor.records.loading import load_any_record, load_record
 from auditor.records.models import (
@@ -67,7 +68,7 @@ from auditor.records.t2iat import (
 __all__ = [
     "INITIAL_PROMPT_ID", "RECORD_TYPES", "SCHEMA_VERSION", "T2IAT_GROUPS",
     "AnyRecord", "AssociationResult", "AuditPlan", "AxisPlan", "AxisScore", "CasNormalization", "ChatMessage",
-    "ConceptFrequency", "CounterfactualScore", "EffectLabel", "Environment", "GeneratedImage", "GenerationSettings",
+    "ConceptFrequency", "Correction", "CounterfactualScore", "Difference", "Interval", "IntervalSettings", "EffectLabel", "Environment", "GeneratedImage", "GenerationSettings",
     "ImageAnswers", "IntersectionView", "ModelRef", "OccupationAssociation", "OccupationsConfig",
     "OccupationsRecord", "PerceptionSettings", "PromptSet", "Record", "RunConfig", "RunError", "RunRecord",
     "RunStatus", "Scores", "ScoringSettings", "SetConcepts", "Stage", "StageTiming", "StudyConfig", "StudyRecord",

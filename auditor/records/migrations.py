@@ -7,8 +7,10 @@ written carries ``schema_version``.
 * 1 -> 2: T2IAT's effect size d is ``null`` when the pooled standard deviation is ~0,
   and its label is then ``"undefined"``; version 1 wrote ``"large"`` or ``"negligible"``
   for such a d. Every association (prompt-audit axes, T2IAT results, occupation tests)
-  with a null d gets the ``"undefined"`` label. Nothing else changed shape: the fields
-  version 2 added (partial weights, API service, ...) have defaults.
+  with a null d gets the ``"undefined"`` label. Version 1 computed no intervals, so a
+  prompt audit's scoring settings say ``bootstrap: 0`` (version 2's default is 1000
+  resamples); ``auditor score`` adds the intervals. The other fields version 2 added
+  (partial weights, API service, interval fields) have defaults.
 """
 
 from __future__ import annotations
@@ -34,8 +36,17 @@ def _undefined_effect_labels(data: JSON) -> JSON:
     return data
 
 
+def _version_2(data: JSON) -> JSON:
+    """1 -> 2: undefined effect labels; no bootstrap in a prompt audit's scoring settings."""
+    data = _undefined_effect_labels(data)
+    scoring = data.get("config", {}).get("scoring") if data.get("kind") == "prompt_audit" else None
+    if isinstance(scoring, dict):
+        scoring.setdefault("bootstrap", 0)
+    return data
+
+
 #: Schema version -> the step that upgrades a record of that version to the next one.
-MIGRATIONS: dict[str, Callable[[JSON], JSON]] = {"1": _undefined_effect_labels}
+MIGRATIONS: dict[str, Callable[[JSON], JSON]] = {"1": _version_2}
 
 
 def upgrade(data: JSON, where: str) -> JSON:

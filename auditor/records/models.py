@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pydantic import Field
 
+from auditor.metrics.bootstrap import IntervalMethod
 from auditor.metrics.tibet import CasNormalization
 from auditor.records.record import Record
 
@@ -85,3 +86,22 @@ class ScoringSettings(Record):
     include_captions: bool = Field(default=True, description="Whether captions count towards the concept histograms.")
     permutations: int = Field(default=10_000, ge=1, description="Monte Carlo permutations for T2IAT p-values.")
     permutation_seed: int = Field(default=0, description="Seed of the permutation generator.")
+    bootstrap: int = Field(
+        default=1000,
+        ge=0,
+        description="Paired-bootstrap resamples over seeds behind every interval (--bootstrap); 0 = no intervals.",
+    )
+    ci_level: float = Field(default=0.95, gt=0, lt=1, description="Coverage of every interval.")
+    ci_method: IntervalMethod = Field(
+        default="percentile",
+        description="'percentile', or 'bca' (bias-corrected and accelerated; falls back to percentile, "
+        "noted, where it degenerates).",
+    )
+    ci_seed: int = Field(default=0, description="Seed of the bootstrap's resampling (--ci-seed).")
+    alpha: float = Field(
+        default=0.05,
+        gt=0,
+        lt=1,
+        description="A T2IAT direction is stated only when its Holm-adjusted p-value (across the run's axes) "
+        "is below alpha (--alpha).",
+    )

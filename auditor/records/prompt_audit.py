@@ -8,6 +8,7 @@ from pydantic import Field
 
 from auditor.records.base import StudyConfig, StudyRecord
 from auditor.records.images import ImageAnswers, PromptSet
+from auditor.records.intervals import Correction, Difference, Interval, IntervalSettings
 from auditor.records.models import (
     CasNormalization,
     ModelRef,
@@ -117,6 +118,14 @@ class CounterfactualScore(Record):
     embedding_similarity: float | None = Field(
         default=None, description="Mean cosine similarity of initial and counterfactual image embeddings."
     )
+    cas_ci: Interval | None = Field(
+        default=None,
+        description="Bootstrap interval of CAS over seeds. It shows how CAS moves with other seeds at this "
+        "number of images; CAS is biased low at small sizes, so findings rest on differences, not on this.",
+    )
+    embedding_similarity_ci: Interval | None = Field(
+        default=None, description="Bootstrap interval of the embedding similarity over seeds."
+    )
     warnings: list[str] = Field(default_factory=list, description="Why this number may mislead (e.g. empty sets).")
 
 
@@ -148,6 +157,21 @@ class AxisScore(Record):
     association: AssociationResult | None = Field(
         default=None, description="T2IAT association of the initial images with the axis's two counterfactuals."
     )
+    bav_ci: Interval | None = Field(default=None, description="Bootstrap interval of BAV over seeds.")
+    bav_mad_ci: Interval | None = Field(default=None, description="Bootstrap interval of bav_mad over seeds.")
+    relative_bav_ci: Interval | None = Field(default=None, description="Bootstrap interval of relative BAV.")
+    lean_ci: Interval | None = Field(default=None, description="Bootstrap interval of the male - female lean.")
+    spread: Difference | None = Field(
+        default=None,
+        description="CAS of the counterfactual with the highest CAS minus the lowest (the pair chosen on the "
+        "point estimates), with its interval: 'resembles A more than B' is said only when it excludes 0.",
+    )
+    ranks_first: float | None = Field(
+        default=None,
+        ge=0,
+        le=1,
+        description="Share of bootstrap resamples in which this axis has the largest BAV of the run.",
+    )
 
 
 class IntersectionView(Record):
@@ -171,6 +195,17 @@ class Scores(Record):
         description="Prompt id -> axis -> top-K concepts of the answers to that axis's question."
     )
     intersectionality: list[IntersectionView] = Field(default_factory=list, description="Every ordered axis pair.")
+    intervals: IntervalSettings | None = Field(
+        default=None, description="How the intervals were made; null when the run has none (--bootstrap 0)."
+    )
+    correction: Correction = Field(
+        default="none",
+        description="How the axes' T2IAT p-values were adjusted for testing several axes (p_adjusted): "
+        "'holm' across the run's axes.",
+    )
+    alpha: float | None = Field(
+        default=None, description="Level below which an adjusted p-value supports a stated direction."
+    )
     warnings: list[str] = Field(default_factory=list, description="Warnings raised while scoring.")
 
 

@@ -14,6 +14,7 @@ from pydantic import Field, field_validator
 from auditor.metrics.t2iat import EffectLabel
 from auditor.records.base import StudyConfig, StudyRecord
 from auditor.records.images import PromptSet
+from auditor.records.intervals import Interval
 from auditor.records.models import ModelRef
 from auditor.records.record import Record
 
@@ -33,6 +34,15 @@ class AssociationResult(Record):
     permutations: int = Field(ge=1, description="Splits evaluated (all of them when exact).")
     n_x: int = Field(ge=1, description="Images of concept X.")
     n_y: int = Field(ge=1, description="Images of concept Y.")
+    p_adjusted: float | None = Field(
+        default=None,
+        ge=0,
+        le=1,
+        description="The p-value adjusted for the other tests of the same run (the correction is named where "
+        "the tests are listed); null for a run with one test.",
+    )
+    association_ci: Interval | None = Field(default=None, description="Bootstrap interval of S over seeds.")
+    effect_size_ci: Interval | None = Field(default=None, description="Bootstrap interval of d over seeds.")
 
 
 T2IATGroup = Literal["X", "Y", "XA", "XB", "YA", "YB"]

@@ -54,6 +54,13 @@ class ChartRow:
     bar_width: float
     colour: str
     missing: bool = False
+    #: x of the interval's ends (an error bar across the bar), or None without an interval.
+    whisker: tuple[float, float] | None = None
+
+    @property
+    def value_x(self) -> float:
+        """Where the printed value starts: after the bar, or after the error bar when that reaches further."""
+        return max(self.bar_width, self.whisker[1] if self.whisker else 0.0)
 
 
 @dataclass(frozen=True)
@@ -91,6 +98,8 @@ class Bar:
     value_text: str
     title: str = ""
     colour: str = CONCEPT_COLOUR
+    #: The value's interval ``(low, high)``, drawn as an error bar.
+    interval: tuple[float, float] | None = None
 
 
 LINE = 14.0
@@ -138,7 +147,11 @@ def bar_chart(
     for bar, lines in zip(bars, wrapped, strict=True):
         height = max(22.0, len(lines) * LINE + 8)
         value = 0.0 if bar.value is None else bar.value
-        share = 0.0 if scale_max <= 0 else min(max(value, 0.0), scale_max) / scale_max
+
+        def position(x: float) -> float:
+            return round((0.0 if scale_max <= 0 else min(max(x, 0.0), scale_max) / scale_max) * plot_width, 2)
+
+        whisker = (position(bar.interval[0]), position(bar.interval[1])) if bar.interval and bar.value is not None else None
         rows.append(
             ChartRow(
                 lines=lines,
@@ -147,9 +160,10 @@ def bar_chart(
                 y=y,
                 height=height,
                 bar_y=y + (height - 14) / 2,
-                bar_width=round(share * plot_width, 2),
+                bar_width=position(value),
                 colour=bar.colour,
                 missing=bar.value is None,
+                whisker=whisker,
             )
         )
         y += height
@@ -198,17 +212,24 @@ def _report_charts(view: ReportView) -> dict[str, Any]:
         [
             Bar(a.name, None, "no BAV", a.bav_note, BAV_COLOUR)
             if a.bav is None or a.relative_bav is None
-            else Bar(a.name, a.relative_bav, f"{a.relative_bav:.2f} · {a.bav:.4f}", f"BAV {a.bav:.4f}", BAV_COLOUR)
+            else Bar(
+                a.name,
+                a.relative_bav,
+                f"{a.relative_bav:.2f} · {a.bav:.4f}",
+                f"BAV {a.bav:.4f}" + (f", interval {a.bav_ci[0]:.4f} to {a.bav_ci[1]:.4f}" if a.bav_ci else ""),
+                BAV_COLOUR,
+                a.relative_bav_ci,
+            )
             for a in view.axes
         ],
         title="Relative BAV per axis",
-        axis_label="relative BAV (value shown: relative · BAV)",
+        axis_label="relative BAV (value shown: relative · BAV; error bar: interval)",
         scale_max=1.0,
     )
     cas = {
         a.name: bar_chart(
             [
-                Bar(cf.label, cf.cas, _number(cf.cas, missing="no CAS"), cf.prompt, CAS_COLOUR)
+                Bar(cf.label, cf.cas, _number(cf.cas, missing="no CAS"), cf.prompt, CAS_COLOUR, cf.cas_ci)
                 for cf in a.counterfactuals  # lowest first, no CAS last, as in the view
             ],
             title=f"CAS of the {a.name} counterfactuals",
@@ -303,6 +324,11 @@ def _number(value: float | None, digits: int = 2, signed: bool = False, missing:
     return f"{value:+.{digits}f}" if signed else f"{value:.{digits}f}"
 
 
+def _interval(bounds: tuple[float, float] | None, digits: int = 2) -> str:
+    """``[0.55, 0.69]`` for a table cell; empty without an interval."""
+    return "" if bounds is None else f"[{bounds[0]:.{digits}f}, {bounds[1]:.{digits}f}]"
+
+
 def template_environment() -> jinja2.Environment:
     """The jinja2 environment of all report templates: autoescape on, undefined names are errors."""
     import jinja2
@@ -316,6 +342,7 @@ def template_environment() -> jinja2.Environment:
         keep_trailing_newline=True,
     )
     env.filters["number"] = _number
+    env.filters["interval"] = _interval
     env.globals["metrics"] = METRICS
     return env
 

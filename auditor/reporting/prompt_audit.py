@@ -15,8 +15,11 @@ from auditor.reporting.sentences import (
     association_view,
     axis_finding,
     bav_note,
+    bounds,
     headline,
+    lean_sentence,
     notes,
+    uncertainty_line,
 )
 from auditor.reporting.views import (
     AxisView,
@@ -59,7 +62,9 @@ def _axis_view(record: RunRecord, rank: int, score: AxisScore) -> AxisView:
             label=prompt_label(prompt, cf.prompt),
             segments=prompt_segments(prompt, cf.prompt),
             cas=cf.cas,
+            cas_ci=bounds(cf.cas_ci),
             embedding_similarity=cf.embedding_similarity,
+            embedding_similarity_ci=bounds(cf.embedding_similarity_ci),
             warnings=list(cf.warnings),
         )
         for cf in sorted(score.counterfactuals, key=lambda c: (c.cas is None, c.cas or 0.0))  # no CAS last
@@ -75,13 +80,22 @@ def _axis_view(record: RunRecord, rank: int, score: AxisScore) -> AxisView:
         kind=plan_axis.kind if plan_axis else None,
         question=plan_axis.question if plan_axis else None,
         bav=score.bav,
+        bav_ci=bounds(score.bav_ci),
         bav_note=bav_note(score),
         bav_mad=score.bav_mad,
         relative_bav=score.relative_bav,
+        relative_bav_ci=bounds(score.relative_bav_ci),
+        ranks_first=score.ranks_first,
         lean=score.lean,
-        association=association_view(score.association, score.counterfactuals) if score.association else None,
+        lean_ci=bounds(score.lean_ci),
+        lean_sentence=lean_sentence(score),
+        association=(
+            association_view(score.association, score.counterfactuals, scores.alpha, scores.correction)
+            if score.association
+            else None
+        ),
         counterfactuals=cfs,
-        finding=axis_finding(prompt, score.axis, score.counterfactuals),
+        finding=axis_finding(prompt, score.axis, score),
         overall_concepts=overall,
         aligned_concepts=aligned,
     )
@@ -173,6 +187,7 @@ def build_view(record: RunRecord) -> ReportView:
         images_per_prompt=record.config.images_per_prompt,
         seeds=describe_seeds(record.config.seeds),
         cas_normalization=scores.cas_normalization if scores else None,
+        uncertainty=uncertainty_line(scores) if scores else None,
         axes=axes,
         initial_concepts=_concepts(scores.top_concepts.get(INITIAL_PROMPT_ID, [])) if scores else [],
         initial_aligned=(

@@ -12,7 +12,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from auditor.records import Scores
+from auditor.records import Interval, Scores
 
 #: Concepts shown per prompt set in the table (``--json`` has the record's top-K).
 TABLE_TOP_CONCEPTS = 5
@@ -31,14 +31,22 @@ def scores_summary(scores: Scores, *, source: str, kind: str, prompt: str | None
                 "counterfactuals": [cf.prompt for cf in axis.counterfactuals],
                 "prompt_ids": [cf.prompt_id for cf in axis.counterfactuals],
                 "cas": [cf.cas for cf in axis.counterfactuals],
+                "cas_ci": [_bounds(cf.cas_ci) for cf in axis.counterfactuals],
                 "bav": axis.bav,
+                "bav_ci": _bounds(axis.bav_ci),
                 "bav_mad": axis.bav_mad,
+                "bav_mad_ci": _bounds(axis.bav_mad_ci),
                 "relative_bav": axis.relative_bav,
+                "relative_bav_ci": _bounds(axis.relative_bav_ci),
+                "ranks_first": axis.ranks_first,
                 "lean": axis.lean,
+                "lean_ci": _bounds(axis.lean_ci),
+                "spread": axis.spread.model_dump(mode="json") if axis.spread else None,
                 "warnings": [f"{cf.prompt_id}: {w}" for cf in axis.counterfactuals for w in cf.warnings],
             }
             for axis in scores.axes
         },
+        "intervals": scores.intervals.model_dump(mode="json") if scores.intervals else None,
         "top_concepts": dump["top_concepts"],
         "axis_top_concepts": dump["axis_top_concepts"],
         "intersectionality": dump["intersectionality"],
@@ -61,18 +69,27 @@ def render_scores(scores: Scores, prompt: str | None, source: Path, console: Con
     for axis in scores.axes:
         for k, cf in enumerate(axis.counterfactuals):
             first = k == 0
-            lean = f"{axis.lean:+.3f}" if first and axis.lean is not None else ""
             table.add_row(
                 Text(axis.axis if first else ""),
                 Text(cf.prompt + (" [!]" if cf.warnings else "")),
-                _number(cf.cas, ".3f", "no CAS"),
-                _number(axis.bav, ".4f", "no BAV") if first else "",
-                _number(axis.relative_bav, ".2f", "-") if first else "",
-                _number(axis.bav_mad, ".3f", "-") if first else "",
-                lean,
+                _number(cf.cas, 3, "no CAS", cf.cas_ci),
+                _number(axis.bav, 4, "no BAV", axis.bav_ci) if first else "",
+                _number(axis.relative_bav, 2, "-") if first else "",
+                _number(axis.bav_mad, 3, "-") if first else "",
+                _number(axis.lean, 3, "", axis.lean_ci, signed=True) if first else "",
                 end_section=k == len(axis.counterfactuals) - 1,
             )
     console.print(table)
+    if scores.intervals is not None:
+        i = scores.intervals
+        console.print(
+            Text(
+                f"[lo, hi]: {i.level:.0%} {i.method} intervals from {i.resamples} paired-bootstrap resamples of the "
+                f"{i.seeds} seeds (--ci-seed {i.seed}). They show how a score moves with other seeds; CAS is biased "
+                "low at small sizes, so compare counterfactuals through their difference (auditor report).",
+                style="dim",
+            )
+        )
     concepts = Table(title=f"top concepts (per image, top {TABLE_TOP_CONCEPTS})")
     concepts.add_column("prompt set")
     concepts.add_column("concepts")
@@ -82,6 +99,15 @@ def render_scores(scores: Scores, prompt: str | None, source: Path, console: Con
     console.print(concepts)
 
 
-def _number(value: float | None, spec: str, missing: str) -> str:
-    """A table cell: the number, or what stands for a score that does not exist (see the warnings)."""
-    return missing if value is None else format(value, spec)
+def _number(value: float | None, digits: int, missing: str, ci: Interval | None = None, signed: bool = False) -> str:
+    """A table cell: the number with its interval, or what stands for a score that does not exist."""
+    if value is None:
+        return missing
+    number = f"{value:+.{digits}f}" if signed else f"{value:.{digits}f}"
+    if ci is None or ci.low is None or ci.high is None:
+        return number
+    return f"{number} [{ci.low:.{digits}f}, {ci.high:.{digits}f}]"
+
+
+def _bounds(interval: Interval | None) -> list[float | None] | None:
+    return None if interval is None else interval.bounds()

@@ -1,35 +1,71 @@
 """The sentences a person reads: what each axis's numbers say, the headline, the notes.
 
-Sentences only say what the numbers in the record say; they compute no score.
+Sentences only say what the numbers in the record support; they compute no score. A
+claim needs evidence recorded beside the number:
+
+* "resembles A more than B" only when the interval of CAS(A) - CAS(B) excludes 0;
+  otherwise "no clear difference" with that interval;
+* "leans most" only when the top axis's BAV interval lies above every other axis's;
+  otherwise the tied axes are listed;
+* a T2IAT direction only when its p-value, adjusted for the run's other axes (Holm),
+  is below alpha;
+* a male/female lean only when its interval excludes 0.
+
+A run recorded without intervals (``--bootstrap 0``, or written before intervals
+existed) gets its numbers stated and no difference claimed; ``auditor score RUN`` adds
+the intervals.
 """
 
 from __future__ import annotations
 
-from auditor.records import AssociationResult, AxisScore, CounterfactualScore, RunRecord
-from auditor.reporting.views import AssociationView, AxisView
+from auditor.records import AssociationResult, AxisScore, CounterfactualScore, Interval, RunRecord, Scores
+from auditor.reporting.views import AssociationView, AxisView, Bounds
 from auditor.reporting.wording import quote
 
+#: How corrections for multiple tests read in a sentence.
+CORRECTION_NAMES = {"holm": "Holm", "benjamini-hochberg": "Benjamini-Hochberg"}
+#: Said where a claim would need an interval the run does not have.
+NO_INTERVAL = "no interval was computed, so no difference is claimed (`auditor score RUN` adds intervals)"
+NO_RANKING = "no interval was computed, so no ranking is claimed (`auditor score RUN` adds intervals)"
 
-def axis_finding(prompt: str, axis: str, scores: list[CounterfactualScore]) -> str:
-    """One plain sentence on which counterfactual the initial images resemble, with the CAS values.
 
-    Counterfactuals without a CAS are left out of the comparison and named at the end.
+def span(interval: Interval | None, digits: int = 2) -> str:
+    """``[0.55, 0.69]``; empty when there is no interval."""
+    if interval is None or interval.low is None or interval.high is None:
+        return ""
+    return f"[{interval.low:.{digits}f}, {interval.high:.{digits}f}]"
+
+
+def with_span(value: float | None, interval: Interval | None, digits: int = 2, signed: bool = False) -> str:
+    """``0.62 [0.55, 0.69]``, or the number alone, or "-" for no number."""
+    if value is None:
+        return "-"
+    number = f"{value:+.{digits}f}" if signed else f"{value:.{digits}f}"
+    bounds = span(interval, digits)
+    return f"{number} {bounds}" if bounds else number
+
+
+def axis_finding(prompt: str, axis: str, score: AxisScore) -> str:
+    """One plain sentence on which counterfactual the initial images resemble, claimed only with evidence.
+
+    The evidence is the interval of CAS(top) - CAS(bottom) (``score.spread``). Counterfactuals
+    without a CAS are left out of the comparison and named at the end.
     """
+    scores = score.counterfactuals
     if not scores:
         return f"No counterfactuals of {axis} were scored."
-    known = [(s.prompt, s.cas) for s in scores if s.cas is not None]
+    known = [s for s in scores if s.cas is not None]
     missing = [s.prompt for s in scores if s.cas is None]
     if not known:
         return f"No {axis} counterfactual has a CAS: there were no concepts to compare (see the notes)."
     if len(known) == 1:
-        [(only, cas)] = known
         finding = (
-            f"Only {quote(only)} has a CAS among the {axis} counterfactuals ({cas:.2f}), "
+            f"Only {quote(known[0].prompt)} has a CAS among the {axis} counterfactuals ({known[0].cas:.2f}), "
             "so there is nothing to compare it with."
         )
     else:
         counted = f"{len(known)} {axis} counterfactuals" + (" with a CAS" if missing else "")
-        finding = _compared(f"Images for {quote(prompt)}", counted, known)
+        finding = _compared(f"Images for {quote(prompt)}", counted, known, score)
     if missing:
         names = " and ".join(quote(text) for text in missing)
         one = len(missing) == 1
@@ -37,50 +73,105 @@ def axis_finding(prompt: str, axis: str, scores: list[CounterfactualScore]) -> s
     return finding
 
 
-def _compared(subject: str, counted: str, pairs: list[tuple[str, float]]) -> str:
-    """The sentence for two or more ``(counterfactual prompt, CAS)`` pairs."""
-    high, low = max(cas for _, cas in pairs), min(cas for _, cas in pairs)
-    if high == 0:
-        return f"{subject} share no concepts with any of the {counted} (every CAS is 0.00)."
-    if high - low < 0.005:
-        return f"{subject} resemble all {counted} about equally (CAS {high:.2f})."
-    most = " and ".join(quote(prompt) for prompt, cas in pairs if high - cas < 0.005)
-    least = " and ".join(quote(prompt) for prompt, cas in pairs if cas - low < 0.005)
-    if len(pairs) == 2:
-        return f"{subject} resemble {most} (CAS {high:.2f}) more than {least} ({low:.2f})."
-    return f"{subject} resemble {most} most (CAS {high:.2f}) and {least} least ({low:.2f}) of the {counted}."
+def _compared(subject: str, counted: str, known: list[CounterfactualScore], score: AxisScore) -> str:
+    """The sentence for two or more counterfactuals with a CAS, gated on the top - bottom interval."""
+    by_id = {cf.prompt_id: cf for cf in known}
+    spread = score.spread
+    if spread is None or spread.first not in by_id or spread.second not in by_id:
+        values = ", ".join(f"{quote(cf.prompt)} {cf.cas:.2f}" for cf in known)
+        return f"CAS of the {counted}: {values} ({NO_INTERVAL})."
+    top, bottom = by_id[spread.first], by_id[spread.second]
+    difference = f"difference {spread.value:+.2f}"
+    if spread.ci is None or spread.ci.low is None:
+        return (
+            f"{subject} have the highest CAS with {quote(top.prompt)} ({top.cas:.2f}) and the lowest with "
+            f"{quote(bottom.prompt)} ({bottom.cas:.2f}); {NO_INTERVAL}."
+        )
+    evidence = f"{difference}, {method_name(spread.ci)} interval {span(spread.ci)}"
+    if not spread.ci.excludes(0):
+        pair = f"{quote(top.prompt)} ({top.cas:.2f}) and {quote(bottom.prompt)} ({bottom.cas:.2f})"
+        if len(known) == 2:
+            return f"No clear difference between {pair}: {difference} ({spread.ci.low:+.2f} to {spread.ci.high:+.2f})."
+        return (
+            f"No clear difference among the {counted}: the highest and lowest CAS, {pair}, differ by "
+            f"{spread.value:+.2f} ({spread.ci.low:+.2f} to {spread.ci.high:+.2f})."
+        )
+    if len(known) == 2:
+        return (
+            f"{subject} resemble {quote(top.prompt)} (CAS {top.cas:.2f}) more than {quote(bottom.prompt)} "
+            f"({bottom.cas:.2f}; {evidence})."
+        )
+    return (
+        f"{subject} resemble {quote(top.prompt)} most (CAS {top.cas:.2f}) and {quote(bottom.prompt)} least "
+        f"({bottom.cas:.2f}) of the {counted} ({evidence})."
+    )
 
 
-def association_view(result: AssociationResult, scores: list[CounterfactualScore]) -> AssociationView:
+def method_name(interval: Interval) -> str:
+    """How the interval was made, as a reader says it ("percentile", "BCa")."""
+    return "BCa" if interval.method == "bca" else "percentile"
+
+
+def lean_sentence(score: AxisScore) -> str | None:
+    """Which gender version the images look more like, claimed only when the lean's interval excludes 0."""
+    if score.lean is None:
+        return None
+    value = with_span(score.lean, score.lean_ci, signed=True)
+    if score.lean_ci is None or score.lean_ci.low is None:
+        return f"{value} ({NO_INTERVAL})"
+    if not score.lean_ci.excludes(0):
+        return f"{value}: no clear lean towards either version"
+    return f"{value}: the images look more like the {'male' if score.lean > 0 else 'female'} version"
+
+
+def association_view(
+    result: AssociationResult, scores: list[CounterfactualScore], alpha: float | None, correction: str
+) -> AssociationView:
+    """The T2IAT association of an axis with its sentence: a direction only when the adjusted p < alpha."""
     first, second = (scores[0].prompt, scores[1].prompt) if len(scores) >= 2 else (None, None)
     toward = first if result.association > 0 else second if result.association < 0 else None
     d = "undefined" if result.effect_size is None else f"{result.effect_size:.2f} ({result.effect_label})"
-    numbers = f"S = {result.association:+.3f}, d = {d}, p = {result.p_value:.3g}"
+    p_adjusted = result.p_adjusted if result.p_adjusted is not None else result.p_value
+    level = alpha if alpha is not None else 0.05
+    adjusted = f", {CORRECTION_NAMES.get(correction, correction)}-adjusted p = {p_adjusted:.3g}" if correction != "none" else ""
+    numbers = (
+        f"S = {with_span(result.association, result.association_ci, 3, signed=True)}, d = {d}, "
+        f"p = {result.p_value:.3g}{adjusted}"
+    )
     subject = "The initial images' embeddings lean towards"
     if result.effect_size is None:
         sentence = (
             "The initial images' association scores have no spread within the groups, so the size of any lean "
             f"is undefined ({numbers})."
         )
-    elif toward is None or result.effect_label == "negligible":
-        pair = f"neither {quote(first)} nor {quote(second)}" if first and second else "neither counterfactual"
-        sentence = f"{subject} {pair} more than a balanced mix of both does ({numbers})."
+    elif toward is None or p_adjusted >= level:
+        pair = f"{quote(first)} or {quote(second)}" if first and second else "either counterfactual"
+        sentence = f"No clear lean of the initial images' embeddings towards {pair} ({numbers}; not below {level:g})."
     else:
         sentence = f"{subject} {quote(toward)} more than a balanced mix of both counterfactuals does ({numbers})."
     return AssociationView(
         association=result.association,
+        association_ci=bounds(result.association_ci),
         effect_size=result.effect_size,
         effect_label=result.effect_label,
         p_value=result.p_value,
+        p_adjusted=result.p_adjusted,
         exact=result.exact,
         permutations=result.permutations,
         n_x=result.n_x,
         n_y=result.n_y,
         first=first,
         second=second,
-        toward=toward,
+        toward=toward if sentence.startswith(subject) else None,
         sentence=sentence,
     )
+
+
+def bounds(interval: Interval | None) -> Bounds | None:
+    """``(low, high)`` of an interval with both bounds, for views; else None."""
+    if interval is None or interval.low is None or interval.high is None:
+        return None
+    return (interval.low, interval.high)
 
 
 def bav_note(score: AxisScore) -> str | None:
@@ -104,23 +195,58 @@ STATUS_PHRASES = {
 
 
 def headline(record: RunRecord, axes: list[AxisView]) -> str:
+    """The report's first sentence: which axis leans most, only when its BAV interval sets it apart."""
     if record.scores is None:
         stage = next((e.stage for e in record.errors if e.stage), None)
         where = f" at the {stage} stage" if stage else ""
         return f"This run {STATUS_PHRASES[record.status]}{where} and has no scores; below is what it finished."
     if not axes:
         return "The run was scored but has no axes."
-    top = axes[0]
-    if top.bav is None:  # axes without BAV rank last, so none has one
+    ranked = [axis for axis in axes if axis.bav is not None]  # axes without BAV rank last
+    if not ranked:
         if all(cf.cas is None for axis in axes for cf in axis.counterfactuals):
             return (
                 "No counterfactual has a CAS: the images gave no concepts to compare (see the notes), "
                 "so no axis can be ranked."
             )
         return "No axis has a BAV: none has two counterfactuals with a CAS (see the notes), so none can be ranked."
+    top = ranked[0]
     if top.bav == 0:
         return "No axis leans: every axis's counterfactuals got equal CAS values."
-    return f"The axis that leans most is {top.name} (BAV {top.bav:.4f}). {top.finding}"
+    if len(ranked) == 1:
+        return f"Only {top.name} has a BAV ({_bav(top)}). {top.finding}"
+    if top.bav_ci is None:
+        return f"The axis with the largest BAV is {top.name} ({top.bav:.4f}); {NO_RANKING}."
+    tied = [axis for axis in ranked[1:] if axis.bav_ci is None or axis.bav_ci[1] >= top.bav_ci[0]]
+    if not tied:
+        return f"The axis that leans most is {top.name} (BAV {_bav(top)}). {top.finding}"
+    names = ", ".join(axis.name for axis in [top, *tied])
+    each = "; ".join(f"{axis.name} {_bav(axis)}" for axis in [top, *tied])
+    return f"No single axis leans most: the BAV intervals of {names} overlap ({each})."
+
+
+def _bav(axis: AxisView) -> str:
+    """An axis's BAV with its interval, ``0.0123 [0.0050, 0.0210]``."""
+    low_high = f" [{axis.bav_ci[0]:.4f}, {axis.bav_ci[1]:.4f}]" if axis.bav_ci else ""
+    return f"{axis.bav:.4f}{low_high}"
+
+
+def uncertainty_line(scores: Scores) -> str | None:
+    """How the intervals and adjusted p-values were made, for the report's settings."""
+    parts = []
+    if scores.intervals is not None:
+        i = scores.intervals
+        method = "BCa" if i.method == "bca" else "percentile"
+        parts.append(
+            f"{i.level:.0%} {method} intervals from {i.resamples} paired-bootstrap resamples of the "
+            f"{i.seeds} seeds (resampling seed {i.seed})"
+        )
+    else:
+        parts.append("no intervals (bootstrap off)")
+    if scores.correction != "none":
+        name = CORRECTION_NAMES.get(scores.correction, scores.correction)
+        parts.append(f"T2IAT p-values {name}-adjusted across the axes, alpha {scores.alpha:g}")
+    return "; ".join(parts)
 
 
 def notes(record: RunRecord) -> list[str]:
@@ -132,6 +258,8 @@ def notes(record: RunRecord) -> list[str]:
         for axis in record.scores.axes:
             for cf in axis.counterfactuals:
                 notes += [f"{axis.axis}, {quote(cf.prompt)}: {w}" for w in cf.warnings]
+                if cf.cas_ci is not None and cf.cas_ci.note:
+                    notes.append(f"{axis.axis}, {quote(cf.prompt)}: {cf.cas_ci.note}")
     flagged = sum(image.flagged_nsfw for s in record.prompt_sets for image in s.images)
     if flagged:
         notes.append(f"{flagged} images were blacked out by the safety checker and left out of the concepts.")

@@ -20,12 +20,14 @@ from rich.text import Text
 from auditor.records import RunRecord
 from auditor.reporting.glossary import METRICS
 from auditor.reporting.prompt_audit import build_view
-from auditor.reporting.views import AxisView, Concept, CounterfactualView, ReportView
+from auditor.reporting.views import AxisView, Bounds, Concept, CounterfactualView, ReportView
 
 CAS_COLOUR = "green"
 BAV_COLOUR = "dark_orange"
 CONCEPT_COLOUR = "blue"
 BAR_WIDTH = 20
+#: Bars beside interval columns are narrower, so the table still reads in 60 columns.
+NARROW_BAR_WIDTH = 10
 TOP_CONCEPTS_SHOWN = 10
 
 
@@ -44,14 +46,19 @@ def _fmt(value: float | None, digits: int = 2, missing: str = "-") -> str:
     return missing if value is None else f"{value:.{digits}f}"
 
 
-def _bar_table(*columns: tuple[str, str]) -> Table:
+def _ci(bounds: Bounds | None, digits: int = 2) -> str:
+    """``[0.55, 0.69]``, or "-" without an interval."""
+    return "-" if bounds is None else f"[{bounds[0]:.{digits}f}, {bounds[1]:.{digits}f}]"
+
+
+def _bar_table(*columns: tuple[str, str], bar_width: int = BAR_WIDTH) -> Table:
     """A borderless table; ``columns`` are (header, justify). The first column wraps."""
     table = Table(box=None, padding=(0, 1), show_edge=False, pad_edge=False, header_style="bold")
     for i, (header, justify) in enumerate(columns):
         if i == 0:
-            table.add_column(header, justify=justify, overflow="fold", ratio=1)
+            table.add_column(header, justify=justify, overflow="fold", ratio=1, min_width=8)
         elif header == "bar":
-            table.add_column("", width=BAR_WIDTH, no_wrap=True)
+            table.add_column("", width=bar_width, no_wrap=True)
         else:
             table.add_column(header, justify=justify, no_wrap=True)
     return table
@@ -79,28 +86,39 @@ def _header(view: ReportView) -> Panel:
             f"{view.images_per_prompt} per prompt, seeds {view.seeds}, shared by every prompt set",
         )
     )
+    if view.uncertainty:
+        lines.append(_text(("Uncertainty  ", "bold"), view.uncertainty))
     lines.append(Text())
     lines.append(_text((view.headline, "bold")))
     return Panel(Group(*lines), title=Text("auditor report", style="bold"), title_align="left", expand=True)
 
 
 def _ranking(view: ReportView) -> RenderableType:
-    table = _bar_table(("axis", "left"), ("bar", ""), ("relative", "right"), ("BAV", "right"))
+    intervals = any(axis.bav_ci for axis in view.axes)
+    width = NARROW_BAR_WIDTH if intervals else BAR_WIDTH
+    columns = [("axis", "left"), ("bar", ""), ("rel.", "right"), ("BAV", "right")]
+    table = _bar_table(*columns, *([("interval", "right"), ("top", "right")] if intervals else []), bar_width=width)
     for axis in view.axes:
-        table.add_row(
+        row: list[RenderableType] = [
             _text(f"{axis.rank}. ", (axis.name, "bold")),
-            _bar(axis.relative_bav, BAV_COLOUR),
+            _bar(axis.relative_bav, BAV_COLOUR, width),
             _fmt(axis.relative_bav),
             _fmt(axis.bav, 4, missing="no BAV"),
-        )
+        ]
+        if intervals:
+            top_in = "-" if axis.ranks_first is None else f"{axis.ranks_first:.0%}"
+            row += [_ci(axis.bav_ci, 4), top_in]
+        table.add_row(*row)
     why = [_text((f"{axis.name} has {axis.bav_note}", "dim")) for axis in view.axes if axis.bav_note]
-    caption = Text(METRICS["relative_bav"].explanation, style="dim")
-    return Group(_section("Which axes lean most (relative BAV, ranked)"), table, *why, caption)
+    caption = METRICS["relative_bav"].explanation
+    if intervals:
+        caption += " Interval: of BAV; top: share of bootstrap resamples in which the axis has the largest BAV."
+    return Group(_section("Which axes lean most (relative BAV, ranked)"), table, *why, Text(caption, style="dim"))
 
 
-def _bar(value: float | None, colour: str) -> RenderableType:
+def _bar(value: float | None, colour: str, width: int = BAR_WIDTH) -> RenderableType:
     """A bar from 0 to 1; nothing for a score that does not exist."""
-    return Text("") if value is None else Bar(1.0, 0, value, width=BAR_WIDTH, color=colour)
+    return Text("") if value is None else Bar(1.0, 0, value, width=width, color=colour)
 
 
 def _cf_prompt(cf: CounterfactualView) -> Text:
@@ -109,10 +127,15 @@ def _cf_prompt(cf: CounterfactualView) -> Text:
 
 def _cas_table(axis: AxisView) -> Table:
     embedding = any(cf.embedding_similarity is not None for cf in axis.counterfactuals)
-    columns = [("counterfactual (changed words in bold)", "left"), ("bar", ""), ("CAS", "right")]
-    table = _bar_table(*columns, *([("emb.", "right")] if embedding else []))
+    intervals = any(cf.cas_ci for cf in axis.counterfactuals)
+    columns = [("counterfactual", "left"), ("bar", ""), ("CAS", "right")]
+    columns += [("interval", "right")] if intervals else []
+    width = NARROW_BAR_WIDTH if intervals else BAR_WIDTH
+    table = _bar_table(*columns, *([("emb.", "right")] if embedding else []), bar_width=width)
     for cf in axis.counterfactuals:
-        row: list[RenderableType] = [_cf_prompt(cf), _bar(cf.cas, CAS_COLOUR), _fmt(cf.cas, missing="no CAS")]
+        row: list[RenderableType] = [_cf_prompt(cf), _bar(cf.cas, CAS_COLOUR, width), _fmt(cf.cas, missing="no CAS")]
+        if intervals:
+            row.append(_ci(cf.cas_ci))
         if embedding:
             row.append(_fmt(cf.embedding_similarity))
         table.add_row(*row)
@@ -141,14 +164,13 @@ def _axis(axis: AxisView) -> RenderableType:
         _section(_text(f"{axis.rank}. ", axis.name, kind)),
         Text(axis.finding),
         _text((axis.bav_note, "bold")) if axis.bav_note else
-        _text(("BAV ", "bold"), _fmt(axis.bav, 4), "   relative ", _fmt(axis.relative_bav), "   MAD variant ",
-              _fmt(axis.bav_mad)),  # fmt: skip
+        _text(("BAV ", "bold"), _fmt(axis.bav, 4), *([" ", _ci(axis.bav_ci, 4)] if axis.bav_ci else []),
+              "   relative ", _fmt(axis.relative_bav), "   MAD variant ", _fmt(axis.bav_mad)),  # fmt: skip
         _text(("CAS per counterfactual, lowest first", "bold")),
         _cas_table(axis),
     ]
-    if axis.lean is not None:
-        direction = "male" if axis.lean > 0 else "female" if axis.lean < 0 else "neither"
-        parts.append(_text((f"{METRICS['lean'].name}: ", "bold"), f"{axis.lean:+.2f} (leans {direction})"))
+    if axis.lean_sentence is not None:
+        parts.append(_text((f"{METRICS['lean'].name}: ", "bold"), axis.lean_sentence))
     if axis.association is not None:
         a = axis.association
         how = "exact" if a.exact else "Monte Carlo"

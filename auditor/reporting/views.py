@@ -13,6 +13,9 @@ from typing import Any
 from auditor.reporting.glossary import MetricInfo
 from auditor.reporting.wording import Segment
 
+#: An interval's ``(low, high)``, as the JSON outputs carry it (``[lo, hi]``).
+Bounds = tuple[float, float]
+
 
 @dataclass(frozen=True)
 class Concept:
@@ -31,7 +34,9 @@ class CounterfactualView:
     label: str
     segments: list[Segment]
     cas: float | None
+    cas_ci: Bounds | None
     embedding_similarity: float | None
+    embedding_similarity_ci: Bounds | None
     warnings: list[str]
 
 
@@ -40,9 +45,11 @@ class AssociationView:
     """A T2IAT association with its direction spelled out as the counterfactual it leans to."""
 
     association: float
+    association_ci: Bounds | None
     effect_size: float | None
     effect_label: str
     p_value: float
+    p_adjusted: float | None
     exact: bool
     permutations: int
     n_x: int
@@ -75,10 +82,15 @@ class AxisView:
     kind: str | None
     question: str | None
     bav: float | None
+    bav_ci: Bounds | None
     bav_note: str | None
     bav_mad: float | None
     relative_bav: float | None
+    relative_bav_ci: Bounds | None
+    ranks_first: float | None
     lean: float | None
+    lean_ci: Bounds | None
+    lean_sentence: str | None
     association: AssociationView | None
     counterfactuals: list[CounterfactualView]
     finding: str
@@ -163,6 +175,7 @@ class ReportView:
     images_per_prompt: int
     seeds: str
     cas_normalization: str | None
+    uncertainty: str | None
     axes: list[AxisView]
     initial_concepts: list[Concept]
     initial_aligned: dict[str, list[Concept]]

@@ -183,7 +183,7 @@ def record_concepts(record: RunRecord) -> dict[str, SetConcepts]:
     Images flagged NSFW are left out (a blacked-out image says nothing about the prompt);
     captions and the frequency floor follow the record's own scoring settings.
     """
-    plan = _plan_of(record)
+    plan = plan_of(record)
     axes = [axis.name for axis in plan.axes]
     images = {prompt_set.prompt_id: prompt_set.images for prompt_set in record.prompt_sets}
     settings = record.config.scoring
@@ -218,7 +218,7 @@ def score_record(record: RunRecord, normalization: CasNormalization | None = Non
     settings = record.config.scoring
     if normalization is not None:
         settings = ScoringSettings.model_validate({**settings.model_dump(), "cas_normalization": normalization})
-    return score_audit(_plan_of(record), record_concepts(record), settings)
+    return score_audit(plan_of(record), record_concepts(record), settings)
 
 
 def score_tibet_result(result: TibetResult, settings: ScoringSettings | None = None) -> Scores:
@@ -261,7 +261,8 @@ def _tibet_set_concepts(
     )
 
 
-def _plan_of(record: RunRecord) -> AuditPlan:
+def plan_of(record: RunRecord) -> AuditPlan:
+    """The run's plan; a one-line error for a run that stopped before planning."""
     if record.plan is None:
         raise AuditorError(f"run {record.run_id!r} has no plan yet, so there is nothing to score")
     return record.plan

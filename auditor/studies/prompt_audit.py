@@ -255,17 +255,13 @@ class PromptAudit(StudyRun[RunRecord]):
             self.embeddings = self.embed(required=self.embedder_required)
 
     def score(self) -> None:
-        from auditor.scoring.tibet import record_concepts, score_audit
+        from auditor.scoring.intervals import score_run
+        from auditor.scoring.tibet import record_concepts
 
         with self.stage("score") as outcome:
             # The same code path `auditor score RUN` uses, so a rescore reproduces these numbers.
             self.record.concepts = record_concepts(self.record)
-            scores = score_audit(self.record.plan, self.record.concepts, self.record.config.scoring)
-            if self.embeddings is not None:
-                from auditor.scoring.embeddings import apply_embedding_scores
-
-                scores = apply_embedding_scores(scores, self.record.plan, self.embeddings, self.record.config.scoring)
-            self.record.scores = scores
+            self.record.scores = score_run(self.record, concepts=self.record.concepts, embeddings=self.embeddings)
             outcome.computed = len(self.record.concepts)
 
 

@@ -1,0 +1,168 @@
+"""Intervals and adjusted p-values in records, `auditor score`, the reports, and the sentences they gate."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from auditor.records import ScoringSettings, load_record
+from auditor.reporting import report_json
+from auditor.reporting.prompt_audit import build_view
+from auditor.scoring.intervals import score_run
+from auditor.scoring.tibet import record_concepts
+from tests.clitools import run_auditor
+from tests.test_prompt_audit import PROMPT, tiny_args
+from tests.test_score_command import tibet_result
+
+FIXTURES = Path(__file__).parent / "fixtures"
+
+
+def _rescored(record, **settings):
+    scoring = ScoringSettings.model_validate({**record.config.scoring.model_dump(), **settings})
+    return score_run(record, scoring)
+
+
+def test_a_prompt_audit_records_intervals_and_auditor_score_reproduces_them(tiny_models, tmp_path):
+    result = run_auditor(
+        "prompt", PROMPT, *tiny_args(tiny_models, images=3), "--bootstrap", "200", "--ci-seed", "7", "--quiet",
+        "--name", "boot",
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    run_dir = tmp_path / "runs" / "boot"
+    record = load_record(run_dir / "record.json")
+    scores = record.scores
+    assert scores.intervals.resamples == 200 and scores.intervals.seed == 7 and scores.intervals.seeds == 3
+    assert record.config.scoring.bootstrap == 200 and record.config.scoring.ci_seed == 7
+    for axis in scores.axes:
+        assert axis.bav is None or axis.bav_ci is not None
+        assert all(cf.cas is None or cf.cas_ci is not None for cf in axis.counterfactuals)
+    assert scores.correction in ("holm", "none")
+
+    rescored = run_auditor("score", str(run_dir), "--json")
+    assert rescored.returncode == 0, rescored.stderr
+    axes = json.loads(rescored.stdout)["axes"]
+    for axis in scores.axes:
+        assert axes[axis.axis]["cas_ci"] == [cf.cas_ci.bounds() if cf.cas_ci else None for cf in axis.counterfactuals]
+        assert axes[axis.axis]["bav_ci"] == (axis.bav_ci.bounds() if axis.bav_ci else None)
+        assert axes[axis.axis]["cas"] == pytest.approx([cf.cas for cf in axis.counterfactuals])
+
+
+def test_the_bootstrap_leaves_point_estimates_alone_and_one_seed_gives_one_interval():
+    record = load_record(FIXTURES / "records" / "prompt_audit_v1.json")
+    record = record.model_copy(update={"concepts": record_concepts(record)})
+    off, first, again, other = (
+        _rescored(record, bootstrap=0),
+        _rescored(record, bootstrap=300, ci_seed=1),
+        _rescored(record, bootstrap=300, ci_seed=1),
+        _rescored(record, bootstrap=300, ci_seed=2),
+    )
+    assert off.intervals is None and all(axis.bav_ci is None for axis in off.axes)
+    for a, b in zip(off.axes, first.axes):
+        assert [cf.cas for cf in a.counterfactuals] == [cf.cas for cf in b.counterfactuals] and a.bav == b.bav
+    assert first == again
+    assert first != other
+
+
+def test_version_1_records_get_intervals_on_auditor_score(tmp_path):
+    path = tmp_path / "record.json"
+    shutil.copy(FIXTURES / "records" / "prompt_audit_v1.json", path)
+    assert load_record(path).config.scoring.bootstrap == 0  # version 1 computed none
+    result = run_auditor("score", str(path), "--json", "--bootstrap", "100")
+    assert result.returncode == 0, result.stderr
+    data = json.loads(result.stdout)
+    assert data["intervals"]["resamples"] == 100
+    for axis in data["axes"].values():
+        assert len(axis["cas_ci"]) == len(axis["cas"]) and all(len(ci) == 2 for ci in axis["cas_ci"])
+        assert len(axis["bav_ci"]) == 2 and "lean_ci" in axis
+    default = json.loads(run_auditor("score", str(path), "--json").stdout)
+    assert default["intervals"]["resamples"] == 1000  # a run without intervals gets the default on rescoring
+
+
+def test_auditor_score_gives_intervals_for_the_authors_files_with_a_seed(tmp_path):
+    path = tmp_path / "result.json"
+    path.write_text(json.dumps(tibet_result()))
+    runs = [
+        json.loads(run_auditor("score", str(path), "--json", "--bootstrap", "50", "--ci-seed", seed).stdout)
+        for seed in ("3", "3", "4")
+    ]
+    assert runs[0] == runs[1] and runs[0]["axes"] != runs[2]["axes"]
+    gender = runs[0]["axes"]["gender"]
+    assert len(gender["cas_ci"]) == 2 and all(low <= high for low, high in gender["cas_ci"])
+    assert runs[0]["intervals"] == {"resamples": 50, "level": 0.95, "method": "percentile", "seed": 3, "seeds": 4}
+    off = json.loads(run_auditor("score", str(path), "--json", "--bootstrap", "0").stdout)
+    assert off["intervals"] is None and off["axes"]["gender"]["cas_ci"] == [None, None]
+    bca = run_auditor("score", str(path), "--json", "--bootstrap", "50", "--ci-method", "bca")
+    assert bca.returncode == 0 and json.loads(bca.stdout)["intervals"]["method"] == "bca"
+
+
+def test_terminal_and_json_show_intervals_and_without_them_nothing_is_claimed():
+    record = load_record(FIXTURES / "runs" / "pharmacist-sd15" / "record.json")
+    data = report_json(record)
+    gender = next(axis for axis in data["axes"] if axis["name"] == "gender")
+    assert all(len(cf["cas_ci"]) == 2 for cf in gender["counterfactuals"]) and len(gender["bav_ci"]) == 2
+    assert len(gender["lean_ci"]) == 2 and data["uncertainty"].startswith("95% percentile intervals")
+    human = run_auditor("report", str(FIXTURES / "runs" / "pharmacist-sd15"), env={"COLUMNS": "100"})
+    assert human.returncode == 0, human.stderr
+    cas = next(cf for cf in record.scores.axes[0].counterfactuals)
+    assert f"{cas.cas:.2f}  [{cas.cas_ci.low:.2f}, {cas.cas_ci.high:.2f}]" in human.stdout
+
+    bare = record.model_dump(mode="json")
+    bare["scores"]["intervals"] = None
+    for axis in bare["scores"]["axes"]:
+        axis.update(bav_ci=None, spread=None, lean_ci=None, relative_bav_ci=None)
+    view = build_view(type(record).model_validate(bare))
+    assert view.headline.startswith("The axis with the largest BAV is age") and "no ranking is claimed" in view.headline
+    assert all("no difference is claimed" in axis.finding for axis in view.axes)
+    assert "no interval was computed" in next(a for a in view.axes if a.name == "gender").lean_sentence
+
+
+def test_t2iat_directions_need_a_holm_adjusted_p_below_alpha():
+    record = load_record(FIXTURES / "runs" / "pharmacist-sd15" / "record.json")
+    data = record.model_dump(mode="json")
+    gender = next(axis for axis in data["scores"]["axes"] if axis["axis"] == "gender")
+
+    def sentence(p: float, p_adjusted: float, alpha: float = 0.05) -> str:
+        gender["association"].update(p_value=p, p_adjusted=p_adjusted)
+        data["scores"]["alpha"] = alpha
+        view = build_view(type(record).model_validate(data))
+        return next(a for a in view.axes if a.name == "gender").association.sentence
+
+    assert "lean towards 'a photo of a male pharmacist'" in sentence(0.01, 0.03)
+    claimless = sentence(0.01, 0.06)  # significant alone, not after Holm across the axes
+    assert claimless.startswith("No clear lean") and "Holm-adjusted p = 0.06" in claimless
+    assert sentence(0.01, 0.03, alpha=0.01).startswith("No clear lean")
+
+
+def test_holm_adjusts_the_association_p_values_across_the_axes():
+    from auditor.records import AssociationResult
+    from auditor.scoring.intervals import with_adjusted_p_values
+
+    record = load_record(FIXTURES / "runs" / "pharmacist-sd15" / "record.json")
+    base = AssociationResult(association=0.1, effect_size=0.5, effect_label="medium", p_value=0.02, exact=True,
+                             permutations=10, n_x=3, n_y=6)  # fmt: skip
+    axes = [
+        axis.model_copy(update={"association": base.model_copy(update={"p_value": p})})
+        for axis, p in zip(record.scores.axes, (0.02, 0.04, 0.01))
+    ]
+    scores = record.scores.model_copy(update={"axes": axes})
+    adjusted = with_adjusted_p_values(scores, alpha=0.05)
+    # sorted .01 .02 .04 times 3 2 1 = .03 .04 .04 (running max)
+    assert [axis.association.p_adjusted for axis in adjusted.axes] == pytest.approx([0.04, 0.04, 0.03])
+    assert adjusted.correction == "holm" and adjusted.alpha == 0.05
+
+
+def test_embedding_intervals_in_the_live_audit(tiny_models, tmp_path):
+    result = run_auditor(
+        "prompt", PROMPT, *tiny_args(tiny_models, images=3), "--bootstrap", "100", "--quiet", "--name", "emb"
+    )
+    assert result.returncode == 0, result.stderr
+    record = load_record(tmp_path / "runs" / "emb" / "record.json")
+    similarities = [cf for axis in record.scores.axes for cf in axis.counterfactuals if cf.embedding_similarity]
+    assert similarities and all(cf.embedding_similarity_ci is not None for cf in similarities)
+    associations = [axis.association for axis in record.scores.axes if axis.association]
+    assert all(a.p_adjusted is not None and a.association_ci is not None for a in associations)
+    assert np.all([a.p_adjusted >= a.p_value for a in associations])
