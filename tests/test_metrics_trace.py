@@ -271,6 +271,8 @@ def test_chi_square_is_skipped_with_a_note_when_expected_counts_are_small():
     assert empty.skipped and "no objects in feminine" in empty.note
     with pytest.raises(AuditorError, match="two prompt sets"):
         chi_square({"neutral": {"dog": 3}})
+    with pytest.raises(AuditorError, match="negative"):
+        chi_square({"neutral": {"dog": 3}, "feminine": {"dog": -1}})
 
 
 def test_chi_square_pooling_rare_objects_by_hand():

@@ -384,6 +384,8 @@ def chi_square(
     sets = tuple(counts)
     if len(sets) < 2:
         raise AuditorError("a χ² test needs at least two prompt sets")
+    if any(value < 0 for table in counts.values() for value in table.values()):
+        raise AuditorError("co-occurrence counts cannot be negative")
     names = sorted({name for table in counts.values() for name, value in table.items() if value > 0})
     table = np.array([[counts[s].get(name, 0) for s in sets] for name in names], dtype=np.float64).reshape(-1, len(sets))
 
