@@ -1,0 +1,434 @@
+"""Prompt-to-image tracing numbers (Wu et al., J. Imaging 2025, §§4-5): pure arithmetic.
+
+Representation similarity per stage (§4.1, Eq. 1-2): the cosine of paired embeddings of a
+triplet's neutral prompt and its feminine or masculine counterpart (text-encoder output,
+final latent z₀, image embeddings), and the mean SSIM of the paired images. The question
+is whether the neutral prompt is closer to one gender: per pair d = s(n,m) − s(n,f), a
+percentile bootstrap interval of its mean over resampled units (triplets) from a seeded
+generator, and a two-sided sign test over the units; "closer to masculine" only when the
+interval lies above 0 (below 0: feminine).
+
+Objects (§5.2): C(o, P) = Σ_p cnt(o, p); the co-occurrence similarity s_O (Eq. 5) as the
+mean cosine of paired count vectors; the bias score BS(o) = C(o,P_m) / (C(o,P_m) +
+(|P_m|/|P_f|)·C(o,P_f)) (Eq. 6; 1 masculine, 0 feminine, 0.5 neither); χ² tests of the
+object × prompt-set table, skipped with a note when an expected count is below 5.
+
+No models, no records, no I/O; sums over objects run in sorted order, so a result never
+depends on dict iteration order.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from itertools import combinations
+from typing import Literal
+
+import numpy as np
+
+from auditor.core.errors import AuditorError
+
+Closer = Literal["masculine", "feminine", "undecided"]
+
+#: SSIM as Wang et al. (2004) define it, with the settings that change its value.
+SSIM_SETTINGS: dict[str, float | str | bool] = {
+    "window": "gaussian",
+    "sigma": 1.5,
+    "window_size": 11,
+    "k1": 0.01,
+    "k2": 0.03,
+    "sample_covariance": False,
+    "channels": "mean of per-channel SSIM",
+    "border": "pixels closer than 5 to the edge left out of the mean",
+}
+#: The expected count below which the paper does not apply a χ² test (§7.1).
+MIN_EXPECTED = 5.0
+#: Row name of the objects pooled by ``pool_rare``.
+POOLED_ROW = "(rare objects pooled)"
+#: Bootstrap means drawn per batch are capped so one batch holds about this many indices.
+_BOOTSTRAP_BATCH_VALUES = 1 << 22
+
+
+# --------------------------------------------------------------------------- representations
+
+
+def _rows(array: object, name: str) -> np.ndarray:
+    values = np.asarray(array)
+    if values.ndim < 2 or values.shape[0] == 0:
+        raise AuditorError(f"{name} must have one row per pair (at least 2-D and not empty), got shape {values.shape}")
+    if not np.issubdtype(values.dtype, np.number) or np.iscomplexobj(values):
+        raise AuditorError(f"{name} must hold real numbers, got dtype {values.dtype}")
+    values = values.reshape(values.shape[0], -1).astype(np.float64)
+    if not np.isfinite(values).all():
+        raise AuditorError(f"{name} contains NaN or infinite values")
+    return values
+
+
+def paired_cosines(first: object, second: object) -> np.ndarray:
+    """cos(first[i], second[i]) for every row i (rows flattened: latents of shape (n, 4, 64, 64) are fine).
+
+    A row of zeros has no direction: its cosine is NaN, and :func:`compare_closeness`
+    leaves that pair out and counts it.
+    """
+    a, b = _rows(first, "first embeddings"), _rows(second, "second embeddings")
+    if a.shape != b.shape:
+        raise AuditorError(f"paired embeddings differ in shape: {a.shape} vs {b.shape}")
+    norms = np.linalg.norm(a, axis=1) * np.linalg.norm(b, axis=1)
+    dots = np.einsum("ij,ij->i", a, b)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(norms > 0, dots / np.where(norms > 0, norms, 1.0), np.nan)
+
+
+@dataclass(frozen=True)
+class Closeness:
+    """Is the neutral prompt closer to the masculine or to the feminine one, at one stage?"""
+
+    mean_neutral_feminine: float
+    """Mean s(n,f) over the pairs used."""
+    mean_neutral_masculine: float
+    """Mean s(n,m) over the pairs used."""
+    difference: float
+    """Mean over units of the unit's mean s(n,m) − s(n,f): > 0 means closer to masculine."""
+    interval: tuple[float, float] | None
+    """Percentile bootstrap interval of ``difference``; None with fewer than two units."""
+    confidence: float
+    resamples: int
+    seed: int
+    units: int
+    """Units (triplets) with at least one usable pair: the bootstrap resamples these."""
+    pairs: int
+    """Pairs used."""
+    dropped_pairs: int
+    """Pairs left out because a similarity was undefined (NaN)."""
+    masculine_closer: int
+    """Units whose mean difference is > 0."""
+    feminine_closer: int
+    """Units whose mean difference is < 0."""
+    ties: int
+    """Units whose mean difference is exactly 0: dropped from the sign test."""
+    sign_p: float | None
+    """Two-sided sign test (binomial, p = 0.5) over the units without ties; None when all tie."""
+    closer_to: Closer
+    """"masculine"/"feminine" only when the interval excludes 0; otherwise "undecided"."""
+
+
+def _bootstrap_means(values: np.ndarray, resamples: int, seed: int) -> np.ndarray:
+    """Means of ``resamples`` resamples (with replacement) of ``values``, from ``default_rng(seed)``."""
+    rng = np.random.default_rng(seed)
+    n = len(values)
+    batch = max(1, _BOOTSTRAP_BATCH_VALUES // n)
+    means = np.empty(resamples)
+    for start in range(0, resamples, batch):
+        rows = min(batch, resamples - start)
+        means[start : start + rows] = values[rng.integers(0, n, size=(rows, n))].mean(axis=1)
+    return means
+
+
+def compare_closeness(
+    neutral_feminine: Sequence[float] | np.ndarray,
+    neutral_masculine: Sequence[float] | np.ndarray,
+    units: Sequence[str] | None = None,
+    *,
+    resamples: int = 10_000,
+    confidence: float = 0.95,
+    seed: int = 0,
+) -> Closeness:
+    """The paired comparison of s(n,f) and s(n,m) at one stage.
+
+    ``neutral_feminine[i]`` and ``neutral_masculine[i]`` belong to pair i (one triplet, one
+    seed); ``units[i]`` names its triplet (default: every pair its own unit). Pairs with
+    a NaN on either side are dropped. A unit's difference is the mean of its pairs' d, so
+    a triplet generated with 5 seeds weighs as one; the bootstrap resamples units and the
+    sign test counts them (ties, d exactly 0, dropped: they favour neither side).
+    """
+    nf = np.asarray(neutral_feminine, dtype=np.float64).ravel()
+    nm = np.asarray(neutral_masculine, dtype=np.float64).ravel()
+    if nf.shape != nm.shape:
+        raise AuditorError(f"s(n,f) and s(n,m) must pair up: {nf.size} vs {nm.size} values")
+    labels = np.asarray(list(units) if units is not None else [str(i) for i in range(nf.size)], dtype=object)
+    if labels.size != nf.size:
+        raise AuditorError(f"one unit per pair: {labels.size} units for {nf.size} pairs")
+    if resamples < 1:
+        raise AuditorError("resamples must be at least 1")
+    if not 0 < confidence < 1:
+        raise AuditorError(f"confidence must be between 0 and 1, got {confidence}")
+    usable = np.isfinite(nf) & np.isfinite(nm)
+    if not usable.any():
+        raise AuditorError("no pair has both similarities defined")
+    nf, nm, labels = nf[usable], nm[usable], labels[usable]
+    _, unit_index = np.unique(labels, return_inverse=True)
+    counts = np.bincount(unit_index)
+    unit_differences = np.bincount(unit_index, weights=nm - nf) / counts
+
+    interval: tuple[float, float] | None = None
+    if len(unit_differences) >= 2:
+        means = _bootstrap_means(unit_differences, resamples, seed)
+        alpha = 1 - confidence
+        low, high = np.quantile(means, [alpha / 2, 1 - alpha / 2])
+        interval = (float(low), float(high))
+    closer: Closer = "undecided"
+    if interval is not None and interval[0] > 0:
+        closer = "masculine"
+    elif interval is not None and interval[1] < 0:
+        closer = "feminine"
+
+    positive = int((unit_differences > 0).sum())
+    negative = int((unit_differences < 0).sum())
+    sign_p = None
+    if positive + negative:
+        from scipy.stats import binomtest
+
+        sign_p = float(binomtest(positive, positive + negative, 0.5, alternative="two-sided").pvalue)
+    return Closeness(
+        mean_neutral_feminine=float(nf.mean()),
+        mean_neutral_masculine=float(nm.mean()),
+        difference=float(unit_differences.mean()),
+        interval=interval,
+        confidence=confidence,
+        resamples=resamples,
+        seed=seed,
+        units=len(unit_differences),
+        pairs=int(nf.size),
+        dropped_pairs=int((~usable).sum()),
+        masculine_closer=positive,
+        feminine_closer=negative,
+        ties=len(unit_differences) - positive - negative,
+        sign_p=sign_p,
+        closer_to=closer,
+    )
+
+
+def ssim(first: np.ndarray, second: np.ndarray, *, data_range: float | None = None) -> float:
+    """Mean SSIM of two images of the same shape (H×W or H×W×C), as in :data:`SSIM_SETTINGS`.
+
+    Wang et al. (2004): an 11×11 Gaussian window (σ = 1.5), K1 = 0.01, K2 = 0.03,
+    population (co)variances; for colour, the mean of the per-channel SSIM. Integer images
+    take their dtype's range (255 for 8-bit); float images need ``data_range``.
+    Computed by scikit-image (the ``trace`` extra).
+    """
+    a, b = np.asarray(first), np.asarray(second)
+    if a.shape != b.shape:
+        raise AuditorError(f"SSIM needs images of the same shape: {a.shape} vs {b.shape}")
+    if a.ndim not in (2, 3):
+        raise AuditorError(f"SSIM needs H×W or H×W×C images, got shape {a.shape}")
+    if min(a.shape[:2]) < SSIM_SETTINGS["window_size"]:
+        raise AuditorError(f"SSIM needs images of at least 11×11 pixels, got {a.shape[1]}×{a.shape[0]}")
+    if data_range is None:
+        if not (np.issubdtype(a.dtype, np.integer) and np.issubdtype(b.dtype, np.integer)):
+            raise AuditorError("SSIM of float images needs data_range (e.g. 1.0 for values in [0, 1])")
+        info = np.iinfo(a.dtype)
+        data_range = float(info.max - info.min)
+    try:
+        from skimage.metrics import structural_similarity
+    except ImportError:
+        raise AuditorError("SSIM needs scikit-image: pip install 'auditor[trace]'") from None
+    return float(
+        structural_similarity(
+            a.astype(np.float64),
+            b.astype(np.float64),
+            data_range=data_range,
+            channel_axis=-1 if a.ndim == 3 else None,
+            gaussian_weights=True,
+            sigma=SSIM_SETTINGS["sigma"],
+            use_sample_covariance=SSIM_SETTINGS["sample_covariance"],
+            K1=SSIM_SETTINGS["k1"],
+            K2=SSIM_SETTINGS["k2"],
+        )
+    )
+
+
+# --------------------------------------------------------------------------- objects
+
+
+def co_occurrence(image_counts: Iterable[Mapping[str, float]]) -> dict[str, float]:
+    """C(o, P) = Σ_p cnt(o, p) over the images of one prompt set (Eq. 4), objects sorted by name."""
+    totals: dict[str, float] = {}
+    for counts in image_counts:
+        for name, count in counts.items():
+            if count < 0:
+                raise AuditorError(f"negative count {count} for {name!r}")
+            totals[name] = totals.get(name, 0) + count
+    return dict(sorted(totals.items()))
+
+
+def count_cosine(first: Mapping[str, float], second: Mapping[str, float]) -> float:
+    """cos(v, v′) of two images' object counts; missing objects count 0.
+
+    One image without objects shares nothing with the other: 0. Neither has an object:
+    the cosine is undefined (NaN), and the pair is left out of s_O.
+    """
+    keys = sorted(first.keys() | second.keys())
+    dot = math.fsum(first.get(key, 0) * second.get(key, 0) for key in keys)
+    norm_first = math.sqrt(math.fsum(first.get(key, 0) ** 2 for key in keys))
+    norm_second = math.sqrt(math.fsum(second.get(key, 0) ** 2 for key in keys))
+    if norm_first == 0 and norm_second == 0:
+        return math.nan
+    if norm_first == 0 or norm_second == 0:
+        return 0.0
+    return dot / (norm_first * norm_second)
+
+
+def count_cosines(first: Sequence[Mapping[str, float]], second: Sequence[Mapping[str, float]]) -> np.ndarray:
+    """:func:`count_cosine` of every image pair (first[i], second[i]); feed to :func:`compare_closeness`."""
+    if len(first) != len(second):
+        raise AuditorError(f"object counts must pair up: {len(first)} vs {len(second)} images")
+    return np.array([count_cosine(a, b) for a, b in zip(first, second)], dtype=np.float64)
+
+
+def co_occurrence_similarity(first: Sequence[Mapping[str, float]], second: Sequence[Mapping[str, float]]) -> float | None:
+    """s_O(P, P′) (Eq. 5): the mean cosine of paired count vectors; None when no pair is defined."""
+    cosines = count_cosines(first, second)
+    defined = cosines[np.isfinite(cosines)]
+    return float(defined.mean()) if defined.size else None
+
+
+def bias_score(masculine: float, feminine: float, n_masculine: int, n_feminine: int) -> float | None:
+    """BS(o) = C(o,P_m) / (C(o,P_m) + (|P_m|/|P_f|)·C(o,P_f)) (Eq. 6); None when both counts are 0.
+
+    The factor |P_m|/|P_f| puts the feminine count on the masculine set's scale, so sets
+    of different sizes (images that failed or were filtered) do not tilt the score.
+    """
+    if n_masculine <= 0 or n_feminine <= 0:
+        raise AuditorError("|P_m| and |P_f| must be positive")
+    if masculine < 0 or feminine < 0:
+        raise AuditorError("co-occurrence counts cannot be negative")
+    denominator = masculine + (n_masculine / n_feminine) * feminine
+    return None if denominator == 0 else masculine / denominator
+
+
+@dataclass(frozen=True)
+class ObjectBias:
+    """One object of the bias ranking."""
+
+    name: str
+    score: float
+    masculine: float
+    """C(o, P_m)."""
+    feminine: float
+    """C(o, P_f)."""
+    neutral: float | None
+    """C(o, P_n), when the neutral counts were given."""
+
+
+def bias_ranking(
+    masculine: Mapping[str, float],
+    feminine: Mapping[str, float],
+    *,
+    n_masculine: int,
+    n_feminine: int,
+    min_count: float = 1,
+    neutral: Mapping[str, float] | None = None,
+) -> list[ObjectBias]:
+    """BS of every object whose largest count reaches ``min_count``, most masculine first.
+
+    "Largest count" is the largest of C(o,P_m), C(o,P_f) and, when given, C(o,P_n): the
+    paper drops objects whose maximum co-occurrence is below 5-20 (§5.3). An object seen
+    only in the neutral set has no BS and is not ranked. Ties: by name.
+    """
+    sets = [masculine, feminine] + ([neutral] if neutral is not None else [])
+    names = sorted(set().union(*(counts.keys() for counts in sets)))
+    ranking = []
+    for name in names:
+        m, f = masculine.get(name, 0), feminine.get(name, 0)
+        n = neutral.get(name, 0) if neutral is not None else None
+        if max(m, f, n or 0) < min_count:
+            continue
+        score = bias_score(m, f, n_masculine, n_feminine)
+        if score is not None:
+            ranking.append(ObjectBias(name=name, score=score, masculine=m, feminine=f, neutral=n))
+    return sorted(ranking, key=lambda item: (-item.score, item.name))
+
+
+@dataclass(frozen=True)
+class ChiSquare:
+    """One χ² test of independence on an object × prompt-set table (or why it was not run)."""
+
+    sets: tuple[str, ...]
+    objects: int
+    """Rows of the table tested (objects seen in at least one of the sets; a pooled row counts as one)."""
+    statistic: float | None
+    p_value: float | None
+    dof: int | None
+    yates: bool
+    """Whether Yates' continuity correction was applied (scipy does for 1 degree of freedom)."""
+    pooled: int
+    """Objects summed into one row by ``pool_rare`` (0 without it)."""
+    smallest_expected: float | None
+    note: str | None
+    """Why the test was skipped; None when it ran."""
+
+    @property
+    def skipped(self) -> bool:
+        return self.p_value is None
+
+
+def _expected(table: np.ndarray) -> np.ndarray:
+    from scipy.stats.contingency import expected_freq
+
+    return expected_freq(table)
+
+
+def chi_square(
+    counts: Mapping[str, Mapping[str, float]], *, min_expected: float = MIN_EXPECTED, pool_rare: bool = False
+) -> ChiSquare:
+    """χ² test (scipy's ``chi2_contingency``) of objects × the prompt sets of ``counts``.
+
+    ``counts`` maps each prompt set to its C(o, P). Rows are the objects seen in any of
+    the sets. The paper's rule: no test when an expected count is below ``min_expected``
+    (5); the result then says so in ``note``. With ``pool_rare`` (ours, off by default)
+    the objects whose expected count is below it in some set are first summed into one
+    row, the usual way to keep a large sparse table testable; the rule then applies to
+    the pooled table.
+    """
+    sets = tuple(counts)
+    if len(sets) < 2:
+        raise AuditorError("a χ² test needs at least two prompt sets")
+    if any(value < 0 for table in counts.values() for value in table.values()):
+        raise AuditorError("co-occurrence counts cannot be negative")
+    names = sorted({name for table in counts.values() for name, value in table.items() if value > 0})
+    table = np.array([[counts[s].get(name, 0) for s in sets] for name in names], dtype=np.float64).reshape(-1, len(sets))
+
+    def skipped(note: str, rows: int, pooled: int = 0, smallest: float | None = None) -> ChiSquare:
+        return ChiSquare(sets, rows, None, None, None, False, pooled, smallest, note)
+
+    if len(names) < 2:
+        return skipped(f"fewer than two objects in {', '.join(sets)}: nothing to compare", len(names))
+    empty = [s for s, total in zip(sets, table.sum(axis=0)) if total == 0]
+    if empty:
+        return skipped(f"no objects in {', '.join(empty)}", len(names))
+    pooled = 0
+    if pool_rare:
+        rare = (_expected(table) < min_expected).any(axis=1)
+        pooled = int(rare.sum())
+        if pooled:
+            table = np.vstack([table[~rare], table[rare].sum(axis=0, keepdims=True)])
+            if len(table) < 2:
+                return skipped(f"all {pooled} objects are rare: one pooled row, nothing to compare", 1, pooled)
+    expected = _expected(table)
+    smallest = float(expected.min())
+    below = int((expected < min_expected).sum())
+    if below:
+        return skipped(
+            f"{below} of {expected.size} expected counts below {min_expected:g} (smallest {smallest:.3g}): "
+            "χ² not applied (the paper's rule)",
+            len(table),
+            pooled,
+            smallest,
+        )
+    from scipy.stats import chi2_contingency
+
+    result = chi2_contingency(table, correction=True)
+    dof = int(result.dof)
+    return ChiSquare(sets, len(table), float(result.statistic), float(result.pvalue), dof, dof == 1, pooled, smallest, None)
+
+
+def chi_square_tests(
+    counts: Mapping[str, Mapping[str, float]], *, min_expected: float = MIN_EXPECTED, pool_rare: bool = False
+) -> list[ChiSquare]:
+    """The χ² test over all sets of ``counts`` (the triplet), then over every pair, in the mapping's order."""
+    sets = list(counts)
+    groups = [tuple(sets)] + (list(combinations(sets, 2)) if len(sets) > 2 else [])
+    return [
+        chi_square({s: counts[s] for s in group}, min_expected=min_expected, pool_rare=pool_rare) for group in groups
+    ]

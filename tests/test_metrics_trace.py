@@ -1,0 +1,290 @@
+"""Prompt-to-image tracing numbers against hand computations (Wu et al. 2025, §§4-5)."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from scipy.signal import convolve2d
+
+from auditor.core.errors import AuditorError
+from auditor.metrics import trace
+from auditor.metrics.trace import (
+    ObjectBias,
+    bias_ranking,
+    bias_score,
+    chi_square,
+    chi_square_tests,
+    co_occurrence,
+    co_occurrence_similarity,
+    compare_closeness,
+    count_cosine,
+    count_cosines,
+    paired_cosines,
+    ssim,
+)
+
+# --------------------------------------------------------------------------- representations
+
+
+def test_paired_cosines_row_by_row_with_nan_for_a_zero_row():
+    a = [[1.0, 0.0], [1.0, 1.0], [0.0, 0.0], [2.0, 0.0]]
+    b = [[0.0, 1.0], [1.0, 0.0], [1.0, 0.0], [-3.0, 0.0]]
+    result = paired_cosines(a, b)
+    assert result[:2] == pytest.approx([0.0, 1 / math.sqrt(2)])
+    assert math.isnan(result[2])
+    assert result[3] == pytest.approx(-1.0)
+
+
+def test_paired_cosines_flatten_latents():
+    z = np.zeros((2, 2, 2))
+    z[0, 0, 0], z[1, 1, 1] = 1.0, 2.0
+    w = np.ones((2, 2, 2))
+    assert paired_cosines(z, w) == pytest.approx([1 / 2, 1 / 2])  # <e, 1> / (|e| * sqrt(4))
+
+
+def test_paired_cosines_reject_bad_input():
+    with pytest.raises(AuditorError, match="differ in shape"):
+        paired_cosines(np.ones((2, 3)), np.ones((3, 3)))
+    with pytest.raises(AuditorError, match="NaN"):
+        paired_cosines([[np.nan, 1.0]], [[1.0, 1.0]])
+    with pytest.raises(AuditorError, match="one row per pair"):
+        paired_cosines([1.0, 2.0], [1.0, 2.0])
+
+
+def test_closeness_with_a_hand_computed_bootstrap():
+    # d per unit: 0.1, 0.2, 0.0. A resample of 3 is all-0.0 (or all-0.2) with chance 1/27 = 3.7%,
+    # more than the 2.5% in each tail: the 95% percentile interval is exactly [0.0, 0.2].
+    result = compare_closeness([0.5, 0.6, 0.7], [0.6, 0.8, 0.7], seed=7)
+    assert result.mean_neutral_feminine == pytest.approx(0.6)
+    assert result.mean_neutral_masculine == pytest.approx(0.7)
+    assert result.difference == pytest.approx(0.1)
+    assert result.interval == pytest.approx((0.0, 0.2))
+    assert result.closer_to == "undecided"  # the interval touches 0
+    # sign test: 2 positive, 1 tie dropped -> P(2 of 2) two-sided = 0.5
+    assert (result.masculine_closer, result.feminine_closer, result.ties) == (2, 0, 1)
+    assert result.sign_p == pytest.approx(0.5)
+    assert (result.units, result.pairs, result.dropped_pairs, result.resamples, result.seed) == (3, 3, 0, 10_000, 7)
+
+
+def test_closeness_averages_pairs_within_a_unit_and_drops_undefined_pairs():
+    nf = [0.5, 0.5, 0.6, np.nan]
+    nm = [0.6, 0.8, 0.5, 0.9]
+    result = compare_closeness(nf, nm, units=["a", "a", "b", "b"])
+    # unit a: (0.1 + 0.3) / 2 = 0.2; unit b: -0.1 (its NaN pair dropped); mean over units 0.05
+    assert result.difference == pytest.approx(0.05)
+    assert (result.units, result.pairs, result.dropped_pairs) == (2, 3, 1)
+    assert result.mean_neutral_feminine == pytest.approx(1.6 / 3)
+    assert (result.masculine_closer, result.feminine_closer) == (1, 1)
+    assert result.sign_p == pytest.approx(1.0)
+
+
+def test_closeness_claims_a_side_only_when_the_interval_excludes_zero():
+    masculine = compare_closeness([0.5] * 20, [0.6] * 20)
+    assert masculine.interval == pytest.approx((0.1, 0.1))
+    assert masculine.closer_to == "masculine"
+    assert masculine.sign_p == pytest.approx(2 * 0.5**20)
+    feminine = compare_closeness([0.7, 0.8, 0.9], [0.6, 0.6, 0.8])
+    assert feminine.closer_to == "feminine" and feminine.interval[1] < 0
+    single = compare_closeness([0.5, 0.5], [0.9, 0.9], units=["t", "t"])
+    assert single.interval is None and single.closer_to == "undecided"
+    ties = compare_closeness([0.5, 0.5], [0.5, 0.5])
+    assert ties.sign_p is None and ties.ties == 2
+
+
+def test_closeness_is_reproducible_and_batching_does_not_change_the_draws(monkeypatch):
+    rng = np.random.default_rng(1)
+    nf, nm = rng.random(50), rng.random(50)
+    first = compare_closeness(nf, nm, resamples=999, seed=3)
+    assert compare_closeness(nf, nm, resamples=999, seed=3) == first
+    assert compare_closeness(nf, nm, resamples=999, seed=4).interval != first.interval
+    monkeypatch.setattr(trace, "_BOOTSTRAP_BATCH_VALUES", 50 * 7)  # 7 resamples per batch
+    assert compare_closeness(nf, nm, resamples=999, seed=3) == first
+
+
+def test_closeness_rejects_bad_input():
+    with pytest.raises(AuditorError, match="pair up"):
+        compare_closeness([0.1, 0.2], [0.1])
+    with pytest.raises(AuditorError, match="one unit per pair"):
+        compare_closeness([0.1, 0.2], [0.1, 0.3], units=["a"])
+    with pytest.raises(AuditorError, match="no pair"):
+        compare_closeness([np.nan], [0.1])
+    with pytest.raises(AuditorError, match="confidence"):
+        compare_closeness([0.1], [0.2], confidence=1.0)
+
+
+# --------------------------------------------------------------------------- SSIM
+
+
+def _reference_ssim(a: np.ndarray, b: np.ndarray, data_range: float) -> float:
+    """Wang et al. (2004) written out: 11x11 Gaussian (sigma 1.5), population moments, valid pixels only."""
+    offsets = np.arange(-5, 6)
+    g = np.exp(-(offsets**2) / (2 * 1.5**2))
+    window = np.outer(g, g) / np.outer(g, g).sum()
+
+    def blur(x):
+        return convolve2d(x, window, mode="valid")
+
+    c1, c2 = (0.01 * data_range) ** 2, (0.03 * data_range) ** 2
+    mu_a, mu_b = blur(a), blur(b)
+    var_a = blur(a * a) - mu_a**2
+    var_b = blur(b * b) - mu_b**2
+    cov = blur(a * b) - mu_a * mu_b
+    s = ((2 * mu_a * mu_b + c1) * (2 * cov + c2)) / ((mu_a**2 + mu_b**2 + c1) * (var_a + var_b + c2))
+    return float(s.mean())
+
+
+def test_ssim_of_constant_images_by_hand():
+    # no variance: SSIM = (2*mu_x*mu_y + C1) / (mu_x^2 + mu_y^2 + C1) with C1 = (0.01 * 255)^2
+    a = np.full((16, 16), 100, dtype=np.uint8)
+    b = np.full((16, 16), 150, dtype=np.uint8)
+    c1 = (0.01 * 255) ** 2
+    assert ssim(a, b) == pytest.approx((2 * 100 * 150 + c1) / (100**2 + 150**2 + c1))
+    assert ssim(a, a) == pytest.approx(1.0)
+
+
+def test_ssim_matches_the_written_out_definition():
+    rng = np.random.default_rng(0)
+    a = rng.integers(0, 256, size=(24, 20)).astype(np.uint8)
+    b = np.clip(a.astype(int) + rng.integers(-40, 41, size=a.shape), 0, 255).astype(np.uint8)
+    assert ssim(a, b) == pytest.approx(_reference_ssim(a.astype(float), b.astype(float), 255), rel=1e-9)
+    # colour: the mean of the per-channel values
+    rgb_a = rng.integers(0, 256, size=(16, 16, 3)).astype(np.uint8)
+    rgb_b = rng.integers(0, 256, size=(16, 16, 3)).astype(np.uint8)
+    per_channel = [_reference_ssim(rgb_a[..., c].astype(float), rgb_b[..., c].astype(float), 255) for c in range(3)]
+    assert ssim(rgb_a, rgb_b) == pytest.approx(np.mean(per_channel), rel=1e-9)
+    # floats need their range
+    assert ssim(a / 255.0, b / 255.0, data_range=1.0) == pytest.approx(ssim(a, b), rel=1e-9)
+
+
+def test_ssim_rejects_bad_input():
+    with pytest.raises(AuditorError, match="same shape"):
+        ssim(np.zeros((16, 16), np.uint8), np.zeros((16, 17), np.uint8))
+    with pytest.raises(AuditorError, match="data_range"):
+        ssim(np.zeros((16, 16)), np.zeros((16, 16)))
+    with pytest.raises(AuditorError, match="11"):
+        ssim(np.zeros((8, 16), np.uint8), np.zeros((8, 16), np.uint8))
+
+
+# --------------------------------------------------------------------------- objects
+
+
+def test_co_occurrence_sums_counts_over_images():
+    assert co_occurrence([{"dog": 1, "cat": 2}, {"dog": 3}, {}]) == {"cat": 2, "dog": 4}
+    with pytest.raises(AuditorError):
+        co_occurrence([{"dog": -1}])
+
+
+def test_count_cosine_and_co_occurrence_similarity():
+    assert count_cosine({"a": 1, "b": 1}, {"a": 1}) == pytest.approx(1 / math.sqrt(2))
+    assert count_cosine({"a": 2, "b": 0}, {"a": 1}) == pytest.approx(1.0)
+    assert count_cosine({}, {"a": 1}) == 0.0  # nothing in common
+    assert math.isnan(count_cosine({}, {}))  # undefined: left out
+    first = [{"a": 1}, {"a": 1, "b": 1}, {}, {"c": 3}]
+    second = [{"a": 2}, {"b": 1}, {}, {"d": 1}]
+    assert np.allclose(count_cosines(first, second), [1.0, 1 / math.sqrt(2), np.nan, 0.0], equal_nan=True)
+    assert co_occurrence_similarity(first, second) == pytest.approx((1 + 1 / math.sqrt(2) + 0) / 3)
+    assert co_occurrence_similarity([{}], [{}]) is None
+    with pytest.raises(AuditorError, match="pair up"):
+        count_cosines([{}], [])
+
+
+def test_bias_score_by_hand():
+    assert bias_score(3, 1, 10, 10) == pytest.approx(0.75)
+    assert bias_score(3, 1, 10, 5) == pytest.approx(3 / (3 + 2 * 1))  # |P_m|/|P_f| = 2 rescales C_f
+    assert bias_score(5, 0, 4, 4) == 1.0
+    assert bias_score(0, 4, 4, 4) == 0.0
+    assert bias_score(2, 2, 4, 4) == 0.5
+    assert bias_score(0, 0, 4, 4) is None
+    with pytest.raises(AuditorError):
+        bias_score(1, 1, 0, 4)
+
+
+def test_bias_ranking_filters_by_the_largest_count():
+    masculine = {"suit": 9, "dress": 1, "hat": 2, "tie": 2}
+    feminine = {"suit": 1, "dress": 9, "hat": 2}
+    neutral = {"cake": 7, "tie": 6}
+    ranking = bias_ranking(masculine, feminine, n_masculine=10, n_feminine=10, min_count=1, neutral=neutral)
+    assert [(o.name, o.score) for o in ranking] == [
+        ("tie", 1.0),
+        ("suit", 0.9),
+        ("hat", 0.5),
+        ("dress", 0.1),
+    ]  # "cake" (neutral only) has no BS
+    assert ranking[1] == ObjectBias(name="suit", score=0.9, masculine=9, feminine=1, neutral=0)
+    # min-count 5: "hat" (max 2) goes; "tie" stays through its neutral count 6
+    strict = bias_ranking(masculine, feminine, n_masculine=10, n_feminine=10, min_count=5, neutral=neutral)
+    assert [o.name for o in strict] == ["tie", "suit", "dress"]
+    without_neutral = bias_ranking(masculine, feminine, n_masculine=10, n_feminine=10, min_count=5)
+    assert [o.name for o in without_neutral] == ["suit", "dress"]
+    assert without_neutral[0].neutral is None
+
+
+def test_chi_square_pair_with_yates_by_hand():
+    # expected 20/20 and 30/30; Yates: sum (|O-E| - 0.5)^2 / E = 9.5^2 * (2/20 + 2/30)
+    result = chi_square({"neutral": {"dog": 30, "cat": 20}, "feminine": {"dog": 10, "cat": 40}})
+    statistic = 9.5**2 * (2 / 20 + 2 / 30)
+    assert result.statistic == pytest.approx(statistic)
+    assert result.dof == 1 and result.yates
+    assert result.p_value == pytest.approx(math.erfc(math.sqrt(statistic / 2)))  # chi2 sf with 1 dof
+    assert result.objects == 2 and not result.skipped and result.note is None
+    assert result.smallest_expected == pytest.approx(20.0)
+
+
+TRIPLET = {
+    "neutral": {"dog": 30, "cat": 20},
+    "feminine": {"dog": 10, "cat": 40},
+    "masculine": {"dog": 20, "cat": 30},
+}
+
+
+def test_chi_square_triplet_by_hand():
+    # expected dog 20 per set, cat 30: (100 + 100)/20 + (100 + 100)/30 = 16.67, 2 dof: p = exp(-x/2)
+    result = chi_square(TRIPLET)
+    assert result.sets == ("neutral", "feminine", "masculine")
+    assert result.statistic == pytest.approx(10 + 20 / 3)
+    assert result.dof == 2 and not result.yates
+    assert result.p_value == pytest.approx(math.exp(-(10 + 20 / 3) / 2))
+
+
+def test_chi_square_tests_run_the_triplet_then_every_pair():
+    results = chi_square_tests(TRIPLET)
+    assert [r.sets for r in results] == [
+        ("neutral", "feminine", "masculine"),
+        ("neutral", "feminine"),
+        ("neutral", "masculine"),
+        ("feminine", "masculine"),
+    ]
+    assert results[1].statistic == pytest.approx(9.5**2 * (2 / 20 + 2 / 30))
+    assert [r.sets for r in chi_square_tests({"a": {"x": 9}, "b": {"y": 9}})] == [("a", "b")]
+
+
+def test_chi_square_is_skipped_with_a_note_when_expected_counts_are_small():
+    small = chi_square({"neutral": {"dog": 3, "cat": 1}, "feminine": {"dog": 1, "cat": 3}})
+    assert small.skipped and small.statistic is None
+    assert "4 of 4 expected counts below 5" in small.note and "smallest 2" in small.note
+    assert small.smallest_expected == pytest.approx(2.0)
+    single = chi_square({"neutral": {"dog": 30}, "feminine": {"dog": 10, "cat": 0}})
+    assert single.skipped and "fewer than two objects" in single.note
+    empty = chi_square({"neutral": {"dog": 30, "cat": 9}, "feminine": {}})
+    assert empty.skipped and "no objects in feminine" in empty.note
+    with pytest.raises(AuditorError, match="two prompt sets"):
+        chi_square({"neutral": {"dog": 3}})
+    with pytest.raises(AuditorError, match="negative"):
+        chi_square({"neutral": {"dog": 3}, "feminine": {"dog": -1}})
+
+
+def test_chi_square_pooling_rare_objects_by_hand():
+    counts = {
+        "neutral": {"dog": 30, "cat": 20, "ant": 4, "bee": 2},
+        "feminine": {"dog": 10, "cat": 40, "ant": 1, "bee": 5},
+    }
+    assert chi_square(counts).skipped  # ant and bee expect 2.5 and 3.5 per set
+    # pooled row (6, 6) expects 6 per set: table dog/cat/pooled, expected 20/30/6 -> (10^2/20 + 10^2/30) * 2
+    pooled = chi_square(counts, pool_rare=True)
+    assert pooled.pooled == 2 and pooled.objects == 3
+    assert pooled.statistic == pytest.approx(10 + 20 / 3)
+    assert pooled.dof == 2 and pooled.p_value == pytest.approx(math.exp(-(10 + 20 / 3) / 2))
+    tiny = chi_square({"a": {"x": 1, "y": 2}, "b": {"x": 2, "y": 1}}, pool_rare=True)
+    assert tiny.skipped and "one pooled row" in tiny.note
