@@ -157,9 +157,11 @@ def prompt_encoding(hidden: torch.Tensor, input_ids: torch.Tensor, eos_token_id:
 
     The EOS token is the first ``eos_token_id`` in ``input_ids``: CLIP tokenizers end every
     prompt with ``<|endoftext|>`` (also after truncation) and CLIP text models pool exactly
-    that position (``pooler_output``; SD 1.x pads with the same token, SD 2.x with ``!``,
-    so the first occurrence is the prompt's own). The mean skips BOS, whose state is the
-    same for every prompt under CLIP's causal mask, and the padding after EOS.
+    that position (``pooler_output``). SD 1.x pads with the same token and SD 2.x with
+    ``!``, so the first occurrence is the prompt's own; SD 1.x's text encoder config still
+    says ``eos_token_id=2`` and so pools at the highest token id, which is ``<|endoftext|>``
+    at that same position. The mean skips BOS, whose state is the same for every prompt
+    under CLIP's causal mask, and the padding after EOS.
     """
     matches = (input_ids == eos_token_id).nonzero()
     if len(matches) == 0:
