@@ -32,3 +32,15 @@ def tiny_models(tmp_path_factory):
         patch.setenv("HF_HUB_OFFLINE", "1")
         patch.setenv("TRANSFORMERS_OFFLINE", "1")
         return build_tiny_models(tmp_path_factory.mktemp("tiny-models"))
+
+
+@pytest.fixture(scope="session")
+def tiny_tracing_models(tmp_path_factory):
+    """Tiny random models of prompt-to-image tracing (a two-resolution text-to-image pipeline, DINOv2, a
+    pooler-less ViT, Grounding DINO, OWLv2, SAM), built once per test session (a few seconds)."""
+    from auditor.tiny import build_tiny_tracing_models
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("HF_HUB_OFFLINE", "1")
+        patch.setenv("TRANSFORMERS_OFFLINE", "1")
+        return build_tiny_tracing_models(tmp_path_factory.mktemp("tiny-tracing-models"))

@@ -68,25 +68,37 @@ class DiffusersTextToImage:
         size = self.settings.batch_size
         for start in range(0, len(items), size):
             batch = items[start : start + size]
-            options: dict[str, Any] = {
-                "prompt": [item.prompt for item in batch],
-                "generator": [torch.Generator("cpu").manual_seed(item.seed) for item in batch],
-                "num_inference_steps": self.settings.steps,
-                "guidance_scale": self.settings.guidance_scale,
-                "width": self.settings.width,
-                "height": self.settings.height,
-                "output_type": "pil",
-            }
-            if self.settings.negative_prompt is not None:
-                options["negative_prompt"] = [self.settings.negative_prompt] * len(batch)
             with torch.inference_mode():
-                output = self.pipeline(**{k: v for k, v in options.items() if v is not None})
-            flags = getattr(output, "nsfw_content_detected", None) or [False] * len(batch)
-            pictures += [
-                GeneratedPicture(image=image, flagged_nsfw=bool(flag)) for image, flag in zip(output.images, flags)
-            ]
+                output = self.pipeline(**self.pipeline_arguments(batch))
+            pictures += self.pictures(output, len(batch))
         return pictures
 
+    def pipeline_arguments(self, batch: Sequence[GenerationItem]) -> dict[str, Any]:
+        """The pipeline call for one batch: its prompts, one seeded CPU generator per item, the settings.
+
+        Traced generation (:mod:`auditor.generation.tracing`) calls the pipeline with these
+        same arguments, so it makes the same images as :meth:`generate`.
+        """
+        import torch
+
+        options: dict[str, Any] = {
+            "prompt": [item.prompt for item in batch],
+            "generator": [torch.Generator("cpu").manual_seed(item.seed) for item in batch],
+            "num_inference_steps": self.settings.steps,
+            "guidance_scale": self.settings.guidance_scale,
+            "width": self.settings.width,
+            "height": self.settings.height,
+            "output_type": "pil",
+        }
+        if self.settings.negative_prompt is not None:
+            options["negative_prompt"] = [self.settings.negative_prompt] * len(batch)
+        return {k: v for k, v in options.items() if v is not None}
+
+    @staticmethod
+    def pictures(output: Any, count: int) -> list[GeneratedPicture]:
+        """The ``count`` images of a pipeline output, flagged where the safety checker blacked them out."""
+        flags = getattr(output, "nsfw_content_detected", None) or [False] * count
+        return [GeneratedPicture(image=image, flagged_nsfw=bool(flag)) for image, flag in zip(output.images, flags)]
 
 def load(spec: Spec, settings: GenerationSettings, options: LoadOptions = LoadOptions()) -> DiffusersTextToImage:
     """Load the pipeline named by ``spec.target`` and apply ``settings`` (scheduler, defaults)."""

@@ -1,1 +1,1 @@
-"""What auditor sees in images: VQA answers and captions, and image/text embeddings."""
+"""What auditor sees in images: VQA answers and captions, image/text embeddings, detected objects and their masks."""

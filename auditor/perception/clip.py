@@ -27,6 +27,7 @@ from auditor.core.weights import (
     loading_problems,
     quiet_libraries,
 )
+from auditor.perception.embedding import embed_in_batches
 from auditor.records import ModelRef
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -63,38 +64,32 @@ class ClipEmbedder:
 
     def embed_images(self, images: Sequence[Image.Image]) -> np.ndarray:
         """(len(images), dim) float32 rows of unit length."""
-        return self._embed(
-            list(images),
+        return embed_in_batches(
+            self.model,
+            images,
+            self.batch_size,
+            self.dimension,
             lambda batch: self.processor(images=[image.convert("RGB") for image in batch], return_tensors="pt"),
-            self.model.get_image_features,
+            lambda **inputs: _projected(self.model.get_image_features(**inputs)),
         )
 
     def embed_texts(self, texts: Sequence[str]) -> np.ndarray:
         """(len(texts), dim) float32 rows of unit length; texts past CLIP's 77 tokens are truncated."""
-        return self._embed(
-            list(texts),
+        return embed_in_batches(
+            self.model,
+            texts,
+            self.batch_size,
+            self.dimension,
             lambda batch: self.processor(text=batch, padding=True, truncation=True, return_tensors="pt"),
-            self.model.get_text_features,
+            lambda **inputs: _projected(self.model.get_text_features(**inputs)),
         )
 
-    def _embed(self, items: list, encode, features) -> np.ndarray:
-        import torch
 
-        rows = [np.zeros((0, self.dimension), dtype=np.float32)]
-        device, dtype = self.model.device, self.model.dtype
-        for start in range(0, len(items), self.batch_size):
-            inputs = encode(items[start : start + self.batch_size])
-            inputs = {
-                name: value.to(device, dtype=dtype) if value.is_floating_point() else value.to(device)
-                for name, value in inputs.items()
-            }
-            with torch.inference_mode():
-                output = features(**inputs)
-            # transformers >= 5 returns a model output whose pooler_output is the projected features.
-            vectors = output if isinstance(output, torch.Tensor) else output.pooler_output
-            vectors = torch.nn.functional.normalize(vectors.float(), dim=-1)
-            rows.append(vectors.cpu().numpy().astype(np.float32))
-        return np.concatenate(rows)
+def _projected(output: Any) -> Any:
+    """The projected features: transformers >= 5 returns a model output whose pooler_output holds them."""
+    import torch
+
+    return output if isinstance(output, torch.Tensor) else output.pooler_output
 
 
 def load(spec: Spec, options: LoadOptions = LoadOptions(), batch_size: int = 32) -> ClipEmbedder:

@@ -1,8 +1,9 @@
-"""Which loader serves which ``--vqa`` and ``--embedder`` spec."""
+"""Which loader serves which ``--vqa``, ``--embedder``, ``--detector`` and ``--segmenter`` spec."""
 
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
 
 from auditor.core.registry import Registry
@@ -29,8 +30,24 @@ def _infer_vqa_folder(text: str) -> str | None:
     return f"{_VQA_PREFIX_BY_MODEL_TYPE.get(model_type, 'hf')}:{text}"
 
 
-def _infer_embedder_folder(text: str) -> str | None:
-    return f"clip:{text}" if _model_type(Path(text)) == "clip" else None
+#: transformers ``model_type`` of a local folder -> spec prefix, for the options that recognise bare folders.
+_EMBEDDER_PREFIX_BY_MODEL_TYPE = {"clip": "clip", "dinov2": "dinov2", "dinov2_with_registers": "dinov2"}
+_DETECTOR_PREFIX_BY_MODEL_TYPE = {
+    "grounding-dino": "grounding-dino",
+    "mm-grounding-dino": "grounding-dino",
+    "owlv2": "owlv2",
+}
+_SEGMENTER_PREFIX_BY_MODEL_TYPE = {"sam": "sam"}
+
+
+def _infer_by_model_type(prefixes: dict[str, str]) -> Callable[[str], str | None]:
+    """A folder inference for :class:`Registry`: the spec prefix its config's ``model_type`` maps to, else None."""
+
+    def infer(text: str) -> str | None:
+        prefix = prefixes.get(_model_type(Path(text)) or "")
+        return f"{prefix}:{text}" if prefix else None
+
+    return infer
 
 
 VQA_BACKENDS = Registry("VQA", "--vqa", infer=_infer_vqa_folder)
@@ -40,5 +57,14 @@ VQA_BACKENDS.register("instructblip", "auditor.perception.vqa:load_instructblip"
 VQA_BACKENDS.register("hf", "auditor.perception.vqa:load_image_text_to_text")
 VQA_BACKENDS.register("openai", "auditor.perception.openai_vqa:load", "auditor.perception.openai_vqa:preflight")
 
-EMBEDDERS = Registry("embedder", "--embedder", infer=_infer_embedder_folder)
+EMBEDDERS = Registry("embedder", "--embedder", infer=_infer_by_model_type(_EMBEDDER_PREFIX_BY_MODEL_TYPE))
 EMBEDDERS.register("clip", "auditor.perception.clip:load")
+EMBEDDERS.register("dinov2", "auditor.perception.vision:load_dinov2")
+EMBEDDERS.register("hf-vision", "auditor.perception.vision:load_vision")
+
+DETECTORS = Registry("detector", "--detector", infer=_infer_by_model_type(_DETECTOR_PREFIX_BY_MODEL_TYPE))
+DETECTORS.register("grounding-dino", "auditor.perception.detectors:load_grounding_dino")
+DETECTORS.register("owlv2", "auditor.perception.detectors:load_owlv2")
+
+SEGMENTERS = Registry("segmenter", "--segmenter", infer=_infer_by_model_type(_SEGMENTER_PREFIX_BY_MODEL_TYPE))
+SEGMENTERS.register("sam", "auditor.perception.segmenters:load_sam")

@@ -54,6 +54,49 @@ def build_tiny_models(folder: Path) -> TinyModels:
     return models
 
 
+@dataclass(frozen=True)
+class TinyTracingModels:
+    """Folders of the tiny models prompt-to-image tracing adds, each loadable by ``from_pretrained``."""
+
+    #: diffusers pipeline folder with cross-attention at two UNet resolutions (``--t2i diffusers:<path>``).
+    t2i: Path
+    #: DINOv2 backbone + image processor (``--embedder dinov2:<path>``).
+    dinov2: Path
+    #: ViT backbone without pooler weights, as DINO ViT checkpoints (``hf-vision:<path>``).
+    vit: Path
+    #: Grounding DINO detector + processor (``--detector grounding-dino:<path>``).
+    grounding_dino: Path
+    #: OWLv2 detector + processor (``--detector owlv2:<path>``).
+    owlv2: Path
+    #: Segment Anything + processor (``--segmenter sam:<path>``).
+    sam: Path
+
+
+def build_tiny_tracing_models(folder: Path) -> TinyTracingModels:
+    """Build (or reuse) the tiny tracing models under ``folder`` (a few seconds) and return their folders."""
+    from auditor.tiny.diffusion import build_tracing_diffusion
+    from auditor.tiny.perception import (
+        build_dinov2,
+        build_grounding_dino,
+        build_owlv2,
+        build_sam,
+        build_vit_without_pooler,
+    )
+
+    folder = Path(folder)
+    builders = {
+        "t2i": build_tracing_diffusion,
+        "dinov2": build_dinov2,
+        "vit": build_vit_without_pooler,
+        "grounding_dino": build_grounding_dino,
+        "owlv2": build_owlv2,
+        "sam": build_sam,
+    }
+    for name, build in builders.items():
+        _build_once(folder / name, build)
+    return TinyTracingModels(**{name: folder / name for name in builders})
+
+
 def _build_once(target: Path, build: Callable[[Path, int], None]) -> None:
     """Run ``build`` into a temporary sibling of ``target`` unless ``target`` is already complete."""
     if (target / COMPLETE_MARKER).is_file():

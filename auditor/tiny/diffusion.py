@@ -18,6 +18,20 @@ CROSS_ATTENTION_DIM = 32
 
 def build_diffusion(folder: Path, seed: int) -> None:
     """Save a ``StableDiffusionPipeline`` into ``folder`` (``model_index.json`` + one folder per component)."""
+    _build_pipeline(folder, seed, ("DownBlock2D", "CrossAttnDownBlock2D"), ("CrossAttnUpBlock2D", "UpBlock2D"), 4)
+
+
+def build_tracing_diffusion(folder: Path, seed: int) -> None:
+    """The same kind of pipeline with cross-attention at both UNet resolutions (16x16 and 8x8 latents), as
+    real Stable Diffusion has at four, and 2 heads at the first and 4 at the second (SD 2.x also varies them),
+    so that tracing's tests see resolutions combined and heads summed."""
+    cross_attention = ("CrossAttnDownBlock2D", "CrossAttnDownBlock2D"), ("CrossAttnUpBlock2D", "CrossAttnUpBlock2D")
+    _build_pipeline(folder, seed, *cross_attention, (2, 4))
+
+
+def _build_pipeline(
+    folder: Path, seed: int, down_blocks: tuple[str, ...], up_blocks: tuple[str, ...], heads: int | tuple[int, ...]
+) -> None:
     import torch
     from diffusers import (
         AutoencoderKL,
@@ -35,10 +49,10 @@ def build_diffusion(folder: Path, seed: int) -> None:
         out_channels=4,
         block_out_channels=(8, 16),
         layers_per_block=1,
-        down_block_types=("DownBlock2D", "CrossAttnDownBlock2D"),
-        up_block_types=("CrossAttnUpBlock2D", "UpBlock2D"),
+        down_block_types=down_blocks,
+        up_block_types=up_blocks,
         cross_attention_dim=CROSS_ATTENTION_DIM,
-        attention_head_dim=4,
+        attention_head_dim=heads,
         norm_num_groups=4,
     )
     torch.manual_seed(seed + 1)

@@ -81,12 +81,19 @@ def _train_bpe(
     return dict(model["vocab"]), merges
 
 
-def clip_tokenizer(vocab_size: int = 600, model_max_length: int = 77) -> Any:
-    """A ``CLIPTokenizer`` with CLIP's special tokens and a freshly trained vocabulary."""
+def clip_tokenizer(vocab_size: int = 600, model_max_length: int = 77, pad_token: str | None = None) -> Any:
+    """A ``CLIPTokenizer`` with CLIP's special tokens and a freshly trained vocabulary.
+
+    ``pad_token`` (OWL-ViT and OWLv2 pad with ``"!"``) gets id 0, ahead of BOS: their
+    detection heads treat a text query whose first id is 0 as padding, so BOS must not be 0
+    there. Without it, padding is ``<|endoftext|>`` as in CLIP.
+    """
     from transformers import CLIPTokenizer
 
-    vocab, merges = _train_bpe(vocab_size, ["<|startoftext|>", "<|endoftext|>"], clip_style=True)
-    return CLIPTokenizer(vocab=vocab, merges=merges, model_max_length=model_max_length)
+    specials = ["<|startoftext|>", "<|endoftext|>"]
+    vocab, merges = _train_bpe(vocab_size, [pad_token, *specials] if pad_token else specials, clip_style=True)
+    padding = {"pad_token": pad_token} if pad_token else {}
+    return CLIPTokenizer(vocab=vocab, merges=merges, model_max_length=model_max_length, **padding)
 
 
 def opt_tokenizer(vocab_size: int = 400) -> Any:

@@ -1,0 +1,87 @@
+"""Loading a transformers model and its processor for a perception backend, the house way.
+
+One place for what every ``from_pretrained`` loader here does: the device and dtype
+(float16 on CUDA, float32 on CPU), the hub decided once (:func:`hub_options`), quiet
+libraries, one-line load errors, a refusal of folders of another model type, the loading
+report checked for missing or mismatched tensors (:func:`check_complete`), and the
+record's :class:`ModelRef`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Collection
+from dataclasses import dataclass
+from typing import Any
+
+from auditor.core.errors import AuditorError, BackendError
+from auditor.core.registry import Spec
+from auditor.core.weights import (
+    LoadOptions,
+    check_complete,
+    dtype_keyword,
+    explain_load_errors,
+    hub_options,
+    loaded_model_ref,
+    loading_problems,
+    quiet_libraries,
+)
+from auditor.records import ModelRef
+
+
+@dataclass
+class LoadedModel:
+    """A model in eval mode on its device, its processor, and the record's reference to it."""
+
+    model: Any
+    processor: Any
+    ref: ModelRef
+
+
+def load_pretrained(
+    spec: Spec,
+    options: LoadOptions,
+    *,
+    what: str,
+    option: str,
+    model_class: str,
+    processor_class: str,
+    model_types: Collection[str] | None = None,
+    settle: Callable[[Any, list[str]], list[str]] | None = None,
+) -> LoadedModel:
+    """Load ``spec.target`` as transformers' ``model_class`` with its ``processor_class``.
+
+    ``what`` names the kind of model in messages ("object detector"), ``option`` the
+    command-line option that takes it ("--detector"). ``model_types`` (the config's
+    ``model_type``), when given, are the only ones accepted. ``settle(model, problems)``
+    may deal with some loading problems itself and returns those left (the vision
+    embedder drops a pooler its checkpoint has no weights for).
+    """
+    import transformers
+
+    from auditor.core.devices import pick_device, pick_dtype
+
+    model_id = spec.target
+    if not model_id:
+        raise AuditorError(f"the {spec.prefix} {what} needs a model: {option} {spec.prefix}:<hub id or folder>")
+    device = pick_device(options.device)
+    dtype = pick_dtype(device)
+    hub = hub_options(model_id)
+    hint = f"pass {option} {spec.prefix}:/path/to/local/copy"
+    with quiet_libraries("transformers"), explain_load_errors(what, model_id, hint):
+        if model_types is not None:
+            model_type = transformers.AutoConfig.from_pretrained(model_id, **hub).model_type
+            if model_type not in model_types:
+                raise BackendError(
+                    f"cannot load {what} model {model_id!r} as {spec.prefix}: it is a {model_type!r} model, "
+                    f"not {' or '.join(map(repr, sorted(model_types)))}"
+                )
+        model, info = getattr(transformers, model_class).from_pretrained(
+            model_id, output_loading_info=True, **{dtype_keyword("transformers"): dtype}, **hub
+        )
+        processor = getattr(transformers, processor_class).from_pretrained(model_id, **hub)
+    problems = loading_problems(info)
+    if settle is not None:
+        problems = settle(model, problems)
+    partial = check_complete(what, model_id, problems, options)
+    model = model.to(device).eval()
+    return LoadedModel(model, processor, loaded_model_ref(spec, "config.json", dtype, device, options, partial))
