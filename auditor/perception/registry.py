@@ -1,4 +1,4 @@
-"""Which loader serves which ``--vqa`` and ``--embedder`` spec."""
+"""Which loader serves which ``--vqa``, ``--embedder``, sentence-embedder and face-detector spec."""
 
 from __future__ import annotations
 
@@ -42,3 +42,18 @@ VQA_BACKENDS.register("openai", "auditor.perception.openai_vqa:load", "auditor.p
 
 EMBEDDERS = Registry("embedder", "--embedder", infer=_infer_embedder_folder)
 EMBEDDERS.register("clip", "auditor.perception.clip:load")
+
+
+def _infer_sentence_folder(text: str) -> str | None:
+    """A bare sentence-transformers folder (it has ``modules.json``)."""
+    return f"minilm:{text}" if (Path(text) / "modules.json").is_file() else None
+
+
+#: Sentence embedders for caption selection and near-duplicate prompts (``minilm`` = the bundled all-MiniLM-L6-v2).
+SENTENCE_EMBEDDERS = Registry("sentence embedder", "--text-embedder", infer=_infer_sentence_folder)
+SENTENCE_EMBEDDERS.register("minilm", "auditor.perception.sentence:load")
+
+#: Face detectors for the one-face filter (``haar`` = OpenCV's bundled frontal-face cascade).
+FACE_DETECTORS = Registry("face detector", "--face-detector")
+FACE_DETECTORS.register("haar", "auditor.perception.faces:load_haar")
+FACE_DETECTORS.register("mediapipe", "auditor.perception.faces:load_mediapipe", "auditor.perception.faces:preflight_mediapipe")
