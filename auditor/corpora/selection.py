@@ -52,6 +52,17 @@ NN_METHODS: frozenset[str] = frozenset({"nn", "nn+no-indicator"})
 PER_OCCUPATION = 500
 
 
+_WORDS = re.compile(r"\w+")
+
+
+def _needle(occupation: str) -> str:
+    """The occupation's longest word, lower-cased (what the prefilter looks for)."""
+    words = _WORDS.findall(occupation.lower())
+    if not words:
+        raise AuditorError(f"the occupation {occupation!r} has no word to search for")
+    return max(words, key=len)
+
+
 def occupation_pattern(occupation: str) -> re.Pattern:
     """The occupation as a whole word (or words), case ignored: "teacher" finds "Teacher," but not "teachers"."""
     words = occupation.split()
@@ -176,8 +187,11 @@ class _Scan:
         self.occupations = occupations
         self.size = size
         self.patterns = {o: occupation_pattern(o) for o in occupations}
-        # Cheap prefilter: the occupation's longest word must occur in the lower-cased caption.
-        self.needles = {o: max(o.lower().split(), key=len) for o in occupations}
+        # Prefilter: a caption can only match an occupation if the occupation's longest word is
+        # one of its words (a whole-word match implies it), so each caption is split into words
+        # once and the regular expressions only run on those candidates.
+        self.needles = {o: _needle(o) for o in occupations}
+        self.needle_set = frozenset(self.needles.values())
         self.rngs = {o: np.random.default_rng([seed, zlib.crc32(o.casefold().encode())]) for o in occupations}
         self.matched = dict.fromkeys(occupations, 0)
         self.reservoirs: dict[str, list[_Item]] = {o: [] for o in occupations}
@@ -195,11 +209,14 @@ class _Scan:
 
     def add(self, batch: CaptionBatch) -> None:
         source = str(batch.source)
-        lowered = [caption.lower() for caption in batch.captions]
+        candidates: dict[str, list[int]] = {}
+        for i, caption in enumerate(batch.captions):
+            for needle in self.needle_set.intersection(_WORDS.findall(caption.lower())):
+                candidates.setdefault(needle, []).append(i)
         hits: dict[str, list[int]] = {}
         for occupation in self.occupations:
-            needle, pattern = self.needles[occupation], self.patterns[occupation]
-            found = [i for i, text in enumerate(lowered) if needle in text and pattern.search(batch.captions[i])]
+            pattern = self.patterns[occupation]
+            found = [i for i in candidates.get(self.needles[occupation], ()) if pattern.search(batch.captions[i])]
             if found:
                 hits[occupation] = found
         items = [
