@@ -57,6 +57,21 @@ def test_keyword_matches_whole_words_only(tmp_path):
     assert occupation_pattern("graphic designer").search("GRAPHIC\tDESIGNER")
 
 
+def test_matches_equal_a_plain_regex_scan(tmp_path):
+    """The word prefilter never drops a caption that the occupation's pattern matches."""
+    rng = np.random.default_rng(5)
+    vocabulary = ["Manager", "man", "nurse", "nurses", "graphic", "designer", "Graphic-designer", "teacher's", "x", "é"]
+    captions = [" ".join(rng.choice(vocabulary, size=6)) for _ in range(400)]
+    occupations = ["manager", "nurse", "graphic designer", "teacher", "man"]
+    selections = select_captions(
+        CaptionReader(_csv(tmp_path, captions), batch_rows=50), occupations, ["keyword"], labeller=LABELLER, per_occupation=1000
+    )
+    for selection in selections:
+        pattern = occupation_pattern(selection.occupation)
+        expected = [i for i, caption in enumerate(captions) if pattern.search(caption)]
+        assert [c.row for c in selection.captions] == expected and selection.matched == len(expected)
+
+
 def _stream(tmp_path, n=60):
     captions = []
     for i in range(n):
