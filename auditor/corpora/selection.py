@@ -37,9 +37,9 @@ from typing import Literal
 
 import numpy as np
 
+from auditor.core.errors import AuditorError
 from auditor.corpora.gender import CaptionLabeller, GenderLabel
 from auditor.corpora.readers import CaptionBatch
-from auditor.core.errors import AuditorError
 from auditor.metrics.amplification import Percentage, percentage
 from auditor.metrics.t2iat import unit_rows
 
