@@ -20,6 +20,8 @@ from rich.progress import (
     TimeRemainingColumn,
 )
 
+from auditor.core.redaction import redact
+
 
 @dataclass
 class StageCounts:
@@ -92,4 +94,4 @@ class RichProgress:
                 self._progress = None
 
     def notice(self, message: str) -> None:
-        self.console.print(f"note: {message}", markup=False, highlight=False)
+        self.console.print(f"note: {redact(message)}", markup=False, highlight=False)

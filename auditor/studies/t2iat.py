@@ -66,7 +66,7 @@ class StudyOptions:
         check_images_and_seeds(self.images, self.seeds)
         if self.permutations < 1:
             raise AuditorError(f"--permutations must be at least 1 (got {self.permutations})")
-        T2I_BACKENDS.check(self.t2i)
+        T2I_BACKENDS.preflight(self.t2i)
         EMBEDDERS.check(self.embedder)
 
     def config_fields(self) -> dict[str, Any]:
