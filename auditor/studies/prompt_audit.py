@@ -287,6 +287,7 @@ def resume_audit(
     models: dict[str, str] | None = None,
     vqa_concurrency: int | None = None,
     allow_partial_weights: bool = False,
+    executor: str | None = None,
 ) -> PromptAudit:
     """Reopen a run folder; its own config is used, and finished work comes from the cache.
 
@@ -295,7 +296,10 @@ def resume_audit(
     other weights never reuse the first attempt's results. ``vqa_concurrency`` changes how
     many requests an API VQA model gets at once (e.g. fewer after rate limits); answers do not change.
     ``allow_partial_weights`` lets such a copy be an incomplete checkpoint; the run records it.
+    ``executor`` runs the rest with another executor (the results are the same; the run records it).
     """
+    from auditor.executors import check_executor
+
     run_dir = store.resolve(run)
     record = load_record(run_dir / "record.json")
     if record.status == "completed":
@@ -311,4 +315,6 @@ def resume_audit(
         setattr(record.config, stage, spec_ref(spec))
     if vqa_concurrency is not None:
         record.config.perception.concurrency = vqa_concurrency
+    if executor is not None:
+        record.config.executor = check_executor(executor)
     return PromptAudit(run_dir, record, cache, progress, device=device, embedder_required="embedder" in (models or {}))
