@@ -25,6 +25,9 @@ if TYPE_CHECKING:  # pragma: no cover
 
 #: Seconds between checks for a stop request while a thread waits.
 POLL_SECONDS = 0.1
+#: Models load one at a time: the libraries' loading patches process-wide state (empty-weight
+#: initialisation, tied weights, logging), so two loads in two threads can corrupt each other.
+MODEL_LOADING = threading.Lock()
 
 
 def release_accelerator_memory() -> None:
@@ -44,7 +47,8 @@ def _generate(study: StudyRun, generation: GenerationStage, writer: BackgroundWr
     ``between`` runs before every batch (the overlapped executor raises a reader's error there).
     """
     with study.stage(GENERATE, generation.counts):
-        backend: TextToImage | None = generation.open()
+        with MODEL_LOADING:
+            backend: TextToImage | None = generation.open()
         try:
             pending = generation.scan(backend, writer)
             size = backend.settings.batch_size
@@ -63,7 +67,9 @@ def _generate(study: StudyRun, generation: GenerationStage, writer: BackgroundWr
 def _read(study: StudyRun, reader: ImageReader, writer: BackgroundWriter, images, total: int) -> None:
     """One reader over ``images`` (an iterable of :class:`StoredImage` ending the stream), chunk by chunk."""
     with study.stage(reader.stage, reader.counts):
-        if not reader.open():
+        with MODEL_LOADING:
+            opened = reader.open()
+        if not opened:
             for _ in images:  # a skipped stage still lets the stream run out
                 pass
             return
