@@ -164,8 +164,11 @@ def pin_answer_length(source: Path, target: Path, device: str) -> Path:
     import torch
     from transformers import AutoProcessor, Blip2ForConditionalGeneration
 
+    from auditor.core.weights import dtype_keyword
+
     shutil.rmtree(target, ignore_errors=True)
-    model = Blip2ForConditionalGeneration.from_pretrained(source, torch_dtype=torch.float16 if device == "cuda" else None)
+    dtype = torch.float16 if device == "cuda" else torch.float32
+    model = Blip2ForConditionalGeneration.from_pretrained(source, **{dtype_keyword("transformers"): dtype})
     tokenizer = AutoProcessor.from_pretrained(source).tokenizer
     texts = tokenizer.batch_decode([[i] for i in range(len(tokenizer))])
     banned = {i for i, text in enumerate(texts) if "\n" in text} | {tokenizer.eos_token_id}
@@ -273,10 +276,12 @@ def authors_loop(setup: Setup, workdir: Path, sets: list[tuple[str, str]], repea
     from PIL import Image
     from transformers import Blip2ForConditionalGeneration, Blip2Processor
 
+    from auditor.core.weights import dtype_keyword
+
     dtype = torch.float16 if setup.device == "cuda" else torch.float32
     phases: dict[str, float] = {}
     started = time.perf_counter()
-    pipe = DiffusionPipeline.from_pretrained(setup.t2i, torch_dtype=dtype).to(setup.device)
+    pipe = DiffusionPipeline.from_pretrained(setup.t2i, **{dtype_keyword("diffusers"): dtype}).to(setup.device)
     pipe.set_progress_bar_config(disable=True)
     for prompt_id, prompt in sets:
         folder = workdir / prompt_id
@@ -292,7 +297,8 @@ def authors_loop(setup: Setup, workdir: Path, sets: list[tuple[str, str]], repea
     release()
 
     started = time.perf_counter()
-    model = Blip2ForConditionalGeneration.from_pretrained(setup.vqa, torch_dtype=dtype).to(setup.device).eval()
+    model = Blip2ForConditionalGeneration.from_pretrained(setup.vqa, **{dtype_keyword("transformers"): dtype})
+    model = model.to(setup.device).eval()
     processor = Blip2Processor.from_pretrained(setup.vqa)
     processor.tokenizer.padding_side = "left"
     questions, caption = setup.questions(sets)
