@@ -5,8 +5,10 @@ backend's cache fingerprint, the prompt, and the seed — or the index for backe
 take no seed). Only the misses go to the model, in batches that may mix prompts. Every
 finished image is encoded, hashed, cached and written to the run folder by the run's
 background writer (:mod:`auditor.executors.writer`) while the model makes the next batch,
-and the record is rewritten after every batch, so an interrupted run loses at most the
-batch in flight.
+and the record is rewritten after every batch. An interrupted run (Ctrl-C, an error)
+loses at most the batch in flight: the writer first stores what is queued. A killed
+process also loses the batches queued for the writer (at most
+:data:`~auditor.executors.writer.QUEUE_DEPTH`).
 
 Images are handed on to the stages that read them (VQA, embeddings) in prompt-set and
 index order, as soon as every image before them is stored: an executor that overlaps

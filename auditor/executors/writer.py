@@ -20,8 +20,9 @@ from collections.abc import Callable
 from types import TracebackType
 from typing import Any
 
-#: Batches of bookkeeping that may wait at once; the producer blocks beyond that.
-QUEUE_DEPTH = 4
+#: Batches of bookkeeping that may wait at once; the producer blocks beyond that. Ctrl-C and
+#: errors let the queue drain; a killed process loses what waits in it (and the batch in flight).
+QUEUE_DEPTH = 2
 
 _STOP = object()
 
