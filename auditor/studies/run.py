@@ -24,9 +24,9 @@ from auditor.core.redaction import redact
 from auditor.core.registry import parse_spec
 from auditor.core.store import RECORD_FILE, write_model
 from auditor.core.weights import LoadOptions
+from auditor.executors.generation import PromptRequest
 from auditor.records import (
     ModelRef,
-    PromptSet,
     RunError,
     RunStatus,
     Stage,
@@ -34,7 +34,6 @@ from auditor.records import (
     StudyRecord,
     utc_now,
 )
-from auditor.executors.generation import PromptRequest
 from auditor.studies.progress import ProgressReporter, StageCounts
 
 if TYPE_CHECKING:  # pragma: no cover
