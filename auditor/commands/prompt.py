@@ -24,7 +24,7 @@ if TYPE_CHECKING:  # pragma: no cover
 #: Options a resumed run takes: where the models are and how to show progress; the rest comes from its record.
 RESUME_OPTIONS = {
     "resume", "runs_dir", "device", "quiet", "json_output", "t2i", "vqa", "embedder", "vqa_concurrency",
-    "allow_partial_weights",
+    "allow_partial_weights", "executor",
 }  # fmt: skip
 
 
@@ -40,7 +40,9 @@ def prompt(
     embedder: str = typer.Option(DEFAULT_EMBEDDER, "--embedder", help="Image embedder (clip:<id|path>) or 'none'."),
     images: int = typer.Option(48, "--images", help="Images per prompt (the paper uses 48)."),
     seed: str | None = common.SEED,
-    batch_size: int = common.BATCH_SIZE,
+    batch_size: str = common.BATCH_SIZE,
+    compile_models: bool = common.COMPILE,
+    executor: str = common.EXECUTOR,
     steps: int | None = common.steps_option(),
     guidance: float | None = common.guidance_option(),
     scheduler: str | None = common.SCHEDULER,
@@ -81,32 +83,34 @@ def prompt(
     if not resume:
         options = _options(
             text, llm, t2i, vqa, embedder, images, seed,
-            GenerationSettings(
-                steps=steps, guidance_scale=guidance, scheduler=scheduler, width=width, height=height,
-                negative_prompt=negative_prompt, batch_size=batch_size,
+            common.generation_settings(
+                batch_size, compile_models, steps=steps, guidance_scale=guidance, scheduler=scheduler, width=width,
+                height=height, negative_prompt=negative_prompt,
             ),
             PerceptionSettings(batch_size=vqa_batch_size, concurrency=vqa_concurrency),
             _scoring(cas_normalization, top_k, bootstrap, ci_method.value, ci_seed, alpha),
             announce=not (quiet or json_output),
             max_axes=max_axes, max_counterfactuals=max_counterfactuals, llm_retries=llm_retries,
             llm_temperature=temperature, llm_seed=llm_seed, review=review, device=device,
-            allow_partial_weights=allow_partial_weights,
+            allow_partial_weights=allow_partial_weights, executor=executor,
         )  # fmt: skip
     else:
         given = [param for param in ctx.params if _given(ctx, param)]
-        if refused := [f"--{param.replace('_', '-')}" for param in given if param not in RESUME_OPTIONS]:
+        flags = {param.name: param.opts[0] for param in ctx.command.params}
+        if refused := [flags[param] for param in given if param not in RESUME_OPTIONS]:
             raise AuditorError(
                 f"--resume continues a run with its own settings; {', '.join(refused)} cannot change them "
-                "(only --t2i, --vqa, --embedder, --vqa-concurrency, --allow-partial-weights, --device, --runs-dir, "
-                "--quiet and --json may be given)"
+                "(only --t2i, --vqa, --embedder, --vqa-concurrency, --allow-partial-weights, --executor, --device, "
+                "--runs-dir, --quiet and --json may be given)"
             )
         models = {stage: ctx.params[stage] for stage in ("t2i", "vqa", "embedder") if stage in given}
         concurrency = vqa_concurrency if "vqa_concurrency" in given else None
+        resume_executor = executor if "executor" in given else None
     with common.study_session(quiet, json_output) as (cache, progress):
         if options is None:
             audit = resume_audit(
                 resume, store, cache, progress, device=device, models=models, vqa_concurrency=concurrency,
-                allow_partial_weights=allow_partial_weights,
+                allow_partial_weights=allow_partial_weights, executor=resume_executor,
             )  # fmt: skip
         else:
             audit = start_audit(options, store, cache, progress, name)

@@ -7,6 +7,7 @@ own reporter, e.g. to drive a notebook widget or to stop a run from a callback.
 
 from __future__ import annotations
 
+import threading
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -62,36 +63,44 @@ class QuietProgress:
 
 
 class RichProgress:
-    """One rich progress bar per stage, with done/total counts and the time remaining."""
+    """One rich progress bar per stage, with done/total counts and the time remaining.
+
+    Stages may report from several threads (the overlapped executor, the writer thread):
+    bars are added and removed under a lock.
+    """
 
     def __init__(self, console: Console):
         self.console = console
         self._progress: Progress | None = None
         self._tasks: dict[str, TaskID] = {}
+        self._lock = threading.Lock()
 
     def start(self, stage: str, total: int, description: str) -> None:
-        if self._progress is None:
-            self._progress = Progress(
-                TextColumn("{task.description:<24}"),
-                BarColumn(bar_width=None),
-                MofNCompleteColumn(),
-                TimeRemainingColumn(),
-                console=self.console,
-                transient=False,
-            )
-            self._progress.start()
-        self._tasks[stage] = self._progress.add_task(description, total=total)
+        with self._lock:
+            if self._progress is None:
+                self._progress = Progress(
+                    TextColumn("{task.description:<24}"),
+                    BarColumn(bar_width=None),
+                    MofNCompleteColumn(),
+                    TimeRemainingColumn(),
+                    console=self.console,
+                    transient=False,
+                )
+                self._progress.start()
+            self._tasks[stage] = self._progress.add_task(description, total=total)
 
     def advance(self, stage: str, amount: int = 1) -> None:
-        if self._progress is not None and stage in self._tasks:
-            self._progress.advance(self._tasks[stage], amount)
+        with self._lock:
+            if self._progress is not None and stage in self._tasks:
+                self._progress.advance(self._tasks[stage], amount)
 
     def finish(self, stage: str) -> None:
-        if self._progress is not None and stage in self._tasks:
-            self._progress.stop_task(self._tasks.pop(stage))
-            if not self._tasks:
-                self._progress.stop()
-                self._progress = None
+        with self._lock:
+            if self._progress is not None and stage in self._tasks:
+                self._progress.stop_task(self._tasks.pop(stage))
+                if not self._tasks:
+                    self._progress.stop()
+                    self._progress = None
 
     def notice(self, message: str) -> None:
         self.console.print(f"note: {redact(message)}", markup=False, highlight=False)

@@ -19,6 +19,7 @@ from auditor.core.store import (
     RunStore,
     new_run_id,
 )
+from auditor.executors.generation import PromptRequest
 from auditor.records import (
     GenerationSettings,
     PerceptionSettings,
@@ -27,14 +28,11 @@ from auditor.records import (
     ScoringSettings,
     load_record,
 )
-from auditor.studies.generation_stage import PromptRequest
-from auditor.studies.perception_stage import answer_questions
 from auditor.studies.progress import ProgressReporter
 from auditor.studies.run import (
     StudyRun,
     check_images_and_seeds,
     paired_seeds,
-    release_accelerator_memory,
     spec_ref,
 )
 
@@ -68,15 +66,18 @@ class PromptAuditOptions:
     review: bool = False
     device: str | None = None
     allow_partial_weights: bool = False
+    executor: str = "sequential"
 
 
 def validate_options(options: PromptAuditOptions) -> None:
     """Reject bad input before anything is created or loaded."""
+    from auditor.executors import check_executor
     from auditor.planning import check_llm_spec
 
     if not options.prompt.strip():
         raise AuditorError("the prompt is empty: give the text-to-image prompt to audit, e.g. \"a photo of a pharmacist\"")
     check_images_and_seeds(options.images, options.seeds)
+    check_executor(options.executor)
     check_llm_spec(options.llm)
     registries = _model_registries()
     for stage, spec in (("t2i", options.t2i), ("vqa", options.vqa), ("embedder", options.embedder)):
@@ -110,6 +111,7 @@ def new_config(options: PromptAuditOptions) -> RunConfig:
         perception=options.perception,
         scoring=options.scoring,
         allow_partial_weights=options.allow_partial_weights,
+        executor=options.executor,
     )
 
 
@@ -138,9 +140,7 @@ class PromptAudit(StudyRun[RunRecord]):
         self.execute(
             [
                 ("plan", self.plan),
-                ("generate", self.generate_all),
-                ("perceive", self.perceive),
-                ("embed", self.embed_all),
+                ("generate", self.images),
                 ("score", self.score),
             ]
         )
@@ -216,43 +216,35 @@ class PromptAudit(StudyRun[RunRecord]):
         adapter = TypeAdapter(list[ChatMessage])
         atomic_write_bytes(self.run_dir / TRANSCRIPT_FILE, adapter.dump_json(list(transcript), indent=2))
 
-    def generate_all(self) -> None:
-        self.generate([PromptRequest(pid, prompt, axis) for pid, prompt, axis in self.record.plan.prompt_sets()])
+    def images(self) -> None:
+        """Generate every prompt set, ask every image the axes' questions and the caption, and embed it."""
+        from auditor.executors.perception import AnswerReader
 
-    def perceive(self) -> None:
-        from auditor.perception.registry import VQA_BACKENDS
-
-        config = self.record.config
         plan = self.record.plan
-        with self.stage("perceive") as outcome:
-            vqa = VQA_BACKENDS.load(config.vqa.spec, settings=config.perception, options=self.load_options())
-            self.record.config.vqa = vqa.ref.model_copy(update={"spec": config.vqa.spec})
-            self.record.config.perception = vqa.settings  # what it answers with, its defaults filled in
+        config = self.record.config
 
-            def checkpoint(answers) -> None:
-                self.record.answers = answers
-                self.save()
+        def loaded(vqa) -> None:
+            config.vqa = vqa.ref.model_copy(update={"spec": config.vqa.spec})
+            config.perception = vqa.settings  # what it answers with, its defaults filled in
 
-            answers, counts = answer_questions(
-                vqa,
-                self.record.prompt_sets,
-                {axis.name: axis.question for axis in plan.axes},
-                plan.caption_question if config.scoring.include_captions else None,
-                self.cache,
-                self.run_dir,
-                IMAGES_PER_VQA_CALL,
-                self.progress,
-                checkpoint,
-            )
-            outcome.computed, outcome.cached = counts.computed, counts.cached
+        def checkpoint(answers) -> None:
             self.record.answers = answers
-            del vqa
-            release_accelerator_memory()
+            self.save()
 
-    def embed_all(self) -> None:
-        if self.record.config.embedder is not None:
-            # The default CLIP model is optional: without its weights the audit goes on without embedding scores.
-            self.embeddings = self.embed(required=self.embedder_required)
+        answers = AnswerReader(
+            self,
+            IMAGES_PER_VQA_CALL,
+            {axis.name: axis.question for axis in plan.axes},
+            plan.caption_question if config.scoring.include_captions else None,
+            on_model=loaded,
+            on_answers=checkpoint,
+        )
+        # The default CLIP model is optional: without its weights the audit goes on without embedding scores.
+        embed = self.embed_reader(required=self.embedder_required) if config.embedder is not None else None
+        readers = [answers] if embed is None else [answers, embed]
+        self.run_images([PromptRequest(pid, prompt, axis) for pid, prompt, axis in plan.prompt_sets()], readers)
+        self.record.answers = answers.answers()
+        self.embeddings = embed.vectors() if embed is not None else None
 
     def score(self) -> None:
         from auditor.scoring.intervals import score_run
@@ -291,6 +283,7 @@ def resume_audit(
     models: dict[str, str] | None = None,
     vqa_concurrency: int | None = None,
     allow_partial_weights: bool = False,
+    executor: str | None = None,
 ) -> PromptAudit:
     """Reopen a run folder; its own config is used, and finished work comes from the cache.
 
@@ -299,7 +292,10 @@ def resume_audit(
     other weights never reuse the first attempt's results. ``vqa_concurrency`` changes how
     many requests an API VQA model gets at once (e.g. fewer after rate limits); answers do not change.
     ``allow_partial_weights`` lets such a copy be an incomplete checkpoint; the run records it.
+    ``executor`` runs the rest with another executor (the results are the same; the run records it).
     """
+    from auditor.executors import check_executor
+
     run_dir = store.resolve(run)
     record = load_record(run_dir / "record.json")
     if record.status == "completed":
@@ -315,4 +311,6 @@ def resume_audit(
         setattr(record.config, stage, spec_ref(spec))
     if vqa_concurrency is not None:
         record.config.perception.concurrency = vqa_concurrency
+    if executor is not None:
+        record.config.executor = check_executor(executor)
     return PromptAudit(run_dir, record, cache, progress, device=device, embedder_required="embedder" in (models or {}))

@@ -1,5 +1,5 @@
 """What every study run shares: its folder and record, stage timing, how it ends, and the
-generate and embed stages.
+image stages (generate, then VQA and embeddings) run by the configured executor.
 
 A study (the prompt audit, a T2IAT test, the occupation study) is a list of named steps.
 :meth:`StudyRun.execute` runs them, rewriting the record atomically after each, so Ctrl-C
@@ -9,8 +9,7 @@ where it stopped; the content cache makes the next run skip what was finished.
 
 from __future__ import annotations
 
-import gc
-import sys
+import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
@@ -25,9 +24,9 @@ from auditor.core.redaction import redact
 from auditor.core.registry import parse_spec
 from auditor.core.store import RECORD_FILE, write_model
 from auditor.core.weights import LoadOptions
+from auditor.executors.generation import PromptRequest
 from auditor.records import (
     ModelRef,
-    PromptSet,
     RunError,
     RunStatus,
     Stage,
@@ -35,13 +34,10 @@ from auditor.records import (
     StudyRecord,
     utc_now,
 )
-from auditor.studies.generation_stage import PromptRequest, generate_images
-from auditor.studies.perception_stage import embed_images
 from auditor.studies.progress import ProgressReporter, StageCounts
 
 if TYPE_CHECKING:  # pragma: no cover
-    import numpy as np
-
+    from auditor.executors.perception import EmbedReader, ImageReader
     from auditor.perception.base import Embedder
 
 #: Images embedded per forward pass (does not change the embeddings).
@@ -69,14 +65,6 @@ def paired_seeds(images: int, seeds: list[int] | None) -> list[int]:
     return seeds if seeds is not None else list(range(images))
 
 
-def release_accelerator_memory() -> None:
-    """Free a finished stage's model before the next one loads (a GPU rarely holds two big models)."""
-    gc.collect()
-    torch = sys.modules.get("torch")
-    if torch is not None and torch.cuda.is_available():
-        torch.cuda.empty_cache()
-
-
 RecordT = TypeVar("RecordT", bound=StudyRecord)
 
 
@@ -97,10 +85,20 @@ class StudyRun(Generic[RecordT]):
         self.cache = cache
         self.progress = progress
         self.device = device
+        #: Stages run in several threads under the overlapped executor: saves and timings take turns.
+        self._lock = threading.RLock()
+        self._failed_stage: Stage | None = None
 
     def save(self) -> None:
-        self.record.updated_at = utc_now()
-        write_model(self.run_dir / RECORD_FILE, self.record)
+        with self._lock:
+            self.record.updated_at = utc_now()
+            write_model(self.run_dir / RECORD_FILE, self.record)
+
+    def mark_failed(self, stage: Stage | None) -> None:
+        """Name the stage where the run is failing (the first one named wins); the record's error says it."""
+        with self._lock:
+            if self._failed_stage is None:
+                self._failed_stage = stage
 
     def load_options(self) -> LoadOptions:
         """How this run's stages load models: its device, whether partial checkpoints are allowed,
@@ -124,23 +122,32 @@ class StudyRun(Generic[RecordT]):
             self.progress.finish(stage)
 
     @contextmanager
-    def stage(self, name: Stage) -> Iterator[StageCounts]:
-        """Time a stage and record its computed/cached counts (replacing an earlier attempt's)."""
-        outcome = StageCounts()
+    def stage(self, name: Stage, outcome: StageCounts | None = None) -> Iterator[StageCounts]:
+        """Time a stage and record its computed/cached counts (replacing an earlier attempt's).
+
+        An exception leaving the stage marks it as the one that failed, unless another
+        stage (in another thread) failed first.
+        """
+        outcome = outcome if outcome is not None else StageCounts()
         started = time.perf_counter()
         try:
             yield outcome
+        except BaseException:
+            self.mark_failed(name)
+            raise
         finally:
             timing = StageTiming(
                 stage=name, seconds=time.perf_counter() - started, computed=outcome.computed, cached=outcome.cached
             )
-            self.record.timings = [t for t in self.record.timings if t.stage != name] + [timing]
+            with self._lock:
+                self.record.timings = [t for t in self.record.timings if t.stage != name] + [timing]
 
     def execute(self, steps: Sequence[tuple[Stage, Callable[[], None]]]) -> None:
         """Run the steps in order; the record ends ``completed``, ``failed`` or ``interrupted``."""
         self.record.status = "running"
         self.record.errors = []
         self.record.environment = collect_environment()
+        self._failed_stage = None
         self.save()
         current: Stage | None = None
         try:
@@ -148,10 +155,12 @@ class StudyRun(Generic[RecordT]):
                 step()
                 self.save()
         except KeyboardInterrupt:
-            self._end("interrupted", RunError(stage=current, type="KeyboardInterrupt", message="interrupted by the user"))
+            stage = self._failed_stage or current
+            self._end("interrupted", RunError(stage=stage, type="KeyboardInterrupt", message="interrupted by the user"))
             raise
         except Exception as exc:
-            self._end("failed", RunError(stage=current, type=type(exc).__name__, message=redact(str(exc))))
+            stage = self._failed_stage or current
+            self._end("failed", RunError(stage=stage, type=type(exc).__name__, message=redact(str(exc))))
             raise
         self.record.environment = collect_environment()  # now with the GPU the models ran on
         self._end("completed")
@@ -168,58 +177,22 @@ class StudyRun(Generic[RecordT]):
 
     # ------------------------------------------------------------------ shared stages
 
-    def generate(self, requests: Sequence[PromptRequest]) -> None:
-        """Fill ``record.prompt_sets`` with the configured text-to-image model, through the cache."""
-        from auditor.generation.registry import T2I_BACKENDS
+    def run_images(self, requests: Sequence[PromptRequest], readers: Sequence[ImageReader] = ()) -> None:
+        """Fill ``record.prompt_sets`` with the configured text-to-image model, then let every reader
+        (VQA, embeddings) read every image, through the cache, with the configured executor."""
+        from auditor.executors import make_executor
+        from auditor.executors.generation import GenerationStage
 
-        config = self.record.config
-        with self.stage("generate") as outcome:
-            backend = T2I_BACKENDS.load(config.t2i.spec, settings=config.generation, options=self.load_options())
-            config.t2i = backend.ref.model_copy(update={"spec": config.t2i.spec})
-            # Record what actually ran: the model's defaults filled in (batch size is ours, not the model's).
-            config.generation = backend.settings.model_copy(update={"batch_size": config.generation.batch_size})
+        make_executor(self.record.config.executor).run(self, GenerationStage(self, requests), readers)
 
-            def checkpoint(sets: list[PromptSet]) -> None:
-                self.record.prompt_sets = sets
-                self.save()
-
-            sets, counts = generate_images(
-                backend, requests, config.seeds, self.cache, self.run_dir,
-                config.generation.batch_size, self.progress, checkpoint,
-            )  # fmt: skip
-            outcome.computed, outcome.cached = counts.computed, counts.cached
-            self.record.prompt_sets = sets
-            del backend
-            release_accelerator_memory()
-
-    def embed(
-        self, *, required: bool = True, also: Callable[[Embedder], None] | None = None
-    ) -> dict[str, np.ndarray] | None:
-        """Prompt id -> unit-length embeddings of its usable images (cached by image sha256).
+    def embed_reader(self, *, required: bool = True, also: Callable[[Embedder], None] | None = None) -> EmbedReader:
+        """The embed stage for :meth:`run_images`: unit-length image embeddings (cached by image sha256).
 
         With ``required=False`` an embedder that cannot be loaded is skipped with a notice
         (and dropped from the config) instead of failing the run. ``also`` is called with
         the loaded embedder before it is released (e.g. to embed prompt texts too).
+        Its ``vectors()`` are prompt id -> embeddings of the usable images once the stage ran.
         """
-        from auditor.perception.registry import EMBEDDERS
+        from auditor.executors.perception import EmbedReader
 
-        config = self.record.config
-        with self.stage("embed") as outcome:
-            try:
-                embedder = EMBEDDERS.load(config.embedder.spec, options=self.load_options())
-            except AuditorError as exc:
-                if required:
-                    raise
-                self.progress.notice(f"embedding scores skipped: {exc} (pass --embedder none to silence this)")
-                config.embedder = None
-                return None
-            config.embedder = embedder.ref.model_copy(update={"spec": config.embedder.spec})
-            vectors, counts = embed_images(
-                embedder, self.record.prompt_sets, self.cache, self.run_dir, EMBED_BATCH_SIZE, self.progress
-            )
-            outcome.computed, outcome.cached = counts.computed, counts.cached
-            if also is not None:
-                also(embedder)
-            del embedder
-            release_accelerator_memory()
-        return vectors
+        return EmbedReader(self, EMBED_BATCH_SIZE, required=required, also=also)
