@@ -30,8 +30,8 @@ class StageCounts:
 
 
 class ProgressReporter(Protocol):
-    def start(self, stage: str, total: int, description: str) -> None:
-        """A stage with ``total`` units of work begins."""
+    def start(self, stage: str, total: int | None, description: str) -> None:
+        """A stage with ``total`` units of work begins (None: a count not known in advance, e.g. rows streamed)."""
 
     def advance(self, stage: str, amount: int = 1) -> None:
         """``amount`` more units of ``stage`` are done."""
@@ -46,7 +46,7 @@ class ProgressReporter(Protocol):
 class QuietProgress:
     """Reports nothing (``--quiet`` and ``--json``)."""
 
-    def start(self, stage: str, total: int, description: str) -> None:
+    def start(self, stage: str, total: int | None, description: str) -> None:
         pass
 
     def advance(self, stage: str, amount: int = 1) -> None:
@@ -67,7 +67,7 @@ class RichProgress:
         self._progress: Progress | None = None
         self._tasks: dict[str, TaskID] = {}
 
-    def start(self, stage: str, total: int, description: str) -> None:
+    def start(self, stage: str, total: int | None, description: str) -> None:
         if self._progress is None:
             self._progress = Progress(
                 TextColumn("{task.description:<24}"),
