@@ -27,8 +27,8 @@ from auditor.records import (
     TBasis,
 )
 from auditor.reporting.glossary import METRICS
+from auditor.reporting.html import REPORT_FILE
 
-REPORT_FILE = "report.html"
 #: What the reader is told whenever T is not image-based.
 CAPTION_PROXY = (
     "caption proxy: T is the % female among the selected captions labelled male or female by their gender words, "
@@ -50,10 +50,6 @@ REGIONS = [
 
 
 # --------------------------------------------------------------------------- numbers as text
-
-
-def pct(value: float | None) -> str:
-    return "–" if value is None else f"{value:.1f}"
 
 
 def share_text(value: Share, digits: int = 1) -> str:
