@@ -33,8 +33,8 @@ class StageCounts:
 
 
 class ProgressReporter(Protocol):
-    def start(self, stage: str, total: int, description: str) -> None:
-        """A stage with ``total`` units of work begins."""
+    def start(self, stage: str, total: int | None, description: str) -> None:
+        """A stage with ``total`` units of work begins (None: a count not known in advance, e.g. rows streamed)."""
 
     def advance(self, stage: str, amount: int = 1) -> None:
         """``amount`` more units of ``stage`` are done."""
@@ -49,7 +49,7 @@ class ProgressReporter(Protocol):
 class QuietProgress:
     """Reports nothing (``--quiet`` and ``--json``)."""
 
-    def start(self, stage: str, total: int, description: str) -> None:
+    def start(self, stage: str, total: int | None, description: str) -> None:
         pass
 
     def advance(self, stage: str, amount: int = 1) -> None:
@@ -75,7 +75,7 @@ class RichProgress:
         self._tasks: dict[str, TaskID] = {}
         self._lock = threading.Lock()
 
-    def start(self, stage: str, total: int, description: str) -> None:
+    def start(self, stage: str, total: int | None, description: str) -> None:
         with self._lock:
             if self._progress is None:
                 self._progress = Progress(
