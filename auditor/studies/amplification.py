@@ -26,6 +26,7 @@ from typing import Literal
 import numpy as np
 
 from auditor.core.cache import ContentCache
+from auditor.core.devices import release_accelerator_memory
 from auditor.core.environment import collect_environment
 from auditor.core.errors import AuditorError
 from auditor.core.settings import DEFAULT_EMBEDDER
@@ -63,7 +64,6 @@ from auditor.studies.run import (
     StudyRun,
     check_images_and_seeds,
     paired_seeds,
-    release_accelerator_memory,
     spec_ref,
 )
 
