@@ -24,6 +24,7 @@ from auditor.commands import (
     selftest,
     setup,
     t2iat,
+    trace,
 )
 from auditor.core.errors import AuditorError
 
@@ -36,7 +37,7 @@ app = typer.Typer(
     rich_markup_mode=None,
 )
 
-for command_module in (prompt, plan, doctor, report, compare, runs, schemas, score, setup, selftest, t2iat):
+for command_module in (prompt, plan, doctor, report, compare, runs, schemas, score, setup, selftest, t2iat, trace):
     command_module.register(app)
 
 

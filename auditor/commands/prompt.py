@@ -93,7 +93,7 @@ def prompt(
             allow_partial_weights=allow_partial_weights,
         )  # fmt: skip
     else:
-        given = [param for param in ctx.params if _given(ctx, param)]
+        given = [param for param in ctx.params if common.given(ctx, param)]
         if refused := [f"--{param.replace('_', '-')}" for param in given if param not in RESUME_OPTIONS]:
             raise AuditorError(
                 f"--resume continues a run with its own settings; {', '.join(refused)} cannot change them "
@@ -117,12 +117,6 @@ def prompt(
         except AuditorError as exc:
             raise type(exc)(f"{exc} (run kept in {audit.run_dir}; continue it with --resume {audit.run_dir})") from None
     show_results(record, audit.run_dir, quiet=quiet, json_output=json_output)
-
-
-def _given(ctx: typer.Context, name: str) -> bool:
-    """Whether the user typed this option (rather than it taking its default)."""
-    source = ctx.get_parameter_source(name)
-    return source is not None and source.name == "COMMANDLINE"
 
 
 def _scoring(

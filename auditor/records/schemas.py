@@ -12,6 +12,7 @@ from auditor.records import (
     RunRecord,
     T2IATRecord,
     T2IATTestDefinition,
+    TraceRecord,
 )
 
 #: File name -> record model. Add a model here when a new kind of record is written.
@@ -21,6 +22,7 @@ SCHEMA_MODELS: dict[str, type[BaseModel]] = {
     "t2iat_record.schema.json": T2IATRecord,
     "t2iat_occupations_record.schema.json": OccupationsRecord,
     "t2iat_test.schema.json": T2IATTestDefinition,
+    "trace_record.schema.json": TraceRecord,
 }
 
 
