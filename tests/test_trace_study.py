@@ -113,7 +113,12 @@ def test_trace_study_end_to_end_numbers_match_independent_computations(
 
     # Triplets: the neutral captions, swapped, with where they came from.
     selection = record.selection
-    assert (selection.captions, selection.without_person, selection.with_indicator, selection.duplicates) == (6, 1, 1, 1)
+    assert (selection.captions, selection.without_person, selection.with_indicator, selection.duplicates) == (
+        6,
+        1,
+        1,
+        1,
+    )
     assert selection.indicator_counts == {"boy": 1}
     assert [(t.source_file, t.source_row) for t in record.triplets] == [
         (str(tmp_path / "captions.csv"), 0), (str(tmp_path / "captions.csv"), 2), (str(tmp_path / "captions.csv"), 5)
@@ -205,7 +210,11 @@ def test_trace_study_end_to_end_numbers_match_independent_computations(
             name: sum(i.counts.get(row.name, 0) for t in record.triplets for i in record.images[t.prompt_ids[name]])
             for name in sizes
         }
-        assert (row.neutral, row.feminine, row.masculine) == (totals["neutral"], totals["feminine"], totals["masculine"])
+        assert (row.neutral, row.feminine, row.masculine) == (
+            totals["neutral"],
+            totals["feminine"],
+            totals["masculine"],
+        )
         expected = bias_score(row.masculine, row.feminine, 6, 6) if row.masculine + row.feminine else None
         assert row.bias_score == expected
     assert [row.name for row in record.ranking] == [
@@ -219,7 +228,12 @@ def test_trace_study_end_to_end_numbers_match_independent_computations(
                for row in record.ranking if row.bias_score not in (0.0, 1.0))  # fmt: skip
 
     # χ²: objects then the five groups, triplet then pairs; Holm over the tests that ran.
-    assert [(t.scope, len(t.sets)) for t in record.chi_square[:4]] == [("objects", 3), ("objects", 2), ("objects", 2), ("objects", 2)]
+    assert [(t.scope, len(t.sets)) for t in record.chi_square[:4]] == [
+        ("objects", 3),
+        ("objects", 2),
+        ("objects", 2),
+        ("objects", 2),
+    ]
     assert len(record.chi_square) == 4 * 6
     ran = [t for t in record.chi_square if t.p_value is not None]
     assert [t.p_adjusted for t in ran] == pytest.approx(holm([t.p_value for t in ran]))
