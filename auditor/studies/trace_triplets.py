@@ -30,9 +30,13 @@ def _position(source_id: str) -> int:
 
 def caption_triplets(pattern: str, column: str | None) -> tuple[list[tuple[Triplet, str, int]], CaptionSelection]:
     """The neutral captions of a caption file (streamed) as triplets, with the file and row of each."""
+    from importlib.util import find_spec
+
     from auditor.corpora.readers import CaptionReader
     from auditor.prompting.triplets import has_person_word, select_caption_triplets
 
+    if find_spec("pyarrow") is None:
+        raise AuditorError("reading caption files needs pyarrow: pip install 'auditor[trace]'")
     reader = CaptionReader(pattern, caption_column=column)
     locations: dict[int, tuple[str, int]] = {}
 
