@@ -84,6 +84,11 @@ def test_trace_a_caption_file_then_resume_it(tiny_models, tiny_tracing_models, t
                     "dependency groups", "HTML report"):  # fmt: skip
         assert heading in again.stdout
 
+    # `auditor report` redraws the same findings from the record alone.
+    redrawn = run_auditor("report", "captions", "--json")
+    assert redrawn.returncode == 0, redrawn.stderr
+    assert json.loads(redrawn.stdout)["similarity"] == report["similarity"]
+
     refused = run_auditor("trace", "--resume", "captions", "--limit", "3")
     assert refused.returncode == 2 and "--limit cannot change them" in refused.stderr
 
