@@ -39,6 +39,7 @@ from auditor.core.settings import DEFAULT_T2I, DEFAULT_VQA
 from auditor.core.store import RunStore, atomic_write_bytes, describe_validation_error, new_run_id
 from auditor.records import (
     TRIPLET_SETS,
+    GeneratedImage,
     GenerationSettings,
     PerceptionSettings,
     TraceConfig,
@@ -315,7 +316,7 @@ class TraceStudy(StudyRun[TraceRecord]):
 
     # ------------------------------------------------------------------ detect and group
 
-    def _located(self) -> Iterator[tuple[str, int, object]]:
+    def _located(self) -> Iterator[tuple[str, int, GeneratedImage]]:
         """(prompt id, position in ``record.images[prompt id]``, the generated image) of every image looked at."""
         made = {s.prompt_id: {image.index: image for image in s.images} for s in self.record.prompt_sets}
         for prompt_id, rows in self.record.images.items():
@@ -367,11 +368,11 @@ class TraceStudy(StudyRun[TraceRecord]):
         owner = {triplet.prompt_ids[name]: (triplet, name) for triplet in self.record.triplets for name in TRIPLET_SETS}
         images = {prompt_id: list(rows) for prompt_id, rows in self.record.images.items()}
         located = list(self._located())
-        by_hash: dict[str, list[tuple[str, int, object]]] = {}
+        by_hash: dict[str, list[tuple[str, int, GeneratedImage]]] = {}
         for entry in located:
             by_hash.setdefault(entry[2].sha256, []).append(entry)
 
-        def assign(prompt_id: str, position: int, image, masks: np.ndarray | None) -> None:
+        def assign(prompt_id: str, position: int, image: GeneratedImage, masks: np.ndarray | None) -> None:
             from auditor.scoring.trace import with_groups
 
             triplet, name = owner[prompt_id]
