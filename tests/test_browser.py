@@ -261,7 +261,7 @@ def test_trace_report_renders_in_chromium_and_shows_hostile_text_literally(tmp_p
     from tests.test_trace_scoring import IMAGES, _record
 
     hostile = "<script>alert(1)</script>"
-    record: TraceRecord = _record(IMAGES, [])
+    record: TraceRecord = _record({pid: image.model_copy(deep=True) for pid, image in IMAGES.items()}, [])
     record.triplets[0].prompts["neutral"] = f"a person with a {hostile}"
     record.images["0/neutral"][0].counts[hostile] = 9
     run_dir = tmp_path / "run"

@@ -25,6 +25,7 @@ step (and each generation batch), so an interrupted run resumes without recomput
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -65,6 +66,9 @@ PROFESSION_SEEDS, CAPTION_SEEDS = 5, 1
 #: VQA answer budget: an object list needs more tokens than a short answer.
 OBJECT_ANSWER_TOKENS = 40
 PICTURES_FOLDER = "pictures"
+#: Within a stage the record is rewritten at most this often: a trace run's record is large, and every
+#: finished image and answer is in the content cache at once anyway (an interrupted run saves it last).
+CHECKPOINT_SECONDS = 10.0
 
 
 @dataclass
@@ -167,6 +171,7 @@ class TraceStudy(StudyRun[TraceRecord]):
         self.fingerprint: str | None = None
         #: Per image embedder: image sha256 -> unit embedding.
         self.vectors: list[dict[str, np.ndarray]] = []
+        self._saved_at = 0.0
 
     @property
     def embedders_required(self) -> bool:
@@ -195,6 +200,12 @@ class TraceStudy(StudyRun[TraceRecord]):
         with self.stage("report"):
             write_trace_report(self.record, self.run_dir)
         self.save()
+
+    def _save_now_and_then(self) -> None:
+        """Rewrite the record if it was last written :data:`CHECKPOINT_SECONDS` ago or more."""
+        if time.monotonic() - self._saved_at >= CHECKPOINT_SECONDS:
+            self.save()
+            self._saved_at = time.monotonic()
 
     def _note(self, message: str) -> None:
         self.record.notes = [*self.record.notes, message]
@@ -236,7 +247,7 @@ class TraceStudy(StudyRun[TraceRecord]):
 
             def checkpoint(sets) -> None:
                 self.record.prompt_sets = sets
-                self.save()
+                self._save_now_and_then()
 
             sets, counts, self.fingerprint = generate_traced(
                 backend, self.requests(), config.seeds, self.cache, self.run_dir, self.progress, checkpoint
@@ -262,7 +273,7 @@ class TraceStudy(StudyRun[TraceRecord]):
 
             def checkpoint(answers) -> None:
                 self.record.answers = answers
-                self.save()
+                self._save_now_and_then()
 
             answers, counts = answer_questions(
                 vqa, self.record.prompt_sets, {"objects": config.object_question}, None,
