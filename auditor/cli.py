@@ -25,6 +25,7 @@ from auditor.commands import (
     selftest,
     setup,
     t2iat,
+    trace,
 )
 from auditor.core.errors import AuditorError
 
@@ -37,7 +38,7 @@ app = typer.Typer(
     rich_markup_mode=None,
 )
 
-for command_module in (prompt, plan, doctor, report, compare, runs, schemas, score, setup, selftest, t2iat, amplification):
+for command_module in (prompt, plan, doctor, report, compare, runs, schemas, score, setup, selftest, t2iat, amplification, trace):
     command_module.register(app)
 
 

@@ -250,3 +250,28 @@ def test_comparison_renders_in_chromium(tmp_path):
     linked = {f"../runs/{run.name}/{file}" for run, side in sides for file in side.initial_images}
     assert_clean_page(page, "compare", linked)
     assert "Axes only in run A" in page["text"] and "geography" in page["text"] and "setting" in page["text"]
+
+
+def test_trace_report_renders_in_chromium_and_shows_hostile_text_literally(tmp_path):
+    from auditor.executors.generation import png_bytes
+    from auditor.records import TraceRecord, TripletPicture
+    from auditor.reporting.overlays import triplet_picture
+    from auditor.reporting.trace import write_trace_report
+    from auditor.scoring.trace import score_trace
+    from tests.test_trace_scoring import IMAGES, _record
+
+    hostile = "<script>alert(1)</script>"
+    record: TraceRecord = _record({pid: image.model_copy(deep=True) for pid, image in IMAGES.items()}, [])
+    record.triplets[0].prompts["neutral"] = f"a person with a {hostile}"
+    record.images["0/neutral"][0].counts[hostile] = 9
+    run_dir = tmp_path / "run"
+    (run_dir / "pictures").mkdir(parents=True)
+    picture = triplet_picture([Image.new("RGB", (64, 64), c) for c in ("red", "green", "blue")], [None] * 3)
+    (run_dir / "pictures" / "triplet-0000.png").write_bytes(png_bytes(picture))
+    words = {"neutral": "person", "feminine": "woman", "masculine": None}
+    record.pictures = [TripletPicture(triplet=0, image_index=0, file="pictures/triplet-0000.png", words=words)]
+    score_trace(record)
+    page = open_page(write_trace_report(record, run_dir))
+    assert_clean_page(page, "trace", {"pictures/triplet-0000.png"})
+    assert hostile in page["text"], "hostile text must show literally"
+    assert "Human words" in page["text"] and "χ² tests ran" in page["text"]

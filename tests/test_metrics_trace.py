@@ -14,6 +14,7 @@ from auditor.metrics.trace import (
     ObjectBias,
     bias_ranking,
     bias_score,
+    bias_score_intervals,
     chi_square,
     chi_square_tests,
     co_occurrence,
@@ -219,6 +220,39 @@ def test_bias_ranking_filters_by_the_largest_count():
     without_neutral = bias_ranking(masculine, feminine, n_masculine=10, n_feminine=10, min_count=5)
     assert [o.name for o in without_neutral] == ["suit", "dress"]
     assert without_neutral[0].neutral is None
+
+
+def test_bias_score_intervals_by_hand():
+    # Unit A saw the object once in its masculine image, unit B once in its feminine one. A resample of
+    # two units is AA (BS 1), BB (BS 0) or AB (BS 0.5) with chances 1/4, 1/4, 1/2: the 95% interval is [0, 1].
+    intervals = bias_score_intervals([[1], [0]], [[0], [1]], [1, 1], [1, 1], resamples=4000, seed=3)
+    assert intervals == [(0.0, 1.0)]
+    # Both units lean masculine: every resample gives BS 1.
+    assert bias_score_intervals([[2], [1]], [[0], [0]], [1, 1], [1, 1], resamples=50) == [(1.0, 1.0)]
+    # One unit: no interval; an object never seen: no resample defines it.
+    assert bias_score_intervals([[1, 0]], [[0, 0]], [1], [1]) == [None, None]
+    assert bias_score_intervals([[1, 0], [0, 0]], [[0, 0], [1, 0]], [1, 1], [1, 1], resamples=100)[1] is None
+
+
+def test_bias_score_intervals_match_a_written_out_bootstrap():
+    """The same draws, BS recomputed one resample at a time from summed counts and sizes (with |P_m|/|P_f|)."""
+    rng = np.random.default_rng(11)
+    m, f = rng.integers(0, 4, size=(6, 3)).astype(float), rng.integers(0, 4, size=(6, 3)).astype(float)
+    n_m, n_f = np.array([1, 2, 2, 1, 3, 1.0]), np.array([2, 1, 2, 2, 1, 1.0])
+    got = bias_score_intervals(m, f, n_m, n_f, resamples=300, confidence=0.9, seed=5)
+    draws = np.random.default_rng(5).integers(0, 6, size=(300, 6))
+    for k in range(3):
+        scores = []
+        for row in draws:
+            c_m, c_f = m[row, k].sum(), f[row, k].sum()
+            score = bias_score(c_m, c_f, n_m[row].sum(), n_f[row].sum())
+            if score is not None:
+                scores.append(score)
+        assert got[k] == pytest.approx(tuple(np.quantile(scores, [0.05, 0.95])))
+    with pytest.raises(AuditorError, match="negative"):
+        bias_score_intervals([[-1]], [[0]], [1], [1])
+    with pytest.raises(AuditorError, match="units x objects"):
+        bias_score_intervals([[1, 2]], [[0]], [1], [1])
 
 
 def test_chi_square_pair_with_yates_by_hand():

@@ -120,6 +120,12 @@ def generation_settings(batch_size: str, compile_models: bool, **settings: Any) 
     return GenerationSettings(batch_size=size, batch_size_auto=auto, compile=compile_models, **settings)
 
 
+def given(ctx: typer.Context, name: str) -> bool:
+    """Whether the user typed this option (rather than it taking its default)."""
+    source = ctx.get_parameter_source(name)
+    return source is not None and source.name == "COMMANDLINE"
+
+
 def run_store(runs_dir: Path | None) -> RunStore:
     """The runs folder: ``--runs-dir``, else AUDITOR_RUNS_DIR or ./runs."""
     from auditor.core.settings import get_settings

@@ -95,7 +95,7 @@ def prompt(
             allow_partial_weights=allow_partial_weights, executor=executor,
         )  # fmt: skip
     else:
-        given = [param for param in ctx.params if _given(ctx, param)]
+        given = [param for param in ctx.params if common.given(ctx, param)]
         flags = {param.name: param.opts[0] for param in ctx.command.params}
         if refused := [flags[param] for param in given if param not in RESUME_OPTIONS]:
             raise AuditorError(
@@ -121,12 +121,6 @@ def prompt(
         except AuditorError as exc:
             raise type(exc)(f"{exc} (run kept in {audit.run_dir}; continue it with --resume {audit.run_dir})") from None
     show_results(record, audit.run_dir, quiet=quiet, json_output=json_output)
-
-
-def _given(ctx: typer.Context, name: str) -> bool:
-    """Whether the user typed this option (rather than it taking its default)."""
-    source = ctx.get_parameter_source(name)
-    return source is not None and source.name == "COMMANDLINE"
 
 
 def _scoring(

@@ -93,6 +93,18 @@ class SequentialExecutor:
                 _read(study, reader, writer, stored_images(study), generation.total)
 
 
+def read_stored_images(study: StudyRun, readers: Sequence[ImageReader]) -> None:
+    """Each reader in turn over the images already in the run folder.
+
+    For a study that makes its images its own way (the trace study generates through
+    its tracing pipeline) and then reads them with the shared VQA and embedding stages.
+    """
+    images = stored_images(study)
+    with BackgroundWriter(on_error=study.mark_failed) as writer:
+        for reader in readers:
+            _read(study, reader, writer, images, len(images))
+
+
 class _Stopped(BaseException):
     """Raised in a reader's thread when the run stops elsewhere (not an error of that reader)."""
 

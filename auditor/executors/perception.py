@@ -282,8 +282,9 @@ class EmbedReader(ImageReader):
         self.also = also
         self.embedder: Embedder | None = None
         self.skipped = False
-        self._fingerprint = ""
-        self._vectors: dict[str, np.ndarray] = {}
+        self.fingerprint = ""
+        #: Image sha256 -> unit-length embedding, for every image read so far.
+        self.by_image: dict[str, np.ndarray] = {}
 
     def open(self) -> bool:
         from auditor.perception.registry import EMBEDDERS
@@ -299,7 +300,7 @@ class EmbedReader(ImageReader):
             self.skipped = True
             return False
         config.embedder = self.embedder.ref.model_copy(update={"spec": config.embedder.spec})
-        self._fingerprint = self.embedder.cache_fingerprint()
+        self.fingerprint = self.embedder.cache_fingerprint()
         return True
 
     def finish(self) -> None:
@@ -310,10 +311,10 @@ class EmbedReader(ImageReader):
         self.embedder = None
 
     def missing(self, image: GeneratedImage) -> bool:
-        hit = self.study.cache.get(EMBED, self._fingerprint, {"image": image.sha256})
+        hit = self.study.cache.get(EMBED, self.fingerprint, {"image": image.sha256})
         if hit is None:
             return True
-        self._vectors[image.sha256] = np.frombuffer(hit, dtype=np.float32)
+        self.by_image[image.sha256] = np.frombuffer(hit, dtype=np.float32)
         return False
 
     def compute(self, images: list[GeneratedImage], pictures: list[Image.Image]) -> Any:
@@ -321,8 +322,8 @@ class EmbedReader(ImageReader):
 
     def store(self, images: list[GeneratedImage], result: Any) -> None:
         for image, row in zip(images, result, strict=True):
-            self._vectors[image.sha256] = np.asarray(row, dtype=np.float32)
-            self.study.cache.put(EMBED, self._fingerprint, {"image": image.sha256}, self._vectors[image.sha256].tobytes())
+            self.by_image[image.sha256] = np.asarray(row, dtype=np.float32)
+            self.study.cache.put(EMBED, self.fingerprint, {"image": image.sha256}, self.by_image[image.sha256].tobytes())
 
     def complete(self, prompt_id: str, image: GeneratedImage) -> None:
         pass  # the vectors are gathered per prompt set once all are known
@@ -333,5 +334,5 @@ class EmbedReader(ImageReader):
             return None
         by_set: dict[str, list[np.ndarray]] = {s.prompt_id: [] for s in self.study.record.prompt_sets}
         for prompt_id, image in usable(self.study.record.prompt_sets):
-            by_set[prompt_id].append(self._vectors[image.sha256])
+            by_set[prompt_id].append(self.by_image[image.sha256])
         return {pid: np.stack(rows) if rows else np.zeros((0, 0), np.float32) for pid, rows in by_set.items()}

@@ -10,8 +10,9 @@ interval lies above 0 (below 0: feminine).
 
 Objects (§5.2): C(o, P) = Σ_p cnt(o, p); the co-occurrence similarity s_O (Eq. 5) as the
 mean cosine of paired count vectors; the bias score BS(o) = C(o,P_m) / (C(o,P_m) +
-(|P_m|/|P_f|)·C(o,P_f)) (Eq. 6; 1 masculine, 0 feminine, 0.5 neither); χ² tests of the
-object × prompt-set table, skipped with a note when an expected count is below 5.
+(|P_m|/|P_f|)·C(o,P_f)) (Eq. 6; 1 masculine, 0 feminine, 0.5 neither) with percentile
+bootstrap intervals over resampled units; χ² tests of the object × prompt-set table,
+skipped with a note when an expected count is below 5.
 
 No models, no records, no I/O; sums over objects run in sorted order, so a result never
 depends on dict iteration order.
@@ -338,6 +339,64 @@ def bias_ranking(
         if score is not None:
             ranking.append(ObjectBias(name=name, score=score, masculine=m, feminine=f, neutral=n))
     return sorted(ranking, key=lambda item: (-item.score, item.name))
+
+
+def bias_score_intervals(
+    masculine: np.ndarray | Sequence[Sequence[float]],
+    feminine: np.ndarray | Sequence[Sequence[float]],
+    n_masculine: np.ndarray | Sequence[float],
+    n_feminine: np.ndarray | Sequence[float],
+    *,
+    resamples: int = 10_000,
+    confidence: float = 0.95,
+    seed: int = 0,
+) -> list[tuple[float, float] | None]:
+    """Percentile bootstrap intervals of BS(o) for every object, resampling units (triplets).
+
+    ``masculine[u, o]`` and ``feminine[u, o]`` are unit u's counts of object o in its
+    masculine and feminine images, ``n_masculine[u]`` and ``n_feminine[u]`` its numbers of
+    images. A resample draws units with replacement (from ``default_rng(seed)``) and
+    recomputes BS from the summed counts and sizes; resamples where BS is undefined (both
+    counts 0, or no image on a side) are left out. None for an object with fewer than two
+    units, or no resample that defines it.
+    """
+    m = np.asarray(masculine, dtype=np.float64)
+    f = np.asarray(feminine, dtype=np.float64)
+    size_m = np.asarray(n_masculine, dtype=np.float64).ravel()
+    size_f = np.asarray(n_feminine, dtype=np.float64).ravel()
+    if m.ndim != 2 or m.shape != f.shape or size_m.shape != size_f.shape or size_m.size != m.shape[0]:
+        raise AuditorError("bias score intervals need (units x objects) counts and one image count per unit and side")
+    if (m < 0).any() or (f < 0).any() or (size_m < 0).any() or (size_f < 0).any():
+        raise AuditorError("co-occurrence counts cannot be negative")
+    if resamples < 1 or not 0 < confidence < 1:
+        raise AuditorError("resamples must be at least 1 and confidence between 0 and 1")
+    units, objects = m.shape
+    if units < 2:
+        return [None] * objects
+    rng = np.random.default_rng(seed)
+    alpha = 1 - confidence
+    batch = max(1, _BOOTSTRAP_BATCH_VALUES // max(units, objects))
+    scores = np.empty((resamples, objects))
+    for start in range(0, resamples, batch):
+        rows = min(batch, resamples - start)
+        draws = rng.integers(0, units, size=(rows, units))
+        weights = np.zeros((rows, units))
+        np.add.at(weights, (np.repeat(np.arange(rows), units), draws.ravel()), 1.0)
+        c_m, c_f = weights @ m, weights @ f
+        total_m, total_f = weights @ size_m, weights @ size_f
+        ratio = np.divide(total_m, total_f, out=np.full(rows, np.nan), where=total_f > 0)
+        denominator = c_m + ratio[:, None] * c_f  # NaN where a resample has no feminine image
+        positive = denominator > 0
+        scores[start : start + rows] = np.where(positive, c_m / np.where(positive, denominator, 1.0), np.nan)
+    intervals: list[tuple[float, float] | None] = []
+    for column in scores.T:
+        defined = column[np.isfinite(column)]
+        if defined.size == 0:
+            intervals.append(None)
+            continue
+        low, high = np.quantile(defined, [alpha / 2, 1 - alpha / 2])
+        intervals.append((float(low), float(high)))
+    return intervals
 
 
 @dataclass(frozen=True)

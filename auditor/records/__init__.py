@@ -8,7 +8,8 @@ these records, never live state. ``schemas/`` holds the JSON Schema generated fr
 Layout: :mod:`~auditor.records.base` is the envelope every study's record shares,
 :mod:`~auditor.records.models` and :mod:`~auditor.records.images` the model references,
 settings and stage outputs the studies share, then one module per kind of study
-(:mod:`~auditor.records.prompt_audit`, :mod:`~auditor.records.t2iat`, :mod:`~auditor.records.amplification`).
+(:mod:`~auditor.records.prompt_audit`, :mod:`~auditor.records.t2iat`, :mod:`~auditor.records.amplification`,
+:mod:`~auditor.records.trace`).
 :func:`load_any_record` reads any of them, upgrading older schema versions
 (:mod:`~auditor.records.migrations`).
 """
@@ -81,6 +82,24 @@ from auditor.records.t2iat import (
     T2IATStimuli,
     T2IATTestDefinition,
 )
+from auditor.records.trace import (
+    TRIPLET_SETS,
+    CaptionSelection,
+    ChiSquareResult,
+    GroupAssignment,
+    GroupSummary,
+    ImageObjects,
+    ObjectCount,
+    PairSimilarity,
+    StageSimilarity,
+    TraceConfig,
+    TracedDetection,
+    TraceRecord,
+    TraceScoringSettings,
+    TraceTriplet,
+    TripletPicture,
+    TripletSet,
+)
 
 __all__ = [
     "INITIAL_PROMPT_ID", "RECORD_TYPES", "SCHEMA_VERSION", "T2IAT_GROUPS",
@@ -93,5 +112,8 @@ __all__ = [
     "OccupationsRecord", "PerceptionSettings", "PromptSet", "Record", "RunConfig", "RunError", "RunRecord",
     "RunStatus", "Scores", "ScoringSettings", "SetConcepts", "Stage", "StageTiming", "StudyConfig", "StudyRecord",
     "T2IATConfig", "T2IATGroup", "T2IATRecord", "T2IATStimuli", "T2IATTestDefinition",
+    "TRIPLET_SETS", "CaptionSelection", "ChiSquareResult", "GroupAssignment", "GroupSummary", "ImageObjects",
+    "ObjectCount", "PairSimilarity", "StageSimilarity", "TraceConfig", "TraceRecord", "TraceScoringSettings",
+    "TracedDetection", "TraceTriplet", "TripletPicture", "TripletSet",
     "counterfactual_id", "load_any_record", "load_record", "utc_now",
 ]  # fmt: skip

@@ -13,6 +13,7 @@ from auditor.records import (
     RunRecord,
     T2IATRecord,
     T2IATTestDefinition,
+    TraceRecord,
 )
 
 #: File name -> record model. Add a model here when a new kind of record is written.
@@ -23,6 +24,7 @@ SCHEMA_MODELS: dict[str, type[BaseModel]] = {
     "t2iat_occupations_record.schema.json": OccupationsRecord,
     "t2iat_test.schema.json": T2IATTestDefinition,
     "amplification_record.schema.json": AmplificationRecord,
+    "trace_record.schema.json": TraceRecord,
 }
 
 

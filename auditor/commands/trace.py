@@ -1,0 +1,200 @@
+"""``auditor trace``: where gender enters the image, from the prompt to the pixels (Wu et al., J. Imaging 2025)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+
+from auditor.commands import common
+from auditor.core.errors import AuditorError
+from auditor.core.settings import DEFAULT_VQA
+
+#: Options a resumed run takes; the rest comes from its record.
+RESUME_OPTIONS = {"resume", "runs_dir", "device", "quiet", "json_output", "allow_partial_weights"}
+
+
+def trace(
+    ctx: typer.Context,
+    captions: str | None = typer.Argument(
+        None,
+        metavar="CAPTIONS_FILE",
+        help="Captions (TXT, CSV, TSV, JSONL, Parquet; a folder or glob): the neutral "
+        "ones (with 'person'/'people' and no word of the paper's Table 2) become triplets.",
+    ),  # fmt: skip
+    professions: bool = typer.Option(
+        False, "--professions", help="Use the profession set instead: Table 3's professions in the built-in templates."
+    ),
+    caption_column: str | None = typer.Option(
+        None, "--caption-column", help="Caption column (default: caption or TEXT)."
+    ),
+    limit: int | None = typer.Option(None, "--limit", min=1, help="At most this many triplets (the first ones)."),
+    seeds_per_triplet: int | None = typer.Option(
+        None,
+        "--seeds",
+        min=1,
+        help="Seeds per triplet, shared by its three prompts (default: 5 for --professions, "
+        "1 for captions; the paper used 5 for GCC and the professions, 1 otherwise).",
+    ),  # fmt: skip
+    seed: str | None = common.SEED,
+    t2i: str = common.T2I,
+    vqa: str = typer.Option(
+        DEFAULT_VQA, "--vqa", help="VQA model that lists each image's objects (blip2:/hf:/openai:...)."
+    ),
+    embedders: list[str] | None = typer.Option(
+        None,
+        "--embedder",
+        help="Image embedder to compare paired images with, repeatable: clip:<id>, dinov2:<id>, "
+        "hf-vision:<id> (any vision backbone), or 'none'. Default: clip:openai/clip-vit-base-patch32 and "
+        "dinov2:facebook/dinov2-small (skipped with a note when unavailable).",
+    ),  # fmt: skip
+    detector: str | None = typer.Option(
+        None,
+        "--detector",
+        help="Ground the objects with boxes: grounding-dino:<id> or owlv2:<id> (needed for the dependency groups).",
+    ),  # fmt: skip
+    box_threshold: float | None = typer.Option(
+        None,
+        "--box-threshold",
+        help="Detections scoring at or below this are dropped (default: 0.35 Grounding DINO, 0.1 OWLv2).",
+    ),
+    text_threshold: float | None = typer.Option(
+        None, "--text-threshold", help="Grounding DINO's label threshold (default 0.25)."
+    ),
+    segmenter: str | None = typer.Option(
+        None,
+        "--segmenter",
+        help="Object masks from the boxes (sam:<id>); without it the boxes are the objects' regions.",
+    ),
+    min_count: float = typer.Option(
+        5, "--min-count", min=0, help="Rank objects seen at least this often in one prompt set (the paper: 5 to 20)."
+    ),
+    top_k: int = typer.Option(10, "--top-k", min=1, help="Most masculine and most feminine objects shown."),
+    show: int = typer.Option(4, "--show", min=0, help="Triplets pictured with their attention maps."),
+    batch_size: int = common.BATCH_SIZE,
+    steps: int | None = common.steps_option(),
+    guidance: float | None = common.guidance_option(),
+    scheduler: str | None = common.SCHEDULER,
+    width: int | None = typer.Option(None, "--width", help="Image width in pixels."),
+    height: int | None = typer.Option(None, "--height", help="Image height in pixels."),
+    vqa_batch_size: int = typer.Option(
+        16, "--vqa-batch-size", min=1, help="Image-question pairs per VQA forward pass."
+    ),
+    vqa_max_tokens: int = typer.Option(
+        40, "--vqa-max-tokens", min=1, help="Length limit of an object list, in tokens."
+    ),
+    bootstrap: int = common.BOOTSTRAP,
+    ci_seed: int = common.CI_SEED,
+    alpha: float = typer.Option(
+        0.05, "--alpha", help="A χ² difference is stated only when its Holm-adjusted p is below this."
+    ),
+    name: str | None = typer.Option(None, "--name", help="Run folder name (default: date-time-source)."),
+    resume: str | None = typer.Option(
+        None, "--resume", help="Continue an earlier trace run (id or folder) with its own settings."
+    ),
+    runs_dir: Path | None = typer.Option(None, "--runs-dir", help="Runs folder (default: AUDITOR_RUNS_DIR or ./runs)."),
+    device: str | None = common.DEVICE,
+    allow_partial_weights: bool = common.ALLOW_PARTIAL_WEIGHTS,
+    quiet: bool = common.QUIET,
+    json_output: bool = typer.Option(False, "--json", help="Print the findings as one JSON object (no progress bars)."),
+) -> None:
+    """Trace gender from prompt to image: neutral/feminine/masculine triplets with shared seeds, compared at the
+    text encoder, the final latent and the image; objects, bias scores, χ² tests and dependency groups."""
+    from auditor.studies.trace import resume_trace, start_trace
+
+    store = common.run_store(runs_dir)
+    options = None
+    if resume:
+        given = [param for param in ctx.params if common.given(ctx, param)]
+        if refused := [f"--{param.replace('_', '-')}" for param in given if param not in RESUME_OPTIONS]:
+            raise AuditorError(
+                f"--resume continues a run with its own settings; {', '.join(refused)} cannot change them "
+                "(only --device, --runs-dir, --allow-partial-weights, --quiet and --json may be given)"
+            )
+        if captions is not None:
+            raise AuditorError("--resume continues a run with its own triplets; leave out CAPTIONS_FILE")
+    else:
+        options = _options(
+            captions, professions, caption_column, limit, seeds_per_triplet, seed, t2i, vqa, embedders, detector,
+            box_threshold, text_threshold, segmenter, min_count, top_k, show, batch_size, steps, guidance, scheduler,
+            width, height, vqa_batch_size, vqa_max_tokens, bootstrap, ci_seed, alpha, device, allow_partial_weights,
+        )  # fmt: skip
+    with common.study_session(quiet, json_output) as (cache, progress):
+        if options is None:
+            study = resume_trace(resume, store, cache, progress, device, allow_partial_weights)
+        else:
+            study = start_trace(options, store, cache, progress, name)
+        try:
+            record = study.run()
+        except KeyboardInterrupt:
+            common.exit_interrupted(f"partial run kept in {study.run_dir}; continue with --resume {study.run_dir}")
+        except AuditorError as exc:
+            raise type(exc)(f"{exc} (run kept in {study.run_dir}; continue it with --resume {study.run_dir})") from None
+    _show(record, study.run_dir, quiet, json_output)
+
+
+def _options(
+    captions, professions, caption_column, limit, seeds_per_triplet, seed, t2i, vqa, embedders, detector,
+    box_threshold, text_threshold, segmenter, min_count, top_k, show, batch_size, steps, guidance, scheduler,
+    width, height, vqa_batch_size, vqa_max_tokens, bootstrap, ci_seed, alpha, device, allow_partial_weights,
+):  # fmt: skip
+    """The study's options from the command line (their checks run in ``TraceOptions.validate``)."""
+    from pydantic import ValidationError
+
+    from auditor.core.store import describe_validation_error
+    from auditor.records import GenerationSettings, PerceptionSettings, TraceScoringSettings
+    from auditor.studies.trace import DEFAULT_TRACE_EMBEDDERS, TraceOptions
+
+    if embedders and any(spec.strip().lower() == "none" for spec in embedders):
+        if len(embedders) > 1:
+            raise AuditorError("--embedder none turns image embeddings off; do not name other embedders with it")
+        chosen: list[str] = []
+    else:
+        chosen = list(embedders) if embedders else list(DEFAULT_TRACE_EMBEDDERS)
+    try:
+        scoring = TraceScoringSettings(
+            bootstrap=bootstrap, ci_seed=ci_seed, alpha=alpha, min_count=min_count, top_k=top_k
+        )
+    except ValidationError as exc:
+        raise AuditorError(f"bad scoring setting: {describe_validation_error(exc)} (--bootstrap, --alpha)") from None
+    options = TraceOptions(
+        captions=captions,
+        professions=professions,
+        caption_column=caption_column,
+        t2i=t2i,
+        vqa=vqa,
+        embedders=chosen,
+        detector=detector,
+        box_threshold=box_threshold,
+        text_threshold=text_threshold,
+        segmenter=segmenter,
+        seeds_per_triplet=seeds_per_triplet,
+        limit=limit,
+        generation=GenerationSettings(
+            steps=steps, guidance_scale=guidance, scheduler=scheduler, width=width, height=height, batch_size=batch_size
+        ),
+        perception=PerceptionSettings(batch_size=vqa_batch_size, max_new_tokens=vqa_max_tokens),
+        scoring=scoring,
+        show=show,
+        device=device,
+        allow_partial_weights=allow_partial_weights,
+    )
+    options.seeds = common.parse_seeds(seed, options.seed_count)
+    return options
+
+
+def _show(record, run_dir: Path, quiet: bool, json_output: bool) -> None:
+    """The finished run's report (terminal or JSON); report.html is already in the run folder."""
+    from auditor.core.console import out, print_json
+    from auditor.reporting.trace import render_trace, trace_json
+
+    if json_output:
+        print_json(trace_json(record, run_dir))
+    elif quiet:
+        out.print(str(run_dir), markup=False, highlight=False)
+    else:
+        render_trace(record, run_dir, out)
+
+
+def register(app: typer.Typer) -> None:
+    app.command("trace")(trace)

@@ -1,0 +1,353 @@
+"""The trace report: terminal, ``--json`` and ``report.html``, all read from a :class:`TraceRecord`.
+
+What a reader gets, in the paper's order: per stage (prompt, denoising, image, objects)
+whether the neutral prompts are closer to the masculine or the feminine ones (the
+paper's Table 5, with intervals); the objects that lean masculine or feminine by bias
+score, with counts and intervals, and the human words apart; the χ² tests with
+Holm-adjusted p-values and the notes of those skipped; the dependency-group table; and
+pictures of a few triplets with the attention map of their gender word.
+
+Sentences claim a side only with evidence recorded beside the number: a stage's
+difference only when its interval excludes 0, an object's lean only when its bias
+score's interval excludes 0.5, a χ² difference only when its Holm-adjusted p is below
+alpha. Text from prompts and the VQA model goes into ``rich.text.Text`` in the terminal
+and is autoescaped in HTML.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+from rich.text import Text
+
+from auditor.records import TRIPLET_SETS, ChiSquareResult, ObjectCount, StageSimilarity, TraceRecord
+from auditor.reporting.glossary import METRICS
+from auditor.reporting.sentences import STATUS_PHRASES, span
+
+REPORT_FILE = "report.html"
+#: Triplets listed in full in the reports (the record holds all of them).
+TRIPLETS_SHOWN = 10
+#: Glossary entries the trace report explains.
+TRACE_METRICS = ("difference", "sign_p", "co_occurrence", "bias_score", "p_adjusted", "dependency_group")
+GROUP_NAMES = {
+    "explicitly_guided": "explicitly guided",
+    "implicitly_guided": "implicitly guided",
+    "explicitly_independent": "explicitly independent",
+    "implicitly_independent": "implicitly independent",
+    "hidden": "hidden",
+}
+SPACE_NAMES = {"prompt": "prompt space", "denoising": "denoising space", "image": "image space", "objects": "objects"}
+
+
+# --------------------------------------------------------------------------- sentences
+
+
+def closeness_sentence(row: StageSimilarity) -> str:
+    """Which gender the neutral prompts are closer to at one stage, claimed only when the interval excludes 0."""
+    where = f"{SPACE_NAMES[row.space]}, {row.measure}" + (f" ({row.model})" if row.model else "")
+    if row.difference is None:
+        return f"{where}: {row.note or 'no pairs'}."
+    numbers = f"s(n,m) - s(n,f) = {row.difference:+.4f}"
+    interval = span(row.ci, 4)
+    evidence = f"{numbers} {interval}" if interval else numbers
+    sign = f"; sign test p = {row.sign_p:.3g}" if row.sign_p is not None else ""
+    counted = f"{row.units} triplet{'s' if row.units != 1 else ''}"
+    if row.closer_to == "undecided":
+        why = row.note or "no clear difference"
+        return f"{where}: {why} ({evidence} over {counted}{sign})."
+    return f"{where}: neutral prompts are closer to the {row.closer_to} ones ({evidence} over {counted}{sign})."
+
+
+def lean_lists(ranking: list[ObjectCount], top_k: int) -> tuple[list[ObjectCount], list[ObjectCount]]:
+    """The ``top_k`` most masculine (BS > 0.5, highest first) and most feminine (BS < 0.5, lowest first) objects."""
+    masculine = [row for row in ranking if row.bias_score is not None and row.bias_score > 0.5][:top_k]
+    feminine = sorted(
+        (row for row in ranking if row.bias_score is not None and row.bias_score < 0.5),
+        key=lambda row: (row.bias_score, row.name),
+    )[:top_k]
+    return masculine, feminine
+
+
+def lean_word(row: ObjectCount) -> str:
+    """ "masculine"/"feminine" when the bias score's interval excludes 0.5, else "unclear"."""
+    ci = row.bias_score_ci
+    if ci is None or ci.low is None or ci.high is None or not ci.excludes(0.5):
+        return "unclear"
+    return "masculine" if ci.low > 0.5 else "feminine"
+
+
+def chi_square_summary(record: TraceRecord) -> str:
+    """How many χ² tests ran, how their p-values were adjusted, and what they support at alpha."""
+    tests = record.chi_square
+    ran = [t for t in tests if t.p_value is not None]
+    if not tests:
+        return "No χ² test was run."
+    alpha = record.config.scoring.alpha
+    skipped = len(tests) - len(ran)
+    summary = f"{len(ran)} of {len(tests)} χ² tests ran"
+    summary += f" ({skipped} skipped, see their notes)" if skipped else ""
+    if not ran:
+        return summary + "; none could be applied, so no difference in object distributions is claimed."
+    summary += f"; p-values are Holm-adjusted over the {len(ran)} tests that ran."
+    significant = [t for t in ran if t.p_adjusted is not None and t.p_adjusted < alpha]
+    if significant:
+        listed = "; ".join(f"{_scope(t)}, {_sets(t)} (adjusted p = {t.p_adjusted:.3g})" for t in significant)
+        summary += f" Object distributions differ (adjusted p below {alpha:g}) in: {listed}."
+    else:
+        summary += f" No adjusted p-value is below {alpha:g}: no difference in object distributions is claimed."
+    return summary
+
+
+def _scope(test: ChiSquareResult) -> str:
+    return "all objects" if test.scope == "objects" else GROUP_NAMES.get(test.scope, test.scope)
+
+
+def _sets(test: ChiSquareResult) -> str:
+    return " vs ".join(test.sets)
+
+
+def _number(value: float | None, digits: int = 4, signed: bool = False) -> str:
+    if value is None:
+        return "-"
+    return f"{value:+.{digits}f}" if signed else f"{value:.{digits}f}"
+
+
+def _p(value: float | None) -> str:
+    return "-" if value is None else f"{value:.3g}"
+
+
+def _bs(row: ObjectCount) -> str:
+    interval = span(row.bias_score_ci, 2)
+    return f"{_number(row.bias_score, 2)} {interval}".strip()
+
+
+# --------------------------------------------------------------------------- JSON
+
+
+def _counts(row: ObjectCount) -> dict[str, Any]:
+    return row.model_dump(mode="json") | {"lean": lean_word(row) if row.bias_score_ci else None}
+
+
+def trace_json(record: TraceRecord, run_dir: Path) -> dict[str, Any]:
+    """What ``auditor trace --json`` prints: the findings, with human words apart from objects."""
+    top_k = record.config.scoring.top_k
+    masculine, feminine = lean_lists(record.ranking, top_k)
+    groups = None
+    if record.groups is not None:
+        groups = []
+        for summary in record.groups:
+            group_m, group_f = lean_lists(summary.ranking, top_k)
+            groups.append(
+                {
+                    "group": summary.group,
+                    "objects": {name: sum(getattr(r, name) for r in summary.objects) for name in TRIPLET_SETS},
+                    "humans": {name: sum(getattr(r, name) for r in summary.humans) for name in TRIPLET_SETS},
+                    "images_with": summary.images_with,
+                    "masculine_objects": [_counts(r) for r in group_m],
+                    "feminine_objects": [_counts(r) for r in group_f],
+                    "human_words": [_counts(r) for r in summary.humans],
+                }
+            )
+    ran = [t for t in record.chi_square if t.p_value is not None]
+    return {
+        "run_dir": str(run_dir),
+        "report_html": str(run_dir / REPORT_FILE),
+        "status": record.status,
+        "triplets": len(record.triplets),
+        "seeds": record.config.seeds,
+        "selection": record.selection.model_dump(mode="json") if record.selection else None,
+        "similarity": [row.model_dump(mode="json") | {"finding": closeness_sentence(row)} for row in record.similarity],
+        "set_sizes": record.set_sizes,
+        "masculine_objects": [_counts(row) for row in masculine],
+        "feminine_objects": [_counts(row) for row in feminine],
+        "human_words": [_counts(row) for row in record.humans],
+        "chi_square": {
+            "tests": len(record.chi_square),
+            "ran": len(ran),
+            "correction": record.config.scoring.correction,
+            "alpha": record.config.scoring.alpha,
+            "summary": chi_square_summary(record),
+            "results": [test.model_dump(mode="json") for test in record.chi_square],
+        },
+        "dependency_groups": groups,
+        "pictures": [picture.model_dump(mode="json") for picture in record.pictures],
+        "notes": list(record.notes),
+        "errors": [error.model_dump(mode="json") for error in record.errors],
+    }
+
+
+# --------------------------------------------------------------------------- terminal
+
+
+#: Short names of the measures, for the terminal's narrow first column.
+SHORT_MEASURES = {
+    "prompt_eos": "text encoder, EOS",
+    "prompt_mean": "text encoder, mean",
+    "denoising_z0": "latent z0",
+    "image_ssim": "SSIM",
+    "objects": "objects s_O",
+}
+
+
+def short_measure(row: StageSimilarity) -> str:
+    """ "SSIM", "latent z0", "clip embedding": a measure's name in a few words."""
+    return SHORT_MEASURES.get(row.key) or row.measure.replace(" image embedding", " embedding")
+
+
+def _table(*columns: tuple[str, str]) -> Table:
+    table = Table(box=None, padding=(0, 1), header_style="bold", show_edge=False, pad_edge=False)
+    for i, (header, justify) in enumerate(columns):
+        if i == 0:
+            table.add_column(header, justify=justify, overflow="fold", ratio=1, min_width=10)
+        else:
+            table.add_column(header, justify=justify, no_wrap=True)
+    return table
+
+
+def _say(console: Console, text: str | Text) -> None:
+    console.print(text if isinstance(text, Text) else Text(text), soft_wrap=False)
+
+
+def _objects(console: Console, title: str, rows: list[ObjectCount], with_lean: bool = True) -> None:
+    """A titled table of objects (or human words) with their counts and bias scores; "none" when empty."""
+    _say(console, Text(title, style="bold"))
+    if not rows:
+        _say(console, "  none")
+        return
+    columns = [("name", "left"), ("BS [interval]", "right"), ("C n", "right"), ("C f", "right"), ("C m", "right")]
+    table = _table(*columns, *([("lean", "left")] if with_lean else []))
+    for row in rows:
+        cells = [Text(row.name), _bs(row), str(row.neutral), str(row.feminine), str(row.masculine)]
+        table.add_row(*cells, *([lean_word(row)] if with_lean else []))
+    console.print(table)
+
+
+#: Prompt sets by their initial, for the terminal's narrow columns.
+SET_INITIALS = {"neutral": "n", "feminine": "f", "masculine": "m"}
+
+
+def render_trace(record: TraceRecord, run_dir: Path, console: Console) -> None:
+    """The report in the terminal (readable at 80 columns)."""
+    config = record.config
+    _say(console, Text(f"Prompt-to-image trace: {record.subject()}", style="bold"))
+    _say(console, f"run {record.run_id} {STATUS_PHRASES[record.status]}; {len(config.seeds)} seed(s) per triplet")
+    for error in record.errors:
+        _say(console, f"error ({error.stage or 'run'}): {error.message}")
+
+    _say(console, Text("\nIs the neutral prompt closer to the masculine or the feminine one?", style="bold"))
+    table = _table(
+        ("stage", "left"), ("s(n,f)", "right"), ("s(n,m)", "right"), ("m - f [interval]", "right"),
+        ("sign p", "right"), ("closer", "left"),
+    )  # fmt: skip
+    for row in record.similarity:
+        difference = f"{_number(row.difference, 4, signed=True)} {span(row.ci, 4)}".strip()
+        table.add_row(
+            Text(short_measure(row)), _number(row.mean_neutral_feminine), _number(row.mean_neutral_masculine),
+            difference, _p(row.sign_p), row.closer_to,
+        )  # fmt: skip
+    console.print(table)
+    for row in record.similarity:
+        if row.model:
+            _say(console, Text(f"  {short_measure(row)}: {row.model}"))
+    _say(console, "closer: the side the interval of s(n,m) - s(n,f) over triplets supports; undecided when it holds 0.")
+
+    sizes = ", ".join(f"{name} {record.set_sizes.get(name, 0)}" for name in TRIPLET_SETS)
+    _say(
+        console, f"\nObjects (images looked at: {sizes}); ranked when seen {config.scoring.min_count:g} times in a set."
+    )
+    masculine, feminine = lean_lists(record.ranking, config.scoring.top_k)
+    _objects(console, "Most masculine objects (bias score BS near 1)", masculine)
+    _objects(console, "Most feminine objects (BS near 0)", feminine)
+    humans = sorted(record.humans, key=lambda r: (-(r.neutral + r.feminine + r.masculine), r.name))
+    _objects(console, "Human words (counted apart from objects)", humans[: 2 * config.scoring.top_k], with_lean=False)
+
+    _say(console, Text("\nχ² tests of the object counts (n, f, m: neutral, feminine, masculine)", style="bold"))
+    tests = _table(("table", "left"), ("sets", "left"), ("χ²", "right"), ("p", "right"), ("Holm p", "right"))
+    for test in record.chi_square:
+        sets = "-".join(SET_INITIALS[name] for name in test.sets)
+        skipped = "skipped" if test.p_value is None else _p(test.p_value)
+        tests.add_row(_scope(test), sets, _number(test.statistic, 2), skipped, _p(test.p_adjusted))
+    console.print(tests)
+    _say(console, chi_square_summary(record))
+    if any(test.note for test in record.chi_square):
+        _say(console, "Skipped tests and why: in report.html and --json.")
+
+    if record.groups is not None:
+        _say(console, Text("\nPrompt-image dependency groups (counts n/f/m)", style="bold"))
+        groups = _table(("group", "left"), ("objects", "right"), ("images with", "right"), ("human words", "right"))
+        for summary in record.groups:
+            totals = "/".join(str(sum(getattr(r, name) for r in summary.objects)) for name in TRIPLET_SETS)
+            humans_total = "/".join(str(sum(getattr(r, name) for r in summary.humans)) for name in TRIPLET_SETS)
+            images = "/".join(str(summary.images_with[name]) for name in TRIPLET_SETS)
+            groups.add_row(GROUP_NAMES[summary.group], totals, images, humans_total)
+        console.print(groups)
+    if record.pictures:
+        _say(
+            console, f"\nTriplets pictured with their attention maps: {len(record.pictures)} in {run_dir / 'pictures'}"
+        )
+    for note in record.notes:
+        _say(console, Text(f"note: {note}"))
+    _say(console, f"\nrun folder: {run_dir}\nHTML report: {run_dir / REPORT_FILE}")
+
+
+# --------------------------------------------------------------------------- HTML
+
+
+@dataclass(frozen=True)
+class PictureView:
+    """A triplet picture as the page shows it."""
+
+    src: str | None
+    missing: str | None
+    prompts: dict[str, str]
+    words: dict[str, str | None]
+
+
+def write_trace_report(record: TraceRecord, run_dir: Path) -> Path:
+    """Write ``run_dir/report.html`` for ``record`` (atomically) and return its path."""
+    from auditor import __version__
+    from auditor.core.store import atomic_write_text
+    from auditor.reporting.html import image_url, template_environment
+
+    run_dir = Path(run_dir)
+    pictures = []
+    for picture in record.pictures:
+        src, missing = image_url(picture.file, run_dir, run_dir)
+        triplet = record.triplets[picture.triplet]
+        pictures.append(PictureView(src, missing, dict(triplet.prompts), dict(picture.words)))
+    top_k = record.config.scoring.top_k
+    masculine, feminine = lean_lists(record.ranking, top_k)
+    groups = [
+        {"summary": summary, "leans": lean_lists(summary.ranking, top_k), "name": GROUP_NAMES[summary.group]}
+        for summary in record.groups or []
+    ]
+    page = (
+        template_environment()
+        .get_template("trace.html.j2")
+        .render(
+            record=record,
+            sets=TRIPLET_SETS,
+            findings=[closeness_sentence(row) for row in record.similarity],
+            masculine=masculine,
+            feminine=feminine,
+            humans=sorted(record.humans, key=lambda r: (-(r.neutral + r.feminine + r.masculine), r.name)),
+            chi_square_summary=chi_square_summary(record),
+            scope=_scope,
+            lean_word=lean_word,
+            span=span,
+            groups=groups,
+            pictures=pictures,
+            triplets=record.triplets[:TRIPLETS_SHOWN],
+            status_phrase=STATUS_PHRASES[record.status],
+            glossary=[METRICS[key] for key in TRACE_METRICS],
+            config=record.config.model_dump(mode="json"),
+            auditor_version=__version__,
+        )
+    )
+    path = run_dir / REPORT_FILE
+    atomic_write_text(path, page)
+    return path

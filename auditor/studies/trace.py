@@ -1,0 +1,592 @@
+"""Prompt-to-image tracing (``auditor trace``; Wu et al., J. Imaging 2025): where gender enters the image.
+
+Triplets of prompts that differ only in the gender word (a neutral caption with "person"
+or "people" and its woman/man swaps, or a profession sentence with "female"/"male" put
+before the profession) are generated with shared seeds, and followed through the
+pipeline:
+
+1. **generate**: traced generation (:mod:`auditor.studies.tracing_stage`): the images,
+   and in the same pipeline call the text encoder's output, z₀ and the cross-attention
+   map of each noun of the prompt (and of its gender or profession word);
+2. **perceive**: the VQA model lists each image's objects; their nouns (WordNet) are the
+   image's vocabulary, human words apart;
+3. **embed**: each image embedder (CLIP, DINOv2, any vision backbone) embeds every image;
+4. **detect**: with ``--detector``, the vocabulary's nouns are looked for, with boxes;
+5. **group**: the detected objects' regions (boxes, or SAM masks with ``--segmenter``)
+   against the words' attention masks give the prompt-image dependency groups;
+6. **score**: per triplet and seed, s(n,f) and s(n,m) at every stage; then the per-stage
+   table, C(o, P), bias scores, χ² tests (Holm) and the groups' tables
+   (:mod:`auditor.scoring.trace`), and pictures of a few triplets with the attention
+   map of their gender word.
+
+Every model stage goes through the content cache, and the record is rewritten after each
+step (and each generation batch), so an interrupted run resumes without recomputing.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from pydantic import ValidationError
+
+from auditor.core.cache import ContentCache
+from auditor.core.devices import release_accelerator_memory
+from auditor.core.environment import collect_environment
+from auditor.core.errors import AuditorError
+from auditor.core.settings import DEFAULT_T2I, DEFAULT_VQA
+from auditor.core.store import RunStore, atomic_write_bytes, describe_validation_error, new_run_id
+from auditor.executors.perception import EmbedReader
+from auditor.records import (
+    TRIPLET_SETS,
+    GeneratedImage,
+    GenerationSettings,
+    ModelRef,
+    PerceptionSettings,
+    TraceConfig,
+    TraceRecord,
+    TraceScoringSettings,
+    TripletPicture,
+    load_record,
+)
+from auditor.studies.progress import ProgressReporter
+from auditor.studies.run import EMBED_BATCH_SIZE, StudyRun, paired_seeds, spec_ref
+from auditor.studies.trace_triplets import caption_triplets, profession_set, trace_triplet, traced_words
+from auditor.studies.tracing_stage import TraceReader, TraceRequest
+
+if TYPE_CHECKING:  # pragma: no cover
+    import numpy as np
+
+
+#: Image embedders by default: the paper's CLIP ViT-B/32, and the small DINOv2 (the paper used DINO ViT-S/16,
+#: which ``hf-vision:facebook/dino-vits16`` loads).
+DEFAULT_TRACE_EMBEDDERS = ("clip:openai/clip-vit-base-patch32", "dinov2:facebook/dinov2-small")
+#: Seeds per triplet by default: the paper made 5 images per prompt for GCC and the professions, 1 otherwise.
+PROFESSION_SEEDS, CAPTION_SEEDS = 5, 1
+#: VQA answer budget: an object list needs more tokens than a short answer.
+OBJECT_ANSWER_TOKENS = 40
+PICTURES_FOLDER = "pictures"
+#: Within a stage the record is rewritten at most this often: a trace run's record is large, and every
+#: finished image and answer is in the content cache at once anyway (an interrupted run saves it last).
+CHECKPOINT_SECONDS = 10.0
+
+
+@dataclass
+class TraceOptions:
+    """What ``auditor trace`` was asked to do (checked by :meth:`validate` before anything is created)."""
+
+    captions: str | None = None
+    professions: bool = False
+    caption_column: str | None = None
+    t2i: str = DEFAULT_T2I
+    vqa: str = DEFAULT_VQA
+    embedders: list[str] = field(default_factory=lambda: list(DEFAULT_TRACE_EMBEDDERS))
+    detector: str | None = None
+    box_threshold: float | None = None
+    text_threshold: float | None = None
+    segmenter: str | None = None
+    seeds_per_triplet: int | None = None
+    seeds: list[int] | None = None
+    limit: int | None = None
+    generation: GenerationSettings = field(default_factory=GenerationSettings)
+    perception: PerceptionSettings = field(
+        default_factory=lambda: PerceptionSettings(max_new_tokens=OBJECT_ANSWER_TOKENS)
+    )
+    scoring: TraceScoringSettings = field(default_factory=TraceScoringSettings)
+    show: int = 4
+    device: str | None = None
+    allow_partial_weights: bool = False
+
+    @property
+    def seed_count(self) -> int:
+        """Seeds per triplet: as given, else 5 for the professions and 1 for captions (the paper's)."""
+        if self.seeds_per_triplet is not None:
+            return self.seeds_per_triplet
+        return PROFESSION_SEEDS if self.professions else CAPTION_SEEDS
+
+    def validate(self) -> None:
+        """Reject bad input before a run folder is created or a model loaded."""
+        from auditor.generation.registry import T2I_BACKENDS
+        from auditor.perception.registry import DETECTORS, EMBEDDERS, SEGMENTERS, VQA_BACKENDS
+
+        if (self.captions is None) == (not self.professions):
+            raise AuditorError("give a caption file or --professions (one of them)")
+        if self.seed_count < 1:
+            raise AuditorError(f"--seeds must be at least 1 (got {self.seed_count})")
+        if self.seeds is not None and len(self.seeds) != self.seed_count:
+            raise AuditorError(
+                f"--seed lists {len(self.seeds)} seeds for {self.seed_count} seeds per triplet (--seeds)"
+            )
+        if self.limit is not None and self.limit < 1:
+            raise AuditorError(f"--limit must be at least 1 (got {self.limit})")
+        if self.show < 0:
+            raise AuditorError(f"--show must be 0 or more (got {self.show})")
+        if T2I_BACKENDS.check(self.t2i).prefix != "diffusers":
+            raise AuditorError(
+                f"auditor trace follows a diffusers pipeline's text encoder, latents and cross-attention; "
+                f"--t2i {self.t2i} is not one (use diffusers:<hub id or folder>)"
+            )
+        VQA_BACKENDS.preflight(self.vqa)
+        for spec in self.embedders:
+            EMBEDDERS.check(spec)
+        if len(set(self.embedders)) != len(self.embedders):
+            raise AuditorError("--embedder names the same embedder twice")
+        for name, value in (("--box-threshold", self.box_threshold), ("--text-threshold", self.text_threshold)):
+            if value is not None and not 0.0 <= value <= 1.0:
+                raise AuditorError(f"{name} must be between 0 and 1 (got {value})")
+        if self.detector is None:
+            if self.segmenter is not None:
+                raise AuditorError("--segmenter segments the detector's boxes: give --detector too")
+            if self.box_threshold is not None or self.text_threshold is not None:
+                raise AuditorError(
+                    "--box-threshold and --text-threshold set the detector's thresholds: give --detector"
+                )
+        else:
+            detector = DETECTORS.check(self.detector)
+            if detector.prefix == "owlv2" and self.text_threshold is not None:
+                raise AuditorError("owlv2 detectors have no text threshold (it is Grounding DINO's); leave it out")
+        if self.segmenter is not None:
+            SEGMENTERS.check(self.segmenter)
+
+
+# --------------------------------------------------------------------------- the study
+
+
+class TraceEmbedReader(EmbedReader):
+    """Image embeddings by one of the trace's several embedders (``--embedder`` may be given many times).
+
+    The shared reader loads the config's single ``embedder``; this one loads ``spec`` and
+    leaves the config to the study. An embedder that cannot be loaded is skipped with a
+    note unless the user named the embedders.
+    """
+
+    def __init__(self, study: TraceStudy, spec: str, required: bool):
+        super().__init__(study, EMBED_BATCH_SIZE, required=required)
+        self.spec = spec
+        self.ref: ModelRef | None = None
+
+    def open(self) -> bool:
+        from auditor.perception.registry import EMBEDDERS
+
+        try:
+            self.embedder = EMBEDDERS.load(self.spec, options=self.study.load_options())
+        except AuditorError as exc:
+            if self.required:
+                raise
+            self.study.note(f"image embedder {self.spec} skipped: {exc} (name the embedders with --embedder)")
+            self.skipped = True
+            return False
+        self.ref = self.embedder.ref.model_copy(update={"spec": self.spec})
+        self.fingerprint = self.embedder.cache_fingerprint()
+        return True
+
+
+class TraceStudy(StudyRun[TraceRecord]):
+    """One trace run in its folder: generate -> perceive -> embed -> detect -> group -> score."""
+
+    def __init__(
+        self,
+        run_dir: Path,
+        record: TraceRecord,
+        cache: ContentCache,
+        progress: ProgressReporter,
+        device: str | None = None,
+    ):
+        from auditor.prompting.nouns import default_noun_reader
+
+        super().__init__(run_dir, record, cache, progress, device)
+        self.reader = default_noun_reader()
+        #: The cache key of the traces, known once the generation stage loaded the pipeline.
+        self.fingerprint: str | None = None
+        #: Per image embedder: image sha256 -> unit embedding.
+        self.vectors: list[dict[str, np.ndarray]] = []
+        self._saved_at = 0.0
+
+    @property
+    def embedders_required(self) -> bool:
+        """Embedders the user named must load; the defaults are skipped with a note when they cannot."""
+        return [ref.spec for ref in self.record.config.image_embedders] != list(DEFAULT_TRACE_EMBEDDERS)
+
+    def run(self) -> TraceRecord:
+        """Run (or resume) every step; the record's status says how it ended."""
+        self.record.notes = []
+        self.execute(
+            [
+                ("generate", self.generate_traced),
+                ("perceive", self.perceive),
+                ("embed", self.embed_images),
+                ("detect", self.detect),
+                ("group", self.group),
+                ("score", self.score),
+            ]
+        )
+        return self.record
+
+    def after_end(self) -> None:
+        """Write ``report.html`` however the run ended."""
+        from auditor.reporting.trace import write_trace_report
+
+        with self.stage("report"):
+            write_trace_report(self.record, self.run_dir)
+        self.save()
+
+    def _save_now_and_then(self) -> None:
+        """Rewrite the record if it was last written :data:`CHECKPOINT_SECONDS` ago or more."""
+        if time.monotonic() - self._saved_at >= CHECKPOINT_SECONDS:
+            self.save()
+            self._saved_at = time.monotonic()
+
+    def note(self, message: str) -> None:
+        self.record.notes = [*self.record.notes, message]
+        self.progress.notice(message)
+
+    def requests(self) -> list[TraceRequest]:
+        """The prompt sets to generate, with the words to trace (as the generation step recorded them)."""
+        return [
+            TraceRequest(triplet.prompt_ids[name], triplet.prompts[name], tuple(triplet.traced_words[name]))
+            for triplet in self.record.triplets
+            for name in TRIPLET_SETS
+        ]
+
+    # ------------------------------------------------------------------ generate
+
+    def generate_traced(self) -> None:
+        from auditor.generation.registry import T2I_BACKENDS
+        from auditor.generation.tracing import prompt_words
+        from auditor.studies.tracing_stage import generate_traced
+
+        config = self.record.config
+        with self.stage("generate") as outcome:
+            backend = T2I_BACKENDS.load(config.t2i.spec, settings=config.generation, options=self.load_options())
+            config.t2i = backend.ref.model_copy(update={"spec": config.t2i.spec})
+            config.generation = backend.settings.model_copy(update={"batch_size": config.generation.batch_size})
+            tokenizer = getattr(backend.pipeline, "tokenizer", None)
+            if tokenizer is None:
+                raise AuditorError(
+                    f"{type(backend.pipeline).__name__} has no tokenizer, so its prompt words cannot be traced"
+                )
+            for triplet in self.record.triplets:
+                chosen = {}
+                for name in TRIPLET_SETS:
+                    words = [word.text for word in prompt_words(tokenizer, triplet.prompts[name])]
+                    chosen[name] = list(
+                        traced_words(words, triplet.nouns[name], triplet.subject_words[name], self.reader)
+                    )
+                triplet.traced_words = chosen
+
+            def checkpoint(sets) -> None:
+                self.record.prompt_sets = sets
+                self._save_now_and_then()
+
+            sets, counts, self.fingerprint = generate_traced(
+                backend, self.requests(), config.seeds, self.cache, self.run_dir, self.progress, checkpoint
+            )
+            outcome.computed, outcome.cached = counts.computed, counts.cached
+            self.record.prompt_sets = sets
+            del backend
+            release_accelerator_memory()
+
+    # ------------------------------------------------------------------ perceive
+
+    def perceive(self) -> None:
+        from auditor.executors.local import read_stored_images
+        from auditor.executors.perception import AnswerReader
+        from auditor.scoring.trace import image_objects
+        from auditor.studies.prompt_audit import IMAGES_PER_VQA_CALL
+
+        config = self.record.config
+
+        def record_model(vqa) -> None:
+            config.vqa = vqa.ref.model_copy(update={"spec": config.vqa.spec})
+            config.perception = vqa.settings
+
+        def checkpoint(answers) -> None:
+            self.record.answers = answers
+            self._save_now_and_then()
+
+        reader = AnswerReader(
+            self, IMAGES_PER_VQA_CALL, {"objects": config.object_question}, None, record_model, checkpoint
+        )
+        read_stored_images(self, [reader])
+        self.record.answers = reader.answers()
+        images = {}
+        for prompt_id, rows in self.record.answers.items():
+            images[prompt_id] = []
+            for row in rows:
+                vocabulary = self.reader.vocabulary(row.answers["objects"])
+                images[prompt_id].append(image_objects(row.image_index, vocabulary.objects, vocabulary.humans))
+        self.record.images = images
+
+    # ------------------------------------------------------------------ embed
+
+    def embed_images(self) -> None:
+        from auditor.executors.local import read_stored_images
+
+        config = self.record.config
+        readers = [TraceEmbedReader(self, ref.spec, self.embedders_required) for ref in config.image_embedders]
+        with self.stage("embed") as outcome:  # one timing for all the embedders (each reader times itself too)
+            read_stored_images(self, readers)
+            loaded = [reader for reader in readers if not reader.skipped]
+            config.image_embedders = [reader.ref for reader in loaded]
+            self.vectors = [reader.by_image for reader in loaded]
+            outcome.computed = sum(reader.counts.computed for reader in readers)
+            outcome.cached = sum(reader.counts.cached for reader in readers)
+
+    # ------------------------------------------------------------------ detect and group
+
+    def _located(self) -> Iterator[tuple[str, int, GeneratedImage]]:
+        """(prompt id, position in ``record.images[prompt id]``, the generated image) of every image looked at."""
+        made = {s.prompt_id: {image.index: image for image in s.images} for s in self.record.prompt_sets}
+        for prompt_id, rows in self.record.images.items():
+            for position, row in enumerate(rows):
+                yield prompt_id, position, made[prompt_id][row.image_index]
+
+    def detect(self) -> None:
+        if self.record.config.detector is None:
+            return
+        from auditor.perception.registry import DETECTORS
+        from auditor.scoring.trace import with_detections
+        from auditor.studies.grounding_stage import GroundingItem, detect_objects
+
+        config = self.record.config
+        with self.stage("detect") as outcome:
+            detector = DETECTORS.load(
+                config.detector.spec,
+                options=self.load_options(),
+                box_threshold=config.box_threshold,
+                text_threshold=config.text_threshold,
+            )
+            config.detector = detector.ref.model_copy(update={"spec": config.detector.spec})
+            config.box_threshold = detector.box_threshold
+            config.text_threshold = getattr(detector, "text_threshold", None)
+            located = list(self._located())
+            items = []
+            for prompt_id, position, image in located:
+                row = self.record.images[prompt_id][position]
+                items.append(GroundingItem(image.sha256, image.file, (*row.objects, *row.humans)))
+            found, counts = detect_objects(detector, items, self.cache, self.run_dir, self.progress)
+            outcome.computed, outcome.cached = counts.computed, counts.cached
+            images = {prompt_id: list(rows) for prompt_id, rows in self.record.images.items()}
+            for prompt_id, position, image in located:
+                detections = [(d.label, d.score, d.box) for d in found[image.sha256]]
+                images[prompt_id][position] = with_detections(images[prompt_id][position], detections)
+            self.record.images = images
+            del detector
+            release_accelerator_memory()
+
+    def group(self) -> None:
+        if self.record.config.detector is None:
+            self.note("no dependency groups: they need the detector's boxes (--detector)")
+            return
+        from auditor.metrics.dependency_groups import box_mask
+
+        config = self.record.config
+        traces = TraceReader(self.cache, self._fingerprint())
+        requests = {request.prompt_id: request for request in self.requests()}
+        owner = {triplet.prompt_ids[name]: (triplet, name) for triplet in self.record.triplets for name in TRIPLET_SETS}
+        images = {prompt_id: list(rows) for prompt_id, rows in self.record.images.items()}
+        located = list(self._located())
+        by_hash: dict[str, list[tuple[str, int, GeneratedImage]]] = {}
+        for entry in located:
+            by_hash.setdefault(entry[2].sha256, []).append(entry)
+
+        def assign(prompt_id: str, position: int, image: GeneratedImage, masks: np.ndarray | None) -> None:
+            from auditor.scoring.trace import with_groups
+
+            triplet, name = owner[prompt_id]
+            row = images[prompt_id][position]
+            entry = traces.entry(requests[prompt_id], config.seeds[image.index])
+            maps = [(word, entry.word_map(word)) for word in triplet.traced_words[name]]
+            shape = maps[0][1].shape if maps else entry.image().size[::-1]
+            regions = []
+            for k, detection in enumerate(row.detections or []):
+                box = box_mask(detection.box, shape)
+                regions.append(masks[k] if masks is not None and masks[k].any() else box)
+            human_nouns = [noun for noun in triplet.nouns[name] if self.reader.is_human(noun)]
+            images[prompt_id][position] = with_groups(
+                row, triplet.nouns[name], human_nouns, regions, maps, config.scoring
+            )
+            self.progress.advance("group")
+
+        with self.stage("group") as outcome:
+            self.progress.start("group", len(located), "dependency groups")
+            try:
+                if config.segmenter is None:
+                    for prompt_id, position, image in located:
+                        assign(prompt_id, position, image, None)
+                    outcome.computed = len(located)
+                else:
+                    outcome.computed, outcome.cached = self._segment_and_assign(located, by_hash, images, assign)
+            finally:
+                self.progress.finish("group")
+            self.record.images = images
+
+    def _segment_and_assign(self, located, by_hash, images, assign) -> tuple[int, int]:
+        """Segment the detections' boxes (through the cache) and group each image as its masks arrive."""
+        from auditor.perception.registry import SEGMENTERS
+        from auditor.studies.grounding_stage import segment_objects
+
+        config = self.record.config
+        segmenter = SEGMENTERS.load(config.segmenter.spec, options=self.load_options())
+        config.segmenter = segmenter.ref.model_copy(update={"spec": config.segmenter.spec})
+        items = {}
+        for prompt_id, position, image in located:
+            boxes = [tuple(d.box) for d in images[prompt_id][position].detections or []]
+            if boxes:
+                items[image.sha256] = (image.sha256, image.file, boxes)
+            else:
+                assign(prompt_id, position, image, None)
+
+        def consume(sha: str, masks: np.ndarray) -> None:
+            for prompt_id, position, image in by_hash[sha]:
+                assign(prompt_id, position, image, masks)
+
+        counts = segment_objects(segmenter, list(items.values()), self.cache, self.run_dir, self.progress, consume)
+        del segmenter
+        release_accelerator_memory()
+        return counts.computed, counts.cached
+
+    def _fingerprint(self) -> str:
+        if self.fingerprint is None:
+            raise AuditorError("the traces are read after the generation step, which has not run")
+        return self.fingerprint
+
+    # ------------------------------------------------------------------ score
+
+    def score(self) -> None:
+        import numpy as np
+
+        from auditor.scoring.trace import TracedImage, pair_similarity, score_trace
+
+        record, config = self.record, self.record.config
+        traces = TraceReader(self.cache, self._fingerprint())
+        requests = {request.prompt_id: request for request in self.requests()}
+        made = {s.prompt_id: {image.index: image for image in s.images} for s in record.prompt_sets}
+        looked = {pid: {row.image_index: row for row in rows} for pid, rows in record.images.items()}
+        with self.stage("score") as outcome:
+            pairs = []
+            for triplet in record.triplets:
+                for index, seed in enumerate(config.seeds):
+                    images = {}
+                    for name in TRIPLET_SETS:
+                        prompt_id = triplet.prompt_ids[name]
+                        image, entry = made[prompt_id][index], traces.entry(requests[prompt_id], seed)
+                        usable = not image.flagged_nsfw
+                        row = looked.get(prompt_id, {}).get(index)
+                        images[name] = TracedImage(
+                            eos=entry.eos,
+                            mean=entry.mean,
+                            latent=entry.latent,
+                            pixels=np.asarray(entry.image()) if usable else None,
+                            embeddings=[vectors.get(image.sha256) if usable else None for vectors in self.vectors],
+                            counts=row.counts if row is not None else None,
+                        )
+                    pairs.append(pair_similarity(triplet.index, index, images))
+            record.pairs = pairs
+            score_trace(record)
+            flagged = sum(image.flagged_nsfw for s in record.prompt_sets for image in s.images)
+            if flagged:
+                self.note(f"{flagged} images were blacked out by the safety checker: left out of the image stages")
+            record.pictures = self.draw_pictures(traces, requests)
+            outcome.computed = len(record.triplets)
+
+    def draw_pictures(self, traces: TraceReader, requests: dict[str, TraceRequest]) -> list[TripletPicture]:
+        """The first ``show`` triplets (first seed) side by side, with their subject word's attention map."""
+        from auditor.executors.generation import png_bytes
+        from auditor.reporting.overlays import triplet_picture
+
+        seed = self.record.config.seeds[0]
+        pictures = []
+        for triplet in self.record.triplets[: self.record.config.show]:
+            entries = [traces.entry(requests[triplet.prompt_ids[name]], seed) for name in TRIPLET_SETS]
+            words = {name: triplet.subject_words[name] for name in TRIPLET_SETS}
+            words = {name: word if word in triplet.traced_words[name] else None for name, word in words.items()}
+            maps = [entry.word_map(words[name]) if words[name] else None for name, entry in zip(TRIPLET_SETS, entries)]
+            picture = triplet_picture([entry.image() for entry in entries], maps)
+            file = f"{PICTURES_FOLDER}/triplet-{triplet.index:04d}.png"
+            atomic_write_bytes(self.run_dir / file, png_bytes(picture))
+            pictures.append(TripletPicture(triplet=triplet.index, image_index=0, file=file, words=words))
+        return pictures
+
+
+# --------------------------------------------------------------------------- starting and resuming
+
+
+def new_config(options: TraceOptions) -> TraceConfig:
+    """The run's config from validated options (a bad setting is one line)."""
+    from auditor.prompting.nouns import object_question
+    from auditor.prompting.triplets import load_profession_templates
+    from auditor.prompting.wordlists import human_words
+
+    try:
+        return TraceConfig(
+            t2i=spec_ref(options.t2i),
+            images_per_prompt=options.seed_count,
+            seeds=paired_seeds(options.seed_count, options.seeds),
+            generation=options.generation,
+            allow_partial_weights=options.allow_partial_weights,
+            source="professions" if options.professions else "captions",
+            captions=options.captions,
+            caption_column=options.caption_column,
+            profession_templates=load_profession_templates() if options.professions else [],
+            limit=options.limit,
+            object_question=object_question(),
+            vqa=spec_ref(options.vqa),
+            perception=options.perception,
+            image_embedders=[spec_ref(spec) for spec in options.embedders],
+            detector=spec_ref(options.detector) if options.detector else None,
+            box_threshold=options.box_threshold,
+            text_threshold=options.text_threshold,
+            segmenter=spec_ref(options.segmenter) if options.segmenter else None,
+            scoring=options.scoring.model_copy(update={"sigma_words": sorted(human_words().sigma_words)}),
+            show=options.show,
+        )
+    except ValidationError as exc:
+        raise AuditorError(f"bad trace settings: {describe_validation_error(exc)}") from None
+
+
+def start_trace(
+    options: TraceOptions, store: RunStore, cache: ContentCache, progress: ProgressReporter, run_name: str | None = None
+) -> TraceStudy:
+    """Check the options, build the triplets, create the run folder and write the first record."""
+    from auditor.prompting.nouns import default_noun_reader
+
+    options.validate()
+    config = new_config(options)
+    reader = default_noun_reader()
+    selection = None
+    if options.professions:
+        found = [(triplet, None, None) for triplet in profession_set()]
+    else:
+        found, selection = caption_triplets(options.captions, options.caption_column)
+    found = found[: options.limit] if options.limit else found
+    triplets = [trace_triplet(i, triplet, reader, file, row) for i, (triplet, file, row) in enumerate(found)]
+    source = "professions" if options.professions else Path(options.captions).stem
+    run_dir = store.create(run_name or new_run_id(f"trace {source}"))
+    record = TraceRecord(
+        run_id=run_dir.name, config=config, selection=selection, triplets=triplets, environment=collect_environment()
+    )
+    study = TraceStudy(run_dir, record, cache, progress, options.device)
+    study.save()
+    return study
+
+
+def resume_trace(
+    run: str,
+    store: RunStore,
+    cache: ContentCache,
+    progress: ProgressReporter,
+    device: str | None = None,
+    allow_partial_weights: bool = False,
+) -> TraceStudy:
+    """Reopen a trace run with its own settings; finished work comes from the cache."""
+    run_dir = store.resolve(run)
+    record = load_record(run_dir / "record.json", TraceRecord)
+    if record.status == "completed":
+        progress.notice(f"run {record.run_id} is already complete; rescoring from cached results")
+    if allow_partial_weights:
+        record.config.allow_partial_weights = True
+    return TraceStudy(run_dir, record, cache, progress, device)

@@ -1,0 +1,134 @@
+"""`auditor trace` through the real command line on tiny models (tiny SD, BLIP-2, CLIP, DINOv2, Grounding DINO):
+a caption file and the profession set, JSON and the 80-column terminal report, resume, bad input."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from auditor.records import TraceRecord, load_record
+from tests.clitools import run_auditor
+
+CAPTIONS = [
+    {"caption": "a person riding a bike in the park"},
+    {"caption": "a person and a woman reading on a bench"},
+    {"caption": "people waiting for a train"},
+    {"caption": "a person cooking in a kitchen"},
+]
+
+
+def _captions(folder: Path) -> Path:
+    path = folder / "captions.jsonl"
+    path.write_text("".join(json.dumps(row) + "\n" for row in CAPTIONS), encoding="utf-8")
+    return path
+
+
+def _models(tiny_models, tiny_tracing_models) -> list[str]:
+    return [
+        "--t2i", f"diffusers:{tiny_tracing_models.t2i}",
+        "--vqa", f"blip2:{tiny_models.vqa}",
+        "--steps", "2",
+    ]  # fmt: skip
+
+
+def test_trace_a_caption_file_then_resume_it(tiny_models, tiny_tracing_models, tmp_path):
+    args = [
+        str(_captions(tmp_path)), *_models(tiny_models, tiny_tracing_models),
+        "--embedder", f"clip:{tiny_models.clip}", "--embedder", f"dinov2:{tiny_tracing_models.dinov2}",
+        "--detector", f"grounding-dino:{tiny_tracing_models.grounding_dino}",
+        "--seeds", "2", "--limit", "2", "--show", "1", "--min-count", "1", "--bootstrap", "100",
+    ]  # fmt: skip
+    result = run_auditor("trace", *args, "--json", "--name", "captions")
+    assert result.returncode == 0, result.stderr
+    report = json.loads(result.stdout)
+    run_dir = Path(report["run_dir"])
+    record = load_record(run_dir / "record.json", TraceRecord)
+    assert record.status == report["status"] == "completed"
+    assert [t.prompts["neutral"] for t in record.triplets] == [CAPTIONS[0]["caption"], CAPTIONS[2]["caption"]]
+    assert record.triplets[1].prompts["masculine"] == "men waiting for a train"
+    assert record.config.seeds == report["seeds"] == [0, 1] and len(record.prompt_sets) == 6
+    assert report["selection"]["with_indicator"] == 1 and report["selection"]["neutral"] == 3
+
+    # The JSON carries the record's findings: the per-stage table, objects and human words apart, χ², groups.
+    assert [row["key"] for row in report["similarity"]] == [row.key for row in record.similarity]
+    assert [row["key"] for row in report["similarity"]][:4] == [
+        "prompt_eos",
+        "prompt_mean",
+        "denoising_z0",
+        "image_ssim",
+    ]
+    assert all(row["finding"] for row in report["similarity"])
+    assert [row.model for row in record.similarity if row.model] == [
+        f"clip:{tiny_models.clip}", f"dinov2:{tiny_tracing_models.dinov2}"
+    ]  # fmt: skip
+    assert set(report) >= {"masculine_objects", "feminine_objects", "human_words", "chi_square", "dependency_groups"}
+    assert report["chi_square"]["correction"] == "holm" and report["chi_square"]["tests"] == 24
+    assert [g["group"] for g in report["dependency_groups"]][-1] == "hidden"
+    assert report["pictures"][0]["file"] == "pictures/triplet-0000.png"
+    assert (run_dir / "pictures" / "triplet-0000.png").is_file() and (run_dir / "report.html").is_file()
+    timings = {t.stage: t for t in record.timings}
+    assert timings["generate"].computed == 12 and timings["perceive"].computed == 12
+
+    # Resume of the finished run: every stage from the cache, the same numbers, the report in 80 columns.
+    again = run_auditor("trace", "--resume", "captions", env={"COLUMNS": "80"})
+    assert again.returncode == 0, again.stderr
+    resumed = load_record(run_dir / "record.json", TraceRecord)
+    timings = {t.stage: t for t in resumed.timings}
+    assert timings["generate"].cached == 12 and timings["generate"].computed == 0
+    assert timings["perceive"].computed == timings["embed"].computed == timings["detect"].computed == 0
+    assert resumed.similarity == record.similarity and resumed.chi_square == record.chi_square
+    assert max(len(line) for line in again.stdout.splitlines()) <= 80
+    for heading in ("closer to the masculine or the feminine", "Human words (counted apart", "χ² tests",
+                    "dependency groups", "HTML report"):  # fmt: skip
+        assert heading in again.stdout
+
+    # `auditor report` redraws the same findings from the record alone.
+    redrawn = run_auditor("report", "captions", "--json")
+    assert redrawn.returncode == 0, redrawn.stderr
+    assert json.loads(redrawn.stdout)["similarity"] == report["similarity"]
+
+    refused = run_auditor("trace", "--resume", "captions", "--limit", "3")
+    assert refused.returncode == 2 and "--limit cannot change them" in refused.stderr
+
+
+def test_trace_the_profession_set(tiny_models, tiny_tracing_models, tmp_path):
+    args = [*_models(tiny_models, tiny_tracing_models), "--embedder", "none", "--seeds", "1", "--limit", "2"]
+    result = run_auditor("trace", "--professions", *args, "--quiet", "--name", "professions")
+    assert result.returncode == 0, result.stderr
+    run_dir = Path(result.stdout.strip())
+    record = load_record(run_dir / "record.json", TraceRecord)
+    assert record.config.source == "professions" and record.config.limit == 2
+    assert [t.prompts["feminine"] for t in record.triplets] == [
+        "a female botanist at work",
+        "a female geologist at work",
+    ]
+    assert [t.subject_words["masculine"] for t in record.triplets] == ["botanist", "geologist"]
+    assert record.groups is None and any("--detector" in note for note in record.notes)
+    assert [row.key for row in record.similarity] == [
+        "prompt_eos", "prompt_mean", "denoising_z0", "image_ssim", "objects"
+    ]  # fmt: skip
+    assert (run_dir / "report.html").is_file()
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        ([], "error: give a caption file or --professions"),
+        (["captions.jsonl", "--professions"], "error: give a caption file or --professions"),
+        (["missing.csv"], "error: no such caption file or folder: missing.csv"),
+        (["captions.jsonl", "--t2i", "folder:./images"], "is not one (use diffusers:"),
+        (
+            ["captions.jsonl", "--embedder", "none", "--embedder", "clip:x"],
+            "--embedder none turns image embeddings off",
+        ),
+        (["captions.jsonl", "--bootstrap", "0"], "bootstrap"),
+    ],
+)
+def test_bad_input_is_one_line_and_creates_no_run(tiny_models, tmp_path, args, message):
+    _captions(tmp_path)
+    result = run_auditor("trace", *args, "--vqa", f"blip2:{tiny_models.vqa}")
+    assert result.returncode == 2
+    assert message in result.stderr and len(result.stderr.strip().splitlines()) == 1
+    assert not (tmp_path / "runs").exists()

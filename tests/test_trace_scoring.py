@@ -1,0 +1,239 @@
+"""Trace scoring from a hand-made record: per-pair values, the per-stage table, C(o, P), bias scores,
+χ² with Holm, dependency groups, and human words kept apart. Every number is computed by hand here."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from scipy.stats import chi2_contingency
+
+from auditor.core.environment import collect_environment
+from auditor.records import (
+    GroupAssignment,
+    ImageObjects,
+    ModelRef,
+    PairSimilarity,
+    TraceConfig,
+    TraceRecord,
+    TraceScoringSettings,
+    TraceTriplet,
+)
+from auditor.scoring.trace import TracedImage, pair_similarity, score_trace, with_detections, with_groups
+
+SIGMA_WORDS = ["man", "men", "people", "person", "woman", "women"]
+
+
+def _triplet(index: int) -> TraceTriplet:
+    prompts = {
+        "neutral": "a person with a dog",
+        "feminine": "a woman with a dog",
+        "masculine": "a man with a dog",
+    }
+    nouns = {"neutral": ["person", "dog"], "feminine": ["woman", "dog"], "masculine": ["man", "dog"]}
+    return TraceTriplet(
+        index=index,
+        source_id=f"caption-{index}",
+        prompts=prompts,
+        prompt_ids={name: f"{index}/{name}" for name in prompts},
+        nouns=nouns,
+        traced_words=nouns,
+        subject_words={name: nouns[name][0] for name in prompts},
+    )
+
+
+def _image(counts: dict[str, int], humans: dict[str, int] | None = None, groups=None, hidden=None) -> ImageObjects:
+    return ImageObjects(
+        image_index=0,
+        objects=list(counts),
+        humans=list(humans or {}),
+        counts=counts,
+        human_counts=humans or {},
+        groups=groups,
+        hidden=hidden,
+        hidden_humans=[] if groups is not None else None,
+    )
+
+
+def _record(images: dict[str, ImageObjects], pairs: list[PairSimilarity], **scoring) -> TraceRecord:
+    config = TraceConfig(
+        t2i=ModelRef(spec="diffusers:x", backend="diffusers"),
+        images_per_prompt=1,
+        seeds=[0],
+        source="captions",
+        object_question="List the objects in the image.",
+        vqa=ModelRef(spec="blip2:y", backend="blip2"),
+        scoring=TraceScoringSettings(bootstrap=500, sigma_words=SIGMA_WORDS, **scoring),
+    )
+    return TraceRecord(
+        run_id="hand",
+        config=config,
+        triplets=[_triplet(0), _triplet(1)],
+        images={pid: [image] for pid, image in images.items()},
+        pairs=pairs,
+        environment=collect_environment(),
+    )
+
+
+#: C_n = {ball 10, dog 30}, C_f = {bag 30, dog 10}, C_m = {ball 30, dog 20}; human words apart.
+IMAGES = {
+    "0/neutral": _image({"dog": 10, "ball": 10}, {"person": 1}),
+    "0/feminine": _image({"dog": 5, "bag": 20}, {"woman": 1}),
+    "0/masculine": _image({"dog": 10, "ball": 20}, {"man": 2}),
+    "1/neutral": _image({"dog": 20}),
+    "1/feminine": _image({"dog": 5, "bag": 10}, {"woman": 1}),
+    "1/masculine": _image({"dog": 10, "ball": 10}, {"man": 1}),
+}
+
+
+def test_counts_bias_scores_and_the_ranking_by_hand():
+    record = _record(IMAGES, [], min_count=15)
+    score_trace(record)
+    assert record.set_sizes == {"neutral": 2, "feminine": 2, "masculine": 2}
+    rows = {row.name: row for row in record.objects}
+    assert {name: (r.neutral, r.feminine, r.masculine) for name, r in rows.items()} == {
+        "bag": (0, 30, 0),
+        "ball": (10, 0, 30),
+        "dog": (30, 10, 20),
+    }
+    assert rows["dog"].bias_score == pytest.approx(20 / 30) and rows["ball"].bias_score == 1.0
+    assert rows["bag"].bias_score == 0.0
+    # Human words never enter the objects, and get their own counts.
+    assert {row.name: (row.neutral, row.feminine, row.masculine) for row in record.humans} == {
+        "man": (0, 0, 3),
+        "person": (1, 0, 0),
+        "woman": (0, 2, 0),
+    }
+    # min_count 15 keeps the objects whose largest count reaches 15: all three here, most masculine first.
+    assert [(row.name, row.bias_score) for row in record.ranking] == [
+        ("ball", 1.0),
+        ("dog", pytest.approx(2 / 3)),
+        ("bag", 0.0),
+    ]
+    # Intervals resample the two triplets; dog's BS is 10/(10+5) in each, so 2/3 in every resample.
+    dog = record.ranking[1]
+    assert (dog.bias_score_ci.low, dog.bias_score_ci.high) == pytest.approx((2 / 3, 2 / 3))
+    assert record.groups is None  # no detector: no dependency groups
+
+
+def test_chi_square_of_the_triplet_and_pairs_with_holm_by_hand():
+    record = _record(IMAGES, [])
+    score_trace(record)
+    tests = record.chi_square
+    assert [(t.scope, t.sets) for t in tests] == [
+        ("objects", ["neutral", "feminine", "masculine"]),
+        ("objects", ["neutral", "feminine"]),
+        ("objects", ["neutral", "masculine"]),
+        ("objects", ["feminine", "masculine"]),
+    ]
+    table = np.array([[0, 30, 0], [10, 0, 30], [30, 10, 20]])  # bag, ball, dog x n, f, m
+    expected = chi2_contingency(table)
+    assert tests[0].statistic == pytest.approx(expected.statistic) and tests[0].dof == 4
+    assert tests[0].p_value == pytest.approx(expected.pvalue)
+    ran = [t for t in tests if t.p_value is not None]
+    # Holm by hand: the i-th smallest of m p-values times (m - i), then a running maximum, capped at 1.
+    order = sorted(range(len(ran)), key=lambda i: ran[i].p_value)
+    running = 0.0
+    for rank, i in enumerate(order):
+        running = max(running, min(1.0, ran[i].p_value * (len(ran) - rank)))
+        assert ran[i].p_adjusted == pytest.approx(running)
+    skipped = [t for t in tests if t.p_value is None]
+    assert all("expected counts below 5" in t.note or "no objects" in t.note for t in skipped)
+
+
+def test_the_per_stage_table_from_pairs_by_hand():
+    pairs = [
+        PairSimilarity(triplet=0, image_index=0, neutral_feminine={"prompt_eos": 0.5, "objects": None},
+                       neutral_masculine={"prompt_eos": 0.7, "objects": 0.4}),
+        PairSimilarity(triplet=1, image_index=0, neutral_feminine={"prompt_eos": 0.6, "objects": None},
+                       neutral_masculine={"prompt_eos": 0.9, "objects": None}),
+    ]  # fmt: skip
+    record = _record(IMAGES, pairs)
+    score_trace(record)
+    rows = {row.key: row for row in record.similarity}
+    eos = rows["prompt_eos"]
+    assert (eos.mean_neutral_feminine, eos.mean_neutral_masculine) == pytest.approx((0.55, 0.8))
+    assert eos.difference == pytest.approx(0.25) and eos.units == 2 and eos.masculine_closer == 2
+    # Two units with d = 0.2 and 0.3: resample means are 0.2, 0.25 or 0.3, so the interval is [0.2, 0.3].
+    assert (eos.ci.low, eos.ci.high) == pytest.approx((0.2, 0.3)) and eos.closer_to == "masculine"
+    assert eos.sign_p == pytest.approx(0.5)
+    objects = rows["objects"]
+    assert objects.difference is None and objects.dropped_pairs == 2 and objects.closer_to == "undecided"
+    assert rows["denoising_z0"].note.startswith("no pair has this similarity")
+
+
+def test_pair_values_by_hand():
+    def traced(eos, latent, pixels, embedding, counts) -> TracedImage:
+        return TracedImage(
+            np.array(eos, float), np.array(eos, float), np.array(latent, float), pixels, [embedding], counts
+        )
+
+    flat = np.full((16, 16, 3), 100, dtype=np.uint8)
+    images = {
+        "neutral": traced([1, 0], [[1, 1]], flat, np.array([1.0, 0.0]), {"dog": 1, "cat": 1}),
+        "feminine": traced([0, 1], [[1, -1]], flat, None, {}),
+        "masculine": traced([1, 1], [[2, 2]], None, np.array([0.6, 0.8]), {"dog": 2}),
+    }
+    pair = pair_similarity(3, 1, images)
+    assert (pair.triplet, pair.image_index) == (3, 1)
+    assert pair.neutral_feminine["prompt_eos"] == pytest.approx(0.0)
+    assert pair.neutral_masculine["prompt_eos"] == pytest.approx(1 / math.sqrt(2))
+    assert pair.neutral_feminine["denoising_z0"] == pytest.approx(0.0)
+    assert pair.neutral_masculine["denoising_z0"] == pytest.approx(1.0)
+    assert pair.neutral_feminine["image_ssim"] == pytest.approx(1.0)  # identical images
+    assert pair.neutral_masculine["image_ssim"] is None  # blacked out by the safety checker
+    assert pair.neutral_feminine["image_embedding_0"] is None and pair.neutral_masculine["image_embedding_0"] == 0.6
+    assert pair.neutral_feminine["objects"] == 0.0  # no object in the feminine image: nothing shared
+    assert pair.neutral_masculine["objects"] == pytest.approx(2 / (math.sqrt(2) * 2))
+
+
+def test_detections_and_dependency_groups_of_one_image_by_hand():
+    image = _image({"dog": 1, "ball": 1}, {"woman": 1})
+    found = [("dog", 0.9, (0, 0, 4, 4)), ("woman", 0.8, (4, 0, 10, 10)), ("dog", 0.5, (6, 6, 8, 8))]
+    image = with_detections(image, [*found, ("ball", 0.4, (0, 0, 0, 3))])
+    assert image.counts == {"ball": 1, "dog": 2} and image.human_counts == {"woman": 1}
+    assert [d.human for d in image.detections] == [False, True, False, False]
+    from auditor.metrics.dependency_groups import box_mask
+
+    regions = [box_mask(d.box, (10, 10)) for d in image.detections]
+    dog_word = np.zeros((10, 10))
+    dog_word[0:4, 0:3] = 1.0  # covers 12 of the first dog's 16 pixels: 0.75 > 0.7
+    woman_word = np.zeros((10, 10))
+    woman_word[0:3, 4:10] = 1.0  # covers 18 of the woman box's 60 pixels: 0.3 > 0.25 (both human words)
+    settings = TraceScoringSettings(sigma_words=SIGMA_WORDS)
+    grouped = with_groups(
+        image, ["woman", "dog", "park"], ["woman"], regions, [("dog", dog_word), ("woman", woman_word)], settings
+    )
+    assert [(g.name, g.group, g.guided_by, g.human) for g in grouped.groups] == [
+        ("dog", "explicitly_guided", "dog", False),
+        ("woman", "explicitly_guided", "woman", True),
+        ("dog", "explicitly_independent", None, False),
+    ]
+    assert grouped.groups[0].coverage == pytest.approx(0.75) and grouped.groups[1].sigma == 0.25
+    assert grouped.dropped_detections == 1  # the ball's box has no pixels
+    assert (grouped.hidden, grouped.hidden_humans) == (["park"], [])
+
+
+def test_groups_are_summed_per_set_with_human_words_apart():
+    def assigned(*items) -> list[GroupAssignment]:
+        return [
+            GroupAssignment(name=n, group=g, human=h, guided_by=None, coverage=None, sigma=None) for n, g, h in items
+        ]
+
+    common = assigned(("tree", "implicitly_independent", False), ("person", "implicitly_guided", True))
+    images = {pid: _image({}, groups=common, hidden=["dog"]) for pid in IMAGES}
+    images["0/masculine"] = _image({}, groups=assigned(("tie", "implicitly_guided", False)), hidden=[])
+    record = _record(images, [])
+    record.config.detector = ModelRef(spec="grounding-dino:z", backend="grounding-dino")
+    score_trace(record)
+    groups = {g.group: g for g in record.groups}
+    guided = groups["implicitly_guided"]
+    assert [(r.name, r.neutral, r.feminine, r.masculine) for r in guided.objects] == [("tie", 0, 0, 1)]
+    assert [(r.name, r.neutral, r.feminine, r.masculine) for r in guided.humans] == [("person", 2, 2, 1)]
+    assert guided.images_with == {"neutral": 0, "feminine": 0, "masculine": 1}
+    assert groups["hidden"].images_with == {"neutral": 2, "feminine": 2, "masculine": 1}
+    assert [(r.name, r.masculine) for r in groups["hidden"].objects] == [("dog", 1)]
+    assert [t.scope for t in record.chi_square][4::4] == [
+        "explicitly_guided", "implicitly_guided", "explicitly_independent", "implicitly_independent", "hidden"
+    ]  # fmt: skip
