@@ -136,7 +136,9 @@ def test_a_bad_file_is_one_error_line(tmp_path):
 @pytest.mark.parametrize("kind", ["csv", "jsonl"])
 def test_large_files_stream_in_bounded_memory(tmp_path, monkeypatch, kind):
     """Arrow reads a fixed number of blocks ahead: with 64 KiB blocks an 8 MB file never has more
-    than a few MB in Arrow's memory at once (with the default 1 MiB blocks the bound is ~40 MB)."""
+    than a few MB in Arrow's memory at once (with the default 1 MiB blocks the bound is ~40 MB, so
+    the whole file would be in memory). How far ahead its reader threads get varies with the
+    machine's load (peaks of 3 to 4.7 MB seen here), hence the margin below the file's size."""
     from auditor.corpora import readers
 
     monkeypatch.setattr(readers, "_BLOCK_BYTES", 1 << 16)
@@ -156,7 +158,7 @@ def test_large_files_stream_in_bounded_memory(tmp_path, monkeypatch, kind):
         count += len(batch.rows)
         peak = max(peak, pa.total_allocated_bytes())
     assert count == 80_000 and reader.rows == 80_000
-    assert peak < size / 2, (peak, size)
+    assert peak < 0.75 * size, (peak, size)
 
 
 def test_image_paths(tmp_path):
