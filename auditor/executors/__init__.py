@@ -9,34 +9,65 @@ Two executors run in this process:
   generation, on each prompt set's images as soon as they are stored, so the accelerator
   is not left waiting between stages. All the stages' models are in memory at once.
 
-Both give identical records: the readers see the same images in the same order and
-compute the same chunks. Importing this package imports no torch.
+and one runs elsewhere:
+
+* ``ray`` (``auditor[ray]``): each stage on a pool of Ray workers across GPUs and
+  machines (:mod:`auditor.executors.ray`); the driver still does every cache and record
+  write.
+
+All give identical records: the readers see the same images and compute the same
+chunks. Importing this package imports no torch and no ray.
 """
 
 from __future__ import annotations
 
+import importlib.util
+import re
 from typing import TYPE_CHECKING
 
 from auditor.core.errors import AuditorError
 
 if TYPE_CHECKING:  # pragma: no cover
     from auditor.executors.base import Executor
+    from auditor.records import RaySettings
+
+#: What ``--ray-address`` takes: ``auto`` (the running cluster), ``HOST:PORT`` or ``ray://HOST:PORT``.
+RAY_ADDRESS = re.compile(r"auto|(ray://)?[A-Za-z0-9._\-\[\]:]+:\d{1,5}")
 
 #: ``--executor`` names, the default first.
-EXECUTOR_NAMES = ("sequential", "overlapped")
+EXECUTOR_NAMES = ("sequential", "overlapped", "ray")
 DEFAULT_EXECUTOR = EXECUTOR_NAMES[0]
 
 
 def check_executor(name: str) -> str:
-    """``name`` if an executor has it, else a one-line error listing the names."""
+    """``name`` if an executor has it (and, for ``ray``, Ray is installed), else a one-line error."""
     if name not in EXECUTOR_NAMES:
-        raise AuditorError(f"unknown executor {name!r} for --executor: use {' or '.join(EXECUTOR_NAMES)}")
+        raise AuditorError(f"unknown executor {name!r} for --executor: use {', '.join(EXECUTOR_NAMES)}")
+    if name == "ray" and importlib.util.find_spec("ray") is None:
+        raise AuditorError("--executor ray needs Ray: pip install 'auditor[ray]'")
     return name
+
+
+def ray_settings(executor: str, address: str | None) -> RaySettings | None:
+    """The run's Ray settings for ``--executor``/``--ray-address`` (None unless the executor is ``ray``)."""
+    from auditor.records import RaySettings
+
+    if executor != "ray":
+        if address is not None:
+            raise AuditorError("--ray-address is for --executor ray")
+        return None
+    if address is not None and not RAY_ADDRESS.fullmatch(address.strip()):
+        raise AuditorError(f"--ray-address takes auto, HOST:PORT or ray://HOST:PORT, not {address!r}")
+    return RaySettings(address=None if address is None else address.strip())
 
 
 def make_executor(name: str) -> Executor:
     """The executor called ``name``."""
+    if check_executor(name) == "ray":
+        from auditor.executors.ray import RayExecutor
+
+        return RayExecutor()
     from auditor.executors.local import OverlappedExecutor, SequentialExecutor
 
     executors = {executor.name: executor for executor in (SequentialExecutor, OverlappedExecutor)}
-    return executors[check_executor(name)]()
+    return executors[name]()
