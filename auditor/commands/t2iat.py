@@ -221,19 +221,13 @@ def occupations(
     json_output: bool = _JSON,
 ) -> None:
     """Gender association per occupation: image quartiles (paper Fig. 3) and text vs images (Fig. 4)."""
-    from auditor.core.resources import read_prompt_text
-    from auditor.studies.t2iat import read_occupations, run_occupations
+    from auditor.studies.occupations import builtin_occupations, read_occupations_file
+    from auditor.studies.t2iat import run_occupations
 
     if occupations_file is None:
-        listed = read_occupations(read_prompt_text("t2iat/occupations.txt"), "prompts/t2iat/occupations.txt")
+        listed = builtin_occupations("t2iat/occupations.txt")
     else:
-        try:
-            text = occupations_file.read_text(encoding="utf-8")
-        except FileNotFoundError:
-            raise AuditorError(f"no such file: {occupations_file}") from None
-        except (OSError, UnicodeDecodeError) as exc:
-            raise AuditorError(f"cannot read {occupations_file}: {exc}") from None
-        listed = read_occupations(text, str(occupations_file))
+        listed = read_occupations_file(occupations_file)
     options = _study_options(
         t2i, embedder, images, seed, batch_size, compile_models, executor, steps, guidance, scheduler, permutations,
         permutation_seed, device, allow_partial_weights,

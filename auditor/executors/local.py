@@ -17,6 +17,7 @@ from collections.abc import Callable, Iterable, Sequence
 from functools import partial
 from typing import TYPE_CHECKING, Any, ClassVar
 
+from auditor.core.devices import release_accelerator_memory
 from auditor.executors.generation import STAGE as GENERATE
 from auditor.executors.generation import GenerationStage, StoredImage
 from auditor.executors.perception import Chunk, Feed, ImageReader, stored_images
@@ -32,17 +33,6 @@ POLL_SECONDS = 0.1
 #: Models load one at a time: the libraries' loading patches process-wide state (empty-weight
 #: initialisation, tied weights, logging), so two loads in two threads can corrupt each other.
 MODEL_LOADING = threading.Lock()
-
-
-def release_accelerator_memory() -> None:
-    """Free a finished stage's model before the next one loads (a GPU rarely holds two big models)."""
-    import gc
-    import sys
-
-    gc.collect()
-    torch = sys.modules.get("torch")
-    if torch is not None and torch.cuda.is_available():
-        torch.cuda.empty_cache()
 
 
 def _generate(study: StudyRun, generation: GenerationStage, writer: BackgroundWriter, between=lambda: None) -> None:

@@ -22,7 +22,9 @@ from auditor.records.record import Record
 SCHEMA_VERSION = "2"
 
 RunStatus = Literal["running", "completed", "failed", "interrupted"]
-Stage = Literal["plan", "generate", "perceive", "embed", "score", "report"]
+Stage = Literal[
+    "plan", "generate", "perceive", "embed", "score", "report", "select", "embed_captions", "faces", "classify"
+]
 
 
 def utc_now() -> datetime:

@@ -7,6 +7,7 @@ import json
 from pydantic import BaseModel
 
 from auditor.records import (
+    AmplificationRecord,
     AuditPlan,
     OccupationsRecord,
     RunRecord,
@@ -21,6 +22,7 @@ SCHEMA_MODELS: dict[str, type[BaseModel]] = {
     "t2iat_record.schema.json": T2IATRecord,
     "t2iat_occupations_record.schema.json": OccupationsRecord,
     "t2iat_test.schema.json": T2IATTestDefinition,
+    "amplification_record.schema.json": AmplificationRecord,
 }
 
 

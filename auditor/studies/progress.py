@@ -59,8 +59,8 @@ def describe_workers(workers: Sequence[WorkerThroughput]) -> str:
 
 
 class ProgressReporter(Protocol):
-    def start(self, stage: str, total: int, description: str) -> None:
-        """A stage with ``total`` units of work begins."""
+    def start(self, stage: str, total: int | None, description: str) -> None:
+        """A stage with ``total`` units of work begins (None: a count not known in advance, e.g. rows streamed)."""
 
     def advance(self, stage: str, amount: int = 1) -> None:
         """``amount`` more units of ``stage`` are done."""
@@ -78,7 +78,7 @@ class ProgressReporter(Protocol):
 class QuietProgress:
     """Reports nothing (``--quiet`` and ``--json``)."""
 
-    def start(self, stage: str, total: int, description: str) -> None:
+    def start(self, stage: str, total: int | None, description: str) -> None:
         pass
 
     def advance(self, stage: str, amount: int = 1) -> None:
@@ -108,7 +108,7 @@ class RichProgress:
         self._tasks: dict[str, TaskID] = {}
         self._lock = threading.Lock()
 
-    def start(self, stage: str, total: int, description: str) -> None:
+    def start(self, stage: str, total: int | None, description: str) -> None:
         with self._lock:
             if self._progress is None:
                 self._progress = Progress(

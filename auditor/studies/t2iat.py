@@ -19,7 +19,7 @@ import numpy as np
 from auditor.core.cache import ContentCache
 from auditor.core.environment import collect_environment
 from auditor.core.errors import AuditorError
-from auditor.core.store import RunStore, new_run_id, slugify
+from auditor.core.store import RunStore, new_run_id
 from auditor.executors.generation import PromptRequest
 from auditor.records import (
     T2IAT_GROUPS,
@@ -126,21 +126,6 @@ def run_t2iat_test(
 
 
 # --------------------------------------------------------------------------- the occupation study
-
-
-def read_occupations(text: str, where: str) -> list[str]:
-    """Occupations from a text file's contents: one per line, ``#`` comments and blank lines ignored."""
-    occupations = [line.split("#", 1)[0].strip() for line in text.splitlines()]
-    occupations = [o for o in occupations if o]
-    if not occupations:
-        raise AuditorError(f"{where} lists no occupations (one per line, '#' starts a comment)")
-    slugs: dict[str, str] = {}
-    for occupation in occupations:
-        slug = slugify(occupation, max_length=80)
-        if slug in slugs:
-            raise AuditorError(f"{where}: {slugs[slug]!r} and {occupation!r} are the same occupation")
-        slugs[slug] = occupation
-    return occupations
 
 
 def run_occupations(
