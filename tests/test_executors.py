@@ -88,6 +88,12 @@ def test_overlapped_executor_gives_the_sequential_record_and_cache(tiny_models, 
     ],
 )
 def test_a_run_interrupted_under_one_executor_resumes_under_another(tiny_models, tmp_path, first, then, stage, stop_at):
+    check_resume_across_executors(tiny_models, tmp_path, first, then, stage, stop_at)
+
+
+def check_resume_across_executors(tiny_models, tmp_path: Path, first: str, then: str, stage: str, stop_at: int) -> None:
+    """Ctrl-C a 10-image run under ``first`` once ``stage`` stored ``stop_at`` items, resume it under
+    ``then``: what was stored is not computed again, and the rest is."""
     store = RunStore(tmp_path / "runs")
     cache = ContentCache(tmp_path / "cache.sqlite")
     audit = start_audit(

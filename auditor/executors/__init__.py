@@ -22,6 +22,7 @@ chunks. Importing this package imports no torch and no ray.
 from __future__ import annotations
 
 import importlib.util
+import os
 import re
 from typing import TYPE_CHECKING
 
@@ -29,7 +30,6 @@ from auditor.core.errors import AuditorError
 
 if TYPE_CHECKING:  # pragma: no cover
     from auditor.executors.base import Executor
-    from auditor.records import RaySettings
 
 #: What ``--ray-address`` takes: ``auto`` (the running cluster), ``HOST:PORT`` or ``ray://HOST:PORT``.
 RAY_ADDRESS = re.compile(r"auto|(ray://)?[A-Za-z0-9._\-\[\]:]+:\d{1,5}")
@@ -48,17 +48,20 @@ def check_executor(name: str) -> str:
     return name
 
 
-def ray_settings(executor: str, address: str | None) -> RaySettings | None:
-    """The run's Ray settings for ``--executor``/``--ray-address`` (None unless the executor is ``ray``)."""
-    from auditor.records import RaySettings
+def use_ray_address(executor: str, address: str | None) -> None:
+    """Point ``--executor ray`` at ``--ray-address`` for this process, through Ray's own ``RAY_ADDRESS``.
 
+    The address says where the work runs, never what it computes, and differs between
+    machines that resume the same run: it is not recorded (the executor's name is).
+    """
+    if address is None:
+        return
     if executor != "ray":
-        if address is not None:
-            raise AuditorError("--ray-address is for --executor ray")
-        return None
-    if address is not None and not RAY_ADDRESS.fullmatch(address.strip()):
+        raise AuditorError("--ray-address is for --executor ray")
+    address = address.strip()
+    if not RAY_ADDRESS.fullmatch(address):
         raise AuditorError(f"--ray-address takes auto, HOST:PORT or ray://HOST:PORT, not {address!r}")
-    return RaySettings(address=None if address is None else address.strip())
+    os.environ["RAY_ADDRESS"] = address
 
 
 def make_executor(name: str) -> Executor:

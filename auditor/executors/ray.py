@@ -33,11 +33,12 @@ from __future__ import annotations
 
 import logging
 import math
+import os
 import pickle
 import warnings
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import closing
-from dataclasses import replace
+from dataclasses import dataclass, field, replace
 from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
@@ -49,40 +50,62 @@ from auditor.executors.local import read_stage
 from auditor.executors.perception import Chunk, Feed, ImageReader, stored_images, usable
 from auditor.executors.ray_workers import GenerateWorker, ModelInfo, Placement, ReadWorker, call, describe
 from auditor.executors.writer import BackgroundWriter
-from auditor.records import RaySettings
 from auditor.studies.progress import WorkerThroughput, describe_workers
 
 if TYPE_CHECKING:  # pragma: no cover
     from auditor.executors.base import ModelRecipe
     from auditor.studies.run import StudyRun
 
+
+@dataclass(frozen=True)
+class RayOptions:
+    """How the stages use the cluster. None of it changes a number (workers compute the batches and
+    chunks the in-process executors compute), so none of it is recorded."""
+
+    #: Times Ray restarts a stage's worker that died (then the run fails).
+    max_restarts: int = 3
+    #: Times a batch whose worker died is run again on the restarted worker (an error the model raised is not retried).
+    max_task_retries: int = 3
+    #: GPUs each worker of a stage holds, by stage (a stage not named holds 1): fractions put several
+    #: workers of a small stage on one GPU. Unused without GPUs (or with ``--device cpu``): one CPU each.
+    gpus: dict[str, float] = field(default_factory=lambda: {"perceive": 0.5, "embed": 0.25})
+    #: Workers per stage at most; None = as many as the cluster's GPUs (or CPUs) hold.
+    max_workers: int | None = None
+    #: Whether readers' workers open the run folder's files (mounted at the same path everywhere) or get the
+    #: images through the object store; None = each reading stage asks a worker whether it sees the folder.
+    shared_files: bool | None = None
+
+
 class RayExecutor:
     """Each stage on an actor pool of Ray workers; the driver stores every result (see the module)."""
 
     name: ClassVar[str] = "ray"
 
+    def __init__(self, options: RayOptions | None = None):
+        self.options = options or RayOptions()
+
     def run(self, study: StudyRun, generation: GenerationStage, readers: Sequence[ImageReader]) -> None:
-        settings = study.record.config.ray or RaySettings()
-        connect(settings.address)
+        connect()
         with BackgroundWriter(on_error=study.mark_failed) as writer:
-            run = _RayRun(study, settings, writer)
+            run = _RayRun(study, self.options, writer)
             run.generate(generation)
             for reader in readers:
                 run.read(reader, generation.total)
 
 
-def connect(address: str | None) -> None:
-    """Join the Ray cluster at ``address`` ('auto', HOST:PORT, ray://HOST:PORT), or start one on this machine.
+def connect() -> None:
+    """Join the Ray cluster at ``RAY_ADDRESS`` (``--ray-address``), or start one on this machine.
 
     A program that already called ``ray.init`` (a notebook, the tests) keeps its connection.
-    Without an address Ray honours ``RAY_ADDRESS``, else starts a local Ray with this
-    machine's CPUs and GPUs. Workers' logs stay in Ray's session folder, not on this terminal.
+    Without an address Ray starts a local Ray with this machine's CPUs and GPUs. Workers'
+    logs stay in Ray's session folder, not on this terminal.
     """
     import ray
 
     if not ray.is_initialized():
+        address = os.environ.get("RAY_ADDRESS")
         try:
-            ray.init(address=address, include_dashboard=False, log_to_driver=False, logging_level=logging.WARNING)
+            ray.init(include_dashboard=False, log_to_driver=False, logging_level=logging.WARNING)
         except (ConnectionError, RuntimeError, ValueError) as exc:
             where = f"the Ray cluster at {address}" if address else "a local Ray"
             raise AuditorError(f"cannot start or reach {where}: {_first_line(exc)}") from None
@@ -143,9 +166,9 @@ class RemoteModel:
 
 
 class _RayRun:
-    """One ``run`` of the executor: the study, its Ray settings, the writer, and the cluster's size."""
+    """One ``run`` of the executor: the study, the Ray options, the writer, and the cluster's size."""
 
-    def __init__(self, study: StudyRun, settings: RaySettings, writer: BackgroundWriter):
+    def __init__(self, study: StudyRun, settings: RayOptions, writer: BackgroundWriter):
         import ray
 
         self.study = study

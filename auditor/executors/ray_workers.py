@@ -82,7 +82,7 @@ def describe(recipe: ModelRecipe, placement: Placement, probe: tuple[str, str] |
     ``probe`` is a file of the run folder and its sha256: whether this worker sees it tells
     the driver whether the run folder is shared with the workers.
     """
-    from auditor.executors.local import release_accelerator_memory
+    from auditor.core.devices import release_accelerator_memory
 
     model = recipe.load(placement.load_options())
     try:
@@ -103,7 +103,7 @@ def describe(recipe: ModelRecipe, placement: Placement, probe: tuple[str, str] |
 
 def call(recipe: ModelRecipe, placement: Placement, method: str, args: tuple) -> Any:
     """Load the model and call one of its :data:`REMOTE_METHODS` (a Ray task)."""
-    from auditor.executors.local import release_accelerator_memory
+    from auditor.core.devices import release_accelerator_memory
 
     if method not in REMOTE_METHODS:
         raise AuditorError(f"{method} is not run on Ray workers")

@@ -33,7 +33,6 @@ from auditor.records.amplification import (
 from auditor.records.base import (
     SCHEMA_VERSION,
     Environment,
-    RaySettings,
     RunError,
     RunStatus,
     Stage,
@@ -91,7 +90,7 @@ __all__ = [
     "AnyRecord", "AssociationResult", "AuditPlan", "AxisPlan", "AxisScore", "CasNormalization", "ChatMessage",
     "ConceptFrequency", "Correction", "CounterfactualScore", "Difference", "Interval", "IntervalSettings", "EffectLabel", "Environment", "GeneratedImage", "GenerationSettings",
     "ImageAnswers", "IntersectionView", "ModelRef", "OccupationAssociation", "OccupationsConfig",
-    "OccupationsRecord", "PerceptionSettings", "PromptSet", "RaySettings", "Record", "RunConfig", "RunError", "RunRecord",
+    "OccupationsRecord", "PerceptionSettings", "PromptSet", "Record", "RunConfig", "RunError", "RunRecord",
     "RunStatus", "Scores", "ScoringSettings", "SetConcepts", "Stage", "StageTiming", "StudyConfig", "StudyRecord",
     "T2IATConfig", "T2IATGroup", "T2IATRecord", "T2IATStimuli", "T2IATTestDefinition",
     "counterfactual_id", "load_any_record", "load_record", "utc_now",

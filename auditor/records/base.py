@@ -59,43 +59,6 @@ class Environment(Record):
     gpu: str | None = Field(default=None, description="GPU name when one was used.")
 
 
-class RaySettings(Record):
-    """Where and how ``--executor ray`` ran the stages. None of it changes a number: workers compute the
-    same batches and chunks the in-process executors do."""
-
-    address: str | None = Field(
-        default=None,
-        description="--ray-address: 'auto' (the running cluster), HOST:PORT or ray://HOST:PORT; null = a Ray "
-        "started on this machine for the run (or the one the calling program had already connected to).",
-    )
-    max_restarts: int = Field(
-        default=3, ge=0, description="Times Ray restarts a stage's worker that died (then the run fails)."
-    )
-    max_task_retries: int = Field(
-        default=3,
-        ge=0,
-        description="Times a batch whose worker died is retried on the restarted worker; a batch that raised "
-        "an error is not retried.",
-    )
-    gpus: dict[str, float] = Field(
-        default_factory=lambda: {"perceive": 0.5, "embed": 0.25},
-        description="GPUs each worker of a stage holds, by stage; a stage not named holds 1. A fraction puts "
-        "several workers of a small stage on one GPU. Unused on a cluster without GPUs (or with --device "
-        "cpu), where each worker holds one CPU.",
-    )
-    max_workers: int | None = Field(
-        default=None,
-        ge=1,
-        description="Workers per stage at most; null = as many as the cluster's GPUs (or CPUs) hold.",
-    )
-    shared_files: bool | None = Field(
-        default=None,
-        description="Whether the readers' workers open the images in the run folder (a filesystem mounted at "
-        "the same path on every node) or get them through Ray's object store; null = found out at each "
-        "reading stage (a worker checks whether it sees the run folder).",
-    )
-
-
 class StudyConfig(Record):
     """What every study that generates images was asked to do: the model, the seeds, the settings.
 
@@ -117,12 +80,8 @@ class StudyConfig(Record):
         default="sequential",
         description="Which executor ran the generate -> perceive -> embed stages (--executor): 'sequential' "
         "(one stage after the other) or 'overlapped' (VQA and embeddings alongside generation) in this process, "
-        "or 'ray' (each stage on a pool of Ray workers, see ray). All give the same images, answers and "
+        "or 'ray' (each stage on a pool of Ray workers). All give the same images, answers and "
         "embeddings; with 'overlapped' the stage timings overlap.",
-    )
-    ray: RaySettings | None = Field(
-        default=None,
-        description="How the Ray executor ran the stages (set when executor is 'ray', else null).",
     )
 
 
