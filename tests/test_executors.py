@@ -16,6 +16,7 @@ from auditor.executors.writer import BackgroundWriter
 from auditor.records import GenerationSettings, PerceptionSettings, load_record
 from auditor.studies.progress import QuietProgress
 from auditor.studies.prompt_audit import PromptAuditOptions, resume_audit, start_audit
+from tests.clitools import run_auditor
 from tests.test_prompt_audit import StopAfter, check_run_folder
 
 PROMPT = "a photo of a pharmacist"
@@ -182,3 +183,18 @@ def test_writer_finishes_queued_work_when_the_producer_fails():
                 writer.submit(lambda i=i: slow_store(i))
             raise RuntimeError("generation failed")
     assert stored == [0, 1, 2, 3, 4]  # what was computed before the failure is kept
+
+
+@pytest.mark.parametrize(
+    "args, expected",
+    [
+        (["--executor", "ray", "--ray-address", "not an address"], "--ray-address takes auto, HOST:PORT"),
+        (["--ray-address", "auto"], "--ray-address is for --executor ray"),
+        (["--executor", "remote"], "unknown executor 'remote' for --executor: use sequential, overlapped, ray"),
+    ],
+)
+def test_bad_executor_options_are_one_line_before_any_run(tmp_path, args, expected):
+    result = run_auditor("prompt", PROMPT, "--llm", "offline", *args)
+    assert result.returncode == 2 and result.stderr.startswith("error: ") and expected in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1, result.stderr
+    assert not (tmp_path / "runs").exists()

@@ -48,15 +48,16 @@ def check_executor(name: str) -> str:
     return name
 
 
-def use_ray_address(executor: str, address: str | None) -> None:
+def use_ray_address(executor: str | None, address: str | None) -> None:
     """Point ``--executor ray`` at ``--ray-address`` for this process, through Ray's own ``RAY_ADDRESS``.
 
     The address says where the work runs, never what it computes, and differs between
     machines that resume the same run: it is not recorded (the executor's name is).
+    ``executor`` None is a resumed run's own executor, not known yet: the address is kept.
     """
     if address is None:
         return
-    if executor != "ray":
+    if executor not in (None, "ray"):
         raise AuditorError("--ray-address is for --executor ray")
     address = address.strip()
     if not RAY_ADDRESS.fullmatch(address):
