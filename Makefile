@@ -25,7 +25,7 @@ $(STAMP): pyproject.toml | system-packages
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
 	$(BIN)/python -m pip install -q $(TORCH)
-	$(BIN)/python -m pip install -q -e ".[ml,providers,trace,amplification,mediapipe,dev]"
+	$(BIN)/python -m pip install -q -e ".[ml,providers,trace,amplification,mediapipe,ray,dev]"
 	$(BIN)/auditor setup
 	rm -f $(VENV)/.stamp-*
 	touch $@

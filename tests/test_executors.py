@@ -16,6 +16,7 @@ from auditor.executors.writer import BackgroundWriter
 from auditor.records import GenerationSettings, PerceptionSettings, load_record
 from auditor.studies.progress import QuietProgress
 from auditor.studies.prompt_audit import PromptAuditOptions, resume_audit, start_audit
+from tests.clitools import run_auditor
 from tests.test_prompt_audit import StopAfter, check_run_folder
 
 PROMPT = "a photo of a pharmacist"
@@ -88,6 +89,12 @@ def test_overlapped_executor_gives_the_sequential_record_and_cache(tiny_models, 
     ],
 )
 def test_a_run_interrupted_under_one_executor_resumes_under_another(tiny_models, tmp_path, first, then, stage, stop_at):
+    check_resume_across_executors(tiny_models, tmp_path, first, then, stage, stop_at)
+
+
+def check_resume_across_executors(tiny_models, tmp_path: Path, first: str, then: str, stage: str, stop_at: int) -> None:
+    """Ctrl-C a 10-image run under ``first`` once ``stage`` stored ``stop_at`` items, resume it under
+    ``then``: what was stored is not computed again, and the rest is."""
     store = RunStore(tmp_path / "runs")
     cache = ContentCache(tmp_path / "cache.sqlite")
     audit = start_audit(
@@ -176,3 +183,18 @@ def test_writer_finishes_queued_work_when_the_producer_fails():
                 writer.submit(lambda i=i: slow_store(i))
             raise RuntimeError("generation failed")
     assert stored == [0, 1, 2, 3, 4]  # what was computed before the failure is kept
+
+
+@pytest.mark.parametrize(
+    "args, expected",
+    [
+        (["--executor", "ray", "--ray-address", "not an address"], "--ray-address takes auto, HOST:PORT"),
+        (["--ray-address", "auto"], "--ray-address is for --executor ray"),
+        (["--executor", "remote"], "unknown executor 'remote' for --executor: use sequential, overlapped, ray"),
+    ],
+)
+def test_bad_executor_options_are_one_line_before_any_run(tmp_path, args, expected):
+    result = run_auditor("prompt", PROMPT, "--llm", "offline", *args)
+    assert result.returncode == 2 and result.stderr.startswith("error: ") and expected in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1, result.stderr
+    assert not (tmp_path / "runs").exists()

@@ -45,7 +45,14 @@ EXECUTOR = typer.Option(
     "sequential",
     "--executor",
     help="How the stages run: sequential (one after the other) or overlapped (VQA and embeddings alongside "
-    "generation; every model in memory at once). Same results either way.",
+    "generation; every model in memory at once) in this process, or ray (each stage on Ray workers across GPUs "
+    "and machines; pip install 'auditor[ray]'). Same results either way.",
+)
+RAY_ADDRESS = typer.Option(
+    None,
+    "--ray-address",
+    help="With --executor ray: the cluster to join, auto (the one `ray start` runs here) or HOST:PORT "
+    "(default: RAY_ADDRESS, else a Ray started for the run). Not recorded.",
 )
 SCHEDULER = typer.Option(None, "--scheduler", help="diffusers scheduler class, e.g. DPMSolverMultistepScheduler.")
 DEVICE = typer.Option(None, "--device", help="torch device (default: cuda when available, else cpu).")

@@ -24,7 +24,7 @@ if TYPE_CHECKING:  # pragma: no cover
 #: Options a resumed run takes: where the models are and how to show progress; the rest comes from its record.
 RESUME_OPTIONS = {
     "resume", "runs_dir", "device", "quiet", "json_output", "t2i", "vqa", "embedder", "vqa_concurrency",
-    "allow_partial_weights", "executor",
+    "allow_partial_weights", "executor", "ray_address",
 }  # fmt: skip
 
 
@@ -43,6 +43,7 @@ def prompt(
     batch_size: str = common.BATCH_SIZE,
     compile_models: bool = common.COMPILE,
     executor: str = common.EXECUTOR,
+    ray_address: str | None = common.RAY_ADDRESS,
     steps: int | None = common.steps_option(),
     guidance: float | None = common.guidance_option(),
     scheduler: str | None = common.SCHEDULER,
@@ -76,6 +77,7 @@ def prompt(
     json_output: bool = typer.Option(False, "--json", help="Print the report as one JSON object (no progress bars)."),
 ) -> None:
     """Audit one prompt: plan axes and counterfactuals, generate, ask the VQA model, score CAS/BAV."""
+    from auditor.executors import use_ray_address
     from auditor.studies.prompt_audit import resume_audit, start_audit
 
     store = common.run_store(runs_dir)
@@ -100,12 +102,13 @@ def prompt(
         if refused := [flags[param] for param in given if param not in RESUME_OPTIONS]:
             raise AuditorError(
                 f"--resume continues a run with its own settings; {', '.join(refused)} cannot change them "
-                "(only --t2i, --vqa, --embedder, --vqa-concurrency, --allow-partial-weights, --executor, --device, "
-                "--runs-dir, --quiet and --json may be given)"
+                "(only --t2i, --vqa, --embedder, --vqa-concurrency, --allow-partial-weights, --executor, "
+                "--ray-address, --device, --runs-dir, --quiet and --json may be given)"
             )
         models = {stage: ctx.params[stage] for stage in ("t2i", "vqa", "embedder") if stage in given}
         concurrency = vqa_concurrency if "vqa_concurrency" in given else None
         resume_executor = executor if "executor" in given else None
+    use_ray_address(executor if options is not None else resume_executor, ray_address)
     with common.study_session(quiet, json_output) as (cache, progress):
         if options is None:
             audit = resume_audit(

@@ -106,6 +106,7 @@ def _study_options(
     batch_size: str,
     compile_models: bool,
     executor: str,
+    ray_address: str | None,
     steps: int | None,
     guidance: float | None,
     scheduler: str | None,
@@ -114,8 +115,10 @@ def _study_options(
     device: str | None,
     allow_partial_weights: bool,
 ) -> StudyOptions:
+    from auditor.executors import use_ray_address
     from auditor.studies.t2iat import StudyOptions
 
+    use_ray_address(executor, ray_address)
     return StudyOptions(
         t2i=t2i,
         embedder=embedder,
@@ -156,6 +159,7 @@ def run(
     batch_size: str = common.BATCH_SIZE,
     compile_models: bool = common.COMPILE,
     executor: str = common.EXECUTOR,
+    ray_address: str | None = common.RAY_ADDRESS,
     steps: int | None = _STEPS,
     guidance: float | None = _GUIDANCE,
     scheduler: str | None = common.SCHEDULER,
@@ -174,8 +178,8 @@ def run(
 
     test, source = resolve_test(test_name)
     options = _study_options(
-        t2i, embedder, images, seed, batch_size, compile_models, executor, steps, guidance, scheduler, permutations,
-        permutation_seed, device, allow_partial_weights,
+        t2i, embedder, images, seed, batch_size, compile_models, executor, ray_address, steps, guidance, scheduler,
+        permutations, permutation_seed, device, allow_partial_weights,
     )
     record, run_dir = _run_study(
         lambda store, cache, progress: run_t2iat_test(test, source, options, store, cache, progress, name),
@@ -208,6 +212,7 @@ def occupations(
     batch_size: str = common.BATCH_SIZE,
     compile_models: bool = common.COMPILE,
     executor: str = common.EXECUTOR,
+    ray_address: str | None = common.RAY_ADDRESS,
     steps: int | None = _STEPS,
     guidance: float | None = _GUIDANCE,
     scheduler: str | None = common.SCHEDULER,
@@ -229,8 +234,8 @@ def occupations(
     else:
         listed = read_occupations_file(occupations_file)
     options = _study_options(
-        t2i, embedder, images, seed, batch_size, compile_models, executor, steps, guidance, scheduler, permutations,
-        permutation_seed, device, allow_partial_weights,
+        t2i, embedder, images, seed, batch_size, compile_models, executor, ray_address, steps, guidance, scheduler,
+        permutations, permutation_seed, device, allow_partial_weights,
     )
     templates = (prompt_template, male_template, female_template)
     record, run_dir = _run_study(

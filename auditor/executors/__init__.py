@@ -9,12 +9,21 @@ Two executors run in this process:
   generation, on each prompt set's images as soon as they are stored, so the accelerator
   is not left waiting between stages. All the stages' models are in memory at once.
 
-Both give identical records: the readers see the same images in the same order and
-compute the same chunks. Importing this package imports no torch.
+and one runs elsewhere:
+
+* ``ray`` (``auditor[ray]``): each stage on a pool of Ray workers across GPUs and
+  machines (:mod:`auditor.executors.ray`); the driver still does every cache and record
+  write.
+
+All give identical records: the readers see the same images and compute the same
+chunks. Importing this package imports no torch and no ray.
 """
 
 from __future__ import annotations
 
+import importlib.util
+import os
+import re
 from typing import TYPE_CHECKING
 
 from auditor.core.errors import AuditorError
@@ -22,21 +31,47 @@ from auditor.core.errors import AuditorError
 if TYPE_CHECKING:  # pragma: no cover
     from auditor.executors.base import Executor
 
+#: What ``--ray-address`` takes: ``auto`` (the running cluster), ``HOST:PORT`` or ``ray://HOST:PORT``.
+RAY_ADDRESS = re.compile(r"auto|(ray://)?[A-Za-z0-9._\-\[\]:]+:\d{1,5}")
+
 #: ``--executor`` names, the default first.
-EXECUTOR_NAMES = ("sequential", "overlapped")
+EXECUTOR_NAMES = ("sequential", "overlapped", "ray")
 DEFAULT_EXECUTOR = EXECUTOR_NAMES[0]
 
 
 def check_executor(name: str) -> str:
-    """``name`` if an executor has it, else a one-line error listing the names."""
+    """``name`` if an executor has it (and, for ``ray``, Ray is installed), else a one-line error."""
     if name not in EXECUTOR_NAMES:
-        raise AuditorError(f"unknown executor {name!r} for --executor: use {' or '.join(EXECUTOR_NAMES)}")
+        raise AuditorError(f"unknown executor {name!r} for --executor: use {', '.join(EXECUTOR_NAMES)}")
+    if name == "ray" and importlib.util.find_spec("ray") is None:
+        raise AuditorError("--executor ray needs Ray: pip install 'auditor[ray]'")
     return name
+
+
+def use_ray_address(executor: str | None, address: str | None) -> None:
+    """Point ``--executor ray`` at ``--ray-address`` for this process, through Ray's own ``RAY_ADDRESS``.
+
+    The address says where the work runs, never what it computes, and differs between
+    machines that resume the same run: it is not recorded (the executor's name is).
+    ``executor`` None is a resumed run's own executor, not known yet: the address is kept.
+    """
+    if address is None:
+        return
+    if executor not in (None, "ray"):
+        raise AuditorError("--ray-address is for --executor ray")
+    address = address.strip()
+    if not RAY_ADDRESS.fullmatch(address):
+        raise AuditorError(f"--ray-address takes auto, HOST:PORT or ray://HOST:PORT, not {address!r}")
+    os.environ["RAY_ADDRESS"] = address
 
 
 def make_executor(name: str) -> Executor:
     """The executor called ``name``."""
+    if check_executor(name) == "ray":
+        from auditor.executors.ray import RayExecutor
+
+        return RayExecutor()
     from auditor.executors.local import OverlappedExecutor, SequentialExecutor
 
     executors = {executor.name: executor for executor in (SequentialExecutor, OverlappedExecutor)}
-    return executors[check_executor(name)]()
+    return executors[name]()

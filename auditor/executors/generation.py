@@ -21,12 +21,14 @@ import io
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from auditor.core.store import atomic_write_bytes, sha256_bytes
+from auditor.executors.base import ModelRecipe
 from auditor.generation.base import GeneratedPicture, GenerationItem, TextToImage
-from auditor.records import GeneratedImage, PromptSet
+from auditor.records import GeneratedImage, GenerationSettings, PromptSet
 from auditor.studies.progress import StageCounts
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -46,6 +48,14 @@ class PromptRequest:
     prompt_id: str
     prompt: str
     axis: str | None = None
+
+
+@dataclass(frozen=True)
+class EncodedPicture:
+    """A generated image as PNG bytes (encoded where it was made), and whether the safety checker fired."""
+
+    png: bytes
+    flagged_nsfw: bool = False
 
 
 @dataclass(frozen=True)
@@ -69,6 +79,17 @@ def png_bytes(image: Image.Image) -> bytes:
     buffer = io.BytesIO()
     image.save(buffer, format="PNG")
     return buffer.getvalue()
+
+
+def encode(picture: GeneratedPicture) -> EncodedPicture:
+    return EncodedPicture(png_bytes(picture.image), picture.flagged_nsfw)
+
+
+def compile_backend(backend: TextToImage) -> str | None:
+    """``--compile``: torch.compile the model; None when it worked, else the notice to show (it runs eagerly)."""
+    compile_model = getattr(backend, "compile", None)
+    reason = "only diffusers models compile" if compile_model is None else compile_model()
+    return None if reason is None else f"--compile: running without torch.compile ({reason})"
 
 
 def decode_png(data: bytes) -> Image.Image:
@@ -107,35 +128,52 @@ class GenerationStage:
         self._subscribers: list[Callable[[StoredImage | None], None]] = []
         self._fingerprint = ""
         self._seeded = True
+        #: The generation settings the run asks for; :meth:`settle` records the ones that ran.
+        self._asked = study.record.config.generation
 
     @property
     def total(self) -> int:
         """Images the prompt sets hold once the stage is done."""
         return len(self._order)
 
-    def open(self) -> TextToImage:
-        """Load the model under audit and record what runs: the model, its settings with their
-        defaults filled in, the batch size (probed for ``--batch-size auto``) and the speed-ups."""
-        from auditor.executors.batch_size import resolve_batch_size
-        from auditor.generation.registry import T2I_BACKENDS
+    def recipe(self) -> ModelRecipe:
+        """The model under audit with the settings the run asks for (the run's, before :meth:`settle`)."""
+        config = self.study.record.config
+        return ModelRecipe("t2i", config.t2i.spec, self._asked)
 
-        study = self.study
+    def open(self) -> TextToImage:
+        """Load the model under audit in this process: :meth:`adopt` it, compile it for ``--compile``
+        (with a notice where it cannot), and :meth:`settle` the settings that run."""
+        backend = self.recipe().load(self.study.load_options())
+        self.adopt(backend)
+        if self._asked.compile:
+            problem = compile_backend(backend)
+            if problem is not None:
+                self.study.progress.notice(problem)
+        self.settle(backend.settings)
+        return backend
+
+    def adopt(self, backend: TextToImage) -> None:
+        """Record the model that runs and give it the batch size (probed for ``--batch-size auto``).
+
+        ``backend`` may be loaded here or elsewhere (a Ray worker's model as the driver sees it):
+        what is recorded comes from the model itself, with its defaults filled in.
+        """
+        from auditor.executors.batch_size import resolve_batch_size
+
+        study, asked = self.study, self._asked
         config = study.record.config
-        asked = config.generation
-        backend = T2I_BACKENDS.load(config.t2i.spec, settings=asked, options=study.load_options())
         config.t2i = backend.ref.model_copy(update={"spec": config.t2i.spec})
         size = resolve_batch_size(backend, study.cache, study.progress) if asked.batch_size_auto else asked.batch_size
         backend.settings = backend.settings.model_copy(update={"batch_size": size})
-        if asked.compile:
-            compile_model = getattr(backend, "compile", None)
-            reason = "only diffusers models compile" if compile_model is None else compile_model()
-            if reason is not None:
-                study.progress.notice(f"--compile: running without torch.compile ({reason})")
-        # Record what actually ran: the model's defaults filled in; batch size and speed-ups are ours.
-        config.generation = backend.settings.model_copy(
-            update={"batch_size": size, "batch_size_auto": asked.batch_size_auto, "compile": asked.compile}
+
+    def settle(self, settings: GenerationSettings) -> None:
+        """Record the settings that run: the model's defaults filled in and its speed-ups; batch size,
+        ``batch_size_auto`` and ``compile`` are ours."""
+        asked = self._asked
+        self.study.record.config.generation = settings.model_copy(
+            update={"batch_size_auto": asked.batch_size_auto, "compile": asked.compile}
         )
-        return backend
 
     def subscribe(self, receive: Callable[[StoredImage | None], None]) -> None:
         """Get every stored image in prompt-set and index order, then ``None`` when all are stored."""
@@ -171,12 +209,25 @@ class GenerationStage:
 
     def store(self, batch: Sequence[tuple[PromptRequest, GenerationItem]], pictures: Sequence[GeneratedPicture]) -> None:
         """Encode, hash, cache and write one generated batch; rewrite the record (run by the writer)."""
+        self.store_encoded(batch, [encode(picture) for picture in pictures], [p.image for p in pictures])
+
+    def store_encoded(
+        self,
+        batch: Sequence[tuple[PromptRequest, GenerationItem]],
+        encoded: Sequence[EncodedPicture],
+        images: Sequence[Image.Image] | None = None,
+    ) -> None:
+        """Hash, cache and write one batch of PNG-encoded images; rewrite the record (run by the writer).
+
+        ``images`` are the pictures themselves when they are at hand (the subscribers then
+        need not decode the PNG files again).
+        """
         cache = self.study.cache
-        for (request, item), picture in zip(batch, pictures, strict=True):
-            data = png_bytes(picture.image)
+        for position, ((request, item), picture) in enumerate(zip(batch, encoded, strict=True)):
+            data = picture.png
             cache.put(STAGE, self._fingerprint, self._cache_inputs(item), _pack(data, picture.flagged_nsfw))
-            rgb = picture.image
-            self._keep(request, item, data, picture.flagged_nsfw, lambda rgb=rgb: rgb.convert("RGB"))
+            load = partial(decode_png, data) if images is None else partial(images[position].convert, "RGB")
+            self._keep(request, item, data, picture.flagged_nsfw, load)
             self.counts.computed += 1
         self._checkpoint()
         self.study.progress.advance(STAGE, len(batch))

@@ -13,17 +13,18 @@ from __future__ import annotations
 
 import queue
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Iterable, Sequence
 from functools import partial
-from typing import TYPE_CHECKING, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from auditor.core.devices import release_accelerator_memory
 from auditor.executors.generation import STAGE as GENERATE
 from auditor.executors.generation import GenerationStage, StoredImage
-from auditor.executors.perception import Feed, ImageReader, stored_images
+from auditor.executors.perception import Chunk, Feed, ImageReader, stored_images
 from auditor.executors.writer import BackgroundWriter
 
 if TYPE_CHECKING:  # pragma: no cover
+    from auditor.executors.base import ModelRecipe
     from auditor.generation.base import TextToImage
     from auditor.studies.run import StudyRun
 
@@ -58,21 +59,37 @@ def _generate(study: StudyRun, generation: GenerationStage, writer: BackgroundWr
             release_accelerator_memory()
 
 
-def _read(study: StudyRun, reader: ImageReader, writer: BackgroundWriter, images, total: int) -> None:
-    """One reader over ``images`` (an iterable of :class:`StoredImage` ending the stream), chunk by chunk."""
+def read_stage(
+    study: StudyRun,
+    reader: ImageReader,
+    writer: BackgroundWriter,
+    images: Iterable[StoredImage],
+    total: int,
+    load: Callable[[ModelRecipe], Any] | None = None,
+    compute_elsewhere: Callable[[Feed, list[Chunk]], None] | None = None,
+) -> None:
+    """One reader over ``images`` (an iterable of :class:`StoredImage` ending the stream), chunk by chunk.
+
+    In-process, each chunk is computed here as soon as it is full. With ``compute_elsewhere``
+    (the Ray executor) the model is loaded with ``load``, the feed only cuts the chunks, and
+    ``compute_elsewhere`` computes them and hands each result to ``feed.store``.
+    """
     with study.stage(reader.stage, reader.counts):
         with MODEL_LOADING:
-            opened = reader.open()
+            opened = reader.open(load)
         if not opened:
             for _ in images:  # a skipped stage still lets the stream run out
                 pass
             return
         try:
-            feed = Feed(reader, writer)
+            chunks: list[Chunk] = []
+            feed = Feed(reader, writer, dispatch=None if compute_elsewhere is None else chunks.append)
             feed.start(total)
             for stored in images:
                 feed.add(stored)
             feed.flush()
+            if compute_elsewhere is not None:
+                compute_elsewhere(feed, chunks)
             writer.drain()
             reader.finish()
         finally:
@@ -90,7 +107,7 @@ class SequentialExecutor:
         with BackgroundWriter(on_error=study.mark_failed) as writer:
             _generate(study, generation, writer)
             for reader in readers:
-                _read(study, reader, writer, stored_images(study), generation.total)
+                read_stage(study, reader, writer, stored_images(study), generation.total)
 
 
 def read_stored_images(study: StudyRun, readers: Sequence[ImageReader]) -> None:
@@ -102,7 +119,7 @@ def read_stored_images(study: StudyRun, readers: Sequence[ImageReader]) -> None:
     images = stored_images(study)
     with BackgroundWriter(on_error=study.mark_failed) as writer:
         for reader in readers:
-            _read(study, reader, writer, images, len(images))
+            read_stage(study, reader, writer, images, len(images))
 
 
 class _Stopped(BaseException):
@@ -156,7 +173,7 @@ class _Lane:
     def _run(self, study: StudyRun, writer: BackgroundWriter, total: int) -> None:
         try:
             with _own_cuda_stream():
-                _read(study, self.reader, writer, self._stream(), total)
+                read_stage(study, self.reader, writer, self._stream(), total)
         except _Stopped:
             pass
         except BaseException as exc:  # noqa: BLE001 - raised again in the main thread

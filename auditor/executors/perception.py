@@ -18,12 +18,14 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from functools import partial
 from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 
 from auditor.core.errors import AuditorError
+from auditor.executors.base import ModelRecipe
 from auditor.executors.generation import StoredImage, decode_png
 from auditor.records import GeneratedImage, ImageAnswers, PromptSet, Stage
 from auditor.studies.progress import StageCounts
@@ -51,22 +53,37 @@ class ImageReader(ABC):
         self.study = study
         self.chunk_size = chunk_size
         self.counts = StageCounts()
+        #: The loaded model, or a remote model's description under Ray (None until :meth:`open`).
+        self.model: Any = None
 
     @abstractmethod
-    def open(self) -> bool:
-        """Load the model and record it; False when the stage is to be skipped."""
+    def recipe(self) -> ModelRecipe:
+        """The stage's model, as the run's config names it."""
 
     @abstractmethod
+    def open(self, load: Callable[[ModelRecipe], Any] | None = None) -> bool:
+        """Load the model (here, or wherever ``load`` loads a recipe) and record it; False when the stage
+        is to be skipped."""
+
     def close(self) -> None:
         """Release the model."""
+        self.model = None
+
+    def _load(self, load: Callable[[ModelRecipe], Any] | None) -> Any:
+        return self.recipe().load(self.study.load_options()) if load is None else load(self.recipe())
 
     @abstractmethod
     def missing(self, image: GeneratedImage) -> bool:
         """Cache look-ups for a new image: True when something about it must be computed."""
 
+    def task(self, images: list[GeneratedImage]) -> Any:
+        """What the model is to compute for a chunk of these images, besides reading them (picklable)."""
+        return None
+
+    @staticmethod
     @abstractmethod
-    def compute(self, images: list[GeneratedImage], pictures: list[Image.Image]) -> Any:
-        """The model's results for one chunk (runs in the executor's compute thread)."""
+    def compute(model: Any, pictures: list[Image.Image], task: Any) -> Any:
+        """The model's results for one chunk's pictures (in the executor's compute thread, or on a worker)."""
 
     @abstractmethod
     def store(self, images: list[GeneratedImage], result: Any) -> None:
@@ -83,17 +100,35 @@ class ImageReader(ABC):
         """Every image is read and stored; the model is still loaded (e.g. to embed texts too)."""
 
 
+@dataclass(frozen=True)
+class Chunk:
+    """Images a reader computes together (distinct contents, in feed order) and what it asks of them."""
+
+    stored: list[StoredImage]
+    task: Any
+
+    @property
+    def images(self) -> list[GeneratedImage]:
+        return [stored.image for stored in self.stored]
+
+
 class Feed:
-    """Takes a reader's images in order, finds what is missing, and runs full chunks through it.
+    """Takes a reader's images in order, finds what is missing, and cuts the rest into chunks.
 
     Two images with the same bytes are computed once; the second is completed when the
     first one's chunk is stored. ``counts.cached`` counts the images whose results were
     all in the cache, ``counts.computed`` the distinct images computed.
+
+    Without ``dispatch`` each chunk is computed here, in the calling thread, as soon as it
+    is full (the in-process executors). With it, each chunk is handed to ``dispatch`` and
+    its result comes back through :meth:`store` once computed elsewhere, after every image
+    has been added (the Ray executor): the chunks are the same either way.
     """
 
-    def __init__(self, reader: ImageReader, writer: BackgroundWriter):
+    def __init__(self, reader: ImageReader, writer: BackgroundWriter, dispatch: Callable[[Chunk], None] | None = None):
         self.reader = reader
         self.writer = writer
+        self._dispatch = dispatch
         self._state: dict[str, str] = {}  # sha256 -> "cached" | "queued" | "computed"
         self._chunk: list[StoredImage] = []
         self._waiting: dict[str, list[StoredImage]] = {}
@@ -123,18 +158,25 @@ class Feed:
             self.flush()
 
     def flush(self) -> None:
-        """Run the chunk gathered so far (the last one may be short)."""
+        """Cut the chunk gathered so far (the last one may be short) and compute or dispatch it."""
         if not self._chunk:
             return
-        chunk, self._chunk = self._chunk, []
-        with ThreadPoolExecutor(max_workers=min(DECODE_THREADS, len(chunk))) as pool:
-            pictures = list(pool.map(lambda stored: stored.picture(), chunk))
-        images = [stored.image for stored in chunk]
-        result = self.reader.compute(images, pictures)
-        done = [entry for stored in chunk for entry in self._waiting.pop(stored.image.sha256)]
-        for stored in chunk:
+        stored, self._chunk = self._chunk, []
+        chunk = Chunk(stored, self.reader.task([entry.image for entry in stored]))
+        if self._dispatch is not None:
+            self._dispatch(chunk)
+            return
+        with ThreadPoolExecutor(max_workers=min(DECODE_THREADS, len(stored))) as pool:
+            pictures = list(pool.map(lambda entry: entry.picture(), stored))
+        self.store(chunk, self.reader.compute(self.reader.model, pictures, chunk.task))
+
+    def store(self, chunk: Chunk, result: Any) -> None:
+        """Hand a computed chunk's result to the writer, with every image waiting for it."""
+        done = [entry for stored in chunk.stored for entry in self._waiting.pop(stored.image.sha256)]
+        for stored in chunk.stored:
             self._state[stored.image.sha256] = "computed"
-        self.reader.counts.computed += len(chunk)
+        self.reader.counts.computed += len(chunk.stored)
+        images = chunk.images
 
         def store() -> None:
             self.reader.store(images, result)
@@ -197,22 +239,19 @@ class AnswerReader(ImageReader):
         self.asked = list(dict.fromkeys(asked))  # two axes may share a question (race, ethnicity): ask it once
         self.on_model = on_model
         self.on_answers = on_answers
-        self.vqa: VisualQuestionAnswerer | None = None
         self._fingerprint = ""
         self._known: dict[tuple[str, str], str] = {}
         self._finished: dict[str, dict[int, ImageAnswers]] = {}
 
-    def open(self) -> bool:
-        from auditor.perception.registry import VQA_BACKENDS
-
+    def recipe(self) -> ModelRecipe:
         config = self.study.record.config
-        self.vqa = VQA_BACKENDS.load(config.vqa.spec, settings=config.perception, options=self.study.load_options())
-        self._fingerprint = self.vqa.cache_fingerprint()
-        self.on_model(self.vqa)
-        return True
+        return ModelRecipe("vqa", config.vqa.spec, config.perception)
 
-    def close(self) -> None:
-        self.vqa = None
+    def open(self, load: Callable[[ModelRecipe], Any] | None = None) -> bool:
+        self.model = vqa = self._load(load)
+        self._fingerprint = vqa.cache_fingerprint()
+        self.on_model(vqa)
+        return True
 
     def missing(self, image: GeneratedImage) -> bool:
         lacking = False
@@ -224,9 +263,15 @@ class AnswerReader(ImageReader):
                 self._known[image.sha256, question] = hit
         return lacking
 
-    def compute(self, images: list[GeneratedImage], pictures: list[Image.Image]) -> Any:
+    def task(self, images: list[GeneratedImage]) -> Any:
+        """The questions some image of the chunk lacks an answer to, and the caption question."""
         asked = [q for q in self.asked if any((image.sha256, q) not in self._known for image in images)]
-        return asked, self.vqa.answer(pictures, asked, self.caption_question)
+        return asked, self.caption_question
+
+    @staticmethod
+    def compute(model: VisualQuestionAnswerer, pictures: list[Image.Image], task: Any) -> Any:
+        asked, caption_question = task
+        return asked, model.answer(pictures, asked, caption_question)
 
     def store(self, images: list[GeneratedImage], result: Any) -> None:
         asked, replies = result
@@ -280,18 +325,18 @@ class EmbedReader(ImageReader):
         super().__init__(study, chunk_size)
         self.required = required
         self.also = also
-        self.embedder: Embedder | None = None
         self.skipped = False
         self.fingerprint = ""
         #: Image sha256 -> unit-length embedding, for every image read so far.
         self.by_image: dict[str, np.ndarray] = {}
 
-    def open(self) -> bool:
-        from auditor.perception.registry import EMBEDDERS
+    def recipe(self) -> ModelRecipe:
+        return ModelRecipe("embedder", self.study.record.config.embedder.spec)
 
+    def open(self, load: Callable[[ModelRecipe], Any] | None = None) -> bool:
         config = self.study.record.config
         try:
-            self.embedder = EMBEDDERS.load(config.embedder.spec, options=self.study.load_options())
+            self.model = embedder = self._load(load)
         except AuditorError as exc:
             if self.required:
                 raise
@@ -299,16 +344,13 @@ class EmbedReader(ImageReader):
             config.embedder = None
             self.skipped = True
             return False
-        config.embedder = self.embedder.ref.model_copy(update={"spec": config.embedder.spec})
-        self.fingerprint = self.embedder.cache_fingerprint()
+        config.embedder = embedder.ref.model_copy(update={"spec": config.embedder.spec})
+        self.fingerprint = embedder.cache_fingerprint()
         return True
 
     def finish(self) -> None:
         if self.also is not None:
-            self.also(self.embedder)
-
-    def close(self) -> None:
-        self.embedder = None
+            self.also(self.model)
 
     def missing(self, image: GeneratedImage) -> bool:
         hit = self.study.cache.get(EMBED, self.fingerprint, {"image": image.sha256})
@@ -317,8 +359,9 @@ class EmbedReader(ImageReader):
         self.by_image[image.sha256] = np.frombuffer(hit, dtype=np.float32)
         return False
 
-    def compute(self, images: list[GeneratedImage], pictures: list[Image.Image]) -> Any:
-        return self.embedder.embed_images(pictures)
+    @staticmethod
+    def compute(model: Embedder, pictures: list[Image.Image], task: Any) -> Any:
+        return model.embed_images(pictures)
 
     def store(self, images: list[GeneratedImage], result: Any) -> None:
         for image, row in zip(images, result, strict=True):

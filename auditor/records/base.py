@@ -77,11 +77,12 @@ class StudyConfig(Record):
         description="Whether checkpoints that do not match their model were loaded anyway (--allow-partial-weights); "
         "each model's partial_weights lists what was missing.",
     )
-    executor: Literal["sequential", "overlapped"] = Field(
+    executor: Literal["sequential", "overlapped", "ray"] = Field(
         default="sequential",
         description="Which executor ran the generate -> perceive -> embed stages (--executor): 'sequential' "
-        "(one stage after the other) or 'overlapped' (VQA and embeddings alongside generation). Both give "
-        "the same images, answers and embeddings; with 'overlapped' the stage timings overlap.",
+        "(one stage after the other) or 'overlapped' (VQA and embeddings alongside generation) in this process, "
+        "or 'ray' (each stage on a pool of Ray workers). All give the same images, answers and "
+        "embeddings; with 'overlapped' the stage timings overlap.",
     )
 
 

@@ -8,6 +8,7 @@ own reporter, e.g. to drive a notebook widget or to stop a run from a callback.
 from __future__ import annotations
 
 import threading
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -32,6 +33,31 @@ class StageCounts:
     cached: int = 0
 
 
+@dataclass
+class WorkerThroughput:
+    """One worker's share of a stage run on Ray: items it computed and the seconds it spent computing them."""
+
+    #: ``node address:process id``; a restarted worker is a new process, so a new entry.
+    worker: str
+    pid: int
+    items: int = 0
+    seconds: float = 0.0
+
+    @property
+    def rate(self) -> float:
+        """Items per second of computing (loading the model and waiting for work not counted)."""
+        return self.items / self.seconds if self.seconds > 0 else 0.0
+
+
+def describe_workers(workers: Sequence[WorkerThroughput]) -> str:
+    """``3 workers, 5.1/s (1.6-1.8 each)``: how many, the stage's throughput, and the range per worker."""
+    if not workers:
+        return ""
+    rates = [worker.rate for worker in workers]
+    plural = "" if len(workers) == 1 else "s"
+    return f"{len(workers)} worker{plural}, {sum(rates):.2f}/s ({min(rates):.2f}-{max(rates):.2f} each)"
+
+
 class ProgressReporter(Protocol):
     def start(self, stage: str, total: int | None, description: str) -> None:
         """A stage with ``total`` units of work begins (None: a count not known in advance, e.g. rows streamed)."""
@@ -44,6 +70,9 @@ class ProgressReporter(Protocol):
 
     def notice(self, message: str) -> None:
         """Something the person running the audit should know."""
+
+    def workers(self, stage: str, workers: Sequence[WorkerThroughput]) -> None:
+        """The throughput of each worker of ``stage`` so far (stages run on Ray), after every batch."""
 
 
 class QuietProgress:
@@ -61,12 +90,16 @@ class QuietProgress:
     def notice(self, message: str) -> None:
         pass
 
+    def workers(self, stage: str, workers: Sequence[WorkerThroughput]) -> None:
+        pass
+
 
 class RichProgress:
     """One rich progress bar per stage, with done/total counts and the time remaining.
 
     Stages may report from several threads (the overlapped executor, the writer thread):
-    bars are added and removed under a lock.
+    bars are added and removed under a lock. A stage run on Ray workers shows how many
+    work on it and how fast, beside its bar.
     """
 
     def __init__(self, console: Console):
@@ -83,11 +116,12 @@ class RichProgress:
                     BarColumn(bar_width=None),
                     MofNCompleteColumn(),
                     TimeRemainingColumn(),
+                    TextColumn("{task.fields[workers]}", style="dim"),
                     console=self.console,
                     transient=False,
                 )
                 self._progress.start()
-            self._tasks[stage] = self._progress.add_task(description, total=total)
+            self._tasks[stage] = self._progress.add_task(description, total=total, workers="")
 
     def advance(self, stage: str, amount: int = 1) -> None:
         with self._lock:
@@ -104,3 +138,8 @@ class RichProgress:
 
     def notice(self, message: str) -> None:
         self.console.print(f"note: {redact(message)}", markup=False, highlight=False)
+
+    def workers(self, stage: str, workers: Sequence[WorkerThroughput]) -> None:
+        with self._lock:
+            if self._progress is not None and stage in self._tasks:
+                self._progress.update(self._tasks[stage], workers=describe_workers(workers))

@@ -26,10 +26,10 @@ step (and each generation batch), so an interrupted run resumes without recomput
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from pydantic import ValidationError
 
@@ -39,6 +39,7 @@ from auditor.core.environment import collect_environment
 from auditor.core.errors import AuditorError
 from auditor.core.settings import DEFAULT_T2I, DEFAULT_VQA
 from auditor.core.store import RunStore, atomic_write_bytes, describe_validation_error, new_run_id
+from auditor.executors.base import ModelRecipe
 from auditor.executors.perception import EmbedReader
 from auditor.records import (
     TRIPLET_SETS,
@@ -168,19 +169,20 @@ class TraceEmbedReader(EmbedReader):
         self.spec = spec
         self.ref: ModelRef | None = None
 
-    def open(self) -> bool:
-        from auditor.perception.registry import EMBEDDERS
+    def recipe(self) -> ModelRecipe:
+        return ModelRecipe("embedder", self.spec)
 
+    def open(self, load: Callable[[ModelRecipe], Any] | None = None) -> bool:
         try:
-            self.embedder = EMBEDDERS.load(self.spec, options=self.study.load_options())
+            self.model = embedder = self._load(load)
         except AuditorError as exc:
             if self.required:
                 raise
             self.study.note(f"image embedder {self.spec} skipped: {exc} (name the embedders with --embedder)")
             self.skipped = True
             return False
-        self.ref = self.embedder.ref.model_copy(update={"spec": self.spec})
-        self.fingerprint = self.embedder.cache_fingerprint()
+        self.ref = embedder.ref.model_copy(update={"spec": self.spec})
+        self.fingerprint = embedder.cache_fingerprint()
         return True
 
 

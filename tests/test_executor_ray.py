@@ -1,0 +1,106 @@
+"""The Ray executor on a local Ray (two CPUs) with the tiny random models: the sequential executor's
+record and cache, a worker killed mid-run costs only its batch, and runs resume across executors."""
+
+from __future__ import annotations
+
+import os
+import signal
+from collections.abc import Sequence
+
+import pytest
+
+from auditor.core.cache import ContentCache
+from auditor.core.store import RunStore
+from auditor.records import load_record
+from auditor.studies.progress import QuietProgress, WorkerThroughput
+from auditor.studies.prompt_audit import start_audit
+from tests.test_executors import cache_rows, check_resume_across_executors, options, run_fresh
+from tests.test_prompt_audit import check_run_folder
+
+ray = pytest.importorskip("ray", reason="the Ray executor needs the ray extra: pip install 'auditor[ray]'")
+
+
+@pytest.fixture(scope="module", autouse=True)
+def local_ray():
+    """One local Ray for the module; its workers load models offline, as the tests' driver does.
+
+    Ray gives a one-CPU worker one torch thread; a CPU matmul's float sums depend on the
+    thread count, so the workers get the driver's for embeddings equal to the last bit.
+    """
+    import torch
+
+    env = {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "OMP_NUM_THREADS": str(torch.get_num_threads())}
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, runtime_env={"env_vars": env})
+    yield
+    ray.shutdown()
+
+
+@pytest.fixture(scope="module")
+def sequential(tiny_models, tmp_path_factory):
+    """The sequential executor's record, run folder and cache rows, the reference of every Ray run here."""
+    return run_fresh(tiny_models, tmp_path_factory.mktemp("reference"), "sequential")
+
+
+def test_ray_executor_gives_the_sequential_record_and_cache(tiny_models, tmp_path, sequential):
+    sequential, seq_dir, seq_cache = sequential
+    on_ray, ray_dir, ray_cache = run_fresh(tiny_models, tmp_path, "ray")
+    check_run_folder(ray_dir, images=3)
+    assert load_record(ray_dir / "record.json") == on_ray
+    assert on_ray.status == "completed" and on_ray.config.executor == "ray"
+    assert on_ray.config.model_copy(update={"executor": "sequential"}) == sequential.config
+    assert on_ray.prompt_sets == sequential.prompt_sets  # same images, same bytes
+    assert on_ray.answers == sequential.answers
+    assert on_ray.concepts == sequential.concepts
+    assert on_ray.scores == sequential.scores
+    assert ray_cache == seq_cache  # every image, answer and embedding cached under the same key, same value
+    counts = {record.config.executor: {t.stage: (t.computed, t.cached) for t in record.timings}
+              for record in (sequential, on_ray)}  # fmt: skip
+    assert counts["ray"] == counts["sequential"]
+    for prompt_set in on_ray.prompt_sets:  # the images were written by the driver, not only cached
+        assert all((ray_dir / i.file).read_bytes() == (seq_dir / i.file).read_bytes() for i in prompt_set.images)
+
+
+class KillAWorker(QuietProgress):
+    """Kills (SIGKILL) the first worker of ``stage`` to deliver a batch, as a lost node or an OOM kill
+    would, and remembers every worker that delivered one."""
+
+    def __init__(self, stage: str):
+        self.stage = stage
+        self.killed: int | None = None
+        self.pids: list[int] = []
+
+    def workers(self, stage: str, workers: Sequence[WorkerThroughput]) -> None:
+        if stage != self.stage:
+            return
+        self.pids = [worker.pid for worker in workers]
+        if self.killed is None:
+            self.killed = workers[0].pid
+            os.kill(self.killed, signal.SIGKILL)
+
+
+def test_a_killed_worker_loses_only_its_batch(tiny_models, tmp_path, sequential):
+    reference, _, reference_cache = sequential
+    store = RunStore(tmp_path / "runs")
+    cache = ContentCache(tmp_path / "cache.sqlite")
+    progress = KillAWorker("generate")
+    try:  # no embeddings: the kill is in generation, and the answers check the images' readers
+        record = start_audit(options(tiny_models, "ray", embedder=None), store, cache, progress, run_name="r").run()
+        misses = dict(cache.misses)
+    finally:
+        cache.close()
+    assert progress.killed is not None and progress.pids[-1] != progress.killed  # Ray restarted it
+    assert record.status == "completed" and record.errors == []
+    assert record.prompt_sets == reference.prompt_sets and record.answers == reference.answers
+    # Every item stored once, none missing: each image and answer cached as in the reference, each computed once.
+    expected = [row for row in reference_cache if row[1] != "embed"]
+    assert cache_rows(tmp_path / "cache.sqlite") == expected
+    assert misses["generate"] == sum(1 for row in expected if row[1] == "generate")
+    check_run_folder(store.root / "r", images=3)
+
+
+@pytest.mark.parametrize(
+    "first, then, stage, stop_at",
+    [("sequential", "ray", "generate", 4), ("ray", "sequential", "perceive", 4)],
+)
+def test_a_run_interrupted_under_one_executor_resumes_under_another(tiny_models, tmp_path, first, then, stage, stop_at):
+    check_resume_across_executors(tiny_models, tmp_path, first, then, stage, stop_at)
