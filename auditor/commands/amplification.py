@@ -182,12 +182,7 @@ def run(
             )
         else:
             study = start_amplification(options, store, cache, progress, name)
-        try:
-            record = study.run()
-        except KeyboardInterrupt:
-            common.exit_interrupted(f"partial run kept in {study.run_dir}; continue with --resume {study.run_dir}")
-        except AuditorError as exc:
-            raise type(exc)(f"{exc} (run kept in {study.run_dir}; continue it with --resume {study.run_dir})") from None
+        record = common.run_resumable(study)
     _show(record, study.run_dir, quiet, json_output)
 
 

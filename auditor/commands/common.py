@@ -27,6 +27,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from auditor.core.store import RunStore
     from auditor.records import GenerationSettings
     from auditor.studies.progress import ProgressReporter
+    from auditor.studies.run import RecordT, StudyRun
 
 T2I = typer.Option(DEFAULT_T2I, "--t2i", help="Model under audit: diffusers:<id|path>, openai:<model>, folder:<dir>.")
 SEED = typer.Option(None, "--seed", help="First seed S (seeds S..S+N-1) or a comma-separated list; default 0..N-1.")
@@ -158,6 +159,20 @@ def study_session(quiet: bool, json_output: bool) -> Iterator[tuple[ContentCache
         yield cache, progress
     finally:
         cache.close()
+
+
+def run_resumable(study: StudyRun[RecordT]) -> RecordT:
+    """Run a study that ``--resume`` can continue: after Ctrl-C or an error, say where the run is kept.
+
+    Ctrl-C exits with code 130 and one line; an error becomes the same one-line error
+    naming the run folder and the ``--resume`` that continues it.
+    """
+    try:
+        return study.run()
+    except KeyboardInterrupt:
+        exit_interrupted(f"partial run kept in {study.run_dir}; continue with --resume {study.run_dir}")
+    except AuditorError as exc:
+        raise type(exc)(f"{exc} (run kept in {study.run_dir}; continue it with --resume {study.run_dir})") from None
 
 
 def exit_interrupted(where: str) -> NoReturn:

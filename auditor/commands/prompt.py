@@ -117,12 +117,7 @@ def prompt(
             )  # fmt: skip
         else:
             audit = start_audit(options, store, cache, progress, name)
-        try:
-            record = audit.run()
-        except KeyboardInterrupt:
-            common.exit_interrupted(f"partial run kept in {audit.run_dir}; continue with --resume {audit.run_dir}")
-        except AuditorError as exc:
-            raise type(exc)(f"{exc} (run kept in {audit.run_dir}; continue it with --resume {audit.run_dir})") from None
+        record = common.run_resumable(audit)
     show_results(record, audit.run_dir, quiet=quiet, json_output=json_output)
 
 
