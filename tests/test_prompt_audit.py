@@ -74,9 +74,13 @@ def test_prompt_audit_end_to_end_and_score_reproduces_it(tiny_models, tmp_path):
 def test_rerun_with_same_settings_computes_nothing_new(tiny_models, tmp_path):
     first = run_auditor("prompt", PROMPT, *tiny_args(tiny_models), "--quiet", "--name", "first")
     assert first.returncode == 0, first.stderr
-    second = run_auditor("prompt", PROMPT, *tiny_args(tiny_models), "--quiet", "--name", "second")
+    runs = tmp_path / ("a-long-folder-name-" * 8)  # --quiet prints the run folder on one line, however long
+    second = run_auditor(
+        "prompt", PROMPT, *tiny_args(tiny_models), "--quiet", "--name", "second", env={"AUDITOR_RUNS_DIR": str(runs)}
+    )
     assert second.returncode == 0, second.stderr
-    record = load_record(tmp_path / "runs" / "second" / "record.json")
+    assert second.stdout == f"{runs / 'second'}\n"
+    record = load_record(runs / "second" / "record.json")
     timings = {t.stage: t for t in record.timings}
     assert timings["plan"].computed == 0 and timings["plan"].cached == 1
     assert timings["generate"].computed == 0 and timings["generate"].cached == 10

@@ -13,7 +13,7 @@ from pathlib import Path
 import typer
 
 from auditor.commands import common
-from auditor.core.console import out, print_json
+from auditor.core.console import out, print_json, print_run_folder
 from auditor.core.errors import AuditorError
 from auditor.core.settings import DEFAULT_EMBEDDER
 
@@ -197,7 +197,7 @@ def _show(record, run_dir: Path, quiet: bool, json_output: bool) -> None:
     if json_output:
         print_json(amplification_json(record, run_dir))
     elif quiet:
-        out.print(str(run_dir), markup=False, highlight=False)
+        print_run_folder(run_dir)
     else:
         render_amplification(record, run_dir, out)
 

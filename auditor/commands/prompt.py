@@ -180,14 +180,14 @@ def _options(
 
 def show_results(record: RunRecord, run_dir: Path, *, quiet: bool, json_output: bool) -> None:
     """Show the finished run's report (terminal or JSON); report.html is already in the run folder."""
-    from auditor.core.console import out, print_json
+    from auditor.core.console import out, print_json, print_run_folder
     from auditor.reporting import render_terminal, report_json
 
     html = run_dir / "report.html"
     if json_output:
         print_json({"run_dir": str(run_dir), "report_html": str(html), **report_json(record)})
     elif quiet:
-        out.print(str(run_dir))
+        print_run_folder(run_dir)
     else:
         render_terminal(record, out)
         out.print(f"\nrun folder: {run_dir}\nHTML report: {html}")

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 import typer
 
 from auditor.commands import common
-from auditor.core.console import out, print_json
+from auditor.core.console import out, print_json, print_run_folder
 from auditor.core.errors import AuditorError
 from auditor.core.settings import DEFAULT_EMBEDDER
 
@@ -261,7 +261,7 @@ def _show(
     if json_output:
         print_json(as_json(record, run_dir))
     elif quiet:
-        out.print(str(run_dir), markup=False, highlight=False)
+        print_run_folder(run_dir)
     else:
         render(record, run_dir, out)
 

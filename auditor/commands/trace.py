@@ -180,13 +180,13 @@ def _options(
 
 def _show(record, run_dir: Path, quiet: bool, json_output: bool) -> None:
     """The finished run's report (terminal or JSON); report.html is already in the run folder."""
-    from auditor.core.console import out, print_json
+    from auditor.core.console import out, print_json, print_run_folder
     from auditor.reporting.trace import render_trace, trace_json
 
     if json_output:
         print_json(trace_json(record, run_dir))
     elif quiet:
-        out.print(str(run_dir), markup=False, highlight=False)
+        print_run_folder(run_dir)
     else:
         render_trace(record, run_dir, out)
 

@@ -20,6 +20,12 @@ def print_json(data: Any) -> None:
     sys.stdout.flush()
 
 
+def print_run_folder(path: Any) -> None:
+    """The run folder alone on stdout, for ``--quiet``: a script reads it back, so it is never wrapped."""
+    sys.stdout.write(f"{path}\n")
+    sys.stdout.flush()
+
+
 def notice(message: str) -> None:
     """A short note for the person running the command (stderr); ``message`` is shown literally, never as markup."""
     from rich.markup import escape
