@@ -53,6 +53,11 @@ ALPHA = typer.Option(0.05, "--alpha", help="A T2IAT direction is stated only whe
 BOOTSTRAP_OPTIONAL = typer.Option(None, "--bootstrap", min=0, help=_BOOTSTRAP_HELP + " Default: 1000.")
 CI_METHOD_OPTIONAL = typer.Option(None, "--ci-method", help=_CI_METHOD_HELP + " Default: the run's.")
 CI_SEED_OPTIONAL = typer.Option(None, "--ci-seed", help=_CI_SEED_HELP + " Default: the run's.")
+AXES = typer.Option(
+    None,
+    "--axes",
+    help="Fix the axes (comma-separated, e.g. gender,age): counterfactuals from the axis library, no LLM call per prompt.",
+)
 ALLOW_PARTIAL_WEIGHTS = typer.Option(
     False,
     "--allow-partial-weights",
@@ -83,6 +88,15 @@ def parse_seeds(text: str | None, images: int) -> list[int] | None:
     if len(values) == 1:
         return list(range(values[0], values[0] + images))
     return values
+
+
+def parse_axes(text: str | None) -> list[str] | None:
+    """``--axes gender,age`` -> the library's axis names (checked); None when not given."""
+    if text is None:
+        return None
+    from auditor.planning.offline import check_axes
+
+    return check_axes(text.split(","))
 
 
 def run_store(runs_dir: Path | None) -> RunStore:

@@ -59,6 +59,7 @@ def prompt(
     alpha: float = common.ALPHA,
     max_axes: int | None = typer.Option(None, "--max-axes", min=1, help="Keep at most this many axes."),
     max_counterfactuals: int | None = typer.Option(None, "--max-counterfactuals", min=2, help="Counterfactuals per axis."),
+    axes: str | None = common.AXES,
     llm_retries: int = typer.Option(2, "--llm-retries", min=0, help="Repair turns when the LLM's plan is invalid."),
     temperature: float | None = typer.Option(None, "--temperature", help="LLM sampling temperature."),
     llm_seed: int | None = typer.Option(None, "--llm-seed", help="Seed sent to the LLM."),
@@ -79,6 +80,11 @@ def prompt(
     store = common.run_store(runs_dir)
     options = None
     if not resume:
+        fixed_axes = common.parse_axes(axes)
+        if fixed_axes is not None:
+            if llm is not None:
+                raise AuditorError("--axes writes the counterfactuals from the axis library without an LLM; leave out --llm")
+            llm = "offline"
         options = _options(
             text, llm, t2i, vqa, embedder, images, seed,
             GenerationSettings(
@@ -90,7 +96,7 @@ def prompt(
             announce=not (quiet or json_output),
             max_axes=max_axes, max_counterfactuals=max_counterfactuals, llm_retries=llm_retries,
             llm_temperature=temperature, llm_seed=llm_seed, review=review, device=device,
-            allow_partial_weights=allow_partial_weights,
+            allow_partial_weights=allow_partial_weights, axes=fixed_axes,
         )  # fmt: skip
     else:
         given = [param for param in ctx.params if _given(ctx, param)]

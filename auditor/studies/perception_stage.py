@@ -109,6 +109,23 @@ def answer_questions(
     return collect(), outcome
 
 
+def merge_answers(
+    earlier: dict[str, list[ImageAnswers]], newer: dict[str, list[ImageAnswers]]
+) -> dict[str, list[ImageAnswers]]:
+    """Answers of both, per prompt id and image index: an image asked in both gets the union of its answers."""
+    merged = {prompt_id: {image.image_index: image for image in images} for prompt_id, images in earlier.items()}
+    for prompt_id, images in newer.items():
+        by_index = merged.setdefault(prompt_id, {})
+        for image in images:
+            old = by_index.get(image.image_index)
+            if old is not None:
+                image = image.model_copy(
+                    update={"answers": old.answers | image.answers, "caption": image.caption or old.caption}
+                )
+            by_index[image.image_index] = image
+    return {prompt_id: [by_index[i] for i in sorted(by_index)] for prompt_id, by_index in merged.items()}
+
+
 def embed_images(
     embedder: Embedder,
     prompt_sets: Sequence[PromptSet],

@@ -7,6 +7,7 @@ each batch, so Ctrl-C or a crash leaves a valid partial record (status ``interru
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -25,16 +26,17 @@ from auditor.records import (
     RunConfig,
     RunRecord,
     ScoringSettings,
+    Stage,
     load_record,
 )
 from auditor.studies.generation_stage import PromptRequest
-from auditor.studies.perception_stage import answer_questions
+from auditor.studies.planning_stage import PlanRequest, cached_plan
 from auditor.studies.progress import ProgressReporter
 from auditor.studies.run import (
+    ModelPool,
     StudyRun,
     check_images_and_seeds,
     paired_seeds,
-    release_accelerator_memory,
     spec_ref,
 )
 
@@ -62,6 +64,8 @@ class PromptAuditOptions:
     scoring: ScoringSettings = field(default_factory=ScoringSettings)
     max_axes: int | None = None
     max_counterfactuals: int | None = None
+    #: ``--axes``: fixed axes written from the axis library, no LLM; None = the planner chooses.
+    axes: list[str] | None = None
     llm_retries: int = 2
     llm_temperature: float | None = None
     llm_seed: int | None = None
@@ -78,6 +82,10 @@ def validate_options(options: PromptAuditOptions) -> None:
         raise AuditorError("the prompt is empty: give the text-to-image prompt to audit, e.g. \"a photo of a pharmacist\"")
     check_images_and_seeds(options.images, options.seeds)
     check_llm_spec(options.llm)
+    if options.axes is not None:
+        from auditor.planning.offline import check_axes
+
+        options.axes = check_axes(options.axes)
     registries = _model_registries()
     for stage, spec in (("t2i", options.t2i), ("vqa", options.vqa), ("embedder", options.embedder)):
         if spec:
@@ -92,6 +100,20 @@ def _model_registries() -> dict:
     return {"t2i": T2I_BACKENDS, "vqa": VQA_BACKENDS, "embedder": EMBEDDERS}
 
 
+def plan_request(config: RunConfig) -> PlanRequest:
+    """What the run's plan is asked for (the same request, so the same cached plan, wherever it is made)."""
+    return PlanRequest(
+        prompt=config.prompt,
+        llm=config.llm,
+        max_axes=config.max_axes,
+        max_counterfactuals=config.max_counterfactuals,
+        retries=config.llm_retries,
+        temperature=config.llm_temperature,
+        seed=config.llm_seed,
+        axes=tuple(config.axes) if config.axes is not None else None,
+    )
+
+
 def new_config(options: PromptAuditOptions) -> RunConfig:
     return RunConfig(
         prompt=options.prompt.strip(),
@@ -101,6 +123,7 @@ def new_config(options: PromptAuditOptions) -> RunConfig:
         llm_retries=options.llm_retries,
         max_axes=options.max_axes,
         max_counterfactuals=options.max_counterfactuals,
+        axes=options.axes,
         t2i=spec_ref(options.t2i),
         vqa=spec_ref(options.vqa),
         embedder=spec_ref(options.embedder) if options.embedder else None,
@@ -126,8 +149,9 @@ class PromptAudit(StudyRun[RunRecord]):
         review: bool = False,
         embedder_required: bool = False,
         device: str | None = None,
+        models: ModelPool | None = None,
     ):
-        super().__init__(run_dir, record, cache, progress, device)
+        super().__init__(run_dir, record, cache, progress, device, models)
         self.review = review
         self.embedder_required = embedder_required
         #: Prompt id -> image embeddings, filled by the embed stage when an embedder is configured.
@@ -135,16 +159,18 @@ class PromptAudit(StudyRun[RunRecord]):
 
     def run(self) -> RunRecord:
         """Run (or resume) every stage; the record's status says how it ended."""
-        self.execute(
-            [
-                ("plan", self.plan),
-                ("generate", self.generate_all),
-                ("perceive", self.perceive),
-                ("embed", self.embed_all),
-                ("score", self.score),
-            ]
-        )
+        self.execute(self.steps())
         return self.record
+
+    def steps(self) -> list[tuple[Stage, Callable[[], None]]]:
+        """The audit's stages in order (a batch runs each stage over all its audits before the next)."""
+        return [
+            ("plan", self.plan),
+            ("generate", self.generate_all),
+            ("perceive", self.perceive),
+            ("embed", self.embed_all),
+            ("score", self.score),
+        ]
 
     def after_end(self) -> None:
         """Write ``report.html`` however the run ended: a failed run's page shows its plan, images and error."""
@@ -163,45 +189,15 @@ class PromptAudit(StudyRun[RunRecord]):
         """Plan axes and counterfactuals, through the cache: a rerun asks the LLM nothing and gets the same plan."""
         if self.record.plan is not None:
             return
-        from auditor.planning import (
-            make_plan,
-            planner_fingerprint,
-            review_plan,
-            transcript_of,
-        )
-        from auditor.records import AuditPlan
+        from auditor.planning import review_plan, transcript_of
 
-        config = self.record.config
-        request = {
-            "prompt": config.prompt,
-            "max_axes": config.max_axes,
-            "max_counterfactuals": config.max_counterfactuals,
-            "retries": config.llm_retries,
-            "temperature": config.llm_temperature,
-            "seed": config.llm_seed,
-        }
-        planner = planner_fingerprint(config.llm)
         with self.stage("plan") as outcome:
-            cached = self.cache.get("plan", planner, request)
-            if cached is not None:
-                plan = AuditPlan.model_validate_json(cached)
-                outcome.cached = 1
-            else:
-                try:
-                    plan = make_plan(
-                        config.prompt,
-                        config.llm,
-                        max_axes=config.max_axes,
-                        max_counterfactuals=config.max_counterfactuals,
-                        retries=config.llm_retries,
-                        temperature=config.llm_temperature,
-                        seed=config.llm_seed,
-                    )
-                except AuditorError as exc:  # an invalid plan or a refused request: keep the conversation so far
-                    self._save_transcript(transcript_of(exc))
-                    raise
-                self.cache.put("plan", planner, request, plan.model_dump_json().encode("utf-8"))
-                outcome.computed = 1
+            try:
+                plan, cached = cached_plan(self.cache, plan_request(self.record.config))
+            except AuditorError as exc:  # an invalid plan or a refused request: keep the conversation so far
+                self._save_transcript(transcript_of(exc))
+                raise
+            outcome.cached, outcome.computed = (1, 0) if cached else (0, 1)
             self._save_transcript(plan.transcript)
             if self.review:
                 plan = review_plan(plan)
@@ -220,34 +216,18 @@ class PromptAudit(StudyRun[RunRecord]):
         self.generate([PromptRequest(pid, prompt, axis) for pid, prompt, axis in self.record.plan.prompt_sets()])
 
     def perceive(self) -> None:
-        from auditor.perception.registry import VQA_BACKENDS
-
-        config = self.record.config
         plan = self.record.plan
-        with self.stage("perceive") as outcome:
-            vqa = VQA_BACKENDS.load(config.vqa.spec, settings=config.perception, options=self.load_options())
-            self.record.config.vqa = vqa.ref.model_copy(update={"spec": config.vqa.spec})
-            self.record.config.perception = vqa.settings  # what it answers with, its defaults filled in
 
-            def checkpoint(answers) -> None:
-                self.record.answers = answers
-                self.save()
-
-            answers, counts = answer_questions(
-                vqa,
-                self.record.prompt_sets,
-                {axis.name: axis.question for axis in plan.axes},
-                plan.caption_question if config.scoring.include_captions else None,
-                self.cache,
-                self.run_dir,
-                IMAGES_PER_VQA_CALL,
-                self.progress,
-                checkpoint,
-            )
-            outcome.computed, outcome.cached = counts.computed, counts.cached
+        def checkpoint(answers) -> None:
             self.record.answers = answers
-            del vqa
-            release_accelerator_memory()
+            self.save()
+
+        self.record.answers = self.answer(
+            [(self.record.prompt_sets, {axis.name: axis.question for axis in plan.axes})],
+            plan.caption_question if self.record.config.scoring.include_captions else None,
+            IMAGES_PER_VQA_CALL,
+            checkpoint,
+        )
 
     def embed_all(self) -> None:
         if self.record.config.embedder is not None:
