@@ -13,8 +13,10 @@ import sys
 import typer
 
 from auditor.commands import (
+    batch,
     compare,
     doctor,
+    explore,
     plan,
     prompt,
     report,
@@ -36,7 +38,7 @@ app = typer.Typer(
     rich_markup_mode=None,
 )
 
-for command_module in (prompt, plan, doctor, report, compare, runs, schemas, score, setup, selftest, t2iat):
+for command_module in (prompt, batch, explore, plan, doctor, report, compare, runs, schemas, score, setup, selftest, t2iat):
     command_module.register(app)
 
 

@@ -99,6 +99,46 @@ def parse_axes(text: str | None) -> list[str] | None:
     return check_axes(text.split(","))
 
 
+#: Options a resumed run takes: where the models are and how to show progress; the rest comes from its record.
+RESUME_OPTIONS = frozenset({
+    "resume", "runs_dir", "device", "quiet", "json_output", "t2i", "vqa", "embedder", "vqa_concurrency",
+    "allow_partial_weights",
+})  # fmt: skip
+
+
+def given_on_command_line(ctx: typer.Context, name: str) -> bool:
+    """Whether the user typed this option (rather than it taking its default)."""
+    source = ctx.get_parameter_source(name)
+    return source is not None and source.name == "COMMANDLINE"
+
+
+def resumed_models(ctx: typer.Context) -> tuple[dict[str, str], int | None]:
+    """For ``--resume``: the model specs given again (``t2i``/``vqa``/``embedder``) and ``--vqa-concurrency``.
+
+    Any other option would change the run's settings, so it is refused with one line.
+    """
+    given = [param for param in ctx.params if given_on_command_line(ctx, param)]
+    if refused := [f"--{param.replace('_', '-')}" for param in given if param not in RESUME_OPTIONS]:
+        allowed = sorted(f"--{param.replace('_', '-')}" for param in RESUME_OPTIONS & set(ctx.params) - {"resume"})
+        raise AuditorError(
+            f"--resume continues a run with its own settings; {', '.join(refused)} cannot change them "
+            f"(only {', '.join(allowed).replace('--json-output', '--json')} may be given)"
+        )
+    models = {stage: ctx.params[stage] for stage in ("t2i", "vqa", "embedder") if stage in given}
+    concurrency = ctx.params.get("vqa_concurrency") if "vqa_concurrency" in given else None
+    return models, concurrency
+
+
+def run_kept(study: Any) -> Any:
+    """Run a study; Ctrl-C exits 130 and an error says where the partial run is kept and how to resume it."""
+    try:
+        return study.run()
+    except KeyboardInterrupt:
+        exit_interrupted(f"partial run kept in {study.run_dir}; continue with --resume {study.run_dir}")
+    except AuditorError as exc:
+        raise type(exc)(f"{exc} (run kept in {study.run_dir}; continue it with --resume {study.run_dir})") from None
+
+
 def run_store(runs_dir: Path | None) -> RunStore:
     """The runs folder: ``--runs-dir``, else AUDITOR_RUNS_DIR or ./runs."""
     from auditor.core.settings import get_settings

@@ -21,13 +21,6 @@ if TYPE_CHECKING:  # pragma: no cover
     from auditor.studies.prompt_audit import PromptAuditOptions
 
 
-#: Options a resumed run takes: where the models are and how to show progress; the rest comes from its record.
-RESUME_OPTIONS = {
-    "resume", "runs_dir", "device", "quiet", "json_output", "t2i", "vqa", "embedder", "vqa_concurrency",
-    "allow_partial_weights",
-}  # fmt: skip
-
-
 def prompt(
     ctx: typer.Context,
     text: str = typer.Argument("", metavar="PROMPT", help="The text-to-image prompt to audit."),
@@ -85,29 +78,21 @@ def prompt(
             if llm is not None:
                 raise AuditorError("--axes writes the counterfactuals from the axis library without an LLM; leave out --llm")
             llm = "offline"
-        options = _options(
+        options = audit_options(
             text, llm, t2i, vqa, embedder, images, seed,
             GenerationSettings(
                 steps=steps, guidance_scale=guidance, scheduler=scheduler, width=width, height=height,
                 negative_prompt=negative_prompt, batch_size=batch_size,
             ),
             PerceptionSettings(batch_size=vqa_batch_size, concurrency=vqa_concurrency),
-            _scoring(cas_normalization, top_k, bootstrap, ci_method.value, ci_seed, alpha),
+            scoring_settings(cas_normalization, top_k, bootstrap, ci_method.value, ci_seed, alpha),
             announce=not (quiet or json_output),
             max_axes=max_axes, max_counterfactuals=max_counterfactuals, llm_retries=llm_retries,
             llm_temperature=temperature, llm_seed=llm_seed, review=review, device=device,
             allow_partial_weights=allow_partial_weights, axes=fixed_axes,
         )  # fmt: skip
     else:
-        given = [param for param in ctx.params if _given(ctx, param)]
-        if refused := [f"--{param.replace('_', '-')}" for param in given if param not in RESUME_OPTIONS]:
-            raise AuditorError(
-                f"--resume continues a run with its own settings; {', '.join(refused)} cannot change them "
-                "(only --t2i, --vqa, --embedder, --vqa-concurrency, --allow-partial-weights, --device, --runs-dir, "
-                "--quiet and --json may be given)"
-            )
-        models = {stage: ctx.params[stage] for stage in ("t2i", "vqa", "embedder") if stage in given}
-        concurrency = vqa_concurrency if "vqa_concurrency" in given else None
+        models, concurrency = common.resumed_models(ctx)
     with common.study_session(quiet, json_output) as (cache, progress):
         if options is None:
             audit = resume_audit(
@@ -116,22 +101,11 @@ def prompt(
             )  # fmt: skip
         else:
             audit = start_audit(options, store, cache, progress, name)
-        try:
-            record = audit.run()
-        except KeyboardInterrupt:
-            common.exit_interrupted(f"partial run kept in {audit.run_dir}; continue with --resume {audit.run_dir}")
-        except AuditorError as exc:
-            raise type(exc)(f"{exc} (run kept in {audit.run_dir}; continue it with --resume {audit.run_dir})") from None
+        record = common.run_kept(audit)
     show_results(record, audit.run_dir, quiet=quiet, json_output=json_output)
 
 
-def _given(ctx: typer.Context, name: str) -> bool:
-    """Whether the user typed this option (rather than it taking its default)."""
-    source = ctx.get_parameter_source(name)
-    return source is not None and source.name == "COMMANDLINE"
-
-
-def _scoring(
+def scoring_settings(
     cas_normalization: str, top_k: int, bootstrap: int, ci_method: str, ci_seed: int, alpha: float
 ) -> ScoringSettings:
     if cas_normalization not in ("distribution", "frequency"):
@@ -144,7 +118,7 @@ def _scoring(
     )  # fmt: skip
 
 
-def _options(
+def audit_options(
     text: str,
     llm: str | None,
     t2i: str,

@@ -318,7 +318,7 @@ def _replace(prompt: str, start: int, end: int, value: str) -> str:
     """``prompt`` with ``[start, end)`` replaced by ``value``; capitalised at the start, article fixed."""
     if start == 0 and prompt[:1].isupper():
         value = value[0].upper() + value[1:]
-    return _fix_article(prompt[:start], value) + prompt[end:]
+    return fix_article(prompt[:start], value) + prompt[end:]
 
 
 def _insert(prompt: str, start: int, value: str) -> str:
@@ -328,7 +328,7 @@ def _insert(prompt: str, start: int, value: str) -> str:
         first = _WORD.match(rest)
         if first and first.group(0)[1:].islower():
             rest = rest[0].lower() + rest[1:]
-    return _fix_article(prompt[:start], value + " " + rest)
+    return fix_article(prompt[:start], value + " " + rest)
 
 
 def _append(prompt: str, value: str) -> str:
@@ -337,7 +337,7 @@ def _append(prompt: str, value: str) -> str:
     return f"{stripped} {value}{body[len(stripped):]}"
 
 
-def _fix_article(before: str, after: str) -> str:
+def fix_article(before: str, after: str) -> str:
     """Join ``before`` and ``after``, turning an "a"/"an" that ends ``before`` into the one ``after`` needs."""
     match = re.search(r"(?<![\w-])(a|an|A|An|AN)(\s+[\"'(\[{]*)$", before)
     if not match:

@@ -8,7 +8,8 @@ these records, never live state. ``schemas/`` holds the JSON Schema generated fr
 Layout: :mod:`~auditor.records.base` is the envelope every study's record shares,
 :mod:`~auditor.records.models` and :mod:`~auditor.records.images` the model references,
 settings and stage outputs the studies share, then one module per kind of study
-(:mod:`~auditor.records.prompt_audit`, :mod:`~auditor.records.t2iat`).
+(:mod:`~auditor.records.prompt_audit`, :mod:`~auditor.records.t2iat`, :mod:`~auditor.records.batch`,
+:mod:`~auditor.records.explore`).
 :func:`load_any_record` reads any of them, upgrading older schema versions
 (:mod:`~auditor.records.migrations`).
 """
@@ -23,6 +24,19 @@ from auditor.records.base import (
     StudyConfig,
     StudyRecord,
     utc_now,
+)
+from auditor.records.batch import BatchAudit, BatchConfig, BatchRecord, BatchRow
+from auditor.records.explore import (
+    Arm,
+    ArmScore,
+    ArmStep,
+    Candidate,
+    Confirmation,
+    ExploreConfig,
+    ExploreRecord,
+    Objective,
+    Round,
+    StopReason,
 )
 from auditor.records.images import GeneratedImage, ImageAnswers, PromptSet
 from auditor.records.intervals import Correction, Difference, Interval, IntervalSettings
@@ -67,7 +81,9 @@ from auditor.records.t2iat import (
 
 __all__ = [
     "INITIAL_PROMPT_ID", "RECORD_TYPES", "SCHEMA_VERSION", "T2IAT_GROUPS",
-    "AnyRecord", "AssociationResult", "AuditPlan", "AxisPlan", "AxisScore", "CasNormalization", "ChatMessage",
+    "AnyRecord", "Arm", "ArmScore", "ArmStep", "AssociationResult", "AuditPlan", "AxisPlan", "AxisScore",
+    "BatchAudit", "BatchConfig", "BatchRecord", "BatchRow", "Candidate", "CasNormalization", "ChatMessage",
+    "Confirmation", "ExploreConfig", "ExploreRecord", "Objective", "Round", "StopReason",
     "ConceptFrequency", "Correction", "CounterfactualScore", "Difference", "Interval", "IntervalSettings", "EffectLabel", "Environment", "GeneratedImage", "GenerationSettings",
     "ImageAnswers", "IntersectionView", "ModelRef", "OccupationAssociation", "OccupationsConfig",
     "OccupationsRecord", "PerceptionSettings", "PromptSet", "Record", "RunConfig", "RunError", "RunRecord",

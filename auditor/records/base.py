@@ -22,7 +22,7 @@ from auditor.records.record import Record
 SCHEMA_VERSION = "2"
 
 RunStatus = Literal["running", "completed", "failed", "interrupted"]
-Stage = Literal["plan", "generate", "perceive", "embed", "score", "report"]
+Stage = Literal["plan", "generate", "perceive", "embed", "score", "report", "propose", "explore", "confirm"]
 
 
 def utc_now() -> datetime:

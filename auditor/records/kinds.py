@@ -11,11 +11,13 @@ from typing import Annotated, Union
 from pydantic import Field
 
 from auditor.records.base import StudyRecord
+from auditor.records.batch import BatchRecord
+from auditor.records.explore import ExploreRecord
 from auditor.records.prompt_audit import RunRecord
 from auditor.records.t2iat import OccupationsRecord, T2IATRecord
 
 #: The record classes, one per kind of study.
-RECORD_TYPES: tuple[type[StudyRecord], ...] = (RunRecord, T2IATRecord, OccupationsRecord)
+RECORD_TYPES: tuple[type[StudyRecord], ...] = (RunRecord, T2IATRecord, OccupationsRecord, BatchRecord, ExploreRecord)
 
 #: Any run record, validated by its ``kind`` field.
 AnyRecord = Annotated[Union[RECORD_TYPES], Field(discriminator="kind")]  # noqa: UP007 (a tuple unpacks only here)

@@ -8,6 +8,8 @@ from pydantic import BaseModel
 
 from auditor.records import (
     AuditPlan,
+    BatchRecord,
+    ExploreRecord,
     OccupationsRecord,
     RunRecord,
     T2IATRecord,
@@ -21,6 +23,8 @@ SCHEMA_MODELS: dict[str, type[BaseModel]] = {
     "t2iat_record.schema.json": T2IATRecord,
     "t2iat_occupations_record.schema.json": OccupationsRecord,
     "t2iat_test.schema.json": T2IATTestDefinition,
+    "batch_record.schema.json": BatchRecord,
+    "explore_record.schema.json": ExploreRecord,
 }
 
 

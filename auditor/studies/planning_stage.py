@@ -51,6 +51,13 @@ class PlanRequest:
         return "offline" if self.axes is not None else self.llm
 
 
+def is_cached(cache: ContentCache, request: PlanRequest) -> bool:
+    """Whether the plan is cached (then it costs no LLM call); counts no cache hit or miss."""
+    from auditor.planning import planner_fingerprint
+
+    return cache.contains(STAGE, planner_fingerprint(request.planner), request.cache_inputs())
+
+
 def cached_plan(cache: ContentCache, request: PlanRequest) -> tuple[AuditPlan, bool]:
     """``(plan, came from the cache)``. A planner error carries the conversation (``transcript_of``)."""
     from auditor.planning import make_plan, planner_fingerprint

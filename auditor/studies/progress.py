@@ -7,10 +7,11 @@ own reporter, e.g. to drive a notebook widget or to stop a run from a callback.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Protocol
 
-from rich.console import Console
+from rich.console import Console, RenderableType
 from rich.progress import (
     BarColumn,
     MofNCompleteColumn,
@@ -59,6 +60,26 @@ class QuietProgress:
         pass
 
 
+class NoticesOnly:
+    """Passes notices on and keeps stage bars to itself: a batch shows one bar per stage over its
+    prompts instead of one per prompt and stage."""
+
+    def __init__(self, inner: ProgressReporter):
+        self.inner = inner
+
+    def start(self, stage: str, total: int, description: str) -> None:
+        pass
+
+    def advance(self, stage: str, amount: int = 1) -> None:
+        pass
+
+    def finish(self, stage: str) -> None:
+        pass
+
+    def notice(self, message: str) -> None:
+        self.inner.notice(message)
+
+
 class RichProgress:
     """One rich progress bar per stage, with done/total counts and the time remaining."""
 
@@ -90,6 +111,61 @@ class RichProgress:
             if not self._tasks:
                 self._progress.stop()
                 self._progress = None
+
+    def notice(self, message: str) -> None:
+        self.console.print(f"note: {message}", markup=False, highlight=False)
+
+
+class _HeadedProgress(Progress):
+    """A rich Progress that draws a header (refreshed with it) above its bars."""
+
+    def __init__(self, header: Callable[[], RenderableType], *columns, **options):
+        self._header = header  # before Progress.__init__, which renders once
+        super().__init__(*columns, **options)
+
+    def get_renderables(self) -> Iterable[RenderableType]:
+        yield self._header()
+        yield self.make_tasks_table(self.tasks)
+
+
+class LiveProgress:
+    """One live display: a header that the study refreshes (an exploration's round table) over the
+    current stage's bar. Use it as a context manager; finished bars go away, so it stays short."""
+
+    def __init__(self, console: Console, header: Callable[[], RenderableType]):
+        self.console = console
+        self._progress = _HeadedProgress(
+            header,
+            TextColumn("{task.description:<24}"),
+            BarColumn(bar_width=None),
+            MofNCompleteColumn(),
+            TimeRemainingColumn(),
+            console=console,
+            transient=False,
+        )
+        self._tasks: dict[str, TaskID] = {}
+
+    def __enter__(self) -> LiveProgress:
+        self._progress.start()
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        self._progress.stop()
+
+    def refresh(self) -> None:
+        """Redraw the header (after a round)."""
+        self._progress.refresh()
+
+    def start(self, stage: str, total: int, description: str) -> None:
+        self._tasks[stage] = self._progress.add_task(description, total=total)
+
+    def advance(self, stage: str, amount: int = 1) -> None:
+        if stage in self._tasks:
+            self._progress.advance(self._tasks[stage], amount)
+
+    def finish(self, stage: str) -> None:
+        if stage in self._tasks:
+            self._progress.remove_task(self._tasks.pop(stage))
 
     def notice(self, message: str) -> None:
         self.console.print(f"note: {message}", markup=False, highlight=False)

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from auditor.core.cache import ContentCache
 from auditor.core.environment import collect_environment
@@ -220,7 +220,7 @@ class PromptAudit(StudyRun[RunRecord]):
 
         def checkpoint(answers) -> None:
             self.record.answers = answers
-            self.save()
+            self.checkpoint()
 
         self.record.answers = self.answer(
             [(self.record.prompt_sets, {axis.name: axis.question for axis in plan.axes})],
@@ -246,17 +246,28 @@ class PromptAudit(StudyRun[RunRecord]):
 
 
 def start_audit(
-    options: PromptAuditOptions, store: RunStore, cache: ContentCache, progress: ProgressReporter, run_name: str | None
+    options: PromptAuditOptions,
+    store: RunStore,
+    cache: ContentCache,
+    progress: ProgressReporter,
+    run_name: str | None,
+    *,
+    pool: ModelPool | None = None,
+    checked: bool = False,
 ) -> PromptAudit:
-    """Validate the options, create the run folder and write the first record."""
-    validate_options(options)
+    """Validate the options (unless ``checked``), create the run folder and write the first record.
+
+    ``pool`` shares loaded models with other audits (a batch's).
+    """
+    if not checked:
+        validate_options(options)
     config = new_config(options)
     run_id = run_name or new_run_id(config.prompt)
     run_dir = store.create(run_id)
     record = RunRecord(run_id=run_dir.name, config=config, environment=collect_environment())
     audit = PromptAudit(
         run_dir, record, cache, progress,
-        review=options.review, embedder_required=options.embedder_required, device=options.device,
+        review=options.review, embedder_required=options.embedder_required, device=options.device, models=pool,
     )  # fmt: skip
     audit.save()
     return audit
@@ -271,6 +282,7 @@ def resume_audit(
     models: dict[str, str] | None = None,
     vqa_concurrency: int | None = None,
     allow_partial_weights: bool = False,
+    pool: ModelPool | None = None,
 ) -> PromptAudit:
     """Reopen a run folder; its own config is used, and finished work comes from the cache.
 
@@ -279,20 +291,35 @@ def resume_audit(
     other weights never reuse the first attempt's results. ``vqa_concurrency`` changes how
     many requests an API VQA model gets at once (e.g. fewer after rate limits); answers do not change.
     ``allow_partial_weights`` lets such a copy be an incomplete checkpoint; the run records it.
+    ``pool`` shares loaded models with other audits (a batch's).
     """
     run_dir = store.resolve(run)
     record = load_record(run_dir / "record.json")
     if record.status == "completed":
         progress.notice(f"run {record.run_id} is already complete; rescoring from cached results")
+    point_models(record.config, models, vqa_concurrency, allow_partial_weights)
+    return PromptAudit(
+        run_dir, record, cache, progress,
+        device=device, embedder_required="embedder" in (models or {}), models=pool,
+    )  # fmt: skip
+
+
+def point_models(
+    config: Any, models: dict[str, str] | None, vqa_concurrency: int | None, allow_partial_weights: bool
+) -> None:
+    """Apply a resume's model options to a run's config (any config with ``t2i``/``vqa``/``embedder`` fields).
+
+    ``models`` (``t2i``/``vqa``/``embedder`` -> spec; ``embedder`` may be ``none``) are checked
+    without loading anything.
+    """
     if allow_partial_weights:
-        record.config.allow_partial_weights = True
+        config.allow_partial_weights = True
     registries = _model_registries()
     for stage, spec in (models or {}).items():
         if stage == "embedder" and spec.strip().lower() == "none":
-            record.config.embedder = None
+            config.embedder = None
             continue
         registries[stage].preflight(spec)
-        setattr(record.config, stage, spec_ref(spec))
+        setattr(config, stage, spec_ref(spec))
     if vqa_concurrency is not None:
-        record.config.perception.concurrency = vqa_concurrency
-    return PromptAudit(run_dir, record, cache, progress, device=device, embedder_required="embedder" in (models or {}))
+        config.perception.concurrency = vqa_concurrency

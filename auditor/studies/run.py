@@ -144,10 +144,23 @@ class StudyRun(Generic[RecordT]):
         self.models = models if models is not None else ModelPool()
         #: Stages timed in this attempt: a stage run again in the same attempt adds to its timing.
         self._timed: set[Stage] = set()
+        #: Least seconds between two partial saves during a stage (see :meth:`checkpoint`).
+        self.checkpoint_seconds = 0.0
+        self._saved_at = float("-inf")
 
     def save(self) -> None:
         self.record.updated_at = utc_now()
         write_model(self.run_dir / RECORD_FILE, self.record)
+        self._saved_at = time.monotonic()
+
+    def checkpoint(self) -> None:
+        """Save a partial record during a stage, at most every ``checkpoint_seconds``.
+
+        Skipping a save loses nothing: finished work is in the content cache, so a resume
+        gets it back. A study with a large record (an exploration) rewrites it less often.
+        """
+        if time.monotonic() - self._saved_at >= self.checkpoint_seconds:
+            self.save()
 
     def load_options(self) -> LoadOptions:
         """How this run's stages load models: its device, whether partial checkpoints are allowed,
@@ -216,12 +229,16 @@ class StudyRun(Generic[RecordT]):
         try:
             step()
         except KeyboardInterrupt:
-            self._end("interrupted", RunError(stage=name, type="KeyboardInterrupt", message="interrupted by the user"))
+            self.interrupt(name)
             raise
         except Exception as exc:
             self.fail(name, exc)
             raise
         self.save()
+
+    def interrupt(self, stage: Stage | None) -> None:
+        """End the run as ``interrupted`` at ``stage`` (Ctrl-C)."""
+        self._end("interrupted", RunError(stage=stage, type="KeyboardInterrupt", message="interrupted by the user"))
 
     def fail(self, stage: Stage | None, exc: BaseException) -> None:
         """End the run as ``failed`` at ``stage`` with ``exc`` as its error (API keys redacted)."""
@@ -258,7 +275,7 @@ class StudyRun(Generic[RecordT]):
 
                 def checkpoint(sets: list[PromptSet]) -> None:
                     self.record.prompt_sets = merge_sets(before, sets)
-                    self.save()
+                    self.checkpoint()
 
                 sets, counts = generate_images(
                     backend, requests, config.seeds, self.cache, self.run_dir,
