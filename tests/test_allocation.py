@@ -42,7 +42,13 @@ def test_the_top_is_separated_only_when_every_other_upper_bound_is_below_every_l
 
 @pytest.mark.parametrize(
     "low, high, folded",
-    [(0.1, 0.3, (0.1, 0.3)), (-0.3, -0.1, (0.1, 0.3)), (-0.2, 0.3, (0.0, 0.3)), (-0.4, 0.1, (0.0, 0.4)), (None, 0.2, (None, None))],
+    [
+        (0.1, 0.3, (0.1, 0.3)),
+        (-0.3, -0.1, (0.1, 0.3)),
+        (-0.2, 0.3, (0.0, 0.3)),
+        (-0.4, 0.1, (0.0, 0.4)),
+        (None, 0.2, (None, None)),
+    ],
 )
 def test_the_interval_of_an_absolute_value_is_the_folded_interval(low, high, folded):
     assert folded_interval(low, high) == folded

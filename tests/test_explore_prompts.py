@@ -25,7 +25,11 @@ def test_prompt_lists_in_every_format_and_templates_with_values(tmp_path):
     assert read_prompt_list(tmp_path / "p.csv") == ["a photo of a nurse, smiling", "a chef"]
     (tmp_path / "p.jsonl").write_text('{"prompt": "a cat"}\n\n{"prompt": "a {animal} in {place}"}\n')
     (tmp_path / "v.yaml").write_text("animal: [dog, owl]\nplace: [a park]\n")
-    assert read_prompt_list(tmp_path / "p.jsonl", tmp_path / "v.yaml") == ["a cat", "a dog in a park", "an owl in a park"]
+    assert read_prompt_list(tmp_path / "p.jsonl", tmp_path / "v.yaml") == [
+        "a cat",
+        "a dog in a park",
+        "an owl in a park",
+    ]
     (tmp_path / "v.csv").write_text("animal,place\nfox,a den\n")
     assert read_prompt_list(tmp_path / "p.jsonl", tmp_path / "v.csv") == ["a cat", "a fox in a den"]
 
@@ -38,7 +42,10 @@ def test_prompt_lists_in_every_format_and_templates_with_values(tmp_path):
         ({"p.txt": "a cat\nA cat\n"}, "appears twice (prompts 1 and 2)"),
         ({"p.txt": "# only a comment\n"}, "lists no prompts"),
         ({"p.csv": "text\na cat\n"}, "has no 'prompt' column"),
-        ({"p.jsonl": '{"prompt": "a cat"}\n{"text": "x"}\n'}, 'p.jsonl:2: expected an object with a non-empty "prompt"'),
+        (
+            {"p.jsonl": '{"prompt": "a cat"}\n{"text": "x"}\n'},
+            'p.jsonl:2: expected an object with a non-empty "prompt"',
+        ),
         ({"p.txt": "a {a} and a {b}\n", "v.txt": "x\n"}, "has 2 placeholders"),
         ({"p.txt": "a {0}\n", "v.txt": "x\n"}, "use plain {name} placeholders"),
     ],
@@ -175,6 +182,11 @@ def test_later_rounds_show_the_leaderboard_and_what_was_proposed():
     assert "people at work" in first[1].content and '"a photo of a doctor"' in first[1].content
     assert "leaderboard" not in first[1].content.lower()
     later = ProposerRequest(
-        3, "people at work", [], ["gender"], ["c001 | a photo of a nurse | gender | 0.0400 [0.02, 0.06]"], ["a photo of a nurse"]
+        3,
+        "people at work",
+        [],
+        ["gender"],
+        ["c001 | a photo of a nurse | gender | 0.0400 [0.02, 0.06]"],
+        ["a photo of a nurse"],
     ).messages()
     assert "c001 | a photo of a nurse | gender" in later[1].content and "Do not repeat" in later[1].content

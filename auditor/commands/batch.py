@@ -18,10 +18,16 @@ def batch(
     prompts_file: Path = typer.Argument(
         None, metavar="PROMPTS_FILE", help="Prompts: .txt (one per line), .csv or .jsonl with a 'prompt' column."
     ),
-    values: Path | None = typer.Option(None, "--values", help="Values of the file's {placeholder} templates (.txt, .csv, .json, .yaml)."),
-    llm: str | None = typer.Option(None, "--llm", help="Planner: openai:<model>, langchain:<provider>:<model> or offline."),
+    values: Path | None = typer.Option(
+        None, "--values", help="Values of the file's {placeholder} templates (.txt, .csv, .json, .yaml)."
+    ),
+    llm: str | None = typer.Option(
+        None, "--llm", help="Planner: openai:<model>, langchain:<provider>:<model> or offline."
+    ),
     t2i: str = common.T2I,
-    vqa: str = typer.Option(DEFAULT_VQA, "--vqa", help="VQA model: blip2:/blip:/instructblip:/hf:<id|path> or openai:<model>."),
+    vqa: str = typer.Option(
+        DEFAULT_VQA, "--vqa", help="VQA model: blip2:/blip:/instructblip:/hf:<id|path> or openai:<model>."
+    ),
     embedder: str = typer.Option(DEFAULT_EMBEDDER, "--embedder", help="Image embedder (clip:<id|path>) or 'none'."),
     images: int = typer.Option(48, "--images", help="Images per prompt set (the paper uses 48)."),
     seed: str | None = common.SEED,
@@ -32,22 +38,32 @@ def batch(
     width: int | None = typer.Option(None, "--width", help="Image width in pixels."),
     height: int | None = typer.Option(None, "--height", help="Image height in pixels."),
     negative_prompt: str | None = typer.Option(None, "--negative-prompt", help="Negative prompt for every image."),
-    vqa_batch_size: int = typer.Option(16, "--vqa-batch-size", min=1, help="Image-question pairs per VQA forward pass."),
-    vqa_concurrency: int = typer.Option(8, "--vqa-concurrency", min=1, help="Requests in flight to an openai: VQA model."),
-    cas_normalization: str = typer.Option("distribution", "--cas-normalization", help="distribution (default) or frequency."),
+    vqa_batch_size: int = typer.Option(
+        16, "--vqa-batch-size", min=1, help="Image-question pairs per VQA forward pass."
+    ),
+    vqa_concurrency: int = typer.Option(
+        8, "--vqa-concurrency", min=1, help="Requests in flight to an openai: VQA model."
+    ),
+    cas_normalization: str = typer.Option(
+        "distribution", "--cas-normalization", help="distribution (default) or frequency."
+    ),
     top_k: int = typer.Option(10, "--top-k", min=1, help="Concepts kept in top-K lists."),
     bootstrap: int = common.BOOTSTRAP,
     ci_method: common.IntervalMethodChoice = common.CI_METHOD,
     ci_seed: int = common.CI_SEED,
     alpha: float = common.ALPHA,
     max_axes: int | None = typer.Option(None, "--max-axes", min=1, help="Keep at most this many axes per prompt."),
-    max_counterfactuals: int | None = typer.Option(None, "--max-counterfactuals", min=2, help="Counterfactuals per axis."),
+    max_counterfactuals: int | None = typer.Option(
+        None, "--max-counterfactuals", min=2, help="Counterfactuals per axis."
+    ),
     axes: str | None = common.AXES,
     llm_retries: int = typer.Option(2, "--llm-retries", min=0, help="Repair turns when the LLM's plan is invalid."),
     temperature: float | None = typer.Option(None, "--temperature", help="LLM sampling temperature."),
     llm_seed: int | None = typer.Option(None, "--llm-seed", help="Seed sent to the LLM."),
     name: str | None = typer.Option(None, "--name", help="Run folder name (default: date-time-file)."),
-    resume: str | None = typer.Option(None, "--resume", help="Continue an earlier batch (id or folder) with its own settings."),
+    resume: str | None = typer.Option(
+        None, "--resume", help="Continue an earlier batch (id or folder) with its own settings."
+    ),
     runs_dir: Path | None = typer.Option(None, "--runs-dir", help="Runs folder (default: AUDITOR_RUNS_DIR or ./runs)."),
     device: str | None = common.DEVICE,
     allow_partial_weights: bool = common.ALLOW_PARTIAL_WEIGHTS,
@@ -67,7 +83,9 @@ def batch(
         fixed_axes = common.parse_axes(axes)
         if fixed_axes is not None:
             if llm is not None:
-                raise AuditorError("--axes writes the counterfactuals from the axis library without an LLM; leave out --llm")
+                raise AuditorError(
+                    "--axes writes the counterfactuals from the axis library without an LLM; leave out --llm"
+                )
             llm = "offline"
         template = audit_options(
             prompts[0], llm, t2i, vqa, embedder, images, seed,

@@ -34,46 +34,74 @@ def parse_duration(text: str | None) -> float | None:
 
 def explore(
     ctx: typer.Context,
-    seeds: list[str] = typer.Argument(None, metavar="[SEED_PROMPT]...", help="Prompts to start from (optional with --topic)."),
+    seeds: list[str] = typer.Argument(
+        None, metavar="[SEED_PROMPT]...", help="Prompts to start from (optional with --topic)."
+    ),
     topic: str | None = typer.Option(None, "--topic", help='What the prompts are about, e.g. "people at work".'),
     llm: str | None = typer.Option(
-        None, "--llm", help="Proposer and planner: openai:<model>, langchain:<provider>:<model>, or offline (WordNet templates)."
+        None,
+        "--llm",
+        help="Proposer and planner: openai:<model>, langchain:<provider>:<model>, or offline (WordNet templates).",
     ),
     axes: str | None = common.AXES,
     objective: str = typer.Option("bav", "--objective", help="Rank arms by bav, or lean (|CAS(male) - CAS(female)|)."),
     top: int = typer.Option(5, "--top", min=1, help="How many leading arms (prompt x axis) to find and confirm."),
-    max_images: int = typer.Option(2000, "--max-images", min=1, help="Images this run may generate, confirmation included."),
+    max_images: int = typer.Option(
+        2000, "--max-images", min=1, help="Images this run may generate, confirmation included."
+    ),
     max_llm_calls: int | None = typer.Option(None, "--max-llm-calls", min=0, help="LLM requests this run may make."),
     max_prompts: int | None = typer.Option(None, "--max-prompts", min=1, help="Candidate prompts it may explore."),
-    time_limit: str | None = typer.Option(None, "--time", help="Exploration time, e.g. 30m or 2h (checked between rounds)."),
+    time_limit: str | None = typer.Option(
+        None, "--time", help="Exploration time, e.g. 30m or 2h (checked between rounds)."
+    ),
     max_images_per_prompt: int = typer.Option(48, "--max-images-per-prompt", min=2, help="Seeds an arm may reach."),
-    confirm_images: int = typer.Option(24, "--confirm-images", min=0, help="Fresh seeds per prompt set to confirm the top arms."),
+    confirm_images: int = typer.Option(
+        24, "--confirm-images", min=0, help="Fresh seeds per prompt set to confirm the top arms."
+    ),
     seeds_per_round: int = typer.Option(4, "--seeds-per-round", min=2, help="Seeds an arm gets per round (k)."),
     proposals: int = typer.Option(8, "--proposals", min=1, help="Candidates asked of the proposer per round."),
     text_embedder: str = typer.Option(
-        "minilm", "--text-embedder", help="Sentence embedder for near-duplicates (minilm[:<id|path>]) or 'none' (exact matches)."
+        "minilm",
+        "--text-embedder",
+        help="Sentence embedder for near-duplicates (minilm[:<id|path>]) or 'none' (exact matches).",
     ),
-    duplicate_threshold: float = typer.Option(0.9, "--duplicate-threshold", help="Cosine above which a candidate is a near-duplicate."),
+    duplicate_threshold: float = typer.Option(
+        0.9, "--duplicate-threshold", help="Cosine above which a candidate is a near-duplicate."
+    ),
     t2i: str = common.T2I,
-    vqa: str = typer.Option(DEFAULT_VQA, "--vqa", help="VQA model: blip2:/blip:/instructblip:/hf:<id|path> or openai:<model>."),
-    seed: int = typer.Option(0, "--seed", help="First image seed S: exploration uses S.., confirmation the seeds after."),
+    vqa: str = typer.Option(
+        DEFAULT_VQA, "--vqa", help="VQA model: blip2:/blip:/instructblip:/hf:<id|path> or openai:<model>."
+    ),
+    seed: int = typer.Option(
+        0, "--seed", help="First image seed S: exploration uses S.., confirmation the seeds after."
+    ),
     batch_size: int = common.BATCH_SIZE,
     steps: int | None = common.steps_option(),
     guidance: float | None = common.guidance_option(),
     scheduler: str | None = common.SCHEDULER,
-    vqa_batch_size: int = typer.Option(16, "--vqa-batch-size", min=1, help="Image-question pairs per VQA forward pass."),
-    vqa_concurrency: int = typer.Option(8, "--vqa-concurrency", min=1, help="Requests in flight to an openai: VQA model."),
+    vqa_batch_size: int = typer.Option(
+        16, "--vqa-batch-size", min=1, help="Image-question pairs per VQA forward pass."
+    ),
+    vqa_concurrency: int = typer.Option(
+        8, "--vqa-concurrency", min=1, help="Requests in flight to an openai: VQA model."
+    ),
     bootstrap: int = common.BOOTSTRAP,
     ci_method: common.IntervalMethodChoice = common.CI_METHOD,
     ci_seed: int = common.CI_SEED,
-    alpha: float = typer.Option(0.05, "--alpha", help="Confirmation: Benjamini-Hochberg adjusted p below this is a finding."),
+    alpha: float = typer.Option(
+        0.05, "--alpha", help="Confirmation: Benjamini-Hochberg adjusted p below this is a finding."
+    ),
     max_axes: int | None = typer.Option(None, "--max-axes", min=1, help="Axes kept from each LLM plan."),
-    max_counterfactuals: int | None = typer.Option(None, "--max-counterfactuals", min=2, help="Counterfactuals per axis."),
+    max_counterfactuals: int | None = typer.Option(
+        None, "--max-counterfactuals", min=2, help="Counterfactuals per axis."
+    ),
     llm_retries: int = typer.Option(2, "--llm-retries", min=0, help="Repair turns when an LLM plan is invalid."),
     temperature: float | None = typer.Option(None, "--temperature", help="LLM sampling temperature."),
     llm_seed: int | None = typer.Option(None, "--llm-seed", help="Seed sent to the LLM."),
     name: str | None = typer.Option(None, "--name", help="Run folder name (default: date-time-topic)."),
-    resume: str | None = typer.Option(None, "--resume", help="Continue an earlier exploration (id or folder) with its own settings."),
+    resume: str | None = typer.Option(
+        None, "--resume", help="Continue an earlier exploration (id or folder) with its own settings."
+    ),
     runs_dir: Path | None = typer.Option(None, "--runs-dir", help="Runs folder (default: AUDITOR_RUNS_DIR or ./runs)."),
     device: str | None = common.DEVICE,
     allow_partial_weights: bool = common.ALLOW_PARTIAL_WEIGHTS,
@@ -109,7 +137,9 @@ def explore(
             text_embedder=None if text_embedder.strip().lower() == "none" else text_embedder,
             text_embedder_required=text_embedder.strip().lower() not in ("none", "minilm"),
             duplicate_threshold=duplicate_threshold,
-            generation=GenerationSettings(steps=steps, guidance_scale=guidance, scheduler=scheduler, batch_size=batch_size),
+            generation=GenerationSettings(
+                steps=steps, guidance_scale=guidance, scheduler=scheduler, batch_size=batch_size
+            ),
             perception=PerceptionSettings(batch_size=vqa_batch_size, concurrency=vqa_concurrency),
             scoring=scoring_settings("distribution", 10, bootstrap, ci_method.value, ci_seed, alpha),
             max_axes=max_axes,

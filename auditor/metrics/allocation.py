@@ -52,9 +52,7 @@ def eliminated(arms: Sequence[Bounds], top: Sequence[int]) -> list[int]:
     if threshold is None:
         return []
     leaders = set(top)
-    return [
-        i for i, arm in enumerate(arms) if i not in leaders and arm.high is not None and arm.high < threshold
-    ]
+    return [i for i, arm in enumerate(arms) if i not in leaders and arm.high is not None and arm.high < threshold]
 
 
 def separated(arms: Sequence[Bounds], top: Sequence[int], k: int) -> bool:

@@ -107,11 +107,8 @@ class OfflinePlanner:
         try:
             return finish_plan(prompt, proposed, limits, llm=self.spec, transcript=transcript)
         except PlanProblem as problem:  # e.g. a prompt WordNet cannot read and that has nothing to vary
-            if unfit and not proposed:
-                problem = PlanProblem(
-                    f"the axis library applies {', '.join(unfit)} to other prompts; {reading.describe()}"
-                )
-            error = InvalidPlanError(f"the offline planner found no plan: {problem}")
+            why = f"the axis library applies {', '.join(unfit)} to other prompts; {reading.describe()}"
+            error = InvalidPlanError(f"the offline planner found no plan: {why if unfit and not proposed else problem}")
             raise attach_transcript(error, transcript) from None
 
 

@@ -90,9 +90,7 @@ def proposer_fingerprint(llm: str) -> str:
     """What a cached reply is keyed on besides the request: the model, its endpoint, the templates."""
     from auditor.planning.registry import planner_fingerprint
 
-    return settings_fingerprint(
-        planner_fingerprint(llm), templates=text_fingerprint(read_prompt_text(PROPOSER_FILE))
-    )
+    return settings_fingerprint(planner_fingerprint(llm), templates=text_fingerprint(read_prompt_text(PROPOSER_FILE)))
 
 
 class LLMProposer:
@@ -153,7 +151,7 @@ def read_proposals(reply: str, known: set[str]) -> list[Proposed]:
                     found[proposed.prompt.casefold()] = proposed
             if found:
                 return list(found.values())
-    raise AuditorError(f"the LLM's reply held no prompts (expected JSON with a \"prompts\" list): {reply[:200]!r}")
+    raise AuditorError(f'the LLM\'s reply held no prompts (expected JSON with a "prompts" list): {reply[:200]!r}')
 
 
 def _items(value: Any) -> list[Any]:

@@ -46,7 +46,9 @@ def read_prompt_list(path: Path, values: Path | None = None) -> list[str]:
     seen: dict[str, int] = {}
     for number, prompt in enumerate(prompts, 1):
         if prompt.casefold() in seen:
-            raise AuditorError(f"{path}: the prompt {prompt!r} appears twice (prompts {seen[prompt.casefold()]} and {number})")
+            raise AuditorError(
+                f"{path}: the prompt {prompt!r} appears twice (prompts {seen[prompt.casefold()]} and {number})"
+            )
         seen[prompt.casefold()] = number
     return prompts
 
@@ -74,7 +76,7 @@ def _read_lines(path: Path) -> list[str]:
             except json.JSONDecodeError as exc:
                 raise AuditorError(f"{path}:{number}: not JSON ({exc.msg})") from None
             if not isinstance(item, dict) or not isinstance(item.get("prompt"), str) or not item["prompt"].strip():
-                raise AuditorError(f"{path}:{number}: expected an object with a non-empty \"prompt\" string")
+                raise AuditorError(f'{path}:{number}: expected an object with a non-empty "prompt" string')
             prompts.append(" ".join(item["prompt"].split()))
         return prompts
     return [" ".join(line.split()) for line in text.splitlines() if line.strip() and not line.lstrip().startswith("#")]
@@ -117,7 +119,9 @@ def _read_values(path: Path) -> dict[str, list[str]] | list[dict[str, str]] | li
     """A mapping name -> values (json/yaml), rows of combinations (csv), or values for one placeholder (txt)."""
     text, suffix = _text(path), Path(path).suffix.lower()
     if suffix == ".csv":
-        return [{k.strip(): " ".join((v or "").split()) for k, v in row.items() if k} for _, row in _csv_rows(text, path)]
+        return [
+            {k.strip(): " ".join((v or "").split()) for k, v in row.items() if k} for _, row in _csv_rows(text, path)
+        ]
     if suffix in (".json", ".yaml", ".yml"):
         try:
             data = yaml.safe_load(text)  # JSON is YAML
@@ -134,7 +138,9 @@ def _fill(template: str, names: list[str], table, values: Path | None) -> list[s
         missing = [name for name in names if name not in table]
         if missing:
             raise AuditorError(f"{values} has no values for {', '.join(missing)} (template {template!r})")
-        combinations = [dict(zip(names, combo)) for combo in itertools.product(*(table[name] for name in names))]
+        combinations = [
+            dict(zip(names, combo, strict=True)) for combo in itertools.product(*(table[name] for name in names))
+        ]
     elif table and isinstance(table[0], dict):
         missing = [name for name in names if name not in table[0]]
         if missing:

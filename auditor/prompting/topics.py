@@ -120,7 +120,11 @@ class OfflineProposer:
             for other in self.frames:
                 if other.group == self.frames[index].group and other is not self.frames[index]:
                     if len(found) < count // 2:
-                        add(other.fill(noun.text), candidate_id, f"{other.where} with the noun {noun.text!r} of {candidate_id}")
+                        add(
+                            other.fill(noun.text),
+                            candidate_id,
+                            f"{other.where} with the noun {noun.text!r} of {candidate_id}",
+                        )
         firsts = {frame.group: frame for frame in reversed(self.frames)}
         queues = {group: iter(self.nouns[group]) for group in sorted(firsts)}
         while len(found) < count and queues:
@@ -129,7 +133,11 @@ class OfflineProposer:
                 if noun is None:
                     del queues[group]
                     continue
-                add(firsts[group].fill(noun.text), None, f"{firsts[group].where} x WordNet noun {noun.text!r} ({noun.source})")
+                add(
+                    firsts[group].fill(noun.text),
+                    None,
+                    f"{firsts[group].where} x WordNet noun {noun.text!r} ({noun.source})",
+                )
         return found
 
 
@@ -161,7 +169,11 @@ def topic_nouns(
         for form in _forms(word.text.lower(), wordnet)
     }
     near = list(root.closure(lambda s: s.hyponyms(), depth=data["search_depth"]))
-    pivots = [s for s in near if others & {f.name().lower() for l in s.lemmas() for f in l.derivationally_related_forms()}]
+    pivots = [
+        s
+        for s in near
+        if others & {f.name().lower() for lemma in s.lemmas() for f in lemma.derivationally_related_forms()}
+    ]
     if not pivots and others:
         gloss = re.compile(r"\b(" + "|".join(map(re.escape, sorted(others))) + r")\b")
         pivots = [s for s in near if s.lexname() in lexnames and gloss.search(s.definition())]

@@ -79,7 +79,9 @@ class ExploreConfig(StudyConfig):
         "onwards, never used in exploration; 0 = no confirmation.",
     )
     duplicate_threshold: float = Field(
-        gt=0, le=1, description="A candidate whose sentence-embedding cosine to an earlier one exceeds this is a near-duplicate."
+        gt=0,
+        le=1,
+        description="A candidate whose sentence-embedding cosine to an earlier one exceeds this is a near-duplicate.",
     )
     text_embedder: ModelRef | None = Field(
         default=None,

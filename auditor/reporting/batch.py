@@ -33,7 +33,9 @@ def headline(record: BatchRecord) -> str:
         return f"Only {subject} has a BAV ({_bav(top)})."
     if top.bav_ci is None or top.bav_ci.low is None:
         return f"The largest BAV is {subject} ({top.bav:.4f}); without intervals no ranking is claimed."
-    tied = [row for row in rows[1:] if row.bav_ci is None or row.bav_ci.high is None or row.bav_ci.high >= top.bav_ci.low]
+    tied = [
+        row for row in rows[1:] if row.bav_ci is None or row.bav_ci.high is None or row.bav_ci.high >= top.bav_ci.low
+    ]
     if not tied:
         return f"The strongest lean is {subject}: BAV {_bav(top)}, its interval above every other row's."
     return (
@@ -106,11 +108,15 @@ def write_batch_report(record: BatchRecord, run_dir: Path) -> Path:
     if not run_dir.is_dir():
         raise AuditorError(f"run folder {run_dir} does not exist")
     folders = {a.audit_id: a.folder for a in record.audits}
-    html = template_environment().get_template("batch.html.j2").render(
-        record=record,
-        headline=headline(record),
-        links={audit_id: f"{folder}/{REPORT_FILE}" for audit_id, folder in folders.items()},
-        auditor_version=__version__,
+    html = (
+        template_environment()
+        .get_template("batch.html.j2")
+        .render(
+            record=record,
+            headline=headline(record),
+            links={audit_id: f"{folder}/{REPORT_FILE}" for audit_id, folder in folders.items()},
+            auditor_version=__version__,
+        )
     )
     path = run_dir / REPORT_FILE
     atomic_write_text(path, html)

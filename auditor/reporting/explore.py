@@ -20,6 +20,7 @@ from rich.text import Text
 
 from auditor.core.errors import AuditorError
 from auditor.records import Arm, Candidate, ExploreRecord, Interval
+from auditor.reporting.glossary import METRICS
 from auditor.reporting.sentences import span
 from auditor.reporting.wording import quote
 
@@ -249,6 +250,9 @@ def render_explore(record: ExploreRecord, run_dir: Path, console: Console) -> No
         console.print(Text(f"\nRejected candidates ({len(rejected)})", style="bold"))
         for candidate in rejected:
             console.print(Text(f"- {candidate.candidate_id} {quote(candidate.prompt)}: {candidate.reason}"))
+    console.print(Text("\nWhat the numbers mean", style="bold"))
+    for key in ("arm_score", "difference", "p_adjusted"):
+        console.print(Text(f"- {METRICS[key].name}: {METRICS[key].explanation}"))
     console.print(Text(f"\nrun folder: {run_dir}\nHTML report: {run_dir / REPORT_FILE}"))
 
 
@@ -295,8 +299,13 @@ def _strips(record: ExploreRecord, rows: list[Row], run_dir: Path) -> dict[str, 
                 src, missing = image_url(image.file, run_dir, run_dir)
                 cells.append(
                     ImageCell(
-                        index=image.index, seed=image.seed, src=src, missing=missing,
-                        alt=f"image {image.index} of '{prompt}'", title=f"seed {image.seed}", flagged_nsfw=image.flagged_nsfw,
+                        index=image.index,
+                        seed=image.seed,
+                        src=src,
+                        missing=missing,
+                        alt=f"image {image.index} of '{prompt}'",
+                        title=f"seed {image.seed}",
+                        flagged_nsfw=image.flagged_nsfw,
                     )  # fmt: skip
                 )
             lines.append((prompt, cells))

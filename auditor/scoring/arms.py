@@ -57,7 +57,9 @@ def axis_plan(candidate: Candidate, axis: str) -> AxisPlan:
 
 def arm_prompt_ids(candidate: Candidate, axis: str) -> list[str]:
     """The arm's prompt sets, as a one-axis audit names them: ``initial``, ``<axis>/0``, ..."""
-    return [INITIAL_PROMPT_ID] + [counterfactual_id(axis, k) for k in range(len(axis_plan(candidate, axis).counterfactuals))]
+    return [INITIAL_PROMPT_ID] + [
+        counterfactual_id(axis, k) for k in range(len(axis_plan(candidate, axis).counterfactuals))
+    ]
 
 
 def arm_prompts(candidate: Candidate, axis: str) -> dict[str, str]:

@@ -102,7 +102,7 @@ def resume_batch(
     vqa_concurrency: int | None = None,
     allow_partial_weights: bool = False,
 ) -> Batch:
-    """Reopen a batch: its audits continue with their own settings (``models`` etc. as for ``auditor prompt --resume``)."""
+    """Reopen a batch; its audits continue with their own settings (``models`` etc. as ``auditor prompt --resume``)."""
     run_dir = store.resolve(run)
     record = load_record(run_dir / RECORD_FILE, BatchRecord)
     point_models(record.config, models, vqa_concurrency, allow_partial_weights)
@@ -111,8 +111,15 @@ def resume_batch(
     quiet = NoticesOnly(progress)
     audits = [
         resume_audit(
-            str(run_dir / entry.folder), audits_store, cache, quiet, device, models, vqa_concurrency,
-            allow_partial_weights, pool=pool,
+            str(run_dir / entry.folder),
+            audits_store,
+            cache,
+            quiet,
+            device,
+            models,
+            vqa_concurrency,
+            allow_partial_weights,
+            pool=pool,
         )  # fmt: skip
         if entry.status != "completed"
         else _finished(run_dir / entry.folder, cache, quiet)
@@ -215,8 +222,13 @@ def leaderboard(records: list[RunRecord]) -> list[BatchRow]:
     """Prompt x axis rows of the completed audits, highest BAV first, audits' order breaking ties."""
     rows = [
         BatchRow(
-            audit_id=record.run_id, prompt=record.config.prompt, axis=axis.axis,
-            bav=axis.bav, bav_ci=axis.bav_ci, lean=axis.lean, lean_ci=axis.lean_ci,
+            audit_id=record.run_id,
+            prompt=record.config.prompt,
+            axis=axis.axis,
+            bav=axis.bav,
+            bav_ci=axis.bav_ci,
+            lean=axis.lean,
+            lean_ci=axis.lean_ci,
         )  # fmt: skip
         for record in records
         if record.status == "completed" and record.scores is not None

@@ -61,7 +61,6 @@ from auditor.records import (
     GenerationSettings,
     Objective,
     PerceptionSettings,
-    PromptSet,
     Round,
     ScoringSettings,
     StopReason,
@@ -151,7 +150,10 @@ def validate_options(options: ExploreOptions) -> None:
             raise AuditorError("--objective lean measures CAS(male) - CAS(female): --axes must include gender")
     checks = [
         (options.top_k >= 1, f"--top must be at least 1 (got {options.top_k})"),
-        (options.seeds_per_round >= 2, f"--seeds-per-round must be at least 2, for an interval (got {options.seeds_per_round})"),
+        (
+            options.seeds_per_round >= 2,
+            f"--seeds-per-round must be at least 2, for an interval (got {options.seeds_per_round})",
+        ),
         (options.proposals_per_round >= 1, f"--proposals must be at least 1 (got {options.proposals_per_round})"),
         (options.max_images >= 1, f"--max-images must be at least 1 (got {options.max_images})"),
         (
@@ -313,7 +315,10 @@ class Exploration(StudyRun[ExploreRecord]):
                 if self.config.llm == "offline":
                     from auditor.prompting.guard import normalised
 
-                    earlier = {normalised(text) for text in [c.prompt for c in self.record.candidates] + [p[0] for p in proposals]}
+                    earlier = {
+                        normalised(text)
+                        for text in [c.prompt for c in self.record.candidates] + [p[0] for p in proposals]
+                    }
                     offered = self._offline_proposer().propose(count, earlier, self._leading_candidates())
                     proposals += [(p.prompt, p.parent, p.origin, "offline") for p in offered]
                 else:
@@ -322,7 +327,12 @@ class Exploration(StudyRun[ExploreRecord]):
                 self.record.candidates.append(
                     Candidate(
                         candidate_id=f"c{len(self.record.candidates) + 1:03d}",
-                        prompt=prompt, round=number, proposed_by=proposer, parent=parent, origin=origin, accepted=False,
+                        prompt=prompt,
+                        round=number,
+                        proposed_by=proposer,
+                        parent=parent,
+                        origin=origin,
+                        accepted=False,
                     )  # fmt: skip
                 )
             self.save()
@@ -398,7 +408,11 @@ class Exploration(StudyRun[ExploreRecord]):
         earlier = [(c.candidate_id, c.prompt) for c in self.record.candidates if c.accepted]
         duplicate = self._duplicate_finder().find(candidate.prompt, earlier)
         if duplicate is not None:
-            how = "repeats" if duplicate.similarity >= 1.0 else f"is a near-duplicate (cosine {duplicate.similarity:.3f}) of"
+            how = (
+                "repeats"
+                if duplicate.similarity >= 1.0
+                else f"is a near-duplicate (cosine {duplicate.similarity:.3f}) of"
+            )
             return self._reject(candidate, "duplicate", f"{how} {duplicate.candidate_id} {duplicate.prompt!r}")
         if self._room() <= 0:
             return self._reject(candidate, "budget", f"--max-prompts {self.config.max_prompts} reached")
@@ -435,11 +449,15 @@ class Exploration(StudyRun[ExploreRecord]):
         if ref is None:
             return None
         try:
-            embedder = self.models.get("sentence", ref.spec, lambda: SENTENCE_EMBEDDERS.load(ref.spec, options=self.load_options()))
+            embedder = self.models.get(
+                "sentence", ref.spec, lambda: SENTENCE_EMBEDDERS.load(ref.spec, options=self.load_options())
+            )
         except AuditorError as exc:
             if self.text_embedder_required:
                 raise
-            self.progress.notice(f"near-duplicates by exact match only: {exc} (pass --text-embedder none to silence this)")
+            self.progress.notice(
+                f"near-duplicates by exact match only: {exc} (pass --text-embedder none to silence this)"
+            )
             self.config.text_embedder = None
             return None
         self.config.text_embedder = embedder.ref.model_copy(update={"spec": ref.spec})
@@ -462,7 +480,9 @@ class Exploration(StudyRun[ExploreRecord]):
         )
         worst = 0 if request.planner == "offline" or is_cached(self.cache, request) else 3 + config.llm_retries
         if worst > self._calls_left():
-            self._reject(candidate, "budget", f"--max-llm-calls {config.max_llm_calls} leaves too few requests to plan it")
+            self._reject(
+                candidate, "budget", f"--max-llm-calls {config.max_llm_calls} leaves too few requests to plan it"
+            )
             return None
         self.record.llm_calls += worst
         self.save()
@@ -493,10 +513,15 @@ class Exploration(StudyRun[ExploreRecord]):
         if not wanting:
             self._stop(*self._why_nothing_left())
             return None
-        reserve = config.confirm_images * sum(sorted((self._sets(arm) for arm in self.record.arms), reverse=True)[: config.top_k])
+        reserve = config.confirm_images * sum(
+            sorted((self._sets(arm) for arm in self.record.arms), reverse=True)[: config.top_k]
+        )
         left = config.max_images - self.record.images_spent - reserve
         allocated, charged = self._fit(
-            [(arm, range(arm.seeds, min(arm.seeds + config.seeds_per_round, config.max_images_per_prompt))) for arm in self._priority(wanting)],
+            [
+                (arm, range(arm.seeds, min(arm.seeds + config.seeds_per_round, config.max_images_per_prompt)))
+                for arm in self._priority(wanting)
+            ],
             left,
         )
         if not allocated:
@@ -508,7 +533,12 @@ class Exploration(StudyRun[ExploreRecord]):
             return None
         spent = self.record.images_spent + charged
         current = Round(
-            round=number, phase="explore", status="running", allocated=allocated, images_charged=charged, images_spent=spent
+            round=number,
+            phase="explore",
+            status="running",
+            allocated=allocated,
+            images_charged=charged,
+            images_spent=spent,
         )
         self.record.images_spent = spent
         self.record.rounds.append(current)
@@ -579,7 +609,10 @@ class Exploration(StudyRun[ExploreRecord]):
             arm = self._arm(arm_id)
             arm.seeds = max(arm.seeds, max(indices) + 1)
             with self.stage("score") as outcome:
-                arm.score = score_arm(arm_audit(self.record, self._candidate(arm.candidate_id), arm.axis, range(arm.seeds)), self.config.objective)
+                arm.score = score_arm(
+                    arm_audit(self.record, self._candidate(arm.candidate_id), arm.axis, range(arm.seeds)),
+                    self.config.objective,
+                )
                 outcome.computed = 1
             if arm.score.value is None:
                 arm.state, arm.ended_round = "undefined", current.round
@@ -610,7 +643,9 @@ class Exploration(StudyRun[ExploreRecord]):
                 entry[2].update(indices)
                 for index in indices:
                     asked.setdefault((key, index), set()).add((arm.axis, question))
-        requests = [PromptRequest(key, prompt, axis, tuple(sorted(indices))) for key, (prompt, axis, indices) in wanted.items()]
+        requests = [
+            PromptRequest(key, prompt, axis, tuple(sorted(indices))) for key, (prompt, axis, indices) in wanted.items()
+        ]
         counts = self.generate(requests)
         current.images_generated += counts.computed
         current.images_reused += counts.cached
@@ -640,7 +675,9 @@ class Exploration(StudyRun[ExploreRecord]):
         return [
             (
                 [
-                    sets[key].model_copy(update={"images": [image for image in sets[key].images if image.index in indices]})
+                    sets[key].model_copy(
+                        update={"images": [image for image in sets[key].images if image.index in indices]}
+                    )
                     for key, indices in members.items()
                 ],
                 dict(sorted(questions)),
@@ -666,7 +703,7 @@ class Exploration(StudyRun[ExploreRecord]):
         bounds = self._bounds()
         contending = [
             Bounds(None, None, None) if arm.state in ("eliminated", "undefined") else bound
-            for arm, bound in zip(self.record.arms, bounds)
+            for arm, bound in zip(self.record.arms, bounds, strict=True)
         ]
         return top_arms(contending, self.config.top_k)
 
@@ -682,7 +719,8 @@ class Exploration(StudyRun[ExploreRecord]):
             if arm.state in ("alive", "full"):
                 arm.state, arm.ended_round = "eliminated", current.round
                 arm.ended_reason = (
-                    f"upper bound {bounds[i].high:.4f} below the top {self.config.top_k}'s lowest lower bound {threshold:.4f}"
+                    f"upper bound {bounds[i].high:.4f} below the top {self.config.top_k}'s lowest lower bound "
+                    f"{threshold:.4f}"
                 )
                 current.eliminated.append(arm.arm_id)
 
@@ -725,7 +763,9 @@ class Exploration(StudyRun[ExploreRecord]):
             allocated, charged = self._fit([(arm, fresh) for arm in top], config.max_images - self.record.images_spent)
             for arm in top:
                 if arm.arm_id not in allocated:
-                    arm.confirmation = Confirmation(seeds=0, note=f"--max-images {config.max_images} left no images for it")
+                    arm.confirmation = Confirmation(
+                        seeds=0, note=f"--max-images {config.max_images} left no images for it"
+                    )
             number = len(self.record.rounds) + 1
             current = Round(
                 round=number, phase="confirm", status="running", allocated=allocated, images_charged=charged,
@@ -744,7 +784,7 @@ class Exploration(StudyRun[ExploreRecord]):
                 outcome.computed = 1
             if arm.confirmation.p_value is not None:
                 tested.append(arm)
-        for arm, q in zip(tested, benjamini_hochberg([arm.confirmation.p_value for arm in tested])):
+        for arm, q in zip(tested, benjamini_hochberg([arm.confirmation.p_value for arm in tested]), strict=True):
             arm.confirmation.p_adjusted = q
             arm.confirmation.confirmed = q < config.scoring.alpha
         current.scores = [
