@@ -311,3 +311,40 @@ def test_bad_explore_input_is_one_line_and_creates_nothing(tmp_path, args, messa
     assert result.returncode == 2, result.stderr
     assert message in result.stderr and len(result.stderr.strip().splitlines()) == 1, result.stderr
     assert not (tmp_path / "runs").exists()
+
+
+def llm_planner_and_proposer(body: dict) -> str:
+    """The TIBET chain's three turns for any prompt (gender and age axes), and the proposer's round-1 list."""
+    first = next(m["content"] for m in body["messages"] if m["role"] == "user")
+    turn = body["messages"][-1]["content"]
+    if "leaderboard" in turn.lower() or "Write " in turn:
+        return json.dumps({"prompts": ["a photo of a nurse", "a photo of a carpenter", "a photo of a pilot"]})
+    if "what are some of the axes" in turn:
+        return "Gender and age."
+    if "Generate many counterfactuals" in turn:
+        return "Male, female; young, old."
+    prompt = re.search(r"prompt, (.+), what are some", first).group(1)
+    *head, noun = prompt.split()
+
+    def variant(word: str) -> str:
+        return " ".join([*head, word, noun])
+
+    return json.dumps({"gender": [variant("male"), variant("female")], "age": [variant("young"), variant("old")]})
+
+
+def test_without_axes_the_llm_plans_each_candidate_within_the_request_budget(fake_openai, tmp_path):
+    fake_openai.images_from_prompts(planted_colour)
+    fake_openai.answer_from_images(vqa_from_colour)
+    fake_openai.answer_text_with(llm_planner_and_proposer)
+    exploration, _ = explore(tmp_path, axes=None, max_llm_calls=7, max_images=200, llm_retries=0)
+    record = exploration.run()
+    assert record.status == "completed"
+    assert len(text_requests(fake_openai)) == record.llm_calls == 7  # one proposal and two plans of three turns
+    planned = [c for c in record.candidates if c.accepted]
+    assert [c.prompt for c in planned] == ["a photo of a nurse", "a photo of a carpenter"]
+    assert all(c.plan.llm == "openai:gpt-4o-mini" and c.llm_calls == 3 for c in planned)
+    pilot = next(c for c in record.candidates if c.prompt == "a photo of a pilot")
+    assert pilot.rejected_for == "budget" and "--max-llm-calls 7" in pilot.reason
+    assert len(record.candidates) == 3  # no proposal was asked for once no plan could follow it
+    assert {arm.axis for arm in record.arms} == {"gender", "age"}  # every axis of an LLM plan is an arm
+    assert record.stop_reason in ("max_llm_calls", "max_images", "separated")

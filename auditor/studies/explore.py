@@ -348,8 +348,12 @@ class Exploration(StudyRun[ExploreRecord]):
         return self.config.max_prompts - sum(1 for c in self.record.candidates if c.accepted)
 
     def _can_propose(self) -> bool:
-        """Whether the proposer may run: offline always; the LLM while a request fits --max-llm-calls."""
-        return self.config.llm == "offline" or self._calls_left() >= 1
+        """Whether the proposer may run: offline always; the LLM while --max-llm-calls leaves a request for the
+        proposals and, when the LLM plans too (no --axes), the worst case of one plan."""
+        if self.config.llm == "offline":
+            return True
+        plan = 0 if self.config.axes is not None else 3 + self.config.llm_retries
+        return self._calls_left() >= 1 + plan
 
     def _calls_left(self) -> float:
         limit = self.config.max_llm_calls
@@ -550,7 +554,7 @@ class Exploration(StudyRun[ExploreRecord]):
         config = self.config
         if config.max_prompts is not None and self._room() <= 0:
             return "max_prompts", f"--max-prompts {config.max_prompts} reached and every arm is decided"
-        if config.llm != "offline" and self._calls_left() < 1:
+        if not self._can_propose():
             return "max_llm_calls", f"--max-llm-calls {config.max_llm_calls} spent and every arm is decided"
         return "exhausted", "every arm is decided and the last proposals brought no new candidate"
 
