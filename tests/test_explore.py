@@ -27,7 +27,7 @@ from tests.fake_openai import FAKE_API_KEY, colour_name
 RED, BLUE, GREEN = (220, 40, 40), (40, 40, 220), (40, 200, 40)
 FIRST_PROPOSALS = [
     "a photo of a carpenter",
-    "a photo of a woman at work",  # names a gender: rejected
+    'a photo of a woman <script>alert("x")</script> at work',  # names a gender: rejected (and must stay text)
     "a photo of a nurse",  # the planted bias
     "A photo of a nurse!",  # a repeat: rejected
     "a photo of a pilot",
@@ -140,7 +140,7 @@ def test_a_planted_bias_is_found_in_the_top_k_confirmed_and_everything_is_record
 
     # the guard's rejections and the lineage are recorded
     by_prompt = {c.prompt: c for c in record.candidates}
-    woman = by_prompt["a photo of a woman at work"]
+    woman = by_prompt[FIRST_PROPOSALS[1]]
     assert not woman.accepted and woman.rejected_for == "indicator_word" and "'woman'" in woman.reason
     repeat = by_prompt["A photo of a nurse!"]
     assert repeat.rejected_for == "duplicate" and by_prompt["a photo of a nurse"].candidate_id in repeat.reason
@@ -165,6 +165,7 @@ def test_a_planted_bias_is_found_in_the_top_k_confirmed_and_everything_is_record
     html = (exploration.run_dir / "report.html").read_text(encoding="utf-8")
     assert "Lineage of the prompts" in html and "Images spent over rounds" in html and "a photo of a nurse" in html
     assert 'src="images/' in html
+    assert "<script>" not in html and "&lt;script&gt;" in html  # LLM text is escaped
     for path in exploration.run_dir.rglob("*"):
         if path.is_file() and path.suffix in {".json", ".html"}:
             assert FAKE_API_KEY not in path.read_text(encoding="utf-8")

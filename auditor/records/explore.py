@@ -16,7 +16,7 @@ from typing import ClassVar, Literal
 from pydantic import Field
 
 from auditor.records.base import StudyConfig, StudyRecord
-from auditor.records.images import ImageAnswers
+from auditor.records.images import ImageAnswers, PromptSet
 from auditor.records.intervals import Correction, Interval
 from auditor.records.models import ModelRef, PerceptionSettings, ScoringSettings
 from auditor.records.prompt_audit import AuditPlan, AxisScore, ChatMessage
@@ -209,6 +209,11 @@ class ExploreRecord(StudyRecord):
     proposed_rounds: int = Field(default=0, ge=0, description="Rounds whose proposals are done.")
     proposals: list[ChatMessage] = Field(
         default_factory=list, description="The LLM proposer's requests and replies, in order (empty offline)."
+    )
+    prompt_sets: list[PromptSet] = Field(
+        default_factory=list,
+        description="Images of every candidate's prompt sets, ids '<candidate>/<prompt id>' ('c003/initial', "
+        "'c003/gender/1'); image i of every set shares seed i.",
     )
     answers: dict[str, list[ImageAnswers]] = Field(
         default_factory=dict, description="Prompt set id ('<candidate>/<prompt id>') -> answers per image."

@@ -169,6 +169,7 @@ class Batch(StudyRun[BatchRecord]):
                     audit.interrupt(stage) if isinstance(exc, KeyboardInterrupt) else audit.fail(stage, exc)
             self._sync()
             self.save()
+            self.after_end()  # the batch's page again, now with every audit's status
             raise
         self.finish()
         return self.record
