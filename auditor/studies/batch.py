@@ -185,13 +185,18 @@ class Batch(StudyRun[BatchRecord]):
         with self.stage(stage) as outcome:
             self.progress.start(stage, len(live), f"{stage}: prompts")
             try:
+                skipped = False  # the optional default embedder could not be loaded: do not try again per prompt
                 for audit in list(live):
+                    if skipped:
+                        audit.record.config.embedder = None
+                    had_embedder = audit.record.config.embedder is not None
                     try:
                         audit.run_step(stage, dict(audit.steps())[stage])
                     except AuditorError:
                         if stage != "plan":
                             raise
                         live.remove(audit)  # its record says why; the batch goes on without it
+                    skipped = skipped or (had_embedder and audit.record.config.embedder is None)
                     timing = next((t for t in audit.record.timings if t.stage == stage), None)
                     if timing is not None:
                         outcome.computed += timing.computed
