@@ -349,3 +349,30 @@ def test_without_axes_the_llm_plans_each_candidate_within_the_request_budget(fak
     assert len(record.candidates) == 3  # no proposal was asked for once no plan could follow it
     assert {arm.axis for arm in record.arms} == {"gender", "age"}  # every axis of an LLM plan is an arm
     assert record.stop_reason in ("max_llm_calls", "max_images", "separated")
+
+
+def test_a_rounds_requests_fill_some_indices_and_make_a_shared_image_once(world, tmp_path):
+    from auditor.generation.registry import T2I_BACKENDS
+    from auditor.records import GenerationSettings as Settings
+    from auditor.studies.generation_stage import PromptRequest, generate_images, merge_sets, uncached
+
+    backend = T2I_BACKENDS.load("openai:dall-e-3", settings=Settings(batch_size=4))
+    cache = ContentCache(tmp_path / "cache.sqlite")
+    seeds = list(range(10))
+    requests = [
+        PromptRequest("c001/initial", "a photo of a nurse", indices=(4, 5, 6)),
+        PromptRequest("c002/gender/0", "a photo of a nurse", indices=(5, 6, 7)),  # the same prompt in another set
+    ]
+    items = [item for request in requests for item in request.items(seeds)]
+    assert [item.index for item in items] == [4, 5, 6, 5, 6, 7]
+    assert len(uncached(backend, cache, items)) == 4 and cache.misses["generate"] == 0  # pricing counts nothing
+    sets, counts = generate_images(backend, requests, seeds, cache, tmp_path, 4, QuietProgress())
+    assert len(world.image_requests()) == 4 and (counts.computed, counts.cached) == (4, 2)
+    assert [[image.index for image in s.images] for s in sets] == [[4, 5, 6], [5, 6, 7]]
+    shared = {image.index: image.sha256 for image in sets[0].images}
+    assert all(shared.get(image.index, image.sha256) == image.sha256 for image in sets[1].images)
+    assert uncached(backend, cache, items) == []
+    earlier = [sets[0].model_copy(update={"images": sets[0].images[:1]})]
+    merged = merge_sets(earlier, sets[1:])
+    assert [s.prompt_id for s in merged] == ["c001/initial", "c002/gender/0"]
+    assert [image.index for image in merge_sets(merged, sets[:1])[0].images] == [4, 5, 6]

@@ -35,7 +35,7 @@ def parse_duration(text: str | None) -> float | None:
 def explore(
     ctx: typer.Context,
     seeds: list[str] = typer.Argument(
-        None, metavar="[SEED_PROMPT]...", help="Prompts to start from (optional with --topic)."
+        None, metavar="SEED_PROMPT", help="Prompts to start from (optional with --topic)."
     ),
     topic: str | None = typer.Option(None, "--topic", help='What the prompts are about, e.g. "people at work".'),
     llm: str | None = typer.Option(
