@@ -14,7 +14,7 @@ STAMP := $(VENV)/.stamp-$(shell (cat pyproject.toml; echo '$(TORCH)') | sha256su
 #: Debian/Ubuntu packages with the WordNet 3.0 files concept extraction reads offline.
 SYSTEM_PACKAGES := wordnet-base wordnet-sense-index
 
-.PHONY: setup system-packages test audit selftest schemas bench clean
+.PHONY: setup system-packages test audit selftest schemas bench bench-gpu clean
 
 setup: $(STAMP)
 
@@ -45,6 +45,12 @@ schemas: setup
 bench: setup
 	$(BIN)/python benchmarks/bench_scoring.py
 	$(BIN)/python benchmarks/bench_bootstrap.py
+
+# The whole audit at paper size on a CUDA GPU, the authors' loop beside auditor (hours; see README).
+# Pass a CUDA torch, e.g. TORCH="torch==2.11.0 --index-url https://download.pytorch.org/whl/cu130".
+BENCH_ARGS ?=
+bench-gpu: setup
+	PYTHONUNBUFFERED=1 $(BIN)/python benchmarks/bench_audit.py $(BENCH_ARGS)
 
 clean:
 	rm -rf $(VENV) build *.egg-info .pytest_cache

@@ -13,6 +13,7 @@ import sys
 import typer
 
 from auditor.commands import (
+    amplification,
     batch,
     compare,
     doctor,
@@ -31,14 +32,16 @@ from auditor.core.errors import AuditorError
 
 app = typer.Typer(
     name="auditor",
-    help="Audit text-to-image models for bias: TIBET concept scores (CAS, BAV) and T2IAT association tests.",
+    help="Audit text-to-image models for bias: TIBET concept scores (CAS, BAV), T2IAT association tests, bias amplification.",
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
     rich_markup_mode=None,
 )
 
-for command_module in (prompt, batch, explore, plan, doctor, report, compare, runs, schemas, score, setup, selftest, t2iat):
+for command_module in (
+    prompt, batch, explore, plan, doctor, report, compare, runs, schemas, score, setup, selftest, t2iat, amplification,
+):
     command_module.register(app)
 
 

@@ -43,14 +43,9 @@ from auditor.core.langdata import load_wordnet  # noqa: E402
 from auditor.metrics.bootstrap import multiplicities, resample_indices  # noqa: E402
 from auditor.records import INITIAL_PROMPT_ID, ScoringSettings, counterfactual_id  # noqa: E402
 from auditor.scoring.concepts import SynonymIndex, set_concepts  # noqa: E402
+from auditor.scoring.counts import SetEmbeddings, answer_counts  # noqa: E402
 from auditor.scoring.tibet import score_axes  # noqa: E402
-from auditor.scoring.uncertainty import (  # noqa: E402
-    BootstrapSettings,
-    SetEmbeddings,
-    answer_counts,
-    score_intervals,
-    tibet_samples,
-)
+from auditor.scoring.uncertainty import BootstrapSettings, score_intervals, tibet_samples  # noqa: E402
 
 AXIS_SPECS = [(axis, [f"a photo of a {axis} {k}" for k in range(n)]) for axis, n in AXES.items()]
 SETTINGS = ScoringSettings()

@@ -65,7 +65,8 @@ def test_p_value_above_zero_by_hand():
 def test_difference_test_against_a_direct_bootstrap():
     """CAS(first) - CAS(second) and its p-value: the same resamples as the CAS intervals give."""
     from auditor.records import ImageAnswers, ScoringSettings
-    from auditor.scoring.uncertainty import BootstrapSettings, answer_counts, difference_test, score_intervals
+    from auditor.scoring.counts import answer_counts
+    from auditor.scoring.uncertainty import BootstrapSettings, difference_test, score_intervals
 
     seeds = 12
     rng = np.random.default_rng(5)

@@ -12,7 +12,7 @@ import pytest
 from scipy import stats
 
 from auditor.core.errors import AuditorError
-from auditor.metrics import bootstrap
+from auditor.metrics import bootstrap, resampled
 from auditor.metrics.t2iat import association_test, effect_size, mean_cosine, single_concept_association
 from auditor.records import (
     INITIAL_PROMPT_ID,
@@ -23,17 +23,10 @@ from auditor.records import (
     counterfactual_id,
 )
 from auditor.scoring.concepts import SynonymIndex, set_concepts
+from auditor.scoring.counts import SetEmbeddings, answer_counts, tibet_file_counts, usable_embeddings
 from auditor.scoring.tibet import score_axes, score_tibet_result
 from auditor.scoring.tibet_files import parse_tibet_result
-from auditor.scoring.uncertainty import (
-    BootstrapSettings,
-    SetEmbeddings,
-    answer_counts,
-    score_intervals,
-    tibet_file_counts,
-    tibet_samples,
-    usable_embeddings,
-)
+from auditor.scoring.uncertainty import BootstrapSettings, score_intervals, tibet_samples
 
 
 @pytest.fixture(scope="module")
@@ -281,7 +274,7 @@ def test_embedding_statistics_are_the_point_estimates_of_the_drawn_images():
     groups = [rng.normal(size=(6, 8)) + shift for shift in (0.3, -0.2, 0.5, 0.1, -0.4, 0.2)]
     rows = np.vstack([np.arange(6), bootstrap.resample_indices(6, 5, seed=1)])
     weights = bootstrap.multiplicities(rows, 6)
-    s, d = bootstrap.association_test_samples(groups, [weights] * 6)
+    s, d = resampled.association_test_samples(groups, [weights] * 6)
     for row, picked in enumerate(rows):
         expected = association_test(*(group[picked] for group in groups), permutations=1)
         assert s[row] == pytest.approx(expected.association, abs=1e-12)

@@ -216,7 +216,7 @@ def test_killed_and_resumed_it_recomputes_nothing(world, tmp_path, stage, stop_a
     with pytest.raises(KeyboardInterrupt):
         exploration.run()
     partial = load_record(exploration.run_dir / "record.json", ExploreRecord)
-    assert partial.status == "interrupted" and partial.errors[-1].stage == "explore"
+    assert partial.status == "interrupted" and partial.errors[-1].stage == stage  # the stage inside the round
     assert partial.rounds[-1].status == "running"  # the round was charged and planned, not finished
     made, asked = len(world.image_requests()), len(vision_requests(world))
     assert 0 < made <= partial.images_spent
@@ -351,28 +351,43 @@ def test_without_axes_the_llm_plans_each_candidate_within_the_request_budget(fak
     assert record.stop_reason in ("max_llm_calls", "max_images", "separated")
 
 
-def test_a_rounds_requests_fill_some_indices_and_make_a_shared_image_once(world, tmp_path):
-    from auditor.generation.registry import T2I_BACKENDS
+@pytest.mark.parametrize("executor", ["sequential", "overlapped"])
+def test_a_rounds_requests_fill_some_indices_and_make_a_shared_image_once(world, tmp_path, executor):
+    from auditor.core.environment import collect_environment
+    from auditor.executors.generation import PromptRequest, merge_sets, uncached
     from auditor.records import GenerationSettings as Settings
-    from auditor.studies.generation_stage import PromptRequest, generate_images, merge_sets, uncached
+    from auditor.records import RunConfig, RunRecord
+    from auditor.studies.run import StudyRun, spec_ref
 
-    backend = T2I_BACKENDS.load("openai:dall-e-3", settings=Settings(batch_size=4))
     cache = ContentCache(tmp_path / "cache.sqlite")
-    seeds = list(range(10))
+    config = RunConfig(
+        prompt="a photo of a nurse", llm="offline", t2i=spec_ref("openai:dall-e-3"), vqa=spec_ref("openai:gpt-4o-mini"),
+        embedder=None, images_per_prompt=10, seeds=list(range(10)), generation=Settings(batch_size=4),
+        executor=executor,
+    )  # fmt: skip
+    record = RunRecord(run_id="run", config=config, environment=collect_environment())
+    study = StudyRun(tmp_path / "run", record, cache, QuietProgress())
     requests = [
         PromptRequest("c001/initial", "a photo of a nurse", indices=(4, 5, 6)),
         PromptRequest("c002/gender/0", "a photo of a nurse", indices=(5, 6, 7)),  # the same prompt in another set
     ]
-    items = [item for request in requests for item in request.items(seeds)]
+    items = [item for request in requests for item in request.items(config.seeds)]
     assert [item.index for item in items] == [4, 5, 6, 5, 6, 7]
+    backend = study.text_to_image()
     assert len(uncached(backend, cache, items)) == 4 and cache.misses["generate"] == 0  # pricing counts nothing
-    sets, counts = generate_images(backend, requests, seeds, cache, tmp_path, 4, QuietProgress())
+    counts = study.run_images(requests)
     assert len(world.image_requests()) == 4 and (counts.computed, counts.cached) == (4, 2)
+    sets = study.record.prompt_sets
     assert [[image.index for image in s.images] for s in sets] == [[4, 5, 6], [5, 6, 7]]
     shared = {image.index: image.sha256 for image in sets[0].images}
     assert all(shared.get(image.index, image.sha256) == image.sha256 for image in sets[1].images)
     assert uncached(backend, cache, items) == []
+    study.run_images([PromptRequest("c001/initial", "a photo of a nurse", indices=(7,))])  # a later round adds one
+    assert [[image.index for image in s.images] for s in study.record.prompt_sets] == [[4, 5, 6, 7], [5, 6, 7]]
+    assert len(world.image_requests()) == 4  # index 7 of the same prompt was made for the other set
     earlier = [sets[0].model_copy(update={"images": sets[0].images[:1]})]
     merged = merge_sets(earlier, sets[1:])
     assert [s.prompt_id for s in merged] == ["c001/initial", "c002/gender/0"]
     assert [image.index for image in merge_sets(merged, sets[:1])[0].images] == [4, 5, 6]
+
+

@@ -266,3 +266,16 @@ def test_pipelines_that_cannot_be_traced_are_one_line(backend, tiny_models):
     plain = T2I_BACKENDS.load(f"diffusers:{tiny_models.t2i}", settings=GenerationSettings(steps=1))
     (traced,) = trace(plain, [GenerationItem(PROMPT, 0, 5)], words=[["pharmacist"]])
     assert traced.word_maps["pharmacist"].shape == (32, 32)
+
+
+def test_fused_projections_are_undone_before_tracing(tiny_tracing_models, items, traced):
+    """Fused QKV (a CUDA speed-up) hides to_q/to_k from the recorder: tracing unfuses and says so."""
+    fused = _load(tiny_tracing_models)
+    fused.pipeline.unet.fuse_qkv_projections()
+    fused.settings = fused.settings.model_copy(update={"optimizations": ["fused_qkv", "sdpa"]})
+    again = trace(fused, items, words=[None, ["smiling", "Pharmacist"], ["photo"]])
+    assert fused.settings.optimizations == ["sdpa"]
+    for one, other in zip(traced, again):
+        assert set(one.word_maps) == set(other.word_maps)
+        for word in one.word_maps:
+            assert abs(one.word_maps[word] - other.word_maps[word]).max() < 1e-4

@@ -348,7 +348,8 @@ def test_run_a_custom_test_end_to_end_with_tiny_models(tmp_path, tiny_models):
     assert len(refused.stderr.strip().splitlines()) == 1
 
 
-def test_occupations_end_to_end_with_tiny_models(tmp_path, tiny_models):
+@pytest.mark.parametrize("executor", ["sequential", "overlapped"])
+def test_occupations_end_to_end_with_tiny_models(tmp_path, tiny_models, executor):
     from auditor.metrics.t2iat import association_scores
     from auditor.perception.registry import EMBEDDERS
 
@@ -356,12 +357,13 @@ def test_occupations_end_to_end_with_tiny_models(tmp_path, tiny_models):
     result = run_auditor(
         "t2iat", "occupations", "--occupations", "jobs.txt",
         "--t2i", f"diffusers:{tiny_models.t2i}", "--embedder", f"clip:{tiny_models.clip}",
-        "--images", "3", "--steps", "2", "--json",
+        "--images", "3", "--steps", "2", "--executor", executor, "--json",
     )  # fmt: skip
     assert result.returncode == 0, result.stderr
     run_dir = Path(json.loads(result.stdout)["run_dir"])
     record = OccupationsRecord.model_validate_json((run_dir / "record.json").read_text())
     assert record.status == "completed" and [o.occupation for o in record.occupations] == ["chef", "pharmacist"]
+    assert record.config.executor == executor
     prompts = {s.prompt_id: s.prompt for s in record.prompt_sets}
     assert prompts["pharmacist/female"] == "a photo of a female pharmacist"
     embedder = EMBEDDERS.load(f"clip:{tiny_models.clip}")

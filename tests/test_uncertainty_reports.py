@@ -166,3 +166,22 @@ def test_embedding_intervals_in_the_live_audit(tiny_models, tmp_path):
     associations = [axis.association for axis in record.scores.axes if axis.association]
     assert all(a.p_adjusted is not None and a.association_ci is not None for a in associations)
     assert np.all([a.p_adjusted >= a.p_value for a in associations])
+
+
+def test_compare_gives_each_change_an_interval_paired_over_shared_seeds(tmp_path):
+    runs = tmp_path / "runs"
+    for run_id in ("pharmacist-sd15", "pharmacist-sd21"):
+        shutil.copytree(FIXTURES / "runs" / run_id, runs / run_id)
+    shutil.copytree(FIXTURES / "runs" / "pharmacist-sd15", runs / "again")
+    same = json.loads(run_auditor("compare", "pharmacist-sd15", "again", "--json", "--bootstrap", "200").stdout)
+    gender = next(axis for axis in same["axes"] if axis["axis"] == "gender")
+    assert gender["delta"] == 0 and gender["delta_ci"] == [0.0, 0.0]  # paired: the same run resampled the same way
+    assert all(cf["delta_ci"] == [0.0, 0.0] for cf in gender["counterfactuals"])
+    assert any("paired over their shared seeds" in note for note in same["notes"])
+
+    other = json.loads(run_auditor("compare", "pharmacist-sd15", "pharmacist-sd21", "--json").stdout)
+    assert any("independently (the runs used other seeds)" in note for note in other["notes"])
+    shared = [cf for axis in other["axes"] for cf in axis["counterfactuals"] if cf["only_in"] is None]
+    assert shared and all(cf["delta"] is None or cf["delta_ci"][0] <= cf["delta_ci"][1] for cf in shared)
+    off = json.loads(run_auditor("compare", "pharmacist-sd15", "pharmacist-sd21", "--json", "--bootstrap", "0").stdout)
+    assert all(axis["delta_ci"] is None for axis in off["axes"]) and "no change is claimed" in off["notes"][-1]

@@ -16,6 +16,7 @@ from PIL import Image
 
 from auditor.core.errors import BackendError
 from auditor.core.fingerprint import folder_fingerprint
+from auditor.perception.base import first_line
 from auditor.perception.registry import VQA_BACKENDS
 from auditor.records import PerceptionSettings
 
@@ -292,3 +293,42 @@ def test_other_vqa_families_answer_every_pair_batch_invariantly(other_vqa_models
     assert [len(row) for row in answers] == [3, 3] and all(isinstance(a, str) for row in answers for a in row)
     assert not any("[DEC]" in a for row in answers for a in row)  # BLIP's decoder start token is not an answer
     assert _one_by_one(vqa, images[:2], QUESTIONS) == answers
+
+
+def test_first_line_complete_only_when_later_text_cannot_change_the_first_line():
+    from auditor.perception.vqa import first_line_complete
+
+    assert not first_line_complete("a nurse")
+    assert not first_line_complete("  \n\n ")  # no line with text yet
+    assert first_line_complete("a nurse\n") and first_line_complete("\n a nurse \nin a")
+    for text in ("a nurse\n", "\n a nurse \nin a", "a\rb\nc"):
+        assert first_line(text) == first_line(text + "whatever follows\nmore")
+
+
+def test_rows_stop_at_the_end_of_their_first_line_with_the_same_answers(tiny_models, images):
+    """A newline made likely after the first token (transformers' own ``sequence_bias``): rows end
+    early, and the answers are still the first lines of what ``generate`` writes without stopping."""
+    import torch
+
+    vqa = VQA_BACKENDS.load(f"blip2:{tiny_models.vqa}", settings=SETTINGS.model_copy(update={"max_new_tokens": 12}))
+    tokenizer = vqa.processor.tokenizer
+    newline = next(i for i, text in enumerate(tokenizer.batch_decode([[i] for i in range(len(tokenizer))])) if "\n" in text)
+    question = QUESTIONS[0]
+    inputs = vqa.processor(images=images, text=[f"Question: {question} Answer:"] * len(images), return_tensors="pt")
+    with torch.inference_mode():
+        plain = vqa.model.generate(
+            **inputs, max_new_tokens=12, do_sample=False, output_scores=True, return_dict_in_generate=True
+        )
+        # How far the newline's logit is below the winner's, per row and step; a bias between the first
+        # step's margins and the smallest later one makes the first token text and a later one a newline.
+        margins = torch.stack([scores.max(-1).values - scores[:, newline] for scores in plain.scores], dim=1)
+        vqa.model.language_model.generation_config.sequence_bias = {
+            (newline,): float(margins[:, 0].min() + margins[:, 1:].min()) / 2
+        }
+        reference = vqa.model.generate(**inputs, max_new_tokens=12, do_sample=False)
+    texts = tokenizer.batch_decode(reference[:, inputs["input_ids"].shape[1] :], skip_special_tokens=True)
+    assert all(first_line(text) and "\n" in text for text in texts), texts
+    with _batch_sizes(vqa.model, "language_model") as seen:
+        ours = vqa.answer(images, [question])
+    assert [row[0] for row in ours] == [first_line(text) for text in texts]
+    assert len(seen["language_model"]) < 12  # the batch ended as soon as every row's first line had

@@ -10,7 +10,7 @@ from auditor.commands import common
 from auditor.commands.prompt import audit_options, scoring_settings
 from auditor.core.errors import AuditorError
 from auditor.core.settings import DEFAULT_EMBEDDER, DEFAULT_VQA
-from auditor.records import BatchRecord, GenerationSettings, PerceptionSettings
+from auditor.records import BatchRecord, PerceptionSettings
 
 
 def batch(
@@ -31,7 +31,9 @@ def batch(
     embedder: str = typer.Option(DEFAULT_EMBEDDER, "--embedder", help="Image embedder (clip:<id|path>) or 'none'."),
     images: int = typer.Option(48, "--images", help="Images per prompt set (the paper uses 48)."),
     seed: str | None = common.SEED,
-    batch_size: int = common.BATCH_SIZE,
+    batch_size: str = common.BATCH_SIZE,
+    compile_models: bool = common.COMPILE,
+    executor: str = common.EXECUTOR,
     steps: int | None = common.steps_option(),
     guidance: float | None = common.guidance_option(),
     scheduler: str | None = common.SCHEDULER,
@@ -89,16 +91,16 @@ def batch(
             llm = "offline"
         template = audit_options(
             prompts[0], llm, t2i, vqa, embedder, images, seed,
-            GenerationSettings(
-                steps=steps, guidance_scale=guidance, scheduler=scheduler, width=width, height=height,
-                negative_prompt=negative_prompt, batch_size=batch_size,
+            common.generation_settings(
+                batch_size, compile_models, steps=steps, guidance_scale=guidance, scheduler=scheduler, width=width,
+                height=height, negative_prompt=negative_prompt,
             ),
             PerceptionSettings(batch_size=vqa_batch_size, concurrency=vqa_concurrency),
             scoring_settings(cas_normalization, top_k, bootstrap, ci_method.value, ci_seed, alpha),
             announce=not (quiet or json_output),
             max_axes=max_axes, max_counterfactuals=max_counterfactuals, llm_retries=llm_retries,
             llm_temperature=temperature, llm_seed=llm_seed, device=device,
-            allow_partial_weights=allow_partial_weights, axes=fixed_axes,
+            allow_partial_weights=allow_partial_weights, axes=fixed_axes, executor=executor,
         )  # fmt: skip
         options = BatchOptions(
             source=str(prompts_file), prompts=prompts, audit=template, values=str(values) if values else None
@@ -106,12 +108,12 @@ def batch(
     else:
         if prompts_file is not None:
             raise AuditorError("--resume continues a batch with its own prompts; leave out PROMPTS_FILE")
-        models, concurrency = common.resumed_models(ctx)
+        models, concurrency, resume_executor = common.resumed_models(ctx)
     with common.study_session(quiet, json_output) as (cache, progress):
         if options is None:
             study = resume_batch(
                 resume, store, cache, progress, device=device, models=models, vqa_concurrency=concurrency,
-                allow_partial_weights=allow_partial_weights,
+                allow_partial_weights=allow_partial_weights, executor=resume_executor,
             )  # fmt: skip
         else:
             study = start_batch(options, store, cache, progress, name)

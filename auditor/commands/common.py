@@ -25,11 +25,28 @@ from auditor.core.settings import DEFAULT_T2I
 if TYPE_CHECKING:  # pragma: no cover
     from auditor.core.cache import ContentCache
     from auditor.core.store import RunStore
+    from auditor.records import GenerationSettings
     from auditor.studies.progress import ProgressReporter
 
 T2I = typer.Option(DEFAULT_T2I, "--t2i", help="Model under audit: diffusers:<id|path>, openai:<model>, folder:<dir>.")
 SEED = typer.Option(None, "--seed", help="First seed S (seeds S..S+N-1) or a comma-separated list; default 0..N-1.")
-BATCH_SIZE = typer.Option(4, "--batch-size", min=1, help="Images generated per forward pass.")
+BATCH_SIZE = typer.Option(
+    "4",
+    "--batch-size",
+    help="Images generated per forward pass, or 'auto': the largest that fits on the device "
+    "(probed once per model and device, then remembered).",
+)
+COMPILE = typer.Option(
+    False,
+    "--compile",
+    help="torch.compile the UNet and VAE decoder (compiles for minutes once; runs eagerly where it cannot compile).",
+)
+EXECUTOR = typer.Option(
+    "sequential",
+    "--executor",
+    help="How the stages run: sequential (one after the other) or overlapped (VQA and embeddings alongside "
+    "generation; every model in memory at once). Same results either way.",
+)
 SCHEDULER = typer.Option(None, "--scheduler", help="diffusers scheduler class, e.g. DPMSolverMultistepScheduler.")
 DEVICE = typer.Option(None, "--device", help="torch device (default: cuda when available, else cpu).")
 QUIET = typer.Option(False, "--quiet", "-q", help="No progress bars or report; print the run folder.")
@@ -90,6 +107,24 @@ def parse_seeds(text: str | None, images: int) -> list[int] | None:
     return values
 
 
+def generation_settings(batch_size: str, compile_models: bool, **settings: Any) -> GenerationSettings:
+    """Generation settings from the command line: ``--batch-size N`` or ``auto``, ``--compile`` and the rest."""
+    from auditor.executors.batch_size import DEFAULT_BATCH_SIZE
+    from auditor.records import GenerationSettings
+
+    text = batch_size.strip().lower()
+    if text == "auto":
+        size, auto = DEFAULT_BATCH_SIZE, True
+    else:
+        try:
+            size, auto = int(text), False
+        except ValueError:
+            size = 0
+        if size < 1:
+            raise AuditorError(f"--batch-size takes a positive integer or 'auto', not {batch_size!r}")
+    return GenerationSettings(batch_size=size, batch_size_auto=auto, compile=compile_models, **settings)
+
+
 def parse_axes(text: str | None) -> list[str] | None:
     """``--axes gender,age`` -> the library's axis names (checked); None when not given."""
     if text is None:
@@ -102,7 +137,7 @@ def parse_axes(text: str | None) -> list[str] | None:
 #: Options a resumed run takes: where the models are and how to show progress; the rest comes from its record.
 RESUME_OPTIONS = frozenset({
     "resume", "runs_dir", "device", "quiet", "json_output", "t2i", "vqa", "embedder", "vqa_concurrency",
-    "allow_partial_weights",
+    "allow_partial_weights", "executor",
 })  # fmt: skip
 
 
@@ -112,8 +147,9 @@ def given_on_command_line(ctx: typer.Context, name: str) -> bool:
     return source is not None and source.name == "COMMANDLINE"
 
 
-def resumed_models(ctx: typer.Context) -> tuple[dict[str, str], int | None]:
-    """For ``--resume``: the model specs given again (``t2i``/``vqa``/``embedder``) and ``--vqa-concurrency``.
+def resumed_models(ctx: typer.Context) -> tuple[dict[str, str], int | None, str | None]:
+    """For ``--resume``: the model specs given again (``t2i``/``vqa``/``embedder``), ``--vqa-concurrency``
+    and ``--executor`` (None where not given).
 
     Any other option would change the run's settings, so it is refused with one line.
     """
@@ -126,7 +162,8 @@ def resumed_models(ctx: typer.Context) -> tuple[dict[str, str], int | None]:
         )
     models = {stage: ctx.params[stage] for stage in ("t2i", "vqa", "embedder") if stage in given}
     concurrency = ctx.params.get("vqa_concurrency") if "vqa_concurrency" in given else None
-    return models, concurrency
+    executor = ctx.params.get("executor") if "executor" in given else None
+    return models, concurrency, executor
 
 
 def run_kept(study: Any) -> Any:

@@ -6,6 +6,7 @@ from pathlib import Path
 
 import typer
 
+from auditor.commands import common
 from auditor.core.console import out, print_json
 
 
@@ -15,6 +16,8 @@ def compare(
     html: Path | None = typer.Option(None, "--html", help="Write the comparison as an HTML page here (it links the images inside both run folders)."),
     json_output: bool = typer.Option(False, "--json", help="Print the comparison as JSON, without colour codes."),
     runs_dir: Path | None = typer.Option(None, "--runs-dir", help="Runs folder (default: AUDITOR_RUNS_DIR or ./runs)."),
+    bootstrap: int = common.BOOTSTRAP,
+    ci_seed: int = common.CI_SEED,
 ) -> None:
     """Compare two runs per axis and counterfactual (aligned by name and text); unmatched ones are listed."""
     from auditor.core.console import err
@@ -26,10 +29,16 @@ def compare(
         render_comparison_terminal,
         write_comparison_html,
     )
+    from auditor.scoring.comparison import change_intervals
+    from auditor.scoring.uncertainty import BootstrapSettings
 
     store = RunStore(runs_dir or get_settings().runs_dir)
     folder_a, folder_b = store.resolve(run_a), store.resolve(run_b)
-    view = compare_records(load_record(folder_a / RECORD_FILE), load_record(folder_b / RECORD_FILE))
+    record_a, record_b = load_record(folder_a / RECORD_FILE), load_record(folder_b / RECORD_FILE)
+    changes = None
+    if bootstrap and record_a.scores is not None and record_b.scores is not None:
+        changes = change_intervals(record_a, record_b, BootstrapSettings(resamples=bootstrap, seed=ci_seed))
+    view = compare_records(record_a, record_b, changes)
     if html is not None:
         path = write_comparison_html(view, html, folder_a, folder_b)
         (err if json_output else out).print(str(path), markup=False, highlight=False, soft_wrap=True)

@@ -12,7 +12,7 @@ from auditor.commands import common
 from auditor.commands.prompt import scoring_settings
 from auditor.core.errors import AuditorError
 from auditor.core.settings import DEFAULT_VQA
-from auditor.records import GenerationSettings, PerceptionSettings
+from auditor.records import PerceptionSettings
 
 if TYPE_CHECKING:  # pragma: no cover
     from auditor.records import ExploreRecord
@@ -75,7 +75,9 @@ def explore(
     seed: int = typer.Option(
         0, "--seed", help="First image seed S: exploration uses S.., confirmation the seeds after."
     ),
-    batch_size: int = common.BATCH_SIZE,
+    batch_size: str = common.BATCH_SIZE,
+    compile_models: bool = common.COMPILE,
+    executor: str = common.EXECUTOR,
     steps: int | None = common.steps_option(),
     guidance: float | None = common.guidance_option(),
     scheduler: str | None = common.SCHEDULER,
@@ -137,8 +139,8 @@ def explore(
             text_embedder=None if text_embedder.strip().lower() == "none" else text_embedder,
             text_embedder_required=text_embedder.strip().lower() not in ("none", "minilm"),
             duplicate_threshold=duplicate_threshold,
-            generation=GenerationSettings(
-                steps=steps, guidance_scale=guidance, scheduler=scheduler, batch_size=batch_size
+            generation=common.generation_settings(
+                batch_size, compile_models, steps=steps, guidance_scale=guidance, scheduler=scheduler
             ),
             perception=PerceptionSettings(batch_size=vqa_batch_size, concurrency=vqa_concurrency),
             scoring=scoring_settings("distribution", 10, bootstrap, ci_method.value, ci_seed, alpha),
@@ -149,9 +151,10 @@ def explore(
             llm_seed=llm_seed,
             device=device,
             allow_partial_weights=allow_partial_weights,
+            executor=executor,
         )
     else:
-        models, concurrency = common.resumed_models(ctx)
+        models, concurrency, resume_executor = common.resumed_models(ctx)
     holder: dict[str, ExploreRecord] = {}
     with common.study_session(quiet, json_output) as (cache, progress):
         live = None
@@ -166,7 +169,7 @@ def explore(
         if options is None:
             exploration = resume_exploration(
                 resume, store, cache, progress, device=device, models=models, vqa_concurrency=concurrency,
-                allow_partial_weights=allow_partial_weights, on_round=on_round,
+                allow_partial_weights=allow_partial_weights, executor=resume_executor, on_round=on_round,
             )  # fmt: skip
         else:
             exploration = start_exploration(options, store, cache, progress, name, on_round=on_round)

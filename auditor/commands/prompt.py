@@ -33,7 +33,9 @@ def prompt(
     embedder: str = typer.Option(DEFAULT_EMBEDDER, "--embedder", help="Image embedder (clip:<id|path>) or 'none'."),
     images: int = typer.Option(48, "--images", help="Images per prompt (the paper uses 48)."),
     seed: str | None = common.SEED,
-    batch_size: int = common.BATCH_SIZE,
+    batch_size: str = common.BATCH_SIZE,
+    compile_models: bool = common.COMPILE,
+    executor: str = common.EXECUTOR,
     steps: int | None = common.steps_option(),
     guidance: float | None = common.guidance_option(),
     scheduler: str | None = common.SCHEDULER,
@@ -80,24 +82,24 @@ def prompt(
             llm = "offline"
         options = audit_options(
             text, llm, t2i, vqa, embedder, images, seed,
-            GenerationSettings(
-                steps=steps, guidance_scale=guidance, scheduler=scheduler, width=width, height=height,
-                negative_prompt=negative_prompt, batch_size=batch_size,
+            common.generation_settings(
+                batch_size, compile_models, steps=steps, guidance_scale=guidance, scheduler=scheduler, width=width,
+                height=height, negative_prompt=negative_prompt,
             ),
             PerceptionSettings(batch_size=vqa_batch_size, concurrency=vqa_concurrency),
             scoring_settings(cas_normalization, top_k, bootstrap, ci_method.value, ci_seed, alpha),
             announce=not (quiet or json_output),
             max_axes=max_axes, max_counterfactuals=max_counterfactuals, llm_retries=llm_retries,
             llm_temperature=temperature, llm_seed=llm_seed, review=review, device=device,
-            allow_partial_weights=allow_partial_weights, axes=fixed_axes,
+            allow_partial_weights=allow_partial_weights, axes=fixed_axes, executor=executor,
         )  # fmt: skip
     else:
-        models, concurrency = common.resumed_models(ctx)
+        models, concurrency, resume_executor = common.resumed_models(ctx)
     with common.study_session(quiet, json_output) as (cache, progress):
         if options is None:
             audit = resume_audit(
                 resume, store, cache, progress, device=device, models=models, vqa_concurrency=concurrency,
-                allow_partial_weights=allow_partial_weights,
+                allow_partial_weights=allow_partial_weights, executor=resume_executor,
             )  # fmt: skip
         else:
             audit = start_audit(options, store, cache, progress, name)

@@ -103,7 +103,9 @@ def _study_options(
     embedder: str,
     images: int,
     seed: str | None,
-    batch_size: int,
+    batch_size: str,
+    compile_models: bool,
+    executor: str,
     steps: int | None,
     guidance: float | None,
     scheduler: str | None,
@@ -112,7 +114,6 @@ def _study_options(
     device: str | None,
     allow_partial_weights: bool,
 ) -> StudyOptions:
-    from auditor.records import GenerationSettings
     from auditor.studies.t2iat import StudyOptions
 
     return StudyOptions(
@@ -120,11 +121,14 @@ def _study_options(
         embedder=embedder,
         images=images,
         seeds=common.parse_seeds(seed, images),
-        generation=GenerationSettings(steps=steps, guidance_scale=guidance, scheduler=scheduler, batch_size=batch_size),
+        generation=common.generation_settings(
+            batch_size, compile_models, steps=steps, guidance_scale=guidance, scheduler=scheduler
+        ),
         permutations=permutations,
         permutation_seed=permutation_seed,
         device=device,
         allow_partial_weights=allow_partial_weights,
+        executor=executor,
     )
 
 
@@ -149,7 +153,9 @@ def run(
     embedder: str = _EMBEDDER,
     images: int = typer.Option(10, "--images", min=1, help="Images per prompt (the paper uses 10)."),
     seed: str | None = common.SEED,
-    batch_size: int = common.BATCH_SIZE,
+    batch_size: str = common.BATCH_SIZE,
+    compile_models: bool = common.COMPILE,
+    executor: str = common.EXECUTOR,
     steps: int | None = _STEPS,
     guidance: float | None = _GUIDANCE,
     scheduler: str | None = common.SCHEDULER,
@@ -168,8 +174,8 @@ def run(
 
     test, source = resolve_test(test_name)
     options = _study_options(
-        t2i, embedder, images, seed, batch_size, steps, guidance, scheduler, permutations, permutation_seed, device,
-        allow_partial_weights,
+        t2i, embedder, images, seed, batch_size, compile_models, executor, steps, guidance, scheduler, permutations,
+        permutation_seed, device, allow_partial_weights,
     )
     record, run_dir = _run_study(
         lambda store, cache, progress: run_t2iat_test(test, source, options, store, cache, progress, name),
@@ -199,7 +205,9 @@ def occupations(
     embedder: str = _EMBEDDER,
     images: int = typer.Option(100, "--images", min=1, help="Images per prompt (the paper uses 100)."),
     seed: str | None = common.SEED,
-    batch_size: int = common.BATCH_SIZE,
+    batch_size: str = common.BATCH_SIZE,
+    compile_models: bool = common.COMPILE,
+    executor: str = common.EXECUTOR,
     steps: int | None = _STEPS,
     guidance: float | None = _GUIDANCE,
     scheduler: str | None = common.SCHEDULER,
@@ -213,22 +221,16 @@ def occupations(
     json_output: bool = _JSON,
 ) -> None:
     """Gender association per occupation: image quartiles (paper Fig. 3) and text vs images (Fig. 4)."""
-    from auditor.core.resources import read_prompt_text
-    from auditor.studies.t2iat import read_occupations, run_occupations
+    from auditor.studies.occupations import builtin_occupations, read_occupations_file
+    from auditor.studies.t2iat import run_occupations
 
     if occupations_file is None:
-        listed = read_occupations(read_prompt_text("t2iat/occupations.txt"), "prompts/t2iat/occupations.txt")
+        listed = builtin_occupations("t2iat/occupations.txt")
     else:
-        try:
-            text = occupations_file.read_text(encoding="utf-8")
-        except FileNotFoundError:
-            raise AuditorError(f"no such file: {occupations_file}") from None
-        except (OSError, UnicodeDecodeError) as exc:
-            raise AuditorError(f"cannot read {occupations_file}: {exc}") from None
-        listed = read_occupations(text, str(occupations_file))
+        listed = read_occupations_file(occupations_file)
     options = _study_options(
-        t2i, embedder, images, seed, batch_size, steps, guidance, scheduler, permutations, permutation_seed, device,
-        allow_partial_weights,
+        t2i, embedder, images, seed, batch_size, compile_models, executor, steps, guidance, scheduler, permutations,
+        permutation_seed, device, allow_partial_weights,
     )
     templates = (prompt_template, male_template, female_template)
     record, run_dir = _run_study(

@@ -7,6 +7,16 @@ mismatched tensors is refused instead of silently running with random layers. A 
 of items is one pipeline call with one CPU ``torch.Generator`` per item, seeded with the
 item's seed: the starting noise of image i depends only on its seed, not on the device
 or on which other prompts share the batch (paired seeds).
+
+Speed-ups that change images only within floating-point noise (as the batch size does):
+on CUDA the attention projections are fused (one QKV matrix product) and the UNet and
+VAE use the channels-last memory layout; attention runs through PyTorch's SDPA (flash
+attention where it applies), diffusers' default. ``--compile`` adds ``torch.compile`` of
+the UNet (or transformer) and the VAE decoder, and falls back to eager modules with a
+notice where it cannot compile. The speed-ups that ran are recorded in the settings'
+``optimizations``; none of them is part of the cache key, so a compiled run reuses the
+images an eager one made. ``--batch-size auto`` probes the largest batch that fits
+(:meth:`DiffusersTextToImage.probe_batch_size`).
 """
 
 from __future__ import annotations
@@ -15,7 +25,7 @@ import inspect
 from collections.abc import Sequence
 from typing import Any
 
-from auditor.core.errors import AuditorError
+from auditor.core.errors import AuditorError, BackendError
 from auditor.core.fingerprint import settings_fingerprint
 from auditor.core.registry import Spec
 from auditor.core.weights import (
@@ -34,6 +44,18 @@ from auditor.records import GenerationSettings, ModelRef
 
 _WHAT = "text-to-image"
 _HINT = "pass --t2i diffusers:/path/to/local/copy"
+#: torch.compile mode of --compile: autotuned kernels; no CUDA graphs, whose capture the pipeline's
+#: Python-side scheduler steps would split, and which would hold one graph's memory per shape.
+COMPILE_MODE = "max-autotune-no-cudagraphs"
+#: Denoising steps of the short pipeline calls that probe a batch size or warm a compiled model up.
+PROBE_STEPS = 2
+#: The largest batch ``--batch-size auto`` tries on a GPU (the paper's 48 images of a prompt set fit in one).
+AUTO_BATCH_CAP_GPU = 64
+#: On a CPU larger batches do not make images faster and memory is rarely the limit: auto tries up to 4.
+AUTO_BATCH_CAP_CPU = 4
+#: A batch whose probe used more than this share of GPU memory is not taken (the other stages' models,
+#: allocator fragmentation and longer prompts need the rest).
+MEMORY_HEADROOM = 0.8
 
 
 class DiffusersTextToImage:
@@ -57,34 +79,44 @@ class DiffusersTextToImage:
             self.ref.fingerprint,
             dtype=self.ref.dtype,
             device=device_kind(self.ref.device),
-            **self.settings.model_dump(exclude={"batch_size"}),
+            **self.settings.model_dump(exclude=GenerationSettings.SPEED_ONLY),
         )
 
     def generate(self, items: Sequence[GenerationItem]) -> list[GeneratedPicture]:
-        """One pipeline call per ``batch_size`` items, with each item's own seeded generator."""
-        import torch
+        """One pipeline call per ``batch_size`` items, with each item's own seeded generator.
 
+        A compiled model gets full batches only (the last one padded with copies of its
+        last item, whose images are dropped): a new batch shape would compile again.
+        """
         pictures: list[GeneratedPicture] = []
         size = self.settings.batch_size
         for start in range(0, len(items), size):
-            batch = items[start : start + size]
-            with torch.inference_mode():
-                output = self.pipeline(**self.pipeline_arguments(batch))
-            pictures += self.pictures(output, len(batch))
+            batch = list(items[start : start + size])
+            padded = batch + [batch[-1]] * (size - len(batch)) if self._compiled else batch
+            pictures += self._call(padded, self.settings.steps)[: len(batch)]
         return pictures
 
-    def pipeline_arguments(self, batch: Sequence[GenerationItem]) -> dict[str, Any]:
+    def _call(self, batch: Sequence[GenerationItem], steps: int | None) -> list[GeneratedPicture]:
+        """One pipeline call for ``batch`` with ``steps`` denoising steps."""
+        import torch
+
+        with torch.inference_mode():
+            output = self.pipeline(**self.pipeline_arguments(batch, steps))
+        return self.pictures(output, len(batch))
+
+    def pipeline_arguments(self, batch: Sequence[GenerationItem], steps: int | None = None) -> dict[str, Any]:
         """The pipeline call for one batch: its prompts, one seeded CPU generator per item, the settings.
 
         Traced generation (:mod:`auditor.generation.tracing`) calls the pipeline with these
-        same arguments, so it makes the same images as :meth:`generate`.
+        same arguments, so it makes the same images as :meth:`generate`. ``steps`` defaults
+        to the run's (the batch-size probe asks for fewer).
         """
         import torch
 
         options: dict[str, Any] = {
             "prompt": [item.prompt for item in batch],
             "generator": [torch.Generator("cpu").manual_seed(item.seed) for item in batch],
-            "num_inference_steps": self.settings.steps,
+            "num_inference_steps": self.settings.steps if steps is None else steps,
             "guidance_scale": self.settings.guidance_scale,
             "width": self.settings.width,
             "height": self.settings.height,
@@ -99,6 +131,144 @@ class DiffusersTextToImage:
         """The ``count`` images of a pipeline output, flagged where the safety checker blacked them out."""
         flags = getattr(output, "nsfw_content_detected", None) or [False] * count
         return [GeneratedPicture(image=image, flagged_nsfw=bool(flag)) for image, flag in zip(output.images, flags)]
+
+    # ------------------------------------------------------------------ speed
+
+    _compiled = False
+
+    @property
+    def device_name(self) -> str:
+        """The accelerator's name (e.g. 'NVIDIA H100 80GB HBM3'), or the device kind ('cpu')."""
+        import torch
+
+        device = torch.device(self.ref.device or "cpu")
+        if device.type == "cuda":
+            return torch.cuda.get_device_name(device)
+        return device.type
+
+    def batch_size_key(self) -> dict[str, Any]:
+        """What the largest batch depends on besides the model and settings: the device and the speed-ups."""
+        import torch
+
+        device = torch.device(self.ref.device or "cpu")
+        memory = torch.cuda.get_device_properties(device).total_memory if device.type == "cuda" else None
+        return {"device": self.device_name, "memory": memory, "optimizations": self.settings.optimizations}
+
+    def probe_batch_size(self) -> int:
+        """The largest batch (1, 2, 4, ...) a short pipeline call runs at without running out of memory.
+
+        On a GPU the probe doubles the batch up to :data:`AUTO_BATCH_CAP_GPU` while the call
+        fits within :data:`MEMORY_HEADROOM` of the GPU's memory; on a CPU it goes up to
+        :data:`AUTO_BATCH_CAP_CPU`. Each probe is a real call (text encoder, UNet with
+        guidance, VAE decoder, safety checker) at the run's size, :data:`PROBE_STEPS` steps.
+        """
+        import torch
+
+        device = torch.device(self.ref.device or "cpu")
+        on_gpu = device.type == "cuda"
+        cap = AUTO_BATCH_CAP_GPU if on_gpu else AUTO_BATCH_CAP_CPU
+        total = torch.cuda.get_device_properties(device).total_memory if on_gpu else 0
+        item = GenerationItem(prompt="a photo of a person", index=0, seed=0)
+        best, size = 0, 1
+        while size <= cap:
+            if on_gpu:
+                torch.cuda.empty_cache()
+                torch.cuda.reset_peak_memory_stats(device)
+            try:
+                self._call([item] * size, PROBE_STEPS)
+            except (torch.OutOfMemoryError, MemoryError):
+                break
+            finally:
+                if on_gpu:
+                    torch.cuda.empty_cache()
+            if on_gpu and best and torch.cuda.max_memory_allocated(device) > MEMORY_HEADROOM * total:
+                break
+            best, size = size, size * 2
+        if best == 0:
+            raise BackendError(f"{self.ref.spec}: not even one image fits in the memory of {self.device_name}")
+        return best
+
+    def compile(self) -> str | None:
+        """torch.compile the denoiser and the VAE decoder and warm them up; None when that worked.
+
+        Where torch.compile is missing or fails (no compiler, an unsupported Python or
+        platform), the eager modules are put back and the reason is returned: the run
+        goes on as without ``--compile``.
+        """
+        import torch
+
+        pipeline = self.pipeline
+        name = "unet" if getattr(pipeline, "unet", None) is not None else "transformer"
+        denoiser = getattr(pipeline, name, None)
+        vae = getattr(pipeline, "vae", None)
+        if denoiser is None:
+            return "the pipeline has no UNet or transformer to compile"
+        try:
+            setattr(pipeline, name, torch.compile(denoiser, mode=COMPILE_MODE))
+            if vae is not None:
+                vae.decode = torch.compile(vae.decode, mode=COMPILE_MODE)
+            item = GenerationItem(prompt="a photo of a person", index=0, seed=0)
+            self._call([item] * self.settings.batch_size, PROBE_STEPS)  # compiles now, not in the first batch
+        except Exception as exc:  # noqa: BLE001 - any failure means: run eagerly
+            setattr(pipeline, name, denoiser)
+            if vae is not None and "decode" in vars(vae):
+                del vae.decode
+            _reset_compiler()
+            text = str(exc).strip().splitlines()
+            return f"{type(exc).__name__}: {text[0] if text else 'no message'}"
+        self._compiled = True
+        self.settings = self.settings.model_copy(
+            update={"optimizations": [*self.settings.optimizations, f"torch.compile:{COMPILE_MODE}"]}
+        )
+        return None
+
+
+def _reset_compiler() -> None:
+    """Forget what dynamo traced, so the eager modules run without its hooks."""
+    try:
+        import torch._dynamo
+
+        torch._dynamo.reset()
+    except Exception:  # noqa: BLE001 - nothing to reset where dynamo itself is missing
+        pass
+
+
+def speed_ups(pipeline: Any, device: str) -> list[str]:
+    """Apply the speed-ups that change images only within floating-point noise; name those in effect.
+
+    Fused QKV projections and channels-last on CUDA (on a CPU they do not pay); 'sdpa' is
+    named when every attention processor runs through PyTorch's scaled-dot-product attention.
+    """
+    import torch
+
+    applied: list[str] = []
+    if device.startswith("cuda"):
+        fused = False
+        for name in ("unet", "transformer", "vae"):
+            model = getattr(pipeline, name, None)
+            if model is not None and hasattr(model, "fuse_qkv_projections"):
+                try:
+                    model.fuse_qkv_projections()
+                    fused = True
+                except (ValueError, AttributeError, NotImplementedError):
+                    pass  # e.g. added-KV attention: this model keeps separate projections
+        if fused:
+            applied.append("fused_qkv")
+        convolutional = [getattr(pipeline, name, None) for name in ("unet", "vae")]
+        if any(model is not None for model in convolutional):
+            for model in convolutional:
+                if model is not None:
+                    model.to(memory_format=torch.channels_last)
+            applied.append("channels_last")
+    processors = [
+        processor
+        for name in ("unet", "transformer")
+        for processor in getattr(getattr(pipeline, name, None), "attn_processors", {}).values()
+    ]
+    if processors and all("2_0" in type(processor).__name__ for processor in processors):
+        applied.append("sdpa")
+    return applied
+
 
 def load(spec: Spec, settings: GenerationSettings, options: LoadOptions = LoadOptions()) -> DiffusersTextToImage:
     """Load the pipeline named by ``spec.target`` and apply ``settings`` (scheduler, defaults)."""
@@ -115,8 +285,10 @@ def load(spec: Spec, settings: GenerationSettings, options: LoadOptions = LoadOp
         pipeline.scheduler = _scheduler(pipeline, settings.scheduler)
     pipeline = pipeline.to(device)
     pipeline.set_progress_bar_config(disable=True)
+    applied = speed_ups(pipeline, device)
     ref = loaded_model_ref(spec, "model_index.json", dtype, device, options, partial)
-    return DiffusersTextToImage(pipeline, ref, _effective_settings(pipeline, settings))
+    effective = _effective_settings(pipeline, settings).model_copy(update={"optimizations": applied})
+    return DiffusersTextToImage(pipeline, ref, effective)
 
 
 def _load_pipeline(model_id: str, dtype: Any, options: LoadOptions) -> tuple[Any, list[str]]:

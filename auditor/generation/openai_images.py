@@ -25,6 +25,7 @@ from auditor.core.fingerprint import settings_fingerprint
 from auditor.core.openai_api import (
     HTTP_RETRIES,
     REQUEST_TIMEOUT,
+    api_key,
     client_base_url,
     openai_client,
     public_url,
@@ -106,6 +107,13 @@ class OpenAIImages:
         return Image.new("RGB", (self.settings.width or DEFAULT_SIDE, self.settings.height or DEFAULT_SIDE))
 
 
+def preflight(spec: Spec) -> None:
+    """What :func:`load` needs, checked before a run creates anything: a model name and an API key."""
+    if not spec.target:
+        raise AuditorError("the openai backend needs a model: --t2i openai:dall-e-3 or openai:gpt-image-1")
+    api_key(MISSING_KEY)
+
+
 def load(
     spec: Spec,
     settings: GenerationSettings,
@@ -115,8 +123,7 @@ def load(
     timeout: float = REQUEST_TIMEOUT,
 ) -> OpenAIImages:
     """A client for ``spec.target`` (load ``options`` do not apply to a hosted model)."""
-    if not spec.target:
-        raise AuditorError("the openai backend needs a model: --t2i openai:dall-e-3 or openai:gpt-image-1")
+    preflight(spec)
     asked = [name for name in _UNSUPPORTED if getattr(settings, name) is not None]
     if asked:
         raise AuditorError(f"--t2i {spec} takes no {', '.join(asked)}: the Images API has no such settings")

@@ -104,6 +104,7 @@ def trace(
     import torch
 
     pipeline = _traceable(backend.pipeline)
+    _unfuse_projections(backend)
     if words is not None and len(words) != len(items):
         raise AuditorError(f"trace got {len(words)} word lists for {len(items)} items")
     traced: list[TracedPicture] = []
@@ -441,6 +442,22 @@ def word_maps(
     normalised = torch.where(spread > 0, (maps - low) / spread.clamp_min(torch.finfo(maps.dtype).tiny), 0.0)
     array = normalised.cpu().numpy()
     return [{name: array[i, k] for k, name in enumerate(item_names)} for i, item_names in enumerate(names)]
+
+
+def _unfuse_projections(backend: DiffusersTextToImage) -> None:
+    """Undo fused QKV projections (a CUDA speed-up) so the recorder sees each layer's own ``to_q``/``to_k``.
+
+    Fusing changes outputs only within floating-point noise; the backend's settings stop
+    listing it, so the record says what ran.
+    """
+    if "fused_qkv" not in backend.settings.optimizations:
+        return
+    for name in ("unet", "vae"):
+        model = getattr(backend.pipeline, name, None)
+        if getattr(model, "original_attn_processors", None) is not None:  # set by fuse_qkv_projections
+            model.unfuse_qkv_projections()
+    kept = [name for name in backend.settings.optimizations if name != "fused_qkv"]
+    backend.settings = backend.settings.model_copy(update={"optimizations": kept})
 
 
 def _traceable(pipeline: Any) -> Any:

@@ -6,7 +6,11 @@ and the Q-Former (its output does not depend on the question), for BLIP and
 InstructBLIP the vision encoder (their Q-Former/text encoder reads the question). The
 (image, question) pairs then go through the language side ``batch_size`` at a time.
 Sequences are left-padded with masked positions so a pair's answer does not depend on
-which other pairs share its batch.
+which other pairs share its batch. Pairs are batched in order of prompt length (the pairs
+of one question together), which keeps the padding short, and a row stops decoding as
+soon as its answer's first line is complete (only that line is kept, see
+:func:`~auditor.perception.base.first_line`), or at its end-of-sequence token; a batch
+ends when all of its rows have. Neither changes an answer.
 
 The generic ``hf:`` path (``AutoModelForImageTextToText`` + the processor's chat
 template) cannot split image encoding from the prompt, since those models splice image
@@ -104,14 +108,33 @@ class TransformersVqa:
                 columns = [j for j, q in enumerate(questions) if (q == caption_question) is is_caption]
                 template = self.caption_template if is_caption else self.question_template
                 budget = self.settings.caption_max_new_tokens if is_caption else self.settings.max_new_tokens
-                pairs = [(i, j) for i in range(len(rgb)) for j in columns]
+                prompts_of = {j: template.format(question=questions[j]) for j in columns}
+                length_of = {j: self._prompt_length(prompts_of[j]) for j in columns}
+                # Shortest prompts first (stable: image order within a question): batches of similar length.
+                pairs = sorted(((i, j) for i in range(len(rgb)) for j in columns), key=lambda pair: length_of[pair[1]])
                 for start in range(0, len(pairs), size):
                     batch = pairs[start : start + size]
-                    prompts = [template.format(question=questions[j]) for _, j in batch]
+                    prompts = [prompts_of[j] for _, j in batch]
                     replies = self._answer_batch([encoded[i] for i, _ in batch], prompts, budget)
                     for (i, j), reply in zip(batch, replies, strict=True):
                         answers[i][j] = first_line(reply)
         return answers
+
+    def _prompt_length(self, prompt: str) -> int:
+        """Tokens of a prompt (its question part; what differs between the pairs' rows)."""
+        return len(self.processor.tokenizer(prompt, add_special_tokens=False)["input_ids"])
+
+    def _stop_rows(self, prompt_length: int) -> Any:
+        """Stopping criteria that end a row once its first line is complete, for ``generate``."""
+        from transformers import StoppingCriteriaList
+
+        if self._newline_ids is None:
+            tokenizer = self.processor.tokenizer
+            texts = tokenizer.batch_decode([[i] for i in range(len(tokenizer))])
+            self._newline_ids = [i for i, text in enumerate(texts) if "\n" in text]
+        return StoppingCriteriaList([FirstLineComplete(self.processor.tokenizer, prompt_length, self._newline_ids)])
+
+    _newline_ids: list[int] | None = None
 
     # ------------------------------------------------------------------ for subclasses
 
@@ -163,6 +186,7 @@ class _QueryPrefixVqa(TransformersVqa):
             do_sample=False,
             num_beams=1,
             pad_token_id=pad_id,
+            stopping_criteria=self._stop_rows(0),
         )
         # With only embeddings as input, decoder-only models return just the new tokens.
         return tokenizer.batch_decode(output, skip_special_tokens=True)
@@ -246,6 +270,7 @@ class BlipVqa(TransformersVqa):
             max_new_tokens=max_new_tokens,
             do_sample=False,
             num_beams=1,
+            stopping_criteria=self._stop_rows(1),
         )
         # The decoder echoes its start token first; it is no part of the answer.
         return self.processor.tokenizer.batch_decode(output[:, 1:], skip_special_tokens=True)
@@ -273,8 +298,45 @@ class ImageTextToTextVqa(TransformersVqa):
         processor.tokenizer.padding_side = "left"
         inputs = processor(images=encoded, text=texts, padding=True, return_tensors="pt").to(self.device)
         inputs = {k: v.to(self.dtype) if v.is_floating_point() else v for k, v in inputs.items()}
-        output = self.model.generate(**inputs, max_new_tokens=max_new_tokens, do_sample=False, num_beams=1)
-        return processor.tokenizer.batch_decode(output[:, inputs["input_ids"].shape[1] :], skip_special_tokens=True)
+        width = inputs["input_ids"].shape[1]
+        output = self.model.generate(
+            **inputs, max_new_tokens=max_new_tokens, do_sample=False, num_beams=1, stopping_criteria=self._stop_rows(width)
+        )
+        return processor.tokenizer.batch_decode(output[:, width:], skip_special_tokens=True)
+
+
+def first_line_complete(text: str) -> bool:
+    """Whether more text after ``text`` can no longer change :func:`first_line`: a non-blank line ends in a newline.
+
+    The lines before the last newline are final whatever follows, so once one of them is
+    non-blank the first non-empty line is among them.
+    """
+    return "\n" in text and text[: text.rindex("\n")].strip() != ""
+
+
+class FirstLineComplete:
+    """A ``generate`` stopping criterion: row r is done once the first line of its new text is complete.
+
+    Checked only on rows whose last token holds a newline (``newline_ids``), by decoding
+    the row's new tokens; :func:`first_line_complete` decides.
+    """
+
+    def __init__(self, tokenizer: Any, prompt_length: int, newline_ids: list[int]):
+        self.tokenizer = tokenizer
+        self.prompt_length = prompt_length
+        self.newline_ids = newline_ids
+
+    def __call__(self, input_ids: Any, scores: Any, **kwargs: Any) -> Any:
+        import torch
+
+        done = torch.zeros(input_ids.shape[0], dtype=torch.bool, device=input_ids.device)
+        new = input_ids[:, self.prompt_length :]
+        if new.shape[1] == 0 or not self.newline_ids:
+            return done
+        ended_line = torch.isin(new[:, -1], torch.tensor(self.newline_ids, device=input_ids.device))
+        for row in ended_line.nonzero().flatten().tolist():
+            done[row] = first_line_complete(self.tokenizer.decode(new[row], skip_special_tokens=True))
+        return done
 
 
 # ---------------------------------------------------------------------- loaders

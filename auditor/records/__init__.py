@@ -8,12 +8,29 @@ these records, never live state. ``schemas/`` holds the JSON Schema generated fr
 Layout: :mod:`~auditor.records.base` is the envelope every study's record shares,
 :mod:`~auditor.records.models` and :mod:`~auditor.records.images` the model references,
 settings and stage outputs the studies share, then one module per kind of study
-(:mod:`~auditor.records.prompt_audit`, :mod:`~auditor.records.t2iat`, :mod:`~auditor.records.batch`,
-:mod:`~auditor.records.explore`).
+(:mod:`~auditor.records.prompt_audit`, :mod:`~auditor.records.t2iat`, :mod:`~auditor.records.amplification`,
+:mod:`~auditor.records.batch`, :mod:`~auditor.records.explore`).
 :func:`load_any_record` reads any of them, upgrading older schema versions
 (:mod:`~auditor.records.migrations`).
 """
 
+from auditor.records.amplification import (
+    AmplificationConfig,
+    AmplificationRecord,
+    AmplificationSummary,
+    CaptionFile,
+    CaptionLabels,
+    ClassifierSettings,
+    FaceDetectorSettings,
+    GeneratedSide,
+    ImageCounts,
+    ImageGender,
+    OccupationAmplification,
+    Share,
+    TBasis,
+    TrainingData,
+    TrainingSide,
+)
 from auditor.records.base import (
     SCHEMA_VERSION,
     Environment,
@@ -81,6 +98,9 @@ from auditor.records.t2iat import (
 
 __all__ = [
     "INITIAL_PROMPT_ID", "RECORD_TYPES", "SCHEMA_VERSION", "T2IAT_GROUPS",
+    "AmplificationConfig", "AmplificationRecord", "AmplificationSummary", "CaptionFile", "CaptionLabels",
+    "ClassifierSettings", "FaceDetectorSettings", "GeneratedSide", "ImageCounts", "ImageGender",
+    "OccupationAmplification", "Share", "TBasis", "TrainingData", "TrainingSide",
     "AnyRecord", "Arm", "ArmScore", "ArmStep", "AssociationResult", "AuditPlan", "AxisPlan", "AxisScore",
     "BatchAudit", "BatchConfig", "BatchRecord", "BatchRow", "Candidate", "CasNormalization", "ChatMessage",
     "Confirmation", "ExploreConfig", "ExploreRecord", "Objective", "Round", "StopReason",

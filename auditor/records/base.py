@@ -22,7 +22,10 @@ from auditor.records.record import Record
 SCHEMA_VERSION = "2"
 
 RunStatus = Literal["running", "completed", "failed", "interrupted"]
-Stage = Literal["plan", "generate", "perceive", "embed", "score", "report", "propose", "explore", "confirm"]
+Stage = Literal[
+    "plan", "generate", "perceive", "embed", "score", "report", "propose", "explore", "confirm",
+    "select", "embed_captions", "faces", "classify",
+]
 
 
 def utc_now() -> datetime:
@@ -73,6 +76,12 @@ class StudyConfig(Record):
         default=False,
         description="Whether checkpoints that do not match their model were loaded anyway (--allow-partial-weights); "
         "each model's partial_weights lists what was missing.",
+    )
+    executor: Literal["sequential", "overlapped"] = Field(
+        default="sequential",
+        description="Which executor ran the generate -> perceive -> embed stages (--executor): 'sequential' "
+        "(one stage after the other) or 'overlapped' (VQA and embeddings alongside generation). Both give "
+        "the same images, answers and embeddings; with 'overlapped' the stage timings overlap.",
     )
 
 

@@ -10,6 +10,7 @@ from typing import Annotated, Union
 
 from pydantic import Field
 
+from auditor.records.amplification import AmplificationRecord
 from auditor.records.base import StudyRecord
 from auditor.records.batch import BatchRecord
 from auditor.records.explore import ExploreRecord
@@ -17,7 +18,9 @@ from auditor.records.prompt_audit import RunRecord
 from auditor.records.t2iat import OccupationsRecord, T2IATRecord
 
 #: The record classes, one per kind of study.
-RECORD_TYPES: tuple[type[StudyRecord], ...] = (RunRecord, T2IATRecord, OccupationsRecord, BatchRecord, ExploreRecord)
+RECORD_TYPES: tuple[type[StudyRecord], ...] = (
+    RunRecord, T2IATRecord, OccupationsRecord, AmplificationRecord, BatchRecord, ExploreRecord
+)
 
 #: Any run record, validated by its ``kind`` field.
 AnyRecord = Annotated[Union[RECORD_TYPES], Field(discriminator="kind")]  # noqa: UP007 (a tuple unpacks only here)

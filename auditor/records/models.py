@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import ClassVar
+
 from pydantic import Field
 
 from auditor.metrics.bootstrap import IntervalMethod
@@ -45,6 +47,25 @@ class GenerationSettings(Record):
     height: int | None = Field(default=None, description="Image height in pixels; None = the model's default.")
     negative_prompt: str | None = Field(default=None, description="Negative prompt given to every generation.")
     batch_size: int = Field(default=4, ge=1, description="Images generated per forward pass (does not change images).")
+    batch_size_auto: bool = Field(
+        default=False,
+        description="batch_size was found by --batch-size auto: the largest batch that fits on the device, probed "
+        "once per model and device and remembered in the content cache.",
+    )
+    compile: bool = Field(
+        default=False,
+        description="--compile was given: torch.compile of the UNet (or transformer) and the VAE decoder; "
+        "whether it ran is in optimizations (it falls back to eager modules where it cannot compile).",
+    )
+    optimizations: list[str] = Field(
+        default_factory=list,
+        description="Speed-ups that ran, each changing images only within floating-point noise (like the batch "
+        "size): 'fused_qkv', 'channels_last', 'sdpa', 'torch.compile:<mode>'. Empty in runs recorded before "
+        "they were recorded.",
+    )
+
+    #: Fields that change how fast images are made, not which images: recorded, but no part of cache keys.
+    SPEED_ONLY: ClassVar[frozenset[str]] = frozenset({"batch_size", "batch_size_auto", "compile", "optimizations"})
 
 
 class PerceptionSettings(Record):

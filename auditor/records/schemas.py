@@ -7,6 +7,7 @@ import json
 from pydantic import BaseModel
 
 from auditor.records import (
+    AmplificationRecord,
     AuditPlan,
     BatchRecord,
     ExploreRecord,
@@ -25,6 +26,7 @@ SCHEMA_MODELS: dict[str, type[BaseModel]] = {
     "t2iat_test.schema.json": T2IATTestDefinition,
     "batch_record.schema.json": BatchRecord,
     "explore_record.schema.json": ExploreRecord,
+    "amplification_record.schema.json": AmplificationRecord,
 }
 
 

@@ -23,7 +23,10 @@ from rich.text import Text
 from auditor.core.errors import AuditorError
 from auditor.records import INITIAL_PROMPT_ID, AxisScore, RunRecord
 from auditor.reporting.glossary import METRICS, MetricInfo
+from auditor.reporting.sentences import bounds
+from auditor.reporting.views import Bounds
 from auditor.reporting.wording import Segment, prompt_segments
+from auditor.scoring.comparison import ChangeIntervals, counterfactual_key
 
 # --------------------------------------------------------------------------- view
 
@@ -52,6 +55,8 @@ class CounterfactualDelta:
     cas_a: float | None
     cas_b: float | None
     delta: float | None
+    #: The change's interval (both runs resampled, paired over shared seeds), when computed.
+    delta_ci: Bounds | None
     only_in: str | None
 
 
@@ -63,6 +68,7 @@ class AxisDelta:
     bav_a: float | None
     bav_b: float | None
     delta: float | None
+    delta_ci: Bounds | None
     counterfactuals: list[CounterfactualDelta]
 
 
@@ -94,11 +100,6 @@ class ComparisonView:
         return data
 
 
-def _key(text: str) -> str:
-    """How counterfactual texts are matched: case and runs of whitespace do not matter."""
-    return " ".join(text.casefold().split())
-
-
 def _side(record: RunRecord) -> RunSide:
     assert record.scores is not None
     initial = next((s for s in record.prompt_sets if s.prompt_id == INITIAL_PROMPT_ID), None)
@@ -115,9 +116,9 @@ def _side(record: RunRecord) -> RunSide:
     )
 
 
-def _align(prompt: str, a: AxisScore, b: AxisScore) -> AxisDelta:
-    cas_a = {_key(cf.prompt): cf for cf in a.counterfactuals}
-    cas_b = {_key(cf.prompt): cf for cf in b.counterfactuals}
+def _align(prompt: str, a: AxisScore, b: AxisScore, changes: ChangeIntervals | None) -> AxisDelta:
+    cas_a = {counterfactual_key(cf.prompt): cf for cf in a.counterfactuals}
+    cas_b = {counterfactual_key(cf.prompt): cf for cf in b.counterfactuals}
     order = list(cas_a) + [k for k in cas_b if k not in cas_a]
     rows = []
     for key in order:
@@ -130,11 +131,17 @@ def _align(prompt: str, a: AxisScore, b: AxisScore) -> AxisDelta:
                 cas_a=left.cas if left else None,
                 cas_b=right.cas if right else None,
                 delta=_difference(left.cas if left else None, right.cas if right else None, 10),
+                delta_ci=bounds(changes.cas.get((a.axis, key))) if changes and left and right else None,
                 only_in=None if left and right else "a" if left else "b",
             )
         )
     return AxisDelta(
-        axis=a.axis, bav_a=a.bav, bav_b=b.bav, delta=_difference(a.bav, b.bav, 12), counterfactuals=rows
+        axis=a.axis,
+        bav_a=a.bav,
+        bav_b=b.bav,
+        delta=_difference(a.bav, b.bav, 12),
+        delta_ci=bounds(changes.bav.get(a.axis)) if changes else None,
+        counterfactuals=rows,
     )
 
 
@@ -151,18 +158,20 @@ def _unscored(record: RunRecord, label: str) -> AuditorError:
     )
 
 
-def compare_records(a: RunRecord, b: RunRecord) -> ComparisonView:
-    """Align two scored runs by axis name and counterfactual text."""
+def compare_records(a: RunRecord, b: RunRecord, changes: ChangeIntervals | None = None) -> ComparisonView:
+    """Align two scored runs by axis name and counterfactual text; ``changes`` are the deltas' intervals."""
     if a.scores is None:
         raise _unscored(a, "A")
     if b.scores is None:
         raise _unscored(b, "B")
     axes_b = {axis.axis: axis for axis in b.scores.axes}
     names_a = {axis.axis for axis in a.scores.axes}
-    both = [_align(a.config.prompt, axis, axes_b[axis.axis]) for axis in a.scores.axes if axis.axis in axes_b]
+    both = [
+        _align(a.config.prompt, axis, axes_b[axis.axis], changes) for axis in a.scores.axes if axis.axis in axes_b
+    ]
     both.sort(key=lambda d: -max((v for v in (d.bav_a, d.bav_b) if v is not None), default=-1.0))  # no BAV: last
     notes = []
-    if _key(a.config.prompt) != _key(b.config.prompt):
+    if counterfactual_key(a.config.prompt) != counterfactual_key(b.config.prompt):
         notes.append(
             f"The runs audit different prompts ('{a.config.prompt}' and '{b.config.prompt}'); "
             "only axes and counterfactuals with the same text are compared."
@@ -177,7 +186,18 @@ def compare_records(a: RunRecord, b: RunRecord) -> ComparisonView:
             f"Run A drew {a.config.images_per_prompt} images per prompt and run B {b.config.images_per_prompt}; "
             "fewer images give noisier CAS values."
         )
-    notes.append("Deltas are B minus A. Relative BAV is not compared: it is relative within one run.")
+    if changes is None:
+        notes.append(
+            "Deltas are B minus A, without intervals (--bootstrap 0), so no change is claimed. Relative BAV is "
+            "not compared: it is relative within one run."
+        )
+    else:
+        how = "paired over their shared seeds" if changes.paired else "independently (the runs used other seeds)"
+        notes.append(
+            f"Deltas are B minus A with {changes.settings.level:.0%} intervals from {changes.settings.resamples} "
+            f"bootstrap resamples of both runs, {how}; a change is coloured only when its interval excludes 0. "
+            "Relative BAV is not compared: it is relative within one run."
+        )
     return ComparisonView(
         a=_side(a),
         b=_side(b),
@@ -200,12 +220,13 @@ def _num(value: float | None, digits: int = 2, missing: str = "-") -> str:
     return missing if value is None else f"{value:.{digits}f}"
 
 
-def _delta(value: float | None, digits: int, lower_is_better: bool | None) -> Text:
-    """A signed delta, green when it moved the way the metric's metadata calls better."""
+def _delta(value: float | None, ci: Bounds | None, digits: int, lower_is_better: bool | None) -> Text:
+    """A signed delta with its interval, green or red (better or worse by the metric's metadata) only
+    when the interval excludes 0."""
     if value is None:
         return Text("-")
-    text = f"{value:+.{digits}f}"
-    if lower_is_better is None or abs(value) < 10 ** -digits:
+    text = f"{value:+.{digits}f}" + (f" [{ci[0]:+.{digits}f}, {ci[1]:+.{digits}f}]" if ci else "")
+    if lower_is_better is None or ci is None or ci[0] <= 0 <= ci[1]:
         return Text(text)
     better = value < 0 if lower_is_better else value > 0
     return Text(text, style="green" if better else "red")
@@ -229,7 +250,7 @@ def render_comparison_terminal(view: ComparisonView, console: Console) -> None:
             Text.assemble(
                 (axis.axis, "bold"),
                 f"   BAV A {_num(axis.bav_a, 4, 'no BAV')}   B {_num(axis.bav_b, 4, 'no BAV')}   change ",
-                _delta(axis.delta, 4, bav_better),
+                _delta(axis.delta, axis.delta_ci, 4, bav_better),
             )
         )
         table = Table(box=None, padding=(0, 1), pad_edge=False, header_style="bold")
@@ -246,7 +267,7 @@ def render_comparison_terminal(view: ComparisonView, console: Console) -> None:
                 prompt,
                 _num(cf.cas_a, missing="-" if cf.only_in == "b" else "no CAS"),
                 _num(cf.cas_b, missing="-" if cf.only_in == "a" else "no CAS"),
-                _delta(cf.delta, 2, None),
+                _delta(cf.delta, cf.delta_ci, 2, None),
             )
         console.print(table)
         console.print()

@@ -182,6 +182,101 @@ def bar_chart(
     )
 
 
+@dataclass(frozen=True)
+class Point:
+    """Input of :func:`scatter_chart`: a labelled point with optional intervals on each axis."""
+
+    label: str
+    x: float
+    y: float
+    title: str = ""
+    x_interval: tuple[float, float] | None = None
+    y_interval: tuple[float, float] | None = None
+    colour: str = CONCEPT_COLOUR
+
+
+@dataclass(frozen=True)
+class PlacedPoint:
+    """A point in SVG user units, with its error bars' ends (None without an interval)."""
+
+    cx: float
+    cy: float
+    label: str
+    title: str
+    colour: str
+    x_whisker: tuple[float, float] | None
+    y_whisker: tuple[float, float] | None
+
+
+@dataclass(frozen=True)
+class Scatter:
+    """A square scatter plot of two percentages with the diagonal y = x; the template only draws it.
+
+    ``regions`` are shaded polygons (SVG ``points`` strings) with their CSS class.
+    """
+
+    title: str
+    width: float
+    height: float
+    left: float
+    top: float
+    size: float
+    points: list[PlacedPoint]
+    ticks: list[tuple[float, str]]
+    x_label: str
+    y_label: str
+    regions: list[tuple[str, str]]
+
+
+def scatter_chart(
+    points: list[Point],
+    *,
+    title: str,
+    x_label: str,
+    y_label: str,
+    scale_max: float = 100.0,
+    size: float = 300,
+    regions: list[tuple[str, list[tuple[float, float]]]] | None = None,
+) -> Scatter:
+    """Lay out points on [0, ``scale_max``] squared; ``regions`` are (CSS class, polygon in data units)."""
+    left, top = 48.0, 24.0
+
+    def x_of(value: float) -> float:
+        return round(left + min(max(value, 0.0), scale_max) / scale_max * size, 2)
+
+    def y_of(value: float) -> float:
+        return round(top + size - min(max(value, 0.0), scale_max) / scale_max * size, 2)
+
+    placed = [
+        PlacedPoint(
+            cx=x_of(p.x),
+            cy=y_of(p.y),
+            label=p.label,
+            title=p.title or p.label,
+            colour=p.colour,
+            x_whisker=(x_of(p.x_interval[0]), x_of(p.x_interval[1])) if p.x_interval else None,
+            y_whisker=(y_of(p.y_interval[0]), y_of(p.y_interval[1])) if p.y_interval else None,
+        )
+        for p in points
+    ]
+    shaded = [
+        (css, " ".join(f"{x_of(x)},{y_of(y)}" for x, y in corners)) for css, corners in (regions or [])
+    ]
+    return Scatter(
+        title=title,
+        width=left + size + 120,
+        height=top + size + 44,
+        left=left,
+        top=top,
+        size=size,
+        points=placed,
+        ticks=[(round(size * f, 2), f"{scale_max * f:g}") for f in (0, 0.25, 0.5, 0.75, 1)],
+        x_label=x_label,
+        y_label=y_label,
+        regions=shaded,
+    )
+
+
 def concept_charts(columns: list[ConceptColumn], *, axis_label: str) -> list[Chart]:
     """Small multiples, one chart per prompt set on a shared scale (the paper's Figures 19-21)."""
     concepts = [c for column in columns for c in column.concepts]

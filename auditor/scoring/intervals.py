@@ -28,10 +28,11 @@ from auditor.records import (
     SetConcepts,
 )
 from auditor.scoring import uncertainty
+from auditor.scoring.counts import ConceptCounts, answer_counts, tibet_file_counts, usable_embeddings
 from auditor.scoring.embeddings import apply_embedding_scores
 from auditor.scoring.tibet import AxisSpec, plan_of, record_concepts, score_audit, score_tibet_result
 from auditor.scoring.tibet_files import TibetResult
-from auditor.scoring.uncertainty import BootstrapSettings, ConceptCounts, ScoreIntervals
+from auditor.scoring.uncertainty import BootstrapSettings, ScoreIntervals
 
 
 def bootstrap_settings(settings: ScoringSettings) -> BootstrapSettings | None:
@@ -47,7 +48,7 @@ def record_counts(record: RunRecord) -> ConceptCounts:
     """Per-image concept counts of a run's recorded answers (flagged images left out, as in the concepts)."""
     plan = plan_of(record)
     flagged = {s.prompt_id: {image.index for image in s.images if image.flagged_nsfw} for s in record.prompt_sets}
-    return uncertainty.answer_counts(
+    return answer_counts(
         record.answers,
         [axis.name for axis in plan.axes],
         include_captions=record.config.scoring.include_captions,
@@ -84,7 +85,7 @@ def score_tibet_file(result: TibetResult, settings: ScoringSettings) -> Scores:
     """Every score of a TIBET result file, with intervals (image i of each set is seed index i)."""
     axes = [(axis.name, axis.counterfactuals) for axis in result.axes]
     scores = score_tibet_result(result, settings)
-    return with_uncertainty(scores, axes, uncertainty.tibet_file_counts(result), settings)
+    return with_uncertainty(scores, axes, tibet_file_counts(result), settings)
 
 
 def with_uncertainty(
@@ -103,7 +104,7 @@ def with_uncertainty(
     """
     boot = bootstrap_settings(settings)
     if boot is not None:
-        sets = uncertainty.usable_embeddings(prompt_sets, embeddings) if embeddings else None
+        sets = usable_embeddings(prompt_sets, embeddings) if embeddings else None
         found = uncertainty.score_intervals(axes, counts, settings, boot, embeddings=sets)
         scores = _with_intervals(scores, found)
     return with_adjusted_p_values(scores, settings.alpha)

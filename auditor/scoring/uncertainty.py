@@ -36,145 +36,21 @@ refactor has landed.
 
 from __future__ import annotations
 
-from collections import Counter
-from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from itertools import combinations
 
 import numpy as np
 
 from auditor.core.errors import AuditorError
-from auditor.metrics import bootstrap
-from auditor.metrics.bootstrap import ConceptGroup, IntervalMethod
+from auditor.metrics import bootstrap, resampled
+from auditor.metrics.bootstrap import IntervalMethod
+from auditor.metrics.resampled import ConceptGroup
 from auditor.metrics.tibet import prompt_gender
-from auditor.records import INITIAL_PROMPT_ID, ImageAnswers, PromptSet, ScoringSettings, counterfactual_id
-from auditor.scoring.concepts import SynonymIndex, default_synonym_index, words
+from auditor.records import INITIAL_PROMPT_ID, ScoringSettings, counterfactual_id
+from auditor.scoring.concepts import SynonymIndex, default_synonym_index
+from auditor.scoring.counts import ConceptCounts, SetCounts, SetEmbeddings
 from auditor.scoring.tibet import AxisSpec
-from auditor.scoring.tibet_files import TibetResult
-
-# --------------------------------------------------------------------------- per-image concept counts
-
-
-@dataclass(frozen=True)
-class SetCounts:
-    """Concept-word counts of one prompt set, image by image (row i = seed index i)."""
-
-    #: The words any usable image of the set mentions, sorted (before any frequency floor).
-    vocabulary: tuple[str, ...]
-    #: (seeds, words) counts; zero rows where the set has no usable image.
-    counts: np.ndarray
-    #: (seeds,) whether the set has a usable image (generated, not flagged, answered) for the seed.
-    available: np.ndarray
-
-
-@dataclass(frozen=True)
-class ConceptCounts:
-    """Per-image concept counts of every prompt set, over ``seeds`` shared seed indices."""
-
-    seeds: int
-    sets: dict[str, SetCounts]
-
-
-def set_counts(texts_by_seed: Sequence[Iterable[str] | None]) -> SetCounts:
-    """Counts of one set from, per seed index, its image's texts (None: no usable image).
-
-    Tokenised with :func:`auditor.scoring.concepts.words`, the point estimate's rules.
-    """
-    counters = [None if texts is None else Counter(w for text in texts for w in words(text)) for texts in texts_by_seed]
-    vocabulary = tuple(sorted(set().union(*(counter for counter in counters if counter is not None))))
-    column = {word: j for j, word in enumerate(vocabulary)}
-    matrix = np.zeros((len(counters), len(vocabulary)))
-    for i, counter in enumerate(counters):
-        if counter:
-            matrix[i, [column[word] for word in counter]] = list(counter.values())
-    available = np.array([counter is not None for counter in counters], dtype=bool)
-    return SetCounts(vocabulary=vocabulary, counts=matrix, available=available)
-
-
-def answer_counts(
-    answers: Mapping[str, Sequence[ImageAnswers]],
-    axes: Sequence[str],
-    *,
-    include_captions: bool = True,
-    flagged: Mapping[str, Collection[int]] | None = None,
-    seeds: int | None = None,
-) -> ConceptCounts:
-    """Counts of every prompt set from its VQA answers, as :func:`set_concepts` would count them.
-
-    An image's texts are its answers to the ``axes`` questions and, with
-    ``include_captions``, its caption. Images in ``flagged[prompt_id]`` (NSFW) do not
-    count, like images without answers. ``seeds`` is the number of seed indices (images
-    generated per set); by default one past the highest image index answered.
-    """
-    flagged = flagged or {}
-    highest = max((image.image_index for images in answers.values() for image in images), default=-1)
-    seeds = highest + 1 if seeds is None else seeds
-    if seeds < 1:
-        raise AuditorError("no answered images, so there is nothing to resample")
-    if highest >= seeds:
-        raise AuditorError(f"an answer for image {highest}, but only {seeds} images per prompt set")
-    sets = {}
-    for prompt_id, images in answers.items():
-        skipped = set(flagged.get(prompt_id, ()))
-        texts: list[list[str] | None] = [None] * seeds
-        for image in images:
-            if texts[image.image_index] is not None:
-                raise AuditorError(f"prompt set {prompt_id!r} has two answers for image {image.image_index}")
-            if image.image_index in skipped:
-                continue
-            texts[image.image_index] = [image.answers[axis] for axis in axes if axis in image.answers]
-            if include_captions and image.caption is not None:
-                texts[image.image_index].append(image.caption)
-        sets[prompt_id] = set_counts(texts)
-    return ConceptCounts(seeds=seeds, sets=sets)
-
-
-def tibet_file_counts(result: TibetResult) -> ConceptCounts:
-    """Counts of a TIBET result file: image i of each set is seed index i, and every answer counts.
-
-    Sets with fewer images than the longest have no image for the remaining seeds.
-    """
-    image_sets = result.image_sets()
-    seeds = max(len(images) for images in image_sets.values())
-    if seeds == 0:
-        raise AuditorError("the TIBET file has no images, so there is nothing to resample")
-    return ConceptCounts(
-        seeds=seeds,
-        sets={
-            prompt_id: set_counts([images[i] if i < len(images) else None for i in range(seeds)])
-            for prompt_id, images in image_sets.items()
-        },
-    )
-
-
-# --------------------------------------------------------------------------- embeddings
-
-
-@dataclass(frozen=True)
-class SetEmbeddings:
-    """Embeddings of one prompt set's usable images, with the seed index of each row."""
-
-    image_indices: np.ndarray
-    vectors: np.ndarray
-
-
-def usable_embeddings(
-    prompt_sets: Sequence[PromptSet], embeddings: Mapping[str, np.ndarray]
-) -> dict[str, SetEmbeddings]:
-    """Seed indices for the embed stage's arrays: one row per not-flagged image, in image order."""
-    found = {}
-    for prompt_set in prompt_sets:
-        vectors = embeddings.get(prompt_set.prompt_id)
-        if vectors is None or np.asarray(vectors).ndim != 2 or len(vectors) == 0:
-            continue
-        indices = np.array([image.index for image in prompt_set.images if not image.flagged_nsfw], dtype=np.intp)
-        if len(indices) != len(vectors):
-            raise AuditorError(
-                f"prompt set {prompt_set.prompt_id!r}: {len(vectors)} embeddings for {len(indices)} usable images"
-            )
-        found[prompt_set.prompt_id] = SetEmbeddings(image_indices=indices, vectors=np.asarray(vectors))
-    return found
-
 
 # --------------------------------------------------------------------------- statistics per resample
 
@@ -302,8 +178,8 @@ def tibet_samples(
             raise AuditorError(f"no answers for prompt set {prompt_id!r}: every prompt set of the plan needs them")
 
     def frequencies(found: SetCounts) -> np.ndarray:
-        resampled, images = bootstrap.resampled_counts(weights, found.counts, found.available)
-        return bootstrap.floored_frequencies(resampled, images, settings.min_frequency)
+        counts, images = resampled.resampled_counts(weights, found.counts, found.available)
+        return resampled.floored_frequencies(counts, images, settings.min_frequency)
 
     initial = counts.sets[INITIAL_PROMPT_ID]
     p_all = frequencies(initial)
@@ -313,7 +189,7 @@ def tibet_samples(
         other = counts.sets[prompt_id]
         pair = _prepare_pair(initial, other, synonyms, cliques)
         q_all = frequencies(other)
-        cas[:, j] = bootstrap.cas_samples(
+        cas[:, j] = resampled.cas_samples(
             _gather(p_all, pair.p_columns),
             _gather(q_all, pair.q_columns),
             pair.groups,
@@ -322,7 +198,7 @@ def tibet_samples(
             q_rest=q_all @ pair.q_rest,
         )
     slices = _axis_slices(axes)
-    bav = np.column_stack([bootstrap.bav_samples(cas[:, s]) for s in slices])
+    bav = np.column_stack([resampled.bav_samples(cas[:, s]) for s in slices])
     similarity = association = effect = None
     if embeddings is not None:
         similarity, association, effect = _embedding_samples(axes, ids, embeddings, weights)
@@ -330,10 +206,10 @@ def tibet_samples(
         counterfactual_ids=ids,
         cas=cas,
         bav=bav,
-        bav_mad=np.column_stack([bootstrap.bav_mad_samples(cas[:, s]) for s in slices]),
-        relative_bav=bootstrap.relative_bav_samples(bav),
+        bav_mad=np.column_stack([resampled.bav_mad_samples(cas[:, s]) for s in slices]),
+        relative_bav=resampled.relative_bav_samples(bav),
         lean=np.column_stack(
-            [bootstrap.lean_samples(cas[:, s], [prompt_gender(cf) for cf in cfs]) for s, (_, cfs) in zip(slices, axes)]
+            [resampled.lean_samples(cas[:, s], [prompt_gender(cf) for cf in cfs]) for s, (_, cfs) in zip(slices, axes)]
         ),
         similarity=similarity,
         association=association,
@@ -375,11 +251,11 @@ def _embedding_samples(
     for j, prompt_id in enumerate(ids):
         other = of(prompt_id)
         if other is not None:
-            similarity[:, j] = bootstrap.mean_cosine_samples(*initial, *other)
+            similarity[:, j] = resampled.mean_cosine_samples(*initial, *other)
     for a, (name, cfs) in enumerate(axes):
         sets = [of(counterfactual_id(name, k)) for k in range(len(cfs))]
         if len(sets) == 2 and all(found is not None and len(found[0]) >= 2 for found in sets):
-            association[:, a], effect[:, a] = bootstrap.single_concept_association_samples(*initial, *sets[0], *sets[1])
+            association[:, a], effect[:, a] = resampled.single_concept_association_samples(*initial, *sets[0], *sets[1])
     return similarity, association, effect
 
 
@@ -483,7 +359,7 @@ def score_intervals(
     cas = samples.cas
     cas_bounds = bounds(cas)
     by_axis = {name: bounds(getattr(samples, name)) for name in ("bav", "bav_mad", "relative_bav", "lean")}
-    ranks = bootstrap.first_rank_shares(samples.bav[1:end])
+    ranks = resampled.first_rank_shares(samples.bav[1:end])
     similarity = None if samples.similarity is None else bounds(samples.similarity)
     association = None if samples.association is None else bounds(samples.association)
     effect = None if samples.effect_size is None else bounds(samples.effect_size)

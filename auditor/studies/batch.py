@@ -3,10 +3,11 @@
 Each prompt is audited exactly as ``auditor prompt`` audits it, in its own run folder under
 the batch's (``audits/<id>/``: record, images, transcript, ``report.html``), so ``auditor
 report`` and ``auditor score`` read it as they read any audit. The batch runs stage by
-stage over all of them (plan every prompt, generate with one load of the text-to-image
-model, ask with one load of the VQA model, embed, score), so each model loads once and the
-GPU holds one at a time. Every stage goes through the content cache: a resumed batch
-recomputes nothing, and a prompt audited alone afterwards reuses all of it.
+stage over all of them (plan every prompt, then generate, ask and embed the images of each
+with the configured executor, then score), and its models stay loaded from one prompt to
+the next, so each loads once (and they are in memory together, as under ``--executor
+overlapped``). Every stage goes through the content cache: a resumed batch recomputes
+nothing, and a prompt audited alone afterwards reuses all of it.
 
 A prompt whose plan fails (no valid plan from the LLM, a refused request) is recorded as
 failed and the batch goes on without it; a failure in a later stage (a model that will not
@@ -38,8 +39,8 @@ from auditor.studies.run import ModelPool, StudyRun
 
 #: Where the prompts' audits live inside the batch's run folder.
 AUDITS_FOLDER = "audits"
-#: The prompt audit's stages, run over every prompt before the next.
-STAGES: tuple[Stage, ...] = ("plan", "generate", "perceive", "embed", "score")
+#: The prompt audit's steps, each run over every prompt before the next.
+STAGES: tuple[Stage, ...] = ("plan", "generate", "score")
 
 
 @dataclass
@@ -70,7 +71,7 @@ def start_batch(
             include={
                 "t2i", "embedder", "images_per_prompt", "seeds", "generation", "allow_partial_weights", "llm",
                 "llm_temperature", "llm_seed", "llm_retries", "max_axes", "max_counterfactuals", "axes", "vqa",
-                "perception", "scoring",
+                "perception", "scoring", "executor",
             }
         ),
     )  # fmt: skip
@@ -101,11 +102,12 @@ def resume_batch(
     models: dict[str, str] | None = None,
     vqa_concurrency: int | None = None,
     allow_partial_weights: bool = False,
+    executor: str | None = None,
 ) -> Batch:
     """Reopen a batch; its audits continue with their own settings (``models`` etc. as ``auditor prompt --resume``)."""
     run_dir = store.resolve(run)
     record = load_record(run_dir / RECORD_FILE, BatchRecord)
-    point_models(record.config, models, vqa_concurrency, allow_partial_weights)
+    point_models(record.config, models, vqa_concurrency, allow_partial_weights, executor)
     pool = ModelPool(keep=True)
     audits_store = RunStore(run_dir / AUDITS_FOLDER)
     quiet = NoticesOnly(progress)
@@ -119,6 +121,7 @@ def resume_batch(
             models,
             vqa_concurrency,
             allow_partial_weights,
+            executor,
             pool=pool,
         )  # fmt: skip
         if entry.status != "completed"

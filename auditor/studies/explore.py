@@ -48,6 +48,8 @@ from auditor.core.cache import ContentCache
 from auditor.core.environment import collect_environment
 from auditor.core.errors import AuditorError
 from auditor.core.store import RECORD_FILE, RunStore, new_run_id
+from auditor.executors.generation import PromptRequest, uncached
+from auditor.executors.perception import AnswerReader, merge_answers
 from auditor.metrics.allocation import Bounds, eliminated, separated, top_arms
 from auditor.metrics.multiple_testing import benjamini_hochberg
 from auditor.records import (
@@ -76,12 +78,10 @@ from auditor.scoring.arms import (
     score_arm,
     set_id,
 )
-from auditor.studies.generation_stage import PromptRequest, uncached
-from auditor.studies.perception_stage import merge_answers
 from auditor.studies.planning_stage import PlanRequest, cached_plan, is_cached
 from auditor.studies.progress import ProgressReporter
 from auditor.studies.prompt_audit import IMAGES_PER_VQA_CALL, point_models
-from auditor.studies.run import ModelPool, QuestionGroup, StudyRun, spec_ref
+from auditor.studies.run import ModelPool, StudyRun, spec_ref
 
 if TYPE_CHECKING:  # pragma: no cover
     from auditor.planning.proposer import LLMProposer
@@ -130,10 +130,12 @@ class ExploreOptions:
     llm_seed: int | None = None
     device: str | None = None
     allow_partial_weights: bool = False
+    executor: str = "sequential"
 
 
 def validate_options(options: ExploreOptions) -> None:
     """Reject bad input before anything is created or loaded."""
+    from auditor.executors import check_executor
     from auditor.generation.registry import T2I_BACKENDS
     from auditor.perception.registry import SENTENCE_EMBEDDERS, VQA_BACKENDS
     from auditor.planning import check_llm_spec
@@ -172,6 +174,7 @@ def validate_options(options: ExploreOptions) -> None:
     for ok, message in checks:
         if not ok:
             raise AuditorError(message)
+    check_executor(options.executor)
     T2I_BACKENDS.preflight(options.t2i)
     VQA_BACKENDS.preflight(options.vqa)
     if options.text_embedder:
@@ -210,7 +213,26 @@ def new_config(options: ExploreOptions) -> ExploreConfig:
         perception=options.perception,
         scoring=options.scoring,
         allow_partial_weights=options.allow_partial_weights,
+        executor=options.executor,
     )
+
+
+class RoundQuestions(AnswerReader):
+    """A round's VQA stage: each image is asked the questions of the arms it serves (an initial prompt's
+    image: every arm of its candidate that was given its seed), with one load of the VQA model."""
+
+    def __init__(
+        self,
+        study: Exploration,
+        asked: dict[tuple[str, int], dict[str, str]],
+        caption_question: str | None,
+        on_answers: Callable[[dict], None],
+    ):
+        super().__init__(study, IMAGES_PER_VQA_CALL, {}, caption_question, on_answers)
+        self.asked = asked
+
+    def questions_for(self, prompt_id: str, index: int) -> dict[str, str]:
+        return self.asked[prompt_id, index]
 
 
 class Exploration(StudyRun[ExploreRecord]):
@@ -634,7 +656,7 @@ class Exploration(StudyRun[ExploreRecord]):
     def _work(self, current: Round) -> None:
         """One batch of (prompt set, seed indices) requests through the generate and perceive stages."""
         wanted: dict[str, tuple[str, str | None, set[int]]] = {}
-        asked: dict[tuple[str, int], set[tuple[str, str]]] = {}  # (set, index) -> (axis, question) pairs
+        asked: dict[tuple[str, int], dict[str, str]] = {}  # (set, index) -> the questions of its arms (axis -> question)
         caption = None
         for arm_id, indices in current.allocated.items():
             arm = self._arm(arm_id)
@@ -646,11 +668,19 @@ class Exploration(StudyRun[ExploreRecord]):
                 entry = wanted.setdefault(key, (prompt, None if pid == INITIAL_PROMPT_ID else arm.axis, set()))
                 entry[2].update(indices)
                 for index in indices:
-                    asked.setdefault((key, index), set()).add((arm.axis, question))
+                    asked.setdefault((key, index), {})[arm.axis] = question
         requests = [
             PromptRequest(key, prompt, axis, tuple(sorted(indices))) for key, (prompt, axis, indices) in wanted.items()
         ]
-        counts = self.generate(requests)
+        before = dict(self.record.answers)
+
+        def checkpoint(answers) -> None:
+            self.record.answers = merge_answers(before, answers)
+            self.checkpoint()
+
+        reader = RoundQuestions(self, {key: dict(sorted(q.items())) for key, q in asked.items()}, caption, checkpoint)
+        counts = self.run_images(requests, [reader])
+        self.record.answers = merge_answers(before, reader.answers())
         current.images_generated += counts.computed
         current.images_reused += counts.cached
         self.record.images_reused += counts.cached
@@ -660,34 +690,6 @@ class Exploration(StudyRun[ExploreRecord]):
                 f"{current.images_charged}"
             )
         self.save()
-        before = dict(self.record.answers)
-
-        def checkpoint(answers) -> None:
-            self.record.answers = merge_answers(before, answers)
-            self.checkpoint()
-
-        found = self.answer(self._question_groups(asked), caption, IMAGES_PER_VQA_CALL, checkpoint)
-        self.record.answers = merge_answers(before, found)
-        self.save()
-
-    def _question_groups(self, asked: dict[tuple[str, int], set[tuple[str, str]]]) -> list[QuestionGroup]:
-        """The round's images grouped by the questions they need (an initial image: every arm's of its candidate)."""
-        groups: dict[frozenset, dict[str, set[int]]] = {}
-        for (key, index), questions in asked.items():
-            groups.setdefault(frozenset(questions), {}).setdefault(key, set()).add(index)
-        sets = {prompt_set.prompt_id: prompt_set for prompt_set in self.record.prompt_sets}
-        return [
-            (
-                [
-                    sets[key].model_copy(
-                        update={"images": [image for image in sets[key].images if image.index in indices]}
-                    )
-                    for key, indices in members.items()
-                ],
-                dict(sorted(questions)),
-            )
-            for questions, members in groups.items()
-        ]
 
     # ------------------------------------------------------------------ who leads
 
@@ -848,10 +850,11 @@ def resume_exploration(
     models: dict[str, str] | None = None,
     vqa_concurrency: int | None = None,
     allow_partial_weights: bool = False,
+    executor: str | None = None,
     on_round: Callable[[ExploreRecord], None] | None = None,
 ) -> Exploration:
     """Reopen an exploration; its own settings are used, and finished work comes from the record and the cache."""
     run_dir = store.resolve(run)
     record = load_record(run_dir / RECORD_FILE, ExploreRecord)
-    point_models(record.config, models, vqa_concurrency, allow_partial_weights)
+    point_models(record.config, models, vqa_concurrency, allow_partial_weights, executor)
     return Exploration(run_dir, record, cache, progress, device=device, on_round=on_round)

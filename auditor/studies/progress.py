@@ -7,6 +7,7 @@ own reporter, e.g. to drive a notebook widget or to stop a run from a callback.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Protocol
@@ -16,10 +17,13 @@ from rich.progress import (
     BarColumn,
     MofNCompleteColumn,
     Progress,
+    ProgressColumn,
     TaskID,
     TextColumn,
     TimeRemainingColumn,
 )
+
+from auditor.core.redaction import redact
 
 
 @dataclass
@@ -31,8 +35,8 @@ class StageCounts:
 
 
 class ProgressReporter(Protocol):
-    def start(self, stage: str, total: int, description: str) -> None:
-        """A stage with ``total`` units of work begins."""
+    def start(self, stage: str, total: int | None, description: str) -> None:
+        """A stage with ``total`` units of work begins (None: a count not known in advance, e.g. rows streamed)."""
 
     def advance(self, stage: str, amount: int = 1) -> None:
         """``amount`` more units of ``stage`` are done."""
@@ -47,7 +51,7 @@ class ProgressReporter(Protocol):
 class QuietProgress:
     """Reports nothing (``--quiet`` and ``--json``)."""
 
-    def start(self, stage: str, total: int, description: str) -> None:
+    def start(self, stage: str, total: int | None, description: str) -> None:
         pass
 
     def advance(self, stage: str, amount: int = 1) -> None:
@@ -67,7 +71,7 @@ class NoticesOnly:
     def __init__(self, inner: ProgressReporter):
         self.inner = inner
 
-    def start(self, stage: str, total: int, description: str) -> None:
+    def start(self, stage: str, total: int | None, description: str) -> None:
         pass
 
     def advance(self, stage: str, amount: int = 1) -> None:
@@ -81,39 +85,54 @@ class NoticesOnly:
 
 
 class RichProgress:
-    """One rich progress bar per stage, with done/total counts and the time remaining."""
+    """One rich progress bar per stage, with done/total counts and the time remaining.
+
+    Stages may report from several threads (the overlapped executor, the writer thread):
+    bars are added and removed under a lock.
+    """
 
     def __init__(self, console: Console):
         self.console = console
         self._progress: Progress | None = None
         self._tasks: dict[str, TaskID] = {}
+        self._lock = threading.Lock()
 
-    def start(self, stage: str, total: int, description: str) -> None:
-        if self._progress is None:
-            self._progress = Progress(
-                TextColumn("{task.description:<24}"),
-                BarColumn(bar_width=None),
-                MofNCompleteColumn(),
-                TimeRemainingColumn(),
-                console=self.console,
-                transient=False,
-            )
-            self._progress.start()
-        self._tasks[stage] = self._progress.add_task(description, total=total)
+    def start(self, stage: str, total: int | None, description: str) -> None:
+        with self._lock:
+            if self._progress is None:
+                self._progress = Progress(
+                    *_bar_columns(),
+                    console=self.console,
+                    transient=False,
+                )
+                self._progress.start()
+            self._tasks[stage] = self._progress.add_task(description, total=total)
 
     def advance(self, stage: str, amount: int = 1) -> None:
-        if self._progress is not None and stage in self._tasks:
-            self._progress.advance(self._tasks[stage], amount)
+        with self._lock:
+            if self._progress is not None and stage in self._tasks:
+                self._progress.advance(self._tasks[stage], amount)
 
     def finish(self, stage: str) -> None:
-        if self._progress is not None and stage in self._tasks:
-            self._progress.stop_task(self._tasks.pop(stage))
-            if not self._tasks:
-                self._progress.stop()
-                self._progress = None
+        with self._lock:
+            if self._progress is not None and stage in self._tasks:
+                self._progress.stop_task(self._tasks.pop(stage))
+                if not self._tasks:
+                    self._progress.stop()
+                    self._progress = None
 
     def notice(self, message: str) -> None:
-        self.console.print(f"note: {message}", markup=False, highlight=False)
+        print_notice(self.console, message)
+
+
+def _bar_columns() -> tuple[ProgressColumn, ...]:
+    """A stage's bar: its description, the bar, done/total and the time remaining."""
+    return (TextColumn("{task.description:<24}"), BarColumn(bar_width=None), MofNCompleteColumn(), TimeRemainingColumn())
+
+
+def print_notice(console: Console, message: str) -> None:
+    """A note between the bars, as plain text (never markup) with API keys redacted."""
+    console.print(f"note: {redact(message)}", markup=False, highlight=False)
 
 
 class _HeadedProgress(Progress):
@@ -130,20 +149,19 @@ class _HeadedProgress(Progress):
 
 class LiveProgress:
     """One live display: a header that the study refreshes (an exploration's round table) over the
-    current stage's bar. Use it as a context manager; finished bars go away, so it stays short."""
+    current stages' bars. Use it as a context manager; finished bars go away, so it stays short.
+    Stages may report from several threads (the executors): bars change under a lock."""
 
     def __init__(self, console: Console, header: Callable[[], RenderableType]):
         self.console = console
         self._progress = _HeadedProgress(
             header,
-            TextColumn("{task.description:<24}"),
-            BarColumn(bar_width=None),
-            MofNCompleteColumn(),
-            TimeRemainingColumn(),
+            *_bar_columns(),
             console=console,
             transient=False,
         )
         self._tasks: dict[str, TaskID] = {}
+        self._lock = threading.Lock()
 
     def __enter__(self) -> LiveProgress:
         self._progress.start()
@@ -156,16 +174,19 @@ class LiveProgress:
         """Redraw the header (after a round)."""
         self._progress.refresh()
 
-    def start(self, stage: str, total: int, description: str) -> None:
-        self._tasks[stage] = self._progress.add_task(description, total=total)
+    def start(self, stage: str, total: int | None, description: str) -> None:
+        with self._lock:
+            self._tasks[stage] = self._progress.add_task(description, total=total)
 
     def advance(self, stage: str, amount: int = 1) -> None:
-        if stage in self._tasks:
-            self._progress.advance(self._tasks[stage], amount)
+        with self._lock:
+            if stage in self._tasks:
+                self._progress.advance(self._tasks[stage], amount)
 
     def finish(self, stage: str) -> None:
-        if stage in self._tasks:
-            self._progress.remove_task(self._tasks.pop(stage))
+        with self._lock:
+            if stage in self._tasks:
+                self._progress.remove_task(self._tasks.pop(stage))
 
     def notice(self, message: str) -> None:
-        self.console.print(f"note: {message}", markup=False, highlight=False)
+        print_notice(self.console, message)

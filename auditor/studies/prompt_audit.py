@@ -20,6 +20,7 @@ from auditor.core.store import (
     RunStore,
     new_run_id,
 )
+from auditor.executors.generation import PromptRequest
 from auditor.records import (
     GenerationSettings,
     PerceptionSettings,
@@ -29,7 +30,6 @@ from auditor.records import (
     Stage,
     load_record,
 )
-from auditor.studies.generation_stage import PromptRequest
 from auditor.studies.planning_stage import PlanRequest, cached_plan
 from auditor.studies.progress import ProgressReporter
 from auditor.studies.run import (
@@ -72,15 +72,18 @@ class PromptAuditOptions:
     review: bool = False
     device: str | None = None
     allow_partial_weights: bool = False
+    executor: str = "sequential"
 
 
 def validate_options(options: PromptAuditOptions) -> None:
     """Reject bad input before anything is created or loaded."""
+    from auditor.executors import check_executor
     from auditor.planning import check_llm_spec
 
     if not options.prompt.strip():
         raise AuditorError("the prompt is empty: give the text-to-image prompt to audit, e.g. \"a photo of a pharmacist\"")
     check_images_and_seeds(options.images, options.seeds)
+    check_executor(options.executor)
     check_llm_spec(options.llm)
     if options.axes is not None:
         from auditor.planning.offline import check_axes
@@ -133,6 +136,7 @@ def new_config(options: PromptAuditOptions) -> RunConfig:
         perception=options.perception,
         scoring=options.scoring,
         allow_partial_weights=options.allow_partial_weights,
+        executor=options.executor,
     )
 
 
@@ -166,9 +170,7 @@ class PromptAudit(StudyRun[RunRecord]):
         """The audit's stages in order (a batch runs each stage over all its audits before the next)."""
         return [
             ("plan", self.plan),
-            ("generate", self.generate_all),
-            ("perceive", self.perceive),
-            ("embed", self.embed_all),
+            ("generate", self.images),
             ("score", self.score),
         ]
 
@@ -212,27 +214,30 @@ class PromptAudit(StudyRun[RunRecord]):
         adapter = TypeAdapter(list[ChatMessage])
         atomic_write_bytes(self.run_dir / TRANSCRIPT_FILE, adapter.dump_json(list(transcript), indent=2))
 
-    def generate_all(self) -> None:
-        self.generate([PromptRequest(pid, prompt, axis) for pid, prompt, axis in self.record.plan.prompt_sets()])
+    def images(self) -> None:
+        """Generate every prompt set, ask every image the axes' questions and the caption, and embed it."""
+        from auditor.executors.perception import AnswerReader
 
-    def perceive(self) -> None:
         plan = self.record.plan
+        config = self.record.config
 
         def checkpoint(answers) -> None:
             self.record.answers = answers
             self.checkpoint()
 
-        self.record.answers = self.answer(
-            [(self.record.prompt_sets, {axis.name: axis.question for axis in plan.axes})],
-            plan.caption_question if self.record.config.scoring.include_captions else None,
+        answers = AnswerReader(
+            self,
             IMAGES_PER_VQA_CALL,
-            checkpoint,
+            {axis.name: axis.question for axis in plan.axes},
+            plan.caption_question if config.scoring.include_captions else None,
+            on_answers=checkpoint,
         )
-
-    def embed_all(self) -> None:
-        if self.record.config.embedder is not None:
-            # The default CLIP model is optional: without its weights the audit goes on without embedding scores.
-            self.embeddings = self.embed(required=self.embedder_required)
+        # The default CLIP model is optional: without its weights the audit goes on without embedding scores.
+        embed = self.embed_reader(required=self.embedder_required) if config.embedder is not None else None
+        readers = [answers] if embed is None else [answers, embed]
+        self.run_images([PromptRequest(pid, prompt, axis) for pid, prompt, axis in plan.prompt_sets()], readers)
+        self.record.answers = answers.answers()
+        self.embeddings = embed.vectors() if embed is not None else None
 
     def score(self) -> None:
         from auditor.scoring.intervals import score_run
@@ -282,6 +287,7 @@ def resume_audit(
     models: dict[str, str] | None = None,
     vqa_concurrency: int | None = None,
     allow_partial_weights: bool = False,
+    executor: str | None = None,
     pool: ModelPool | None = None,
 ) -> PromptAudit:
     """Reopen a run folder; its own config is used, and finished work comes from the cache.
@@ -291,13 +297,14 @@ def resume_audit(
     other weights never reuse the first attempt's results. ``vqa_concurrency`` changes how
     many requests an API VQA model gets at once (e.g. fewer after rate limits); answers do not change.
     ``allow_partial_weights`` lets such a copy be an incomplete checkpoint; the run records it.
+    ``executor`` runs the rest with another executor (the results are the same; the run records it).
     ``pool`` shares loaded models with other audits (a batch's).
     """
     run_dir = store.resolve(run)
     record = load_record(run_dir / "record.json")
     if record.status == "completed":
         progress.notice(f"run {record.run_id} is already complete; rescoring from cached results")
-    point_models(record.config, models, vqa_concurrency, allow_partial_weights)
+    point_models(record.config, models, vqa_concurrency, allow_partial_weights, executor)
     return PromptAudit(
         run_dir, record, cache, progress,
         device=device, embedder_required="embedder" in (models or {}), models=pool,
@@ -305,13 +312,19 @@ def resume_audit(
 
 
 def point_models(
-    config: Any, models: dict[str, str] | None, vqa_concurrency: int | None, allow_partial_weights: bool
+    config: Any,
+    models: dict[str, str] | None,
+    vqa_concurrency: int | None,
+    allow_partial_weights: bool,
+    executor: str | None = None,
 ) -> None:
     """Apply a resume's model options to a run's config (any config with ``t2i``/``vqa``/``embedder`` fields).
 
-    ``models`` (``t2i``/``vqa``/``embedder`` -> spec; ``embedder`` may be ``none``) are checked
-    without loading anything.
+    ``models`` (``t2i``/``vqa``/``embedder`` -> spec; ``embedder`` may be ``none``) and ``executor``
+    are checked without loading anything.
     """
+    from auditor.executors import check_executor
+
     if allow_partial_weights:
         config.allow_partial_weights = True
     registries = _model_registries()
@@ -323,3 +336,5 @@ def point_models(
         setattr(config, stage, spec_ref(spec))
     if vqa_concurrency is not None:
         config.perception.concurrency = vqa_concurrency
+    if executor is not None:
+        config.executor = check_executor(executor)

@@ -1,5 +1,6 @@
 """What every study run shares: its folder and record, stage timing, how it ends, and the
-generate, perceive and embed stages with the models they load.
+image stages (generate, then VQA and embeddings) run by the configured executor on the
+models of the run's :class:`ModelPool`.
 
 A study (the prompt audit, a T2IAT test, the occupation study) is a list of named steps.
 :meth:`StudyRun.execute` runs them, rewriting the record atomically after each, so Ctrl-C
@@ -11,8 +12,7 @@ loads once however many prompts or rounds use it.
 
 from __future__ import annotations
 
-import gc
-import sys
+import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from auditor.core.cache import ContentCache
+from auditor.core.devices import release_accelerator_memory
 from auditor.core.environment import collect_environment
 from auditor.core.errors import AuditorError
 from auditor.core.fingerprint import CHUNK, file_sha256
@@ -27,10 +28,9 @@ from auditor.core.redaction import redact
 from auditor.core.registry import parse_spec
 from auditor.core.store import RECORD_FILE, write_model
 from auditor.core.weights import LoadOptions
+from auditor.executors.generation import PromptRequest
 from auditor.records import (
-    ImageAnswers,
     ModelRef,
-    PromptSet,
     RunError,
     RunStatus,
     Stage,
@@ -38,13 +38,11 @@ from auditor.records import (
     StudyRecord,
     utc_now,
 )
-from auditor.studies.generation_stage import PromptRequest, generate_images, merge_sets
-from auditor.studies.perception_stage import answer_questions, embed_images, merge_answers
 from auditor.studies.progress import ProgressReporter, StageCounts
 
 if TYPE_CHECKING:  # pragma: no cover
-    import numpy as np
-
+    from auditor.executors.perception import EmbedReader, ImageReader
+    from auditor.generation.base import TextToImage
     from auditor.perception.base import Embedder
 
 #: Images embedded per forward pass (does not change the embeddings).
@@ -72,39 +70,32 @@ def paired_seeds(images: int, seeds: list[int] | None) -> list[int]:
     return seeds if seeds is not None else list(range(images))
 
 
-def release_accelerator_memory() -> None:
-    """Free a finished stage's model before the next one loads (a GPU rarely holds two big models)."""
-    gc.collect()
-    torch = sys.modules.get("torch")
-    if torch is not None and torch.cuda.is_available():
-        torch.cuda.empty_cache()
-
-
 RecordT = TypeVar("RecordT", bound=StudyRecord)
 ModelT = TypeVar("ModelT")
-#: Prompt sets and the questions (axis -> question) every image of them is asked.
-QuestionGroup = tuple[Sequence[PromptSet], dict[str, str]]
 
 
 class ModelPool:
     """The models a study has loaded, one per kind (``t2i``, ``vqa``, ``embedder``) and spec.
 
     With ``keep=False`` (one prompt audit) a model is released as soon as the stage that
-    loaded it ends, so a GPU holds one big model at a time. With ``keep=True`` it stays
-    loaded until :meth:`release`: a batch's stage runs over every prompt on one load, and
-    an exploration's rounds generate and ask questions without loading anything twice.
+    loaded it ends, so under the sequential executor a GPU holds one big model at a time.
+    With ``keep=True`` every model stays loaded until :meth:`release`: a batch's prompts and
+    an exploration's rounds load nothing twice, at the memory cost of all of them at once
+    (as under the overlapped executor). Stages in several threads share it: it locks.
     """
 
     def __init__(self, keep: bool = False):
         self.keep = keep
         self._loaded: dict[tuple[str, str], Any] = {}
+        self._lock = threading.Lock()
 
     def get(self, kind: str, spec: str, load: Callable[[], ModelT]) -> ModelT:
         """The loaded model of this kind and spec, loading it with ``load`` the first time."""
         key = (kind, spec)
-        if key not in self._loaded:
-            self._loaded[key] = load()
-        return self._loaded[key]
+        with self._lock:
+            if key not in self._loaded:
+                self._loaded[key] = load()
+            return self._loaded[key]
 
     def done(self, kind: str) -> None:
         """A stage has finished with its model: released now unless the pool keeps models."""
@@ -113,8 +104,9 @@ class ModelPool:
 
     def release(self, kind: str | None = None) -> None:
         """Drop the models of one kind (or all) and free accelerator memory."""
-        for key in [key for key in self._loaded if kind is None or key[0] == kind]:
-            del self._loaded[key]
+        with self._lock:
+            for key in [key for key in self._loaded if kind is None or key[0] == kind]:
+                del self._loaded[key]
         release_accelerator_memory()
 
 
@@ -142,6 +134,9 @@ class StudyRun(Generic[RecordT]):
         self.progress = progress
         self.device = device
         self.models = models if models is not None else ModelPool()
+        #: Stages run in several threads under the overlapped executor: saves and timings take turns.
+        self._lock = threading.RLock()
+        self._failed_stage: Stage | None = None
         #: Stages timed in this attempt: a stage run again in the same attempt adds to its timing.
         self._timed: set[Stage] = set()
         #: Least seconds between two partial saves during a stage (see :meth:`checkpoint`).
@@ -149,9 +144,10 @@ class StudyRun(Generic[RecordT]):
         self._saved_at = float("-inf")
 
     def save(self) -> None:
-        self.record.updated_at = utc_now()
-        write_model(self.run_dir / RECORD_FILE, self.record)
-        self._saved_at = time.monotonic()
+        with self._lock:
+            self.record.updated_at = utc_now()
+            write_model(self.run_dir / RECORD_FILE, self.record)
+            self._saved_at = time.monotonic()
 
     def checkpoint(self) -> None:
         """Save a partial record during a stage, at most every ``checkpoint_seconds``.
@@ -161,6 +157,12 @@ class StudyRun(Generic[RecordT]):
         """
         if time.monotonic() - self._saved_at >= self.checkpoint_seconds:
             self.save()
+
+    def mark_failed(self, stage: Stage | None) -> None:
+        """Name the stage where the run is failing (the first one named wins); the record's error says it."""
+        with self._lock:
+            if self._failed_stage is None:
+                self._failed_stage = stage
 
     def load_options(self) -> LoadOptions:
         """How this run's stages load models: its device, whether partial checkpoints are allowed,
@@ -184,30 +186,35 @@ class StudyRun(Generic[RecordT]):
             self.progress.finish(stage)
 
     @contextmanager
-    def stage(self, name: Stage) -> Iterator[StageCounts]:
+    def stage(self, name: Stage, outcome: StageCounts | None = None) -> Iterator[StageCounts]:
         """Time a stage and record its computed/cached counts.
 
         The first time in an attempt it replaces an earlier attempt's timing; run again in the
-        same attempt (an exploration's rounds) it adds to it.
+        same attempt (an exploration's rounds) it adds to it. An exception leaving the stage
+        marks it as the one that failed, unless another stage (in another thread) failed first.
         """
-        outcome = StageCounts()
+        outcome = outcome if outcome is not None else StageCounts()
         started = time.perf_counter()
         try:
             yield outcome
+        except BaseException:
+            self.mark_failed(name)
+            raise
         finally:
             timing = StageTiming(
                 stage=name, seconds=time.perf_counter() - started, computed=outcome.computed, cached=outcome.cached
             )
-            earlier = next((t for t in self.record.timings if t.stage == name), None)
-            if earlier is not None and name in self._timed:
-                timing = StageTiming(
-                    stage=name,
-                    seconds=earlier.seconds + timing.seconds,
-                    computed=earlier.computed + timing.computed,
-                    cached=earlier.cached + timing.cached,
-                )
-            self._timed.add(name)
-            self.record.timings = [t for t in self.record.timings if t.stage != name] + [timing]
+            with self._lock:
+                earlier = next((t for t in self.record.timings if t.stage == name), None)
+                if earlier is not None and name in self._timed:
+                    timing = StageTiming(
+                        stage=name,
+                        seconds=earlier.seconds + timing.seconds,
+                        computed=earlier.computed + timing.computed,
+                        cached=earlier.cached + timing.cached,
+                    )
+                self._timed.add(name)
+                self.record.timings = [t for t in self.record.timings if t.stage != name] + [timing]
 
     def execute(self, steps: Sequence[tuple[Stage, Callable[[], None]]]) -> None:
         """Run the steps in order; the record ends ``completed``, ``failed`` or ``interrupted``."""
@@ -222,6 +229,7 @@ class StudyRun(Generic[RecordT]):
         self.record.errors = []
         self.record.environment = collect_environment()
         self._timed = set()
+        self._failed_stage = None
         self.save()
 
     def run_step(self, name: Stage, step: Callable[[], None]) -> None:
@@ -229,10 +237,10 @@ class StudyRun(Generic[RecordT]):
         try:
             step()
         except KeyboardInterrupt:
-            self.interrupt(name)
+            self.interrupt(self._failed_stage or name)
             raise
         except Exception as exc:
-            self.fail(name, exc)
+            self.fail(self._failed_stage or name, exc)
             raise
         self.save()
 
@@ -261,120 +269,31 @@ class StudyRun(Generic[RecordT]):
 
     # ------------------------------------------------------------------ shared stages
 
-    def generate(self, requests: Sequence[PromptRequest]) -> StageCounts:
-        """Fill the requested prompt sets in ``record.prompt_sets`` with the configured text-to-image model,
-        through the cache; sets and images already there and not requested stay. Returns the counts."""
-        config = self.record.config
-        before = list(self.record.prompt_sets)
-        with self.stage("generate") as outcome:
-            try:
-                backend = self.text_to_image()
-                config.t2i = backend.ref.model_copy(update={"spec": config.t2i.spec})
-                # Record what actually ran: the model's defaults filled in (batch size is ours, not the model's).
-                config.generation = backend.settings.model_copy(update={"batch_size": config.generation.batch_size})
+    def run_images(self, requests: Sequence[PromptRequest], readers: Sequence[ImageReader] = ()) -> StageCounts:
+        """Fill the requested images of ``record.prompt_sets`` with the configured text-to-image model (sets and
+        images already there stay), then let every reader (VQA, embeddings) read them, through the cache, with
+        the configured executor. Returns the generate stage's counts."""
+        from auditor.executors import make_executor
+        from auditor.executors.generation import GenerationStage
 
-                def checkpoint(sets: list[PromptSet]) -> None:
-                    self.record.prompt_sets = merge_sets(before, sets)
-                    self.checkpoint()
+        generation = GenerationStage(self, requests)
+        make_executor(self.record.config.executor).run(self, generation, readers)
+        return generation.counts
 
-                sets, counts = generate_images(
-                    backend, requests, config.seeds, self.cache, self.run_dir,
-                    config.generation.batch_size, self.progress, checkpoint,
-                )  # fmt: skip
-                outcome.computed, outcome.cached = counts.computed, counts.cached
-                self.record.prompt_sets = merge_sets(before, sets)
-            finally:
-                self.models.done("t2i")
-        return counts
+    def text_to_image(self) -> TextToImage:
+        """The configured text-to-image model, ready to generate, from the pool (loaded the first time)."""
+        from auditor.executors.generation import load_text_to_image
 
-    def text_to_image(self) -> Any:
-        """The configured text-to-image backend, from the pool (loaded the first time)."""
-        from auditor.generation.registry import T2I_BACKENDS
+        return self.models.get("t2i", self.record.config.t2i.spec, lambda: load_text_to_image(self))
 
-        config = self.record.config
-        return self.models.get(
-            "t2i",
-            config.t2i.spec,
-            lambda: T2I_BACKENDS.load(config.t2i.spec, settings=config.generation, options=self.load_options()),
-        )
-
-    def answer(
-        self,
-        groups: Sequence[QuestionGroup],
-        caption_question: str | None,
-        images_per_call: int,
-        checkpoint: Callable[[dict[str, list[ImageAnswers]]], None] | None = None,
-    ) -> dict[str, list[ImageAnswers]]:
-        """Ask every image of each group's prompt sets that group's questions and the caption, through
-        the cache, with the configured VQA model (``config.vqa``, loaded once for all groups).
-
-        Returns prompt id -> answers per image, with the answers of an image that is in several
-        groups merged. ``checkpoint`` hears the answers so far after every call to the model.
-        """
-        from auditor.perception.registry import VQA_BACKENDS
-
-        config = self.record.config
-        found: dict[str, list[ImageAnswers]] = {}
-        with self.stage("perceive") as outcome:
-            try:
-                vqa = self.models.get(
-                    "vqa",
-                    config.vqa.spec,
-                    lambda: VQA_BACKENDS.load(config.vqa.spec, settings=config.perception, options=self.load_options()),
-                )
-                config.vqa = vqa.ref.model_copy(update={"spec": config.vqa.spec})
-                config.perception = vqa.settings  # what it answers with, its defaults filled in
-                for sets, questions in groups:
-                    done = dict(found)
-
-                    def partial(answers: dict[str, list[ImageAnswers]], done=done) -> None:
-                        if checkpoint is not None:
-                            checkpoint(merge_answers(done, answers))
-
-                    answers, counts = answer_questions(
-                        vqa, sets, questions, caption_question, self.cache, self.run_dir, images_per_call,
-                        self.progress, partial,
-                    )  # fmt: skip
-                    found = merge_answers(found, answers)
-                    outcome.computed += counts.computed
-                    outcome.cached += counts.cached
-            finally:
-                self.models.done("vqa")
-        return found
-
-    def embed(
-        self, *, required: bool = True, also: Callable[[Embedder], None] | None = None
-    ) -> dict[str, np.ndarray] | None:
-        """Prompt id -> unit-length embeddings of its usable images (cached by image sha256).
+    def embed_reader(self, *, required: bool = True, also: Callable[[Embedder], None] | None = None) -> EmbedReader:
+        """The embed stage for :meth:`run_images`: unit-length image embeddings (cached by image sha256).
 
         With ``required=False`` an embedder that cannot be loaded is skipped with a notice
         (and dropped from the config) instead of failing the run. ``also`` is called with
         the loaded embedder before it is released (e.g. to embed prompt texts too).
+        Its ``vectors()`` are prompt id -> embeddings of the usable images once the stage ran.
         """
-        from auditor.perception.registry import EMBEDDERS
+        from auditor.executors.perception import EmbedReader
 
-        config = self.record.config
-        with self.stage("embed") as outcome:
-            try:
-                try:
-                    embedder = self.models.get(
-                        "embedder",
-                        config.embedder.spec,
-                        lambda: EMBEDDERS.load(config.embedder.spec, options=self.load_options()),
-                    )
-                except AuditorError as exc:
-                    if required:
-                        raise
-                    self.progress.notice(f"embedding scores skipped: {exc} (pass --embedder none to silence this)")
-                    config.embedder = None
-                    return None
-                config.embedder = embedder.ref.model_copy(update={"spec": config.embedder.spec})
-                vectors, counts = embed_images(
-                    embedder, self.record.prompt_sets, self.cache, self.run_dir, EMBED_BATCH_SIZE, self.progress
-                )
-                outcome.computed, outcome.cached = counts.computed, counts.cached
-                if also is not None:
-                    also(embedder)
-            finally:
-                self.models.done("embedder")
-        return vectors
+        return EmbedReader(self, EMBED_BATCH_SIZE, required=required, also=also)

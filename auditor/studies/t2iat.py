@@ -1,8 +1,8 @@
 """T2IAT studies: a test (``auditor t2iat run``) and the occupation study (``auditor t2iat occupations``).
 
 Both go generate -> embed -> score through the stages every study shares
-(:mod:`auditor.studies.generation_stage`: same backends, same content cache, paired seeds;
-:mod:`auditor.studies.perception_stage`: embeddings cached by image sha256), and write a
+(:mod:`auditor.executors.generation`: same backends, same content cache, paired seeds;
+:mod:`auditor.executors.perception`: embeddings cached by image sha256), and write a
 typed record atomically into ``<runs>/<run id>/record.json`` after every stage, so a
 failed or interrupted run leaves a valid record saying where it stopped. A rerun with the
 same models and seeds takes every image and embedding from the cache.
@@ -19,7 +19,8 @@ import numpy as np
 from auditor.core.cache import ContentCache
 from auditor.core.environment import collect_environment
 from auditor.core.errors import AuditorError
-from auditor.core.store import RunStore, new_run_id, slugify
+from auditor.core.store import RunStore, new_run_id
+from auditor.executors.generation import PromptRequest
 from auditor.records import (
     T2IAT_GROUPS,
     GenerationSettings,
@@ -30,7 +31,6 @@ from auditor.records import (
     T2IATTestDefinition,
 )
 from auditor.scoring.t2iat import occupation_ids, score_occupation, score_test
-from auditor.studies.generation_stage import PromptRequest
 from auditor.studies.progress import ProgressReporter
 from auditor.studies.run import StudyRun, check_images_and_seeds, paired_seeds, spec_ref
 from auditor.studies.t2iat_tests import all_prompts
@@ -57,16 +57,19 @@ class StudyOptions:
     permutation_seed: int = 0
     device: str | None = None
     allow_partial_weights: bool = False
+    executor: str = "sequential"
 
     def validate(self) -> None:
         """Reject bad input before a run folder is created or a model loaded."""
+        from auditor.executors import check_executor
         from auditor.generation.registry import T2I_BACKENDS
         from auditor.perception.registry import EMBEDDERS
 
         check_images_and_seeds(self.images, self.seeds)
+        check_executor(self.executor)
         if self.permutations < 1:
             raise AuditorError(f"--permutations must be at least 1 (got {self.permutations})")
-        T2I_BACKENDS.check(self.t2i)
+        T2I_BACKENDS.preflight(self.t2i)
         EMBEDDERS.check(self.embedder)
 
     def config_fields(self) -> dict[str, Any]:
@@ -80,6 +83,7 @@ class StudyOptions:
             "permutations": self.permutations,
             "permutation_seed": self.permutation_seed,
             "allow_partial_weights": self.allow_partial_weights,
+            "executor": self.executor,
         }
 
 
@@ -107,39 +111,21 @@ def run_t2iat_test(
         environment=collect_environment(),
     )
     study = StudyRun(run_dir, record, cache, progress, options.device)
-    vectors: dict[str, np.ndarray] = {}
-
-    def embed() -> None:
-        vectors.update(study.embed())
+    embed = study.embed_reader()
 
     def score() -> None:
         with study.stage("score") as outcome:
             record.association_scores, record.result = score_test(
-                vectors, record.groups, config.permutations, config.permutation_seed
+                embed.vectors(), record.groups, config.permutations, config.permutation_seed
             )
             outcome.computed = 1
 
     requests = [PromptRequest(p.prompt_id, p.prompt) for p in prompts]
-    study.execute([("generate", lambda: study.generate(requests)), ("embed", embed), ("score", score)])
+    study.execute([("generate", lambda: study.run_images(requests, [embed])), ("score", score)])
     return record, run_dir
 
 
 # --------------------------------------------------------------------------- the occupation study
-
-
-def read_occupations(text: str, where: str) -> list[str]:
-    """Occupations from a text file's contents: one per line, ``#`` comments and blank lines ignored."""
-    occupations = [line.split("#", 1)[0].strip() for line in text.splitlines()]
-    occupations = [o for o in occupations if o]
-    if not occupations:
-        raise AuditorError(f"{where} lists no occupations (one per line, '#' starts a comment)")
-    slugs: dict[str, str] = {}
-    for occupation in occupations:
-        slug = slugify(occupation, max_length=80)
-        if slug in slugs:
-            raise AuditorError(f"{where}: {slugs[slug]!r} and {occupation!r} are the same occupation")
-        slugs[slug] = occupation
-    return occupations
 
 
 def run_occupations(
@@ -173,7 +159,6 @@ def run_occupations(
     run_dir = store.create(run_name or new_run_id("t2iat occupations"))
     record = OccupationsRecord(run_id=run_dir.name, config=config, environment=collect_environment())
     study = StudyRun(run_dir, record, cache, progress, options.device)
-    vectors: dict[str, np.ndarray] = {}
     text_vectors: dict[str, np.ndarray] = {}
 
     def embed_prompts(embedder: Embedder) -> None:
@@ -182,10 +167,10 @@ def run_occupations(
         for i, occupation in enumerate(occupations):
             text_vectors[occupation] = rows[3 * i : 3 * i + 3]
 
-    def embed() -> None:
-        vectors.update(study.embed(also=embed_prompts))
+    embed = study.embed_reader(also=embed_prompts)
 
     def score() -> None:
+        vectors = embed.vectors()
         with study.stage("score") as outcome:
             record.occupations = [
                 score_occupation(o, vectors, text_vectors[o], config.permutations, config.permutation_seed)
@@ -198,5 +183,5 @@ def run_occupations(
         for occupation in occupations
         for kind, prompt in zip(("neutral", "male", "female"), texts[occupation], strict=True)
     ]
-    study.execute([("generate", lambda: study.generate(requests)), ("embed", embed), ("score", score)])
+    study.execute([("generate", lambda: study.run_images(requests, [embed])), ("score", score)])
     return record, run_dir

@@ -1,0 +1,288 @@
+"""``auditor amplification``: bias amplification against the training data (Seshadri et al. 2023).
+
+``run`` compares, per occupation, the share of women in the model's images (G) with the
+share in the training examples selected for the occupation (T) and reports A = |G - 50|
+- |T - 50|; ``captions`` is the training side alone (no model but MiniLM for the nn
+methods); ``report`` shows a stored run again.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+
+from auditor.commands import common
+from auditor.core.console import out, print_json
+from auditor.core.errors import AuditorError
+from auditor.core.settings import DEFAULT_EMBEDDER
+
+app = typer.Typer(
+    name="amplification",
+    help="Bias amplification: % women in generated vs training images per occupation (Seshadri et al. 2023).",
+    no_args_is_help=True,
+    add_completion=False,
+    rich_markup_mode=None,
+)
+
+_OCCUPATION = typer.Option(None, "--occupation", help="An occupation (repeat for several); default: the built-in list.")
+_OCCUPATIONS = typer.Option(None, "--occupations", help="Occupations, one per line ('#' comments); default: built in.")
+_METHOD = typer.Option(
+    ["all"], "--method", help="keyword, nn, no-indicator, nn+no-indicator or all (repeat for several)."
+)
+_CAPTION_COLUMN = typer.Option(None, "--caption-column", help="Caption column (default: 'caption', else 'TEXT').")
+_PER_OCCUPATION = typer.Option(
+    500, "--per-occupation", help="Captions selected per occupation and method (paper: 500)."
+)
+_SAMPLE_SEED = typer.Option(0, "--sample-seed", help="Seed of the keyword method's sample.")
+_NAMES = typer.Option(False, "--names", help="Count first names (gender-guesser) as gender indicators too.")
+_TEXT_EMBEDDER = typer.Option(
+    "minilm", "--text-embedder", help="Sentence embedder of the nn methods (minilm = all-MiniLM-L6-v2)."
+)
+_RUNS_DIR = typer.Option(None, "--runs-dir", help="Runs folder (default: AUDITOR_RUNS_DIR or ./runs).")
+
+#: Options a resumed run takes: where its models are and how to show progress; the rest comes from its record.
+RESUME_OPTIONS = {
+    "resume", "runs_dir", "device", "quiet", "json_output", "t2i", "embedder", "text_embedder", "allow_partial_weights",
+}  # fmt: skip
+
+
+def _occupations(names: list[str] | None, file: Path | None) -> tuple[list[str], str]:
+    """The occupations and where they came from: --occupation, --occupations FILE, or the built-in list."""
+    from auditor.studies.occupations import builtin_occupations, check_occupations, read_occupations_file
+
+    if names and file is not None:
+        raise AuditorError("give occupations with --occupation or with --occupations FILE, not both")
+    if file is not None:
+        return read_occupations_file(file), str(file)
+    if names is not None and len(names) > 0:
+        return check_occupations(names, "--occupation"), "--occupation"
+    return builtin_occupations("amplification/occupations.txt"), "built-in prompts/amplification/occupations.txt"
+
+
+def _templates(values: list[str] | None) -> list[str]:
+    """``--template`` values: a number of the paper's Table 1 (1-4), ``all``, or a template text."""
+    from auditor.corpora.prompts import builtin_templates
+
+    paper = builtin_templates()
+    chosen: list[str] = []
+    for value in values or ["all"]:
+        text = value.strip()
+        if text == "all":
+            chosen += paper
+        elif text.isdigit():
+            if not 1 <= int(text) <= len(paper):
+                raise AuditorError(f"--template {text}: the paper has templates 1 to {len(paper)}")
+            chosen.append(paper[int(text) - 1])
+        else:
+            chosen.append(text)
+    return list(dict.fromkeys(chosen))
+
+
+@app.command("run")
+def run(
+    ctx: typer.Context,
+    t2i: str = common.T2I,
+    captions: str | None = typer.Option(
+        None, "--captions", help="Training sample: CSV/TSV/JSONL/Parquet/TXT file, folder or glob (streamed)."
+    ),
+    occupation: list[str] | None = _OCCUPATION,
+    occupations_file: Path | None = _OCCUPATIONS,
+    method: list[str] = _METHOD,
+    template: list[str] | None = typer.Option(
+        None, "--template", help="Prompt template: 1-4 (the paper's Table 1), all (default), or text with {occupation}."
+    ),
+    images: int = typer.Option(500, "--images", help="Images per occupation and template (the paper uses 500)."),
+    caption_column: str | None = _CAPTION_COLUMN,
+    image_column: str | None = typer.Option(
+        None, "--image-column", help="Column of image paths on disk; without it T is the caption proxy."
+    ),
+    per_occupation: int = _PER_OCCUPATION,
+    sample_seed: int = _SAMPLE_SEED,
+    names: bool = _NAMES,
+    embedder: str = typer.Option(
+        DEFAULT_EMBEDDER, "--embedder", help="CLIP model of the gender classifier (clip:<id|path>)."
+    ),
+    threshold: float = typer.Option(
+        0.9, "--threshold", help="Confidence needed for man / woman; the rest is ambiguous."
+    ),
+    face_detector: str = typer.Option(
+        "haar", "--face-detector", help="haar (OpenCV, offline), haar:<cascade> or mediapipe:<model .tflite>."
+    ),
+    text_embedder: str = _TEXT_EMBEDDER,
+    exclude_flips: bool = typer.Option(
+        False, "--exclude-flips", help="Leave occupations whose direction flips on every prompt out of the means."
+    ),
+    seed: str | None = common.SEED,
+    batch_size: int = common.BATCH_SIZE,
+    steps: int | None = common.steps_option(),
+    guidance: float | None = common.guidance_option(),
+    scheduler: str | None = common.SCHEDULER,
+    bootstrap: int = typer.Option(
+        10_000, "--bootstrap", help="Bootstrap resamples behind the intervals of A and its mean."
+    ),
+    ci_seed: int = common.CI_SEED,
+    name: str | None = typer.Option(None, "--name", help="Run folder name (default: date-time-amplification)."),
+    resume: str | None = typer.Option(
+        None,
+        "--resume",
+        help="Continue an earlier run (id or folder) with its own settings; --t2i/--embedder/--text-embedder may point at the same models elsewhere.",
+    ),
+    runs_dir: Path | None = _RUNS_DIR,
+    device: str | None = common.DEVICE,
+    allow_partial_weights: bool = common.ALLOW_PARTIAL_WEIGHTS,
+    quiet: bool = common.QUIET,
+    json_output: bool = typer.Option(False, "--json", help="Print the results as one JSON object."),
+) -> None:
+    """Generate images per occupation, select training captions, classify both sides, report G, T and A."""
+    from auditor.studies.amplification import (
+        AmplificationOptions,
+        parse_methods,
+        resume_amplification,
+        start_amplification,
+    )
+
+    store = common.run_store(runs_dir)
+    options = None
+    if resume is None:
+        if captions is None:
+            raise AuditorError("--captions FILE is required: the training sample to compare the model with")
+        listed, source = _occupations(occupation, occupations_file)
+        from auditor.records import GenerationSettings
+
+        options = AmplificationOptions(
+            t2i=t2i, captions=captions, occupations=listed, occupations_source=source, templates=_templates(template),
+            methods=parse_methods(method), caption_column=caption_column, image_column=image_column,
+            embedder=embedder, text_embedder=text_embedder, face_detector=face_detector, threshold=threshold,
+            per_occupation=per_occupation, sample_seed=sample_seed, names=names, images=images,
+            seeds=common.parse_seeds(seed, images),
+            generation=GenerationSettings(steps=steps, guidance_scale=guidance, scheduler=scheduler, batch_size=batch_size),
+            exclude_flips=exclude_flips, bootstrap=bootstrap, ci_seed=ci_seed, device=device,
+            allow_partial_weights=allow_partial_weights,
+        )  # fmt: skip
+    else:
+        given = [param for param in ctx.params if _given(ctx, param)]
+        if refused := [f"--{param.replace('_', '-')}" for param in given if param not in RESUME_OPTIONS]:
+            raise AuditorError(
+                f"--resume continues a run with its own settings; {', '.join(refused)} cannot change them "
+                "(only --t2i, --embedder, --text-embedder, --allow-partial-weights, --device, --runs-dir, --quiet "
+                "and --json may be given)"
+            )
+        models = {key: ctx.params[key] for key in ("t2i", "embedder", "text_embedder") if key in given}
+    with common.study_session(quiet, json_output) as (cache, progress):
+        if options is None:
+            study = resume_amplification(
+                resume,
+                store,
+                cache,
+                progress,
+                device=device,
+                models=models,
+                allow_partial_weights=allow_partial_weights,
+            )
+        else:
+            study = start_amplification(options, store, cache, progress, name)
+        try:
+            record = study.run()
+        except KeyboardInterrupt:
+            common.exit_interrupted(f"partial run kept in {study.run_dir}; continue with --resume {study.run_dir}")
+        except AuditorError as exc:
+            raise type(exc)(f"{exc} (run kept in {study.run_dir}; continue it with --resume {study.run_dir})") from None
+    _show(record, study.run_dir, quiet, json_output)
+
+
+def _given(ctx: typer.Context, name: str) -> bool:
+    source = ctx.get_parameter_source(name)
+    return source is not None and source.name == "COMMANDLINE"
+
+
+def _show(record, run_dir: Path, quiet: bool, json_output: bool) -> None:
+    from auditor.reporting.amplification import amplification_json, render_amplification
+
+    if json_output:
+        print_json(amplification_json(record, run_dir))
+    elif quiet:
+        out.print(str(run_dir), markup=False, highlight=False)
+    else:
+        render_amplification(record, run_dir, out)
+
+
+@app.command("captions")
+def captions(
+    file: str = typer.Argument(
+        ..., metavar="FILE", help="Training sample: CSV/TSV/JSONL/Parquet/TXT file, folder or glob."
+    ),
+    occupation: list[str] | None = _OCCUPATION,
+    occupations_file: Path | None = _OCCUPATIONS,
+    method: list[str] = _METHOD,
+    template: str = typer.Option(
+        "1", "--template", help="Prompt the nn methods rank by: 1-4 (the paper's Table 1) or text."
+    ),
+    caption_column: str | None = _CAPTION_COLUMN,
+    per_occupation: int = _PER_OCCUPATION,
+    sample_seed: int = _SAMPLE_SEED,
+    names: bool = _NAMES,
+    text_embedder: str = _TEXT_EMBEDDER,
+    device: str | None = common.DEVICE,
+    json_output: bool = typer.Option(False, "--json", help="Print one JSON object (see the README for its shape)."),
+) -> None:
+    """The training side alone: per occupation, the selected captions' gender labels and their caption proxy of T."""
+    from auditor.core.weights import LoadOptions
+    from auditor.corpora.selection import NN_METHODS
+    from auditor.perception.registry import SENTENCE_EMBEDDERS
+    from auditor.reporting.amplification import captions_json, render_captions
+    from auditor.studies.amplification import check_templates, parse_methods
+    from auditor.studies.caption_selection import SelectionRequest, select_training_captions
+
+    listed, _ = _occupations(occupation, occupations_file)
+    methods = parse_methods(method)
+    chosen = _templates([template])
+    if len(chosen) != 1:
+        raise AuditorError("--template takes one template here (the prompt the nn methods rank by)")
+    check_templates(chosen, listed)
+    if per_occupation < 1:
+        raise AuditorError(f"--per-occupation must be at least 1 (got {per_occupation})")
+    if any(m in NN_METHODS for m in methods):
+        SENTENCE_EMBEDDERS.check(text_embedder)
+    from auditor.corpora.prompts import occupation_prompt
+
+    request = SelectionRequest(
+        captions=file, occupations=listed, methods=methods,
+        prompts={o: [occupation_prompt(chosen[0], o)] for o in listed},
+        caption_column=caption_column, per_occupation=per_occupation, sample_seed=sample_seed, names=names,
+    )  # fmt: skip
+    request.reader()  # a missing file or column is one line before any model loads
+    with common.study_session(False, json_output) as (cache, progress):
+        result = select_training_captions(
+            request, cache, progress, text_embedder=text_embedder, load_options=LoadOptions(device=device)
+        )
+    if json_output:
+        print_json(captions_json(result.selections, methods))
+    else:
+        render_captions(result.selections, methods, chosen[0], result.rows, result.skipped, out)
+
+
+@app.command("report")
+def report(
+    run_id: str = typer.Argument(
+        ..., metavar="RUN", help="Run id (looked up in the runs folder), run folder, or record.json."
+    ),
+    html: bool = typer.Option(False, "--html", help="(Re)write report.html in the run folder and print its path."),
+    json_output: bool = typer.Option(False, "--json", help="Print the results as one JSON object."),
+    runs_dir: Path | None = _RUNS_DIR,
+) -> None:
+    """Show a stored amplification run again: terminal, JSON, or a fresh report.html."""
+    from auditor.core.store import RECORD_FILE
+    from auditor.records import AmplificationRecord, load_record
+    from auditor.reporting.amplification import write_amplification_html
+
+    folder = common.run_store(runs_dir).resolve(run_id)
+    record = load_record(folder / RECORD_FILE, AmplificationRecord)
+    if html:
+        out.print(str(write_amplification_html(record, folder)), markup=False, highlight=False, soft_wrap=True)
+    else:
+        _show(record, folder, False, json_output)
+
+
+def register(main_app: typer.Typer) -> None:
+    main_app.add_typer(app, name="amplification")

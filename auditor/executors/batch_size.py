@@ -1,0 +1,38 @@
+"""``--batch-size auto``: the largest generation batch that fits, found once per model and device.
+
+The probe (a backend's ``probe_batch_size``, e.g. the diffusers backend doubling the batch
+until memory runs out) costs a few short pipeline calls; its answer is remembered in the
+content cache database under the stage ``batch-size``, keyed on the model's cache
+fingerprint (weights, size, steps, ...) and the device's name, memory and speed-ups, so
+a later run on the same GPU reads it instead of probing. Backends without a probe (an
+images API, a folder) take :data:`DEFAULT_BATCH_SIZE`.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # pragma: no cover
+    from auditor.core.cache import ContentCache
+    from auditor.generation.base import TextToImage
+    from auditor.studies.progress import ProgressReporter
+
+STAGE = "batch-size"
+#: The batch size of a backend that cannot probe (and the CLI's default).
+DEFAULT_BATCH_SIZE = 4
+
+
+def resolve_batch_size(backend: TextToImage, cache: ContentCache, progress: ProgressReporter) -> int:
+    """The remembered batch size of this model on this device, probing (and remembering) it the first time."""
+    probe = getattr(backend, "probe_batch_size", None)
+    if probe is None:
+        return DEFAULT_BATCH_SIZE
+    key = backend.batch_size_key()
+    found = cache.get_json(STAGE, backend.cache_fingerprint(), key)
+    if found is not None:
+        return int(found)
+    progress.notice(f"--batch-size auto: finding the largest batch that fits on {key['device']} (once per model and device)")
+    size = int(probe())
+    cache.put_json(STAGE, backend.cache_fingerprint(), key, size)
+    progress.notice(f"--batch-size auto: {size} images per batch on {key['device']}")
+    return size

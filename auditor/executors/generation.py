@@ -1,0 +1,336 @@
+"""The generate stage's bookkeeping: prompt sets -> images on disk, through the content cache.
+
+For each prompt set and image index the stage first asks the content cache (key: the
+backend's cache fingerprint, the prompt, and the seed — or the index for backends that
+take no seed). Only the misses go to the model, in batches that may mix prompts, and two
+requests for the same image (the same prompt and seed in two sets) make it once. A request
+may ask for some image indices of its set only (an exploration's round adds seeds to a set
+it started earlier); the images it makes join those the record already holds. Every
+finished image is encoded, hashed, cached and written to the run folder by the run's
+background writer (:mod:`auditor.executors.writer`) while the model makes the next batch,
+and the record is rewritten after every batch. An interrupted run (Ctrl-C, an error)
+loses at most the batch in flight: the writer first stores what is queued. A killed
+process also loses the batches queued for the writer (at most
+:data:`~auditor.executors.writer.QUEUE_DEPTH`).
+
+Images are handed on to the stages that read them (VQA, embeddings) in prompt-set and
+index order, as soon as every image before them is stored: an executor that overlaps
+the stages subscribes with :meth:`GenerationStage.subscribe`.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import re
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from functools import partial
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from auditor.core.store import atomic_write_bytes, sha256_bytes
+from auditor.generation.base import GeneratedPicture, GenerationItem, TextToImage
+from auditor.records import GeneratedImage, PromptSet
+from auditor.studies.progress import StageCounts
+
+if TYPE_CHECKING:  # pragma: no cover
+    from PIL import Image
+
+    from auditor.core.cache import ContentCache
+    from auditor.executors.writer import BackgroundWriter
+    from auditor.studies.run import StudyRun
+
+STAGE = "generate"
+_SAFE_COMPONENT = re.compile(r"[^A-Za-z0-9._-]+")
+
+
+@dataclass(frozen=True)
+class PromptRequest:
+    """A prompt set to fill: its id (``initial``, ``gender/0``, ...), its text and axis.
+
+    ``indices`` are the image indices to fill (image i from seed i of the run's seeds);
+    None fills every index.
+    """
+
+    prompt_id: str
+    prompt: str
+    axis: str | None = None
+    indices: tuple[int, ...] | None = None
+
+    def items(self, seeds: Sequence[int]) -> list[GenerationItem]:
+        """The images this request asks for."""
+        indices = range(len(seeds)) if self.indices is None else self.indices
+        return [GenerationItem(prompt=self.prompt, index=index, seed=seeds[index]) for index in indices]
+
+
+@dataclass(frozen=True)
+class StoredImage:
+    """An image of a prompt set as the reading stages get it: its record entry and its pixels."""
+
+    prompt_id: str
+    image: GeneratedImage
+    #: The RGB picture (decoded on demand for images that came from the cache).
+    picture: Callable[[], Image.Image]
+
+
+def image_relpath(prompt_id: str, index: int) -> str:
+    """Where image ``index`` of a prompt set lives inside the run folder."""
+    parts = [_SAFE_COMPONENT.sub("_", part) or "_" for part in prompt_id.split("/")]
+    return "/".join(["images", *parts, f"{index:03d}.png"])
+
+
+def png_bytes(image: Image.Image) -> bytes:
+    """Encode an image as PNG (lossless, deterministic for the same pixels)."""
+    buffer = io.BytesIO()
+    image.save(buffer, format="PNG")
+    return buffer.getvalue()
+
+
+def decode_png(data: bytes) -> Image.Image:
+    from PIL import Image
+
+    with Image.open(io.BytesIO(data)) as handle:
+        return handle.convert("RGB")
+
+
+def load_text_to_image(study: StudyRun) -> TextToImage:
+    """Load the run's model under audit, ready to generate: its batch size (probed for
+    ``--batch-size auto``) set and, with ``--compile``, compiled. Done once per load: a study's
+    model pool (:class:`~auditor.studies.run.ModelPool`) may keep it for later stages."""
+    from auditor.executors.batch_size import resolve_batch_size
+    from auditor.generation.registry import T2I_BACKENDS
+
+    config = study.record.config
+    asked = config.generation
+    backend = T2I_BACKENDS.load(config.t2i.spec, settings=asked, options=study.load_options())
+    size = resolve_batch_size(backend, study.cache, study.progress) if asked.batch_size_auto else asked.batch_size
+    backend.settings = backend.settings.model_copy(update={"batch_size": size})
+    if asked.compile:
+        compile_model = getattr(backend, "compile", None)
+        reason = "only diffusers models compile" if compile_model is None else compile_model()
+        if reason is not None:
+            study.progress.notice(f"--compile: running without torch.compile ({reason})")
+    return backend
+
+
+def cache_inputs(seeded: bool, item: GenerationItem) -> dict:
+    """An image's cache key: its prompt and seed, or its index for a backend that takes no seed (``seeded`` False)."""
+    if seeded:
+        return {"prompt": item.prompt, "seed": item.seed}
+    return {"prompt": item.prompt, "index": item.index}
+
+
+def _image_key(inputs: dict) -> str:
+    return json.dumps(inputs, sort_keys=True)
+
+
+def uncached(backend: TextToImage, cache: ContentCache, items: Sequence[GenerationItem]) -> list[GenerationItem]:
+    """The distinct images among ``items`` that the cache lacks: what generating them would cost.
+
+    Two items for the same image count once, as the stage makes them once. Looking counts
+    no cache hit or miss.
+    """
+    fingerprint = backend.cache_fingerprint()
+    missing: dict[str, GenerationItem] = {}
+    for item in items:
+        inputs = cache_inputs(backend.seeded, item)
+        key = _image_key(inputs)
+        if key not in missing and not cache.contains(STAGE, fingerprint, inputs):
+            missing[key] = item
+    return list(missing.values())
+
+
+def merge_sets(earlier: Sequence[PromptSet], newer: Sequence[PromptSet]) -> list[PromptSet]:
+    """``earlier`` with ``newer``'s images added (an image index in both takes ``newer``'s), new sets at the end."""
+    merged = {prompt_set.prompt_id: prompt_set for prompt_set in earlier}
+    for prompt_set in newer:
+        old = merged.get(prompt_set.prompt_id)
+        if old is not None:
+            images = {image.index: image for image in old.images} | {image.index: image for image in prompt_set.images}
+            prompt_set = prompt_set.model_copy(update={"images": [images[i] for i in sorted(images)]})
+        merged[prompt_set.prompt_id] = prompt_set
+    return list(merged.values())
+
+
+def _pack(data: bytes, flagged_nsfw: bool) -> bytes:
+    """Cache value of one image: a flag byte (safety checker fired) followed by the PNG."""
+    return bytes([flagged_nsfw]) + data
+
+
+def _unpack(value: bytes) -> tuple[bytes, bool]:
+    return value[1:], bool(value[0])
+
+
+class GenerationStage:
+    """Fills the requested images of every prompt set (image i from seed i) through the cache.
+
+    An executor calls :meth:`open` (the model), :meth:`scan` (cache look-ups; returns the
+    images to generate), runs the backend on batches of them and hands each batch to
+    :meth:`store` through the writer, then :meth:`close`. The record's prompt sets are
+    those it held before with this stage's images merged in (:meth:`snapshot`).
+    """
+
+    def __init__(self, study: StudyRun, requests: Sequence[PromptRequest]):
+        self.study = study
+        self.requests = list(requests)
+        self.seeds = list(study.record.config.seeds)
+        self.counts = StageCounts()
+        self._before = list(study.record.prompt_sets)
+        self._images: dict[str, dict[int, GeneratedImage]] = {r.prompt_id: {} for r in self.requests}
+        self._wanted = [(r, item) for r in self.requests for item in r.items(self.seeds)]
+        self._order = [(r.prompt_id, item.index) for r, item in self._wanted]
+        self._waiting: dict[str, list[tuple[PromptRequest, GenerationItem]]] = {}  # image key -> sets waiting for it
+        self._ready: dict[tuple[str, int], StoredImage] = {}
+        self._released = 0
+        self._subscribers: list[Callable[[StoredImage | None], None]] = []
+        self._fingerprint = ""
+        self._seeded = True
+
+    @property
+    def total(self) -> int:
+        """Images this stage stores once it is done."""
+        return len(self._order)
+
+    def open(self) -> TextToImage:
+        """The model under audit (from the study's pool, loaded the first time), recorded as it runs:
+        the model, its settings with their defaults filled in, the batch size and the speed-ups."""
+        config = self.study.record.config
+        asked = config.generation
+        backend = self.study.text_to_image()
+        config.t2i = backend.ref.model_copy(update={"spec": config.t2i.spec})
+        # Record what actually ran: the model's defaults filled in; batch size and speed-ups are ours.
+        config.generation = backend.settings.model_copy(
+            update={"batch_size_auto": asked.batch_size_auto, "compile": asked.compile}
+        )
+        return backend
+
+    def close(self) -> None:
+        """The stage is done with the model: the pool releases it unless the study keeps its models."""
+        self.study.models.done("t2i")
+
+    def subscribe(self, receive: Callable[[StoredImage | None], None]) -> None:
+        """Get every stored image in request and index order, then ``None`` when all are stored."""
+        self._subscribers.append(receive)
+
+    def scan(self, backend: TextToImage, writer: BackgroundWriter) -> list[GenerationItem]:
+        """Look every image up in the cache: hits are stored (by the writer), the distinct misses returned in order."""
+        self._seeded = backend.seeded
+        self._fingerprint = backend.cache_fingerprint()
+        cache, progress = self.study.cache, self.study.progress
+        progress.start(STAGE, self.total, "generating images")
+        pending: list[GenerationItem] = []
+        hits: list[tuple[PromptRequest, GenerationItem, bytes, bool]] = []
+        for request, item in self._wanted:
+            inputs = cache_inputs(self._seeded, item)
+            key = _image_key(inputs)
+            if key in self._waiting:
+                self._waiting[key].append((request, item))
+                continue
+            hit = cache.get(STAGE, self._fingerprint, inputs)
+            if hit is None:
+                self._waiting[key] = [(request, item)]
+                pending.append(item)
+            else:
+                hits.append((request, item, *_unpack(hit)))
+
+        def store_hits() -> None:
+            for request, item, data, flagged in hits:
+                self._keep(request, item, data, flagged, partial(decode_png, data))
+                self.counts.cached += 1
+                progress.advance(STAGE)
+            self._checkpoint()
+            self._release()
+
+        writer.submit(store_hits)
+        return pending
+
+    def store(self, batch: Sequence[GenerationItem], pictures: Sequence[GeneratedPicture]) -> None:
+        """Encode, hash, cache and write one generated batch for every set waiting for it; rewrite the record
+        (run by the writer)."""
+        cache = self.study.cache
+        stored = 0
+        for item, picture in zip(batch, pictures, strict=True):
+            data = png_bytes(picture.image)
+            inputs = cache_inputs(self._seeded, item)
+            cache.put(STAGE, self._fingerprint, inputs, _pack(data, picture.flagged_nsfw))
+            rgb = picture.image
+            waiting = self._waiting.pop(_image_key(inputs))
+            for request, wanted in waiting:
+                self._keep(request, wanted, data, picture.flagged_nsfw, lambda rgb=rgb: rgb.convert("RGB"))
+            self.counts.computed += 1
+            self.counts.cached += len(waiting) - 1  # the same image for another set: made once
+            stored += len(waiting)
+        self._checkpoint()
+        self.study.progress.advance(STAGE, stored)
+        self._release()
+
+    def finish(self) -> None:
+        """Tell the subscribers that every image is stored (run by the writer, after the last batch)."""
+        for receive in self._subscribers:
+            receive(None)
+
+    def snapshot(self) -> list[PromptSet]:
+        """The record's prompt sets: those it held before, with the images stored so far merged in."""
+        return merge_sets(
+            self._before,
+            [
+                PromptSet(
+                    prompt_id=request.prompt_id,
+                    prompt=request.prompt,
+                    axis=request.axis,
+                    images=[self._images[request.prompt_id][i] for i in sorted(self._images[request.prompt_id])],
+                )
+                for request in self.requests
+            ],
+        )
+
+    def stored(self) -> list[StoredImage]:
+        """This stage's images as readers take them, in request and index order, read back from the run folder."""
+        run_dir = self.study.run_dir
+        return [
+            StoredImage(prompt_id, image, partial(_read_png, run_dir / image.file))
+            for prompt_id, index in self._order
+            if (image := self._images[prompt_id].get(index)) is not None
+        ]
+
+    # ------------------------------------------------------------------ internals
+
+    def _keep(
+        self,
+        request: PromptRequest,
+        item: GenerationItem,
+        data: bytes,
+        flagged: bool,
+        picture: Callable[[], Image.Image],
+    ) -> None:
+        relpath = image_relpath(request.prompt_id, item.index)
+        target: Path = self.study.run_dir / relpath
+        if not target.is_file() or target.read_bytes() != data:
+            atomic_write_bytes(target, data)
+        image = GeneratedImage(
+            index=item.index,
+            file=relpath,
+            seed=item.seed if self._seeded else None,
+            sha256=sha256_bytes(data),
+            flagged_nsfw=flagged,
+        )
+        self._images[request.prompt_id][item.index] = image
+        if self._subscribers:
+            self._ready[request.prompt_id, item.index] = StoredImage(request.prompt_id, image, picture)
+
+    def _checkpoint(self) -> None:
+        self.study.record.prompt_sets = self.snapshot()
+        self.study.checkpoint()
+
+    def _release(self) -> None:
+        """Hand the subscribers every image whose predecessors (in request and index order) are all stored."""
+        while self._released < len(self._order) and self._order[self._released] in self._ready:
+            stored = self._ready.pop(self._order[self._released])
+            self._released += 1
+            for receive in self._subscribers:
+                receive(stored)
+
+
+def _read_png(path: Path) -> Image.Image:
+    return decode_png(path.read_bytes())

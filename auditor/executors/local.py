@@ -1,0 +1,209 @@
+"""The in-process executors: ``sequential`` (stage after stage) and ``overlapped`` (readers alongside generation).
+
+Under ``overlapped`` each reader runs in a thread of its own and, on CUDA, on a stream of
+its own, so its kernels can fill what generation leaves of the GPU.
+
+Timings: each stage's timing runs from the moment it starts loading its model to the
+moment its last result is stored. Under ``sequential`` the stages follow each other, so
+their times add up to the run's; under ``overlapped`` the readers start with generation
+and end after it, so their times overlap generation's (and sum to more than the wall time).
+"""
+
+from __future__ import annotations
+
+import queue
+import threading
+from collections.abc import Sequence
+from functools import partial
+from typing import TYPE_CHECKING, ClassVar
+
+from auditor.executors.generation import STAGE as GENERATE
+from auditor.executors.generation import GenerationStage, StoredImage
+from auditor.executors.perception import Feed, ImageReader
+from auditor.executors.writer import BackgroundWriter
+
+if TYPE_CHECKING:  # pragma: no cover
+    from auditor.generation.base import TextToImage
+    from auditor.studies.run import StudyRun
+
+#: Seconds between checks for a stop request while a thread waits.
+POLL_SECONDS = 0.1
+#: Models load one at a time: the libraries' loading patches process-wide state (empty-weight
+#: initialisation, tied weights, logging), so two loads in two threads can corrupt each other.
+MODEL_LOADING = threading.Lock()
+
+
+def _generate(study: StudyRun, generation: GenerationStage, writer: BackgroundWriter, between=lambda: None) -> None:
+    """The generate stage: cache scan, then the misses in batches; the writer stores each batch.
+
+    ``between`` runs before every batch (the overlapped executor raises a reader's error there).
+    """
+    with study.stage(GENERATE, generation.counts):
+        with MODEL_LOADING:
+            backend: TextToImage | None = generation.open()
+        try:
+            pending = generation.scan(backend, writer)
+            size = backend.settings.batch_size
+            for start in range(0, len(pending), size):
+                between()
+                batch = pending[start : start + size]
+                pictures = backend.generate(batch)
+                writer.submit(partial(generation.store, batch, pictures), GENERATE)
+            writer.submit(generation.finish, GENERATE)
+            writer.drain()
+        finally:
+            study.progress.finish(GENERATE)
+            backend = None
+            generation.close()
+
+
+def _read(study: StudyRun, reader: ImageReader, writer: BackgroundWriter, images, total: int) -> None:
+    """One reader over ``images`` (an iterable of :class:`StoredImage` ending the stream), chunk by chunk."""
+    with study.stage(reader.stage, reader.counts):
+        with MODEL_LOADING:
+            opened = reader.open()
+        if not opened:
+            for _ in images:  # a skipped stage still lets the stream run out
+                pass
+            return
+        try:
+            feed = Feed(reader, writer)
+            feed.start(total)
+            for stored in images:
+                feed.add(stored)
+            feed.flush()
+            writer.drain()
+            reader.finish()
+        finally:
+            study.progress.finish(reader.stage)
+            reader.close()
+
+
+class SequentialExecutor:
+    """Generation, then each reader in turn: one model in memory at a time."""
+
+    name: ClassVar[str] = "sequential"
+
+    def run(self, study: StudyRun, generation: GenerationStage, readers: Sequence[ImageReader]) -> None:
+        with BackgroundWriter(on_error=study.mark_failed) as writer:
+            _generate(study, generation, writer)
+            for reader in readers:
+                _read(study, reader, writer, generation.stored(), generation.total)
+
+
+class _Stopped(BaseException):
+    """Raised in a reader's thread when the run stops elsewhere (not an error of that reader)."""
+
+
+class _Lane:
+    """A reader in its own thread, fed the generated images in order through an unbounded queue.
+
+    Unbounded, because the writer thread puts into it: a full queue would make the writer
+    wait for a reader that itself waits for the writer.
+    """
+
+    def __init__(self, study: StudyRun, reader: ImageReader, writer: BackgroundWriter, total: int):
+        self.reader = reader
+        self.error: BaseException | None = None
+        self._images: queue.Queue[StoredImage | None] = queue.Queue()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(
+            target=self._run, args=(study, writer, total), name=f"auditor-{reader.stage}", daemon=True
+        )
+
+    def put(self, stored: StoredImage | None) -> None:
+        self._images.put(stored)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+
+    def join(self, timeout: float | None = None) -> bool:
+        """Wait for the thread (at most ``timeout`` seconds); True once it has ended."""
+        self._thread.join(timeout)
+        return not self._thread.is_alive()
+
+    def _stream(self):
+        while True:
+            try:
+                stored = self._images.get(timeout=POLL_SECONDS)
+            except queue.Empty:
+                if self._stop.is_set():
+                    raise _Stopped from None
+                continue
+            if stored is None:
+                return
+            if self._stop.is_set():
+                raise _Stopped
+            yield stored
+
+    def _run(self, study: StudyRun, writer: BackgroundWriter, total: int) -> None:
+        try:
+            with _own_cuda_stream():
+                _read(study, self.reader, writer, self._stream(), total)
+        except _Stopped:
+            pass
+        except BaseException as exc:  # noqa: BLE001 - raised again in the main thread
+            self.error = exc
+
+
+class OverlappedExecutor:
+    """Readers in their own threads, reading each image as soon as it and every image before it is stored.
+
+    Generation runs in the calling thread, so Ctrl-C stops it at once; a reader's error
+    stops generation before its next batch. Whatever ends the run, the writer first stores
+    everything already computed.
+    """
+
+    name: ClassVar[str] = "overlapped"
+
+    def run(self, study: StudyRun, generation: GenerationStage, readers: Sequence[ImageReader]) -> None:
+        with BackgroundWriter(on_error=study.mark_failed) as writer:
+            lanes = [_Lane(study, reader, writer, generation.total) for reader in readers]
+            for lane in lanes:
+                generation.subscribe(lane.put)
+                lane.start()
+            try:
+                _generate(study, generation, writer, between=lambda: _raise_first(lanes))
+                self._wait(study, lanes)
+            except BaseException:
+                for lane in lanes:
+                    lane.stop()
+                for lane in lanes:
+                    lane.join()
+                raise
+
+    @staticmethod
+    def _wait(study: StudyRun, lanes: list[_Lane]) -> None:
+        """Join the readers after generation, raising the first error; Ctrl-C is marked on the reader still running."""
+        for lane in lanes:
+            try:
+                while not lane.join(POLL_SECONDS):
+                    _raise_first(lanes)
+            except KeyboardInterrupt:
+                study.mark_failed(lane.reader.stage)
+                raise
+        _raise_first(lanes)
+
+
+def _own_cuda_stream():
+    """On CUDA, a stream of the reader's own, so its kernels can run beside generation's.
+
+    No tensor passes between the threads (images go as PIL pictures), so nothing needs to
+    wait for another stream. Elsewhere nothing changes.
+    """
+    import contextlib
+    import sys
+
+    torch = sys.modules.get("torch")
+    if torch is None or not torch.cuda.is_available():
+        return contextlib.nullcontext()
+    return torch.cuda.stream(torch.cuda.Stream())
+
+
+def _raise_first(lanes: list[_Lane]) -> None:
+    for lane in lanes:
+        if lane.error is not None:
+            raise lane.error

@@ -1,0 +1,374 @@
+"""The stages that read generated images: VQA answers and image embeddings, through the cache.
+
+Answers are cached per (VQA fingerprint, image sha256, question) and embeddings per
+(embedder fingerprint, image sha256), so a rerun with a new axis asks only the new
+question, and an image that appears in two runs is looked at once. Images the safety
+checker blacked out are skipped: they carry no concepts.
+
+Both stages are :class:`ImageReader` s: they take images one at a time, in prompt-set and
+index order, through a :class:`Feed` that looks each image up (in what the reader has
+computed, then in the cache) and groups the ones still to compute into chunks. Every executor feeds them the same images in the
+same order, so the chunks, and with them every answer and embedding, are the same
+whether the reader runs after generation or alongside it. The model runs in the
+executor's thread; cache writes, record updates and progress go to the run's writer.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from functools import partial
+from typing import TYPE_CHECKING, Any, ClassVar
+
+import numpy as np
+
+from auditor.core.errors import AuditorError
+from auditor.executors.generation import StoredImage
+from auditor.records import GeneratedImage, ImageAnswers, PromptSet, Stage
+from auditor.studies.progress import StageCounts
+
+if TYPE_CHECKING:  # pragma: no cover
+    from PIL import Image
+
+    from auditor.executors.writer import BackgroundWriter
+    from auditor.perception.base import Embedder, VisualQuestionAnswerer
+    from auditor.studies.run import StudyRun
+
+PERCEIVE = "perceive"
+EMBED = "embed"
+#: Threads that decode a chunk's PNG files while nothing else is on the CPU.
+DECODE_THREADS = 4
+
+
+class ImageReader(ABC):
+    """A stage that reads every usable image of a run: load a model, look up, compute, store."""
+
+    stage: ClassVar[Stage]
+    description: ClassVar[str]
+
+    def __init__(self, study: StudyRun, chunk_size: int):
+        self.study = study
+        self.chunk_size = chunk_size
+        self.counts = StageCounts()
+
+    @abstractmethod
+    def open(self) -> bool:
+        """Load the model and record it; False when the stage is to be skipped."""
+
+    @abstractmethod
+    def close(self) -> None:
+        """Release the model."""
+
+    @abstractmethod
+    def missing(self, prompt_id: str, image: GeneratedImage) -> bool:
+        """Look-ups for an image of a prompt set: True when something it needs must be computed.
+
+        Runs in the compute thread, so it sees every chunk computed before: the answer never
+        depends on how far the writer has got.
+        """
+
+    @abstractmethod
+    def compute(self, images: list[GeneratedImage], pictures: list[Image.Image]) -> Any:
+        """The model's results for one chunk, kept in memory for :meth:`missing` and :meth:`complete`
+        (runs in the executor's compute thread)."""
+
+    @abstractmethod
+    def store(self, images: list[GeneratedImage], result: Any) -> None:
+        """Cache one chunk's results (runs in the writer)."""
+
+    @abstractmethod
+    def complete(self, prompt_id: str, image: GeneratedImage) -> None:
+        """Every result for this image is known: note it for its prompt set (runs in the writer)."""
+
+    def checkpoint(self) -> None:
+        """Write what is known so far into the record (runs in the writer, after each chunk)."""
+
+    def finish(self) -> None:
+        """Every image is read and stored; the model is still loaded (e.g. to embed texts too)."""
+
+
+class Feed:
+    """Takes a reader's images in order, finds what is missing, and runs full chunks through it.
+
+    Two images with the same bytes are computed once; the second is completed when the
+    first one's chunk is stored (or computed again for what only it needs, e.g. another
+    set's question). ``counts.cached`` counts the images whose results were all in the
+    cache, ``counts.computed`` the images computed.
+    """
+
+    def __init__(self, reader: ImageReader, writer: BackgroundWriter):
+        self.reader = reader
+        self.writer = writer
+        self._computed: set[str] = set()  # sha256 of the images computed in this run
+        self._chunk: list[StoredImage] = []
+        self._waiting: dict[str, list[StoredImage]] = {}  # sha256 in the chunk -> the images waiting for it
+
+    def start(self, total: int) -> None:
+        self.reader.study.progress.start(self.reader.stage, total, self.reader.description)
+
+    def add(self, stored: StoredImage) -> None:
+        reader, image = self.reader, stored.image
+        if image.flagged_nsfw:
+            self.writer.submit(partial(reader.study.progress.advance, reader.stage), reader.stage)
+            return
+        sha = image.sha256
+        lacking = reader.missing(stored.prompt_id, image)  # also notes what this image needs
+        if sha in self._waiting:  # its bytes are in the chunk gathered now
+            self._waiting[sha].append(stored)
+        elif lacking:
+            self._chunk.append(stored)
+            self._waiting[sha] = [stored]
+        else:
+            if sha not in self._computed:
+                reader.counts.cached += 1
+            self.writer.submit(partial(self._complete, [stored]), reader.stage)
+        if len(self._chunk) >= reader.chunk_size:
+            self.flush()
+
+    def flush(self) -> None:
+        """Run the chunk gathered so far (the last one may be short)."""
+        if not self._chunk:
+            return
+        chunk, self._chunk = self._chunk, []
+        with ThreadPoolExecutor(max_workers=min(DECODE_THREADS, len(chunk))) as pool:
+            pictures = list(pool.map(lambda stored: stored.picture(), chunk))
+        images = [stored.image for stored in chunk]
+        result = self.reader.compute(images, pictures)
+        done = [entry for stored in chunk for entry in self._waiting.pop(stored.image.sha256)]
+        self._computed.update(image.sha256 for image in images)
+        self.reader.counts.computed += len(chunk)
+
+        def store() -> None:
+            self.reader.store(images, result)
+            self._complete(done, checkpoint=True)
+
+        self.writer.submit(store, self.reader.stage)
+
+    def _complete(self, entries: list[StoredImage], checkpoint: bool = False) -> None:
+        for stored in entries:
+            self.reader.complete(stored.prompt_id, stored.image)
+        if checkpoint:
+            self.reader.checkpoint()
+        self.reader.study.progress.advance(self.reader.stage, len(entries))
+
+
+def usable(prompt_sets: Sequence[PromptSet]) -> list[tuple[str, GeneratedImage]]:
+    return [(s.prompt_id, image) for s in prompt_sets for image in s.images if not image.flagged_nsfw]
+
+
+# --------------------------------------------------------------------------- VQA
+
+
+class AnswerReader(ImageReader):
+    """Asks every axis question (``questions``: axis -> question) and the caption of every usable image.
+
+    The backend gets a chunk of images at a time, encodes each once and asks the questions
+    any of them still lacks in one batch. ``on_answers`` gets the answers so far after every
+    chunk (the study puts them into its record). A study whose images need different
+    questions overrides :meth:`questions_for`.
+    """
+
+    stage = PERCEIVE
+    description = "asking VQA questions"
+
+    def __init__(
+        self,
+        study: StudyRun,
+        chunk_size: int,
+        questions: dict[str, str],
+        caption_question: str | None,
+        on_answers: Callable[[dict[str, list[ImageAnswers]]], None],
+    ):
+        super().__init__(study, chunk_size)
+        self.questions = questions
+        self.caption_question = caption_question
+        self.on_answers = on_answers
+        self.vqa: VisualQuestionAnswerer | None = None
+        self._fingerprint = ""
+        self._known: dict[tuple[str, str], str] = {}
+        self._needs: dict[str, list[str]] = {}  # sha256 -> the questions its images are asked (looked up once)
+        self._finished: dict[str, dict[int, ImageAnswers]] = {}
+
+    def questions_for(self, prompt_id: str, index: int) -> dict[str, str]:
+        """The axis questions (axis -> question) image ``index`` of prompt set ``prompt_id`` is asked."""
+        return self.questions
+
+    def open(self) -> bool:
+        from auditor.perception.registry import VQA_BACKENDS
+
+        study = self.study
+        config = study.record.config
+        self.vqa = study.models.get(
+            "vqa",
+            config.vqa.spec,
+            lambda: VQA_BACKENDS.load(config.vqa.spec, settings=config.perception, options=study.load_options()),
+        )
+        config.vqa = self.vqa.ref.model_copy(update={"spec": config.vqa.spec})
+        config.perception = self.vqa.settings  # what it answers with, its defaults filled in
+        self._fingerprint = self.vqa.cache_fingerprint()
+        return True
+
+    def close(self) -> None:
+        self.vqa = None
+        self.study.models.done("vqa")
+
+    def missing(self, prompt_id: str, image: GeneratedImage) -> bool:
+        sha = image.sha256
+        needs = self._needs.setdefault(sha, [])
+        asked = [*self.questions_for(prompt_id, image.index).values(), *filter(None, [self.caption_question])]
+        for question in asked:
+            if question in needs:  # two axes may share a question (race, ethnicity): ask it once
+                continue
+            needs.append(question)
+            if (sha, question) not in self._known:
+                hit = self.study.cache.get_json(PERCEIVE, self._fingerprint, {"image": sha, "question": question})
+                if hit is not None:
+                    self._known[sha, question] = hit
+        return any((sha, question) not in self._known for question in asked)
+
+    def compute(self, images: list[GeneratedImage], pictures: list[Image.Image]) -> Any:
+        lacking = (q for image in images for q in self._needs[image.sha256] if (image.sha256, q) not in self._known)
+        asked = list(dict.fromkeys(lacking))
+        replies = self.vqa.answer(pictures, asked, self.caption_question)
+        for image, row in zip(images, replies, strict=True):
+            for question, reply in zip(asked, row, strict=True):
+                self._known[image.sha256, question] = reply
+        return asked, replies
+
+    def store(self, images: list[GeneratedImage], result: Any) -> None:
+        asked, replies = result
+        for image, row in zip(images, replies, strict=True):
+            for question, reply in zip(asked, row, strict=True):
+                self.study.cache.put_json(
+                    PERCEIVE, self._fingerprint, {"image": image.sha256, "question": question}, reply
+                )
+
+    def complete(self, prompt_id: str, image: GeneratedImage) -> None:
+        known = self._known
+        self._finished.setdefault(prompt_id, {})[image.index] = ImageAnswers(
+            image_index=image.index,
+            answers={axis: known[image.sha256, q] for axis, q in self.questions_for(prompt_id, image.index).items()},
+            caption=known[image.sha256, self.caption_question] if self.caption_question else None,
+        )
+
+    def checkpoint(self) -> None:
+        self.on_answers(self.answers())
+
+    def answers(self) -> dict[str, list[ImageAnswers]]:
+        """Prompt id -> answers of its images in index order (every prompt set, even one without answers)."""
+        order = [s.prompt_id for s in self.study.record.prompt_sets]
+        for prompt_id in order:
+            self._finished.setdefault(prompt_id, {})
+        return {pid: [self._finished[pid][i] for i in sorted(self._finished[pid])] for pid in order}
+
+
+def merge_answers(
+    earlier: dict[str, list[ImageAnswers]], newer: dict[str, list[ImageAnswers]]
+) -> dict[str, list[ImageAnswers]]:
+    """Answers of both, per prompt id and image index: an image asked in both gets the union of its answers."""
+    merged = {prompt_id: {image.image_index: image for image in images} for prompt_id, images in earlier.items()}
+    for prompt_id, images in newer.items():
+        by_index = merged.setdefault(prompt_id, {})
+        for image in images:
+            old = by_index.get(image.image_index)
+            if old is not None:
+                image = image.model_copy(
+                    update={"answers": old.answers | image.answers, "caption": image.caption or old.caption}
+                )
+            by_index[image.image_index] = image
+    return {prompt_id: [by_index[i] for i in sorted(by_index)] for prompt_id, by_index in merged.items()}
+
+
+# --------------------------------------------------------------------------- embeddings
+
+
+class EmbedReader(ImageReader):
+    """Unit-length image embeddings of every usable image (cached by image sha256).
+
+    ``required=False``: an embedder that cannot be loaded is skipped with a notice (and
+    dropped from the config) instead of failing the run. ``also`` is called with the
+    loaded embedder before it is released (e.g. to embed prompt texts too).
+    """
+
+    stage = EMBED
+    description = "embedding images"
+
+    def __init__(
+        self,
+        study: StudyRun,
+        chunk_size: int,
+        required: bool = True,
+        also: Callable[[Embedder], None] | None = None,
+    ):
+        super().__init__(study, chunk_size)
+        self.required = required
+        self.also = also
+        self.embedder: Embedder | None = None
+        self.skipped = False
+        self._fingerprint = ""
+        self._vectors: dict[str, np.ndarray] = {}
+        self._looked: set[str] = set()  # sha256 looked up in the cache
+
+    def open(self) -> bool:
+        from auditor.perception.registry import EMBEDDERS
+
+        study = self.study
+        config = study.record.config
+        try:
+            self.embedder = study.models.get(
+                "embedder", config.embedder.spec, lambda: EMBEDDERS.load(config.embedder.spec, options=study.load_options())
+            )
+        except AuditorError as exc:
+            if self.required:
+                raise
+            self.study.progress.notice(f"embedding scores skipped: {exc} (pass --embedder none to silence this)")
+            config.embedder = None
+            self.skipped = True
+            return False
+        config.embedder = self.embedder.ref.model_copy(update={"spec": config.embedder.spec})
+        self._fingerprint = self.embedder.cache_fingerprint()
+        return True
+
+    def finish(self) -> None:
+        if self.also is not None:
+            self.also(self.embedder)
+
+    def close(self) -> None:
+        self.embedder = None
+        self.study.models.done("embedder")
+
+    def missing(self, prompt_id: str, image: GeneratedImage) -> bool:
+        sha = image.sha256
+        if sha in self._vectors:
+            return False
+        if sha in self._looked:  # its chunk is being gathered
+            return True
+        self._looked.add(sha)
+        hit = self.study.cache.get(EMBED, self._fingerprint, {"image": sha})
+        if hit is None:
+            return True
+        self._vectors[sha] = np.frombuffer(hit, dtype=np.float32)
+        return False
+
+    def compute(self, images: list[GeneratedImage], pictures: list[Image.Image]) -> Any:
+        rows = self.embedder.embed_images(pictures)
+        for image, row in zip(images, rows, strict=True):
+            self._vectors[image.sha256] = np.asarray(row, dtype=np.float32)
+        return rows
+
+    def store(self, images: list[GeneratedImage], result: Any) -> None:
+        for image in images:
+            self.study.cache.put(EMBED, self._fingerprint, {"image": image.sha256}, self._vectors[image.sha256].tobytes())
+
+    def complete(self, prompt_id: str, image: GeneratedImage) -> None:
+        pass  # the vectors are gathered per prompt set once all are known
+
+    def vectors(self) -> dict[str, np.ndarray] | None:
+        """Prompt id -> (n_images, dim) array of unit-length embeddings of its usable images."""
+        if self.skipped:
+            return None
+        by_set: dict[str, list[np.ndarray]] = {s.prompt_id: [] for s in self.study.record.prompt_sets}
+        for prompt_id, image in usable(self.study.record.prompt_sets):
+            by_set[prompt_id].append(self._vectors[image.sha256])
+        return {pid: np.stack(rows) if rows else np.zeros((0, 0), np.float32) for pid, rows in by_set.items()}

@@ -1,0 +1,353 @@
+"""TIBET and T2IAT statistics for many bootstrap resamples at once (rows of weights).
+
+Each function takes the ``(rows, seeds)`` weights of :mod:`auditor.metrics.bootstrap`
+(how often each seed index is drawn; a row of ones is the data itself) and per-image
+arrays, and returns one statistic per row: concept counts and floored frequencies, CAS
+with synonym groups, BAV and its relatives, the lean, the embedding similarity and
+T2IAT's S and d. Missing values are NaN, by the None rules of :mod:`auditor.metrics.tibet`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from auditor.metrics.t2iat import RELATIVE_TOLERANCE, check_same_dimension, unit_rows
+from auditor.metrics.tibet import CasNormalization, Gender
+
+# --------------------------------------------------------------------------- concepts and CAS
+
+
+def resampled_counts(weights: np.ndarray, counts: np.ndarray, available: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``(concept counts, images used)`` of one prompt set in every resample.
+
+    ``counts`` is (seeds, concepts): each image's concept-word counts, zero rows for the
+    seeds the set has no usable image of; ``available`` (seeds,) marks the usable ones.
+    An index gather and a sum per resample, done as one matrix product of the weights.
+    """
+    counts = np.asarray(counts, dtype=np.float64)
+    available = np.asarray(available, dtype=bool)
+    if counts.shape[0] != weights.shape[1] or available.shape != (weights.shape[1],):
+        raise ValueError(
+            f"{weights.shape[1]} seed indices, but counts for {counts.shape[0]} and a mask for {available.shape}"
+        )
+    if (counts[~available] != 0).any():
+        raise ValueError("an image that does not count has concept counts")
+    # Small integers: float32 products and sums are exact below 2**24 and twice as fast.
+    exact = weights.sum(axis=1).max(initial=0.0) * counts.max(initial=0.0) < 2**24
+    dtype = np.float32 if exact and (weights == np.round(weights)).all() else np.float64
+    resampled = (weights.astype(dtype) @ counts.astype(dtype)).astype(np.float64)
+    return resampled, weights @ available.astype(np.float64)
+
+
+def floored_frequencies(counts: np.ndarray, images: np.ndarray, min_frequency: float) -> np.ndarray:
+    """Per-image frequencies ``count / images`` with every entry below ``min_frequency`` set to 0.
+
+    Exactly :func:`auditor.scoring.concepts.histogram` per resample: the floor is applied
+    to the frequencies of *that* resample, before any normalisation, so a word seen once
+    in the data can pass the floor in a resample that draws its image twice, and a set
+    without images in a resample has no concepts there.
+    """
+    images = np.asarray(images, dtype=np.float64)[:, None]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        frequency = counts / images
+    kept = (counts > 0) & (images > 0) & (frequency >= min_frequency)
+    return np.where(kept, frequency, 0.0)
+
+
+@dataclass(frozen=True)
+class ConceptGroup:
+    """Columns of a pair's joint vocabulary that synonym merging joins into one concept.
+
+    ``split`` is None when the members always merge, whichever of them are present (every
+    two are linked: the group is a clique). Otherwise merging depends on which members a
+    resample has: "male" and "men" are joined only through "man", so without "man" they
+    are two concepts. ``split`` then gets the positions (into ``columns``) of the present
+    members and returns their partition into merged concepts, as the point estimate's
+    merging would on that vocabulary.
+    """
+
+    columns: tuple[int, ...]
+    split: Callable[[tuple[int, ...]], Sequence[Sequence[int]]] | None = None
+
+
+def cas_samples(
+    p: np.ndarray,
+    q: np.ndarray,
+    groups: Sequence[ConceptGroup],
+    normalization: CasNormalization = "distribution",
+    *,
+    p_rest: np.ndarray | float = 0.0,
+    q_rest: np.ndarray | float = 0.0,
+) -> np.ndarray:
+    """CAS (:func:`auditor.metrics.tibet.cas`) of one pair in every resample: (rows,), NaN without mass.
+
+    ``p`` and ``q`` are (rows, columns) floored frequencies of the initial and the
+    counterfactual set over the same columns (0 = absent), and ``groups`` partition the
+    columns into concepts that may merge. ``p_rest``/``q_rest`` are the (rows,) masses of
+    concepts that have no counterpart on the other side in any row: they enter the union
+    and the normalisation, never the intersection, so passing their total instead of
+    their columns keeps the work to the concepts the two sets can share.
+
+    Σ min and Σ max are both summed over merged concepts (not Σ max = total − Σ min), so
+    identical histograms give exactly 1, as the point estimate does.
+    """
+    if normalization not in ("distribution", "frequency"):
+        raise ValueError(f"unknown CAS normalisation {normalization!r}: use 'distribution' or 'frequency'")
+    p, q = np.asarray(p, dtype=np.float64), np.asarray(q, dtype=np.float64)
+    rows = p.shape[0]
+    p_rest = np.broadcast_to(np.asarray(p_rest, dtype=np.float64), (rows,))
+    q_rest = np.broadcast_to(np.asarray(q_rest, dtype=np.float64), (rows,))
+    p_total, q_total = p.sum(axis=1) + p_rest, q.sum(axis=1) + q_rest
+    has_mass = (p_total > 0) & (q_total > 0)
+    if normalization == "distribution":
+        p_scale = np.where(p_total > 0, p_total, 1.0)
+        q_scale = np.where(q_total > 0, q_total, 1.0)
+    else:
+        p_scale = q_scale = np.ones(rows)
+    intersection = np.zeros(rows)
+    union = p_rest / p_scale + q_rest / q_scale
+    single = [group.columns[0] for group in groups if group.split is None and len(group.columns) == 1]
+    merged = [group.columns for group in groups if group.split is None and len(group.columns) > 1]
+    parts = [(p[:, single], q[:, single])]
+    if merged:  # members of a clique always merge: sum them (reduceat over contiguous runs)
+        order = np.fromiter((column for columns in merged for column in columns), dtype=np.intp)
+        starts = np.cumsum([0] + [len(columns) for columns in merged[:-1]])
+        parts.append((np.add.reduceat(p[:, order], starts, axis=1), np.add.reduceat(q[:, order], starts, axis=1)))
+    for p_part, q_part in parts:
+        p_part, q_part = p_part / p_scale[:, None], q_part / q_scale[:, None]
+        intersection += np.minimum(p_part, q_part).sum(axis=1)
+        union += np.maximum(p_part, q_part).sum(axis=1)
+    for group in groups:
+        if group.split is not None:
+            shared, joined = _split_group_masses(p, q, group, p_scale, q_scale)
+            intersection += shared
+            union += joined
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.where(has_mass, intersection / union, np.nan)
+
+
+def _split_group_masses(
+    p: np.ndarray, q: np.ndarray, group: ConceptGroup, p_scale: np.ndarray, q_scale: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """Σ min and Σ max over the concepts a non-clique group merges into, per row.
+
+    Rows with the same present members merge the same way, so ``split`` is asked once
+    per distinct presence pattern (a handful: the bridging words are usually frequent).
+    """
+    columns = np.asarray(group.columns, dtype=np.intp)
+    p_cols, q_cols = p[:, columns], q[:, columns]
+    present = (p_cols > 0) | (q_cols > 0)
+    if len(columns) <= 62:  # one int64 code per row: a 1-D unique instead of sorting rows
+        codes = present.astype(np.int64) @ (np.int64(1) << np.arange(len(columns), dtype=np.int64))
+        _, first, inverse = np.unique(codes, return_index=True, return_inverse=True)
+        patterns = present[first]
+    else:
+        patterns, inverse = np.unique(present, axis=0, return_inverse=True)
+    labels = np.full(patterns.shape, -1, dtype=np.intp)
+    for row, pattern in enumerate(patterns):
+        for label, members in enumerate(group.split(tuple(np.flatnonzero(pattern).tolist()))):
+            labels[row, list(members)] = label
+    labels = labels[inverse.ravel()]
+    shared, joined = np.zeros(p.shape[0]), np.zeros(p.shape[0])
+    for label in range(len(columns)):
+        member = labels == label
+        p_mass = np.where(member, p_cols, 0.0).sum(axis=1) / p_scale
+        q_mass = np.where(member, q_cols, 0.0).sum(axis=1) / q_scale
+        shared += np.minimum(p_mass, q_mass)
+        joined += np.maximum(p_mass, q_mass)
+    return shared, joined
+
+
+# --------------------------------------------------------------------------- BAV and its relatives
+
+
+def bav_samples(cas: np.ndarray) -> np.ndarray:
+    """Population variance (ddof=0) of each row's non-NaN CAS values; NaN with fewer than two (:func:`tibet.bav`)."""
+    cas = np.asarray(cas, dtype=np.float64)
+    known = ~np.isnan(cas)
+    count = known.sum(axis=1)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        mean = np.where(known, cas, 0.0).sum(axis=1) / count
+        variance = np.where(known, (cas - mean[:, None]) ** 2, 0.0).sum(axis=1) / count
+    return np.where(count >= 2, variance, np.nan)
+
+
+def bav_mad_samples(cas: np.ndarray) -> np.ndarray:
+    """The authors' normalised √(mean |x − mean x|) of x = CAS / Σ CAS per row (:func:`tibet.bav_mad`).
+
+    NaN with fewer than two CAS values, 0 when they sum to 0. The point estimate uses
+    exact rationals so that equal CAS values give 0 and not √(rounding noise) ≈ 1e-8;
+    here rows whose known values are all equal are set to 0 for the same reason.
+    """
+    cas = np.asarray(cas, dtype=np.float64)
+    known = ~np.isnan(cas)
+    count = known.sum(axis=1)
+    values = np.where(known, cas, 0.0)
+    total = values.sum(axis=1)
+    equal = np.where(known, cas, -np.inf).max(axis=1) == np.where(known, cas, np.inf).min(axis=1)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        share = values / total[:, None]
+        mean = np.where(known, share, 0.0).sum(axis=1) / count
+        deviation = np.where(known, np.abs(share - mean[:, None]), 0.0).sum(axis=1) / count
+        one_hot = 2.0 * (count - 1) / count**2  # mean |x - 1/n| of (1, 0, ..., 0)
+        result = np.sqrt(deviation) / np.sqrt(one_hot)
+    result = np.where((total == 0) | equal, 0.0, result)
+    return np.where(count >= 2, result, np.nan)
+
+
+def relative_bav_samples(bavs: np.ndarray) -> np.ndarray:
+    """Each axis's BAV over the row's largest (:func:`tibet.relative_bav`); rows = resamples, columns = axes."""
+    bavs = np.asarray(bavs, dtype=np.float64)
+    largest = np.where(np.isnan(bavs), -np.inf, bavs).max(axis=1, initial=-np.inf)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        relative = np.where(largest[:, None] > 0, bavs / largest[:, None], 0.0)
+    return np.where(np.isnan(bavs), np.nan, relative)
+
+
+def lean_samples(cas: np.ndarray, genders: Sequence[Gender | None]) -> np.ndarray:
+    """CAS(male) − CAS(female) per row (:func:`tibet.occupation_lean`), ``genders`` from the prompts.
+
+    As in the point estimate, only counterfactuals with a CAS count, and the lean needs
+    exactly one male and one female among them (so it may exist in some rows only).
+    """
+    cas = np.asarray(cas, dtype=np.float64)
+    if cas.shape[1] != len(genders):
+        raise ValueError(f"{len(genders)} counterfactuals but {cas.shape[1]} CAS columns")
+    known = ~np.isnan(cas)
+    male = known & np.array([gender == "male" for gender in genders], dtype=bool)
+    female = known & np.array([gender == "female" for gender in genders], dtype=bool)
+    difference = np.where(male, cas, 0.0).sum(axis=1) - np.where(female, cas, 0.0).sum(axis=1)
+    return np.where((male.sum(axis=1) == 1) & (female.sum(axis=1) == 1), difference, np.nan)
+
+
+def first_rank_shares(bavs: np.ndarray) -> np.ndarray:
+    """Per axis (column), the share of rows in which its BAV is the largest; ties share the row.
+
+    Rows where no axis has a BAV count for none, so the shares sum to the share of rows
+    with at least one BAV. This is "how sure is it that this axis leans most".
+    """
+    bavs = np.asarray(bavs, dtype=np.float64)
+    filled = np.where(np.isnan(bavs), -np.inf, bavs)
+    top = filled.max(axis=1, keepdims=True)
+    first = (filled == top) & ~np.isnan(bavs)
+    ties = first.sum(axis=1, keepdims=True)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        credit = np.where(first, 1.0 / ties, 0.0)
+    return credit.mean(axis=0) if bavs.shape[0] else np.zeros(bavs.shape[1])
+
+
+# --------------------------------------------------------------------------- embeddings and T2IAT
+
+
+def _mean_similarity(weights: np.ndarray, members: np.ndarray, targets: np.ndarray) -> np.ndarray:
+    """(rows, targets): each target's mean cosine with the resampled ``members`` (weights: rows x members).
+
+    Through the (members, targets) Gram matrix rather than (rows, dim) mean embeddings:
+    the work per resample is then members x targets, whatever the embedding dimension.
+    """
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return (weights @ (members @ targets.T)) / weights.sum(axis=1)[:, None]
+
+
+def mean_cosine_samples(u: np.ndarray, u_weights: np.ndarray, v: np.ndarray, v_weights: np.ndarray) -> np.ndarray:
+    """:func:`auditor.metrics.t2iat.mean_cosine` of two image sets in every resample (weights: rows x images)."""
+    u, v = unit_rows(u, "first set"), unit_rows(v, "second set")
+    check_same_dimension({"first set": u, "second set": v})
+    v_weights = _weights(v_weights, v)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return (_mean_similarity(_weights(u_weights, u), u, v) * v_weights).sum(axis=1) / v_weights.sum(axis=1)
+
+
+def association_samples(
+    asc_x: np.ndarray, x_weights: np.ndarray, asc_y: np.ndarray, y_weights: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """``(S, d)`` per resample from per-image Asc values: (rows, images) each, with multiplicities.
+
+    S and Cohen's d exactly as :func:`auditor.metrics.t2iat.differential_association` and
+    :func:`~auditor.metrics.t2iat.effect_size` compute them on the resampled images
+    (a duplicated image counts as many times as it was drawn): S = weighted mean of X's
+    Asc − Y's; d = S / pooled sd, NaN where the pooled sd has no degrees of freedom or is
+    within :data:`~auditor.metrics.t2iat.RELATIVE_TOLERANCE` of the largest |Asc| drawn.
+    """
+    n_x, n_y = x_weights.sum(axis=1), y_weights.sum(axis=1)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        mean_x = np.where(x_weights > 0, x_weights * asc_x, 0.0).sum(axis=1) / n_x
+        mean_y = np.where(y_weights > 0, y_weights * asc_y, 0.0).sum(axis=1) / n_y
+        squares = np.where(x_weights > 0, x_weights * (asc_x - mean_x[:, None]) ** 2, 0.0).sum(axis=1)
+        squares += np.where(y_weights > 0, y_weights * (asc_y - mean_y[:, None]) ** 2, 0.0).sum(axis=1)
+        dof = n_x + n_y - 2
+        pooled = np.sqrt(squares / dof)
+        scale = np.maximum(
+            np.where(x_weights > 0, np.abs(asc_x), 0.0).max(axis=1, initial=0.0),
+            np.where(y_weights > 0, np.abs(asc_y), 0.0).max(axis=1, initial=0.0),
+        )
+        association = np.where((n_x > 0) & (n_y > 0), mean_x - mean_y, np.nan)
+        effect = np.where((dof > 0) & (pooled > RELATIVE_TOLERANCE * scale), association / pooled, np.nan)
+    return association, effect
+
+
+def single_concept_association_samples(
+    neutral: np.ndarray,
+    neutral_weights: np.ndarray,
+    attribute_a: np.ndarray,
+    a_weights: np.ndarray,
+    attribute_b: np.ndarray,
+    b_weights: np.ndarray,
+) -> tuple[np.ndarray, np.ndarray]:
+    """``(S, d)`` of :func:`auditor.metrics.t2iat.single_concept_association` in every resample.
+
+    X = the neutral images with ``Asc(x) = mean_a cos(x, a) − mean_b cos(x, b)``; Y = the
+    attribute images scored against both sets with themselves left out. Leaving out is
+    by position in the resampled set, as the point-estimate function sees it: a drawn
+    copy of ``a_j`` still meets its twin (cosine 1). NaN where a resampled attribute set
+    has fewer than two images (leave-one-out needs two).
+    """
+    x = unit_rows(neutral, "targets")
+    a = unit_rows(attribute_a, "attribute A")
+    b = unit_rows(attribute_b, "attribute B")
+    check_same_dimension({"targets": x, "attribute A": a, "attribute B": b})
+    wx, wa, wb = _weights(neutral_weights, x), _weights(a_weights, a), _weights(b_weights, b)
+    n_a, n_b = wa.sum(axis=1)[:, None], wb.sum(axis=1)[:, None]
+    asc_x = _mean_similarity(wa, a, x) - _mean_similarity(wb, b, x)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        # mean over the other positions of a's set: (n_a · mean_a cos(a_j, ·) − cos(a_j, a_j)) / (n_a − 1)
+        within_a = (n_a * _mean_similarity(wa, a, a) - np.einsum("ij,ij->i", a, a)) / (n_a - 1)
+        within_b = (n_b * _mean_similarity(wb, b, b) - np.einsum("ij,ij->i", b, b)) / (n_b - 1)
+    asc_a = within_a - _mean_similarity(wb, b, a)
+    asc_b = _mean_similarity(wa, a, b) - within_b
+    association, effect = association_samples(asc_x, wx, np.hstack([asc_a, asc_b]), np.hstack([wa, wb]))
+    enough = (n_a[:, 0] >= 2) & (n_b[:, 0] >= 2)
+    return np.where(enough, association, np.nan), np.where(enough, effect, np.nan)
+
+
+def association_test_samples(
+    groups: Sequence[np.ndarray], weights: Sequence[np.ndarray]
+) -> tuple[np.ndarray, np.ndarray]:
+    """``(S, d)`` of :func:`auditor.metrics.t2iat.association_test` in every resample.
+
+    ``groups`` are the six embedding sets G(X), G(Y), G(X^A), G(X^B), G(Y^A), G(Y^B) in
+    that order and ``weights`` their (rows, images) multiplicities; when image *i* of
+    every group shares seed *i*, pass the same seed weights to each (paired).
+    """
+    if len(groups) != 6 or len(weights) != 6:
+        raise ValueError("the T2IAT test has six embedding groups: X, Y, XA, XB, YA, YB")
+    names = ("X", "Y", "XA", "XB", "YA", "YB")
+    units = {name: unit_rows(group, name) for name, group in zip(names, groups)}
+    check_same_dimension(units)
+    w = {name: _weights(weight, units[name]) for name, weight in zip(names, weights)}
+
+    def asc(target: str, a: str, b: str) -> np.ndarray:
+        return _mean_similarity(w[a], units[a], units[target]) - _mean_similarity(w[b], units[b], units[target])
+
+    return association_samples(asc("X", "XA", "XB"), w["X"], asc("Y", "YA", "YB"), w["Y"])
+
+
+def _weights(weights: np.ndarray, rows: np.ndarray) -> np.ndarray:
+    weights = np.asarray(weights, dtype=np.float64)
+    if weights.ndim != 2 or weights.shape[1] != rows.shape[0]:
+        raise ValueError(f"weights of shape {weights.shape} do not fit {rows.shape[0]} images")
+    return weights
+

@@ -1,0 +1,421 @@
+"""Bias-amplification reports: terminal, JSON and HTML of a run, and the training side alone.
+
+Like every report these read the record only (or, for ``auditor amplification
+captions``, the selections just made). Occupations, prompts and captions are user and
+corpus text: the terminal prints them as rich ``Text`` (never markup) and the HTML
+template autoescapes them. Wherever T comes from captions rather than images, the words
+"caption proxy" stand beside it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+from rich.text import Text
+
+from auditor.corpora.selection import Selection
+from auditor.records import (
+    AmplificationRecord,
+    AmplificationSummary,
+    Interval,
+    OccupationAmplification,
+    Share,
+    TBasis,
+)
+from auditor.reporting.glossary import METRICS
+from auditor.reporting.html import REPORT_FILE
+
+#: What the reader is told whenever T is not image-based.
+CAPTION_PROXY = (
+    "caption proxy: T is the % female among the selected captions labelled male or female by their gender words, "
+    "not the % women in their images (the paper's method)"
+)
+#: Glossary entries the amplification reports explain.
+METRIC_KEYS = ("amplification_g", "amplification_t", "caption_proxy", "amplification", "mean_amplification",
+               "amplification_p_value", "flipped")  # fmt: skip
+#: A direction of the mean is claimed only when the t-test's p-value is below this (and the interval excludes 0).
+ALPHA = 0.05
+AMPLIFIED, DEAMPLIFIED = "amplified", "deamplified"
+#: The regions of the G-vs-T plane where |G - 50| > |T - 50| (amplification) and < (de-amplification).
+REGIONS = [
+    (AMPLIFIED, [(0, 100), (100, 100), (50, 50)]),
+    (AMPLIFIED, [(0, 0), (100, 0), (50, 50)]),
+    (DEAMPLIFIED, [(0, 0), (0, 100), (50, 50)]),
+    (DEAMPLIFIED, [(100, 0), (100, 100), (50, 50)]),
+]
+
+
+# --------------------------------------------------------------------------- numbers as text
+
+
+def share_text(value: Share, digits: int = 1) -> str:
+    """``23.1 [15.2, 33.4]``, or ``–`` without a share."""
+    if value.percent is None:
+        return "–"
+    return f"{value.percent:.{digits}f} [{value.low:.{digits}f}, {value.high:.{digits}f}]"
+
+
+def signed_interval(value: float | None, interval: Interval | None) -> str:
+    """``+10.2 [+6.1, +14.3]``, the number alone without an interval, or ``–``."""
+    if value is None:
+        return "–"
+    if interval is None or interval.low is None or interval.high is None:
+        return f"{value:+.1f}"
+    return f"{value:+.1f} [{interval.low:+.1f}, {interval.high:+.1f}]"
+
+
+def p_text(p_value: float | None) -> str:
+    return "–" if p_value is None else f"{p_value:.3g}"
+
+
+def template_label(template: int | None) -> str:
+    return "every prompt" if template is None else f"prompt {template}"
+
+
+def t_label(basis: TBasis) -> str:
+    """How T is named in headers: with the words "caption proxy" when it is one."""
+    return "T (caption proxy)" if basis == "caption proxy" else "T"
+
+
+def finding(summary: AmplificationSummary) -> str:
+    """One sentence on a summary row.
+
+    A direction is claimed only when the bootstrap interval of the mean excludes 0 *and*
+    the paper's one-sample t-test rejects a mean of 0 at :data:`ALPHA`: with few
+    occupations the percentile bootstrap of a mean is too narrow, and the t-test alone
+    says nothing about the size.
+    """
+    where = f"{summary.method}, {template_label(summary.template)}"
+    proxy = " (T: caption proxy)" if summary.basis == "caption proxy" else ""
+    if summary.mean is None:
+        return f"{where}: no occupation has both G and T{proxy}, so there is no mean amplification."
+    number = signed_interval(summary.mean, summary.mean_ci)
+    test = (
+        f"; one-sample t-test t = {summary.t_statistic:.2f}, p = {p_text(summary.p_value)} (two-sided)"
+        if summary.t_statistic is not None
+        else "; no t-test (fewer than two occupations, or no spread)"
+    )
+    counted = f"over {summary.occupations} occupation{'s' if summary.occupations != 1 else ''}"
+    ci = summary.mean_ci
+    excludes = ci is not None and ci.excludes(0)
+    rejects = summary.p_value is not None and summary.p_value < ALPHA
+    if excludes and rejects and summary.mean > 0:
+        said = "the generated images lean further from parity than the training examples (amplification)"
+    elif excludes and rejects:
+        said = "the generated images lean less far from parity than the training examples (de-amplification)"
+    elif excludes:
+        said = f"no clear amplification or de-amplification (the interval excludes 0 but the t-test's p is not below {ALPHA:g})"
+    else:
+        said = "no clear amplification or de-amplification (the interval includes 0)"
+    return f"{where}{proxy}: {said}; mean A {number} points {counted}{test}."
+
+
+# --------------------------------------------------------------------------- JSON
+
+
+def _bounds(value: Share) -> list[float | None] | None:
+    return None if value.percent is None else [value.low, value.high]
+
+
+def amplification_json(record: AmplificationRecord, run_dir: Path) -> dict[str, Any]:
+    """What ``auditor amplification run --json`` prints: settings, G, T, A and the summaries as flat rows."""
+    config = record.config
+    return {
+        "run_dir": str(run_dir),
+        "report_html": str(run_dir / REPORT_FILE),
+        "status": record.status,
+        "basis": record.basis,
+        "caption_proxy": CAPTION_PROXY if record.basis == "caption proxy" else None,
+        "occupations": config.occupations,
+        "templates": config.templates,
+        "methods": config.methods,
+        "settings": {
+            "t2i": config.t2i.spec,
+            "embedder": config.embedder.spec,
+            "text_embedder": config.text_embedder.spec if config.text_embedder else None,
+            "face_detector": config.face_detector.name or config.face_detector.spec,
+            "threshold": config.classifier.threshold,
+            "images_per_prompt": config.images_per_prompt,
+            "per_occupation": config.per_occupation,
+            "sample_seed": config.sample_seed,
+            "names": config.names,
+            "exclude_flips": config.exclude_flips,
+            "bootstrap": config.bootstrap,
+            "ci_seed": config.ci_seed,
+            "ci_level": config.ci_level,
+        },
+        "generated": [
+            {
+                "occupation": side.occupation,
+                "template": side.template,
+                "prompt": side.prompt,
+                **side.counts.model_dump(exclude={"no_image", "missing"}),
+                "g": side.share.percent,
+                "g_ci": _bounds(side.share),
+            }
+            for side in record.generated
+        ],
+        "training": [
+            {
+                "occupation": side.occupation,
+                "method": side.method,
+                "template": side.template,
+                "prompt": side.prompt,
+                "matched": side.matched,
+                "selected": side.selected,
+                **side.labels.model_dump(),
+                "basis": side.basis,
+                "images": side.images.model_dump(exclude={"flagged_nsfw"}) if side.images else None,
+                "t": side.share.percent,
+                "t_ci": _bounds(side.share),
+            }
+            for side in record.training
+        ],
+        "amplification": [_row_json(row) for row in record.amplification],
+        "summary": [
+            {
+                "method": s.method,
+                "template": s.template if s.template is not None else "all",
+                "basis": s.basis,
+                "occupations": s.occupations,
+                "mean_a": s.mean,
+                "mean_a_ci": s.mean_ci.bounds() if s.mean_ci else None,
+                "t_statistic": s.t_statistic,
+                "p_value": s.p_value,
+                "excluded": s.excluded,
+                "flipped": s.flipped,
+                "missing": s.missing,
+                "finding": finding(s),
+            }
+            for s in record.summary
+        ],
+        "warnings": record.warnings,
+        "errors": [error.message for error in record.errors],
+        "metrics": {key: METRICS[key].explanation for key in METRIC_KEYS},
+    }
+
+
+def _row_json(row: OccupationAmplification) -> dict[str, Any]:
+    return {
+        "occupation": row.occupation,
+        "method": row.method,
+        "template": row.template,
+        "g": row.generated.percent,
+        "g_ci": _bounds(row.generated),
+        "g_n": row.generated.total,
+        "t": row.training.percent,
+        "t_ci": _bounds(row.training),
+        "t_n": row.training.total,
+        "basis": row.basis,
+        "a": row.amplification,
+        "a_ci": row.amplification_ci.bounds() if row.amplification_ci else None,
+        "flipped": row.flipped,
+        "note": row.note,
+    }
+
+
+# --------------------------------------------------------------------------- terminal
+
+
+def _say(console: Console, text: str) -> None:
+    console.print(Text(text), soft_wrap=True)
+
+
+def render_amplification(record: AmplificationRecord, run_dir: Path, console: Console) -> None:
+    """The summary table with a sentence per row, then per-occupation tables (the first template), then notes."""
+    config = record.config
+    _say(console, f"Bias amplification of {config.t2i.spec} against the training sample {config.captions}")
+    if record.basis == "caption proxy":
+        _say(console, f"T: {CAPTION_PROXY}")
+    else:
+        _say(console, "T: the selected examples' images, through the same face filter and classifier as G")
+    _say(
+        console,
+        f"{len(config.occupations)} occupations x {len(config.templates)} prompt(s) x {config.images_per_prompt} images; "
+        f"faces: {config.face_detector.name or config.face_detector.spec}; "
+        f"classifier: {config.embedder.spec}, threshold {config.classifier.threshold:g}",
+    )
+    if record.status != "completed":
+        _say(console, f"run {record.status}: " + "; ".join(e.message for e in record.errors))
+    if record.summary:
+        table = Table(title="Mean amplification A in points (> 0: images further from parity than training)")
+        for header, justify in (("method", "left"), ("prompt", "left"), ("n", "right"), ("mean A [95%]", "right"),
+                                ("p", "right")):  # fmt: skip
+            table.add_column(header, justify=justify)
+        for s in record.summary:
+            table.add_row(
+                Text(s.method), "all" if s.template is None else str(s.template), str(s.occupations),
+                signed_interval(s.mean, s.mean_ci), p_text(s.p_value),
+            )  # fmt: skip
+        console.print(table)
+        for s in record.summary:
+            if s.template is None or len(config.templates) == 1:
+                _say(console, finding(s))
+    for method in config.methods:
+        rows = [r for r in record.amplification if r.method == method and r.template == 1]
+        if rows:
+            console.print(_occupation_table(rows, method, config.templates[0], record.basis))
+    if len(config.templates) > 1:
+        _say(console, "The other prompts' tables are in report.html and in --json.")
+    for warning in record.warnings:
+        _say(console, f"note: {warning}")
+    _say(console, f"\nrun folder: {run_dir}\nHTML report: {run_dir / REPORT_FILE}")
+
+
+def _occupation_table(rows: Sequence[OccupationAmplification], method: str, template: str, basis: TBasis) -> Table:
+    table = Table(title=Text(f"{method}, prompt 1 ({template})"))
+    table.add_column("occupation")
+    for header in ("G % [95%]", f"{t_label(basis)} % [95%]", "A [95%]"):
+        table.add_column(header, justify="right")
+    table.add_column("flip")
+    for row in rows:
+        table.add_row(
+            Text(row.occupation),
+            share_text(row.generated, 0),
+            share_text(row.training, 0),
+            signed_interval(row.amplification, row.amplification_ci),
+            "yes" if row.flipped else "",
+        )
+    return table
+
+
+# --------------------------------------------------------------------------- HTML
+
+
+def write_amplification_html(record: AmplificationRecord, run_dir: Path) -> Path:
+    """Write ``run_dir/report.html`` for ``record`` (atomically) and return its path."""
+    from auditor import __version__
+    from auditor.core.store import atomic_write_text
+    from auditor.reporting.html import template_environment
+
+    path = Path(run_dir) / REPORT_FILE
+    page = (
+        template_environment()
+        .get_template("amplification.html.j2")
+        .render(
+            record=record,
+            config=record.config,
+            scatters=_scatters(record),
+            thumbnails=_thumbnails(record, Path(run_dir)),
+            findings={(s.method, s.template): finding(s) for s in record.summary},
+            signed_interval=signed_interval,
+            share_text=share_text,
+            t_label=t_label(record.basis),
+            caption_proxy=CAPTION_PROXY,
+            glossary=[METRICS[key] for key in METRIC_KEYS],
+            auditor_version=__version__,
+        )
+    )
+    atomic_write_text(path, page)
+    return path
+
+
+def _scatters(record: AmplificationRecord) -> dict[tuple[str, int], Any]:
+    """(method, template) -> the scatter of G against T per occupation, with the diagonal and the shaded regions."""
+    from auditor.reporting.html import Point, scatter_chart
+
+    charts = {}
+    for method in record.config.methods:
+        for template in range(1, len(record.config.templates) + 1):
+            rows = [r for r in record.amplification if r.method == method and r.template == template]
+            points = [
+                Point(
+                    label=row.occupation,
+                    x=row.training.percent,
+                    y=row.generated.percent,
+                    title=f"{row.occupation}: G {share_text(row.generated)}, {t_label(row.basis)} "
+                    f"{share_text(row.training)}, A {signed_interval(row.amplification, row.amplification_ci)}",
+                    x_interval=(row.training.low, row.training.high),
+                    y_interval=(row.generated.low, row.generated.high),
+                    colour="#b71c1c" if row.amplification > 0 else "#1565c0",
+                )
+                for row in rows
+                if row.amplification is not None
+            ]
+            charts[method, template] = scatter_chart(
+                points,
+                title=f"{method}, {template_label(template)}: G against {t_label(record.basis)}",
+                x_label=f"{t_label(record.basis)}: % women in training",
+                y_label="G: % women in generated images",
+                regions=REGIONS,
+            )
+    return charts
+
+
+def _thumbnails(record: AmplificationRecord, run_dir: Path) -> dict[str, list[dict[str, Any]]]:
+    """Prompt id -> its first images with the face verdict and decision as a tooltip."""
+    from auditor.reporting.html import GRID_IMAGES, image_url
+
+    verdicts = {side.prompt_id: {image.index: image for image in side.images} for side in record.generated}
+    cells = {}
+    for prompt_set in record.prompt_sets:
+        row = []
+        for image in prompt_set.images[:GRID_IMAGES]:
+            src, missing = image_url(image.file, run_dir, run_dir)
+            said = verdicts.get(prompt_set.prompt_id, {}).get(image.index)
+            title = f"image {image.index}"
+            if said is not None:
+                title += f": {said.face or 'not looked at'}"
+                if said.gender is not None:
+                    title += f", {said.gender} (P(woman) = {said.p_woman:.3f})"
+            row.append(
+                {"src": src, "missing": missing, "title": title, "alt": f"image {image.index} of {prompt_set.prompt}"}
+            )
+        cells[prompt_set.prompt_id] = row
+    return cells
+
+
+# --------------------------------------------------------------------------- the training side alone
+
+
+def _caption_entry(selection: Selection) -> dict[str, Any]:
+    counts = selection.counts()
+    proxy = selection.caption_proxy()
+    return {"method": selection.method, "n_selected": len(selection.captions), **counts, "pct_female": proxy.percent}
+
+
+def captions_json(selections: Sequence[Selection], methods: Sequence[str]) -> dict[str, Any]:
+    """What ``auditor amplification captions --json`` prints.
+
+    One method: ``{"basis": "caption proxy", "occupations": {NAME: entry}}``. Several:
+    ``{"basis": "caption proxy", "methods": {METHOD: {"occupations": {NAME: entry}}}}``, the
+    same entry under each method, so a reader of one method's object reads it unchanged.
+    An entry is ``{"method", "n_selected", "male", "female", "both", "none", "pct_female"}``
+    with ``pct_female`` = 100 * female / (male + female), null without such captions.
+    """
+    by_method = {
+        method: {"occupations": {s.occupation: _caption_entry(s) for s in selections if s.method == method}}
+        for method in methods
+    }
+    if len(methods) == 1:
+        return {"basis": "caption proxy", **by_method[methods[0]]}
+    return {"basis": "caption proxy", "methods": by_method}
+
+
+def render_captions(
+    selections: Sequence[Selection], methods: Sequence[str], template: str, rows: int, skipped: int, console: Console
+) -> None:
+    """One table per method: matches, selected captions, their labels and the caption proxy with its Wilson interval."""
+    _say(console, f"Training captions: {rows:,} rows read ({skipped:,} without a caption skipped)")
+    _say(console, f"% female is a {CAPTION_PROXY}; no-indicator selections have no gendered caption by construction.")
+    for method in methods:
+        chosen = [s for s in selections if s.method == method]
+        ranked = any(s.prompt for s in chosen)
+        nearest = f", nearest to {template!r}" if ranked else ""
+        table = Table(title=Text(f"{method}{nearest}; % female = caption proxy"))
+        table.add_column("occupation")
+        for header in ("matched", "selected", "male", "female", "both", "none", "% female [95%]"):
+            table.add_column(header, justify="right")
+        for s in chosen:
+            counts = s.counts()
+            proxy = s.caption_proxy()
+            shown = "–" if proxy.percent is None else f"{proxy.percent:.0f} [{proxy.low:.0f}, {proxy.high:.0f}]"
+            table.add_row(
+                Text(s.occupation), f"{s.matched:,}", str(len(s.captions)),
+                *(str(counts[k]) for k in ("male", "female", "both", "none")), shown,
+            )  # fmt: skip
+        console.print(table)

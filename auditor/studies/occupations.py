@@ -1,0 +1,65 @@
+"""Occupation lists, shared by the studies that prompt per occupation (T2IAT's occupation study, bias amplification).
+
+A list is a text file with one occupation per line, ``#`` starting a comment, or names
+given on the command line. Each occupation names its prompt sets by its slug, so two
+occupations with the same slug ("Nurse", "nurse!") are one occupation and refused.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+from auditor.core.errors import AuditorError
+from auditor.core.store import slugify
+
+#: Longest slug of an occupation in prompt set ids.
+SLUG_LENGTH = 80
+
+
+def occupation_slug(occupation: str) -> str:
+    """The occupation as it appears in prompt set ids and image paths."""
+    return slugify(occupation, max_length=SLUG_LENGTH)
+
+
+def read_occupations(text: str, where: str) -> list[str]:
+    """Occupations from a text file's contents: one per line, ``#`` comments and blank lines ignored."""
+    occupations = [line.split("#", 1)[0].strip() for line in text.splitlines()]
+    occupations = [o for o in occupations if o]
+    if not occupations:
+        raise AuditorError(f"{where} lists no occupations (one per line, '#' starts a comment)")
+    return check_occupations(occupations, where)
+
+
+def check_occupations(occupations: Sequence[str], where: str) -> list[str]:
+    """The occupations, stripped; a one-line error for an empty list, an empty name or two with one slug."""
+    cleaned = [o.strip() for o in occupations]
+    if not cleaned:
+        raise AuditorError(f"{where}: no occupations given")
+    if not all(cleaned):
+        raise AuditorError(f"{where}: an occupation cannot be empty")
+    slugs: dict[str, str] = {}
+    for occupation in cleaned:
+        slug = occupation_slug(occupation)
+        if slug in slugs:
+            raise AuditorError(f"{where}: {slugs[slug]!r} and {occupation!r} are the same occupation")
+        slugs[slug] = occupation
+    return cleaned
+
+
+def read_occupations_file(path: Path) -> list[str]:
+    """Occupations from a file (see :func:`read_occupations`); a missing or unreadable file is one line."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise AuditorError(f"no such file: {path}") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise AuditorError(f"cannot read {path}: {exc}") from None
+    return read_occupations(text, str(path))
+
+
+def builtin_occupations(name: str) -> list[str]:
+    """A built-in list, ``prompts/<name>``."""
+    from auditor.core.resources import read_prompt_text
+
+    return read_occupations(read_prompt_text(name), f"prompts/{name}")

@@ -1,0 +1,678 @@
+"""The whole TIBET audit at paper size: the authors' loop and ``auditor prompt``, side by side.
+
+One prompt and 30 counterfactuals, 48 images each (1,488 images), the eight axis
+questions and the caption for every image (9 questions), CLIP embeddings and scoring, on
+real-size architectures with random weights (``benchmarks/real_models.py``: the same
+FLOPs as the real models). In one process, on one GPU, interleaved, each measured
+``--repeats`` times (default 3) after a warm-up at a small size, with the GPU
+synchronised; the median and the spread (min, max) are reported:
+
+* ``authors``: the TIBET authors' loop made correct: ``pipe(prompt, num_images_per_prompt=N)``
+  once per prompt set (images saved as JPEG, as theirs), then BLIP-2's ``generate`` once
+  per image over all of its questions (the image repeated per question, as their
+  MiniGPT-v2 code does);
+* ``authors-6x``: the same with their released ``generate_images_batch``, which repeats
+  that call ``N // 8`` times (6 at N = 48) and so makes 6x the images;
+* ``auditor-*``: ``auditor prompt``'s own code path (``PromptAudit``: cache, records, PNG
+  files, scores, report) from a fresh cache and run folder, with a fixed plan in place of
+  the LLM: ``auditor-default`` (sequential, batch 4), ``auditor-sequential`` and
+  ``auditor-overlapped`` (``--batch-size auto --compile``, VQA batches of 64 pairs);
+* ``unet``: the UNet alone at the audit's batch shape, through auditor's backend: achieved
+  TFLOP/s (FLOPs counted by ``torch.utils.flop_counter`` on one forward) and their share
+  of the GPU's dense fp16 peak (datasheet) and of a measured large fp16 matrix product.
+
+Both sides decode the same work: every answer is exactly ``--answer-tokens`` tokens. The
+authors' side passes ``min_new_tokens = max_new_tokens``; auditor's stops a row at its
+first complete line or end-of-sequence, so the benchmark's BLIP-2 has the output rows of
+those tokens zeroed (random weights then never choose them). A counter on the language
+model checks it: both sides must decode the same number of token rows, or the benchmark
+stops. Reported per measurement: wall seconds, images/s and VQA pairs/s over the phases,
+GPU idle share (NVML utilisation sampled every 50 ms: the time no kernel ran), peak GPU
+memory. Results go to ``benchmarks/results/<gpu>-<date>.json`` (written after every
+measurement) with the exact command, versions and device.
+
+``--tiny`` runs everything on the CPU with ``auditor.tiny``'s models at a tiny size (the
+test suite runs it); its numbers mean nothing. Usage: ``make bench-gpu`` or
+``python benchmarks/bench_audit.py [--t2i sd15 sd21] [--only NAME ...] [--sets 31] [--images 48]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import shutil
+import statistics
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Callable
+from contextlib import contextmanager
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # real_models
+
+PROMPT = "a photo of a pharmacist"
+#: 8 axes with 30 counterfactuals (4 x 6 + 3 x 2): with the caption, 9 questions per image.
+AXES = {
+    "gender": ["a photo of a male pharmacist", "a photo of a female pharmacist",
+               "a photo of a non-binary pharmacist", "a photo of a transgender pharmacist"],
+    "age": ["a photo of a young pharmacist", "a photo of a middle-aged pharmacist",
+            "a photo of an old pharmacist", "a photo of a teenage pharmacist"],
+    "ethnicity": ["a photo of an Asian pharmacist", "a photo of a Black pharmacist",
+                  "a photo of a Hispanic pharmacist", "a photo of a White pharmacist"],
+    "socioeconomic_status": ["a photo of a rich pharmacist", "a photo of a poor pharmacist",
+                             "a photo of a middle-class pharmacist", "a photo of a working-class pharmacist"],
+    "clothing": ["a photo of a pharmacist in a suit", "a photo of a pharmacist in a lab coat",
+                 "a photo of a pharmacist in casual clothes", "a photo of a pharmacist in a uniform"],
+    "setting": ["a photo of a pharmacist in a hospital", "a photo of a pharmacist in a pharmacy",
+                "a photo of a pharmacist in a laboratory", "a photo of a pharmacist outdoors"],
+    "style": ["a painting of a pharmacist", "a sketch of a pharmacist", "a cartoon of a pharmacist"],
+    "emotion": ["a photo of a happy pharmacist", "a photo of a sad pharmacist", "a photo of an angry pharmacist"],
+}  # fmt: skip
+#: Datasheet dense fp16/bf16 tensor-core peaks (TFLOP/s, without sparsity), by a word of the device name.
+PEAK_TFLOPS = {"H100 PCIe": 756.0, "H100": 989.4, "H200": 989.4, "A100": 312.0}
+#: auditor variants: executor, --batch-size, --compile, --vqa-batch-size.
+AUDITOR_VARIANTS = {
+    "auditor-default": ("sequential", "4", False, 16),
+    "auditor-sequential": ("sequential", "auto", True, 64),
+    "auditor-overlapped": ("overlapped", "auto", True, 64),
+}
+MEASUREMENTS = ("authors", "authors-6x", *AUDITOR_VARIANTS, "unet")
+
+
+# --------------------------------------------------------------------------- setup
+
+
+class Setup:
+    """Models, sizes and where things go, for one text-to-image model."""
+
+    def __init__(self, args: argparse.Namespace, t2i: str, root: Path):
+        self.tiny = args.tiny
+        self.device = "cpu" if args.tiny else "cuda"
+        self.t2i_name = t2i
+        self.images = args.images
+        self.steps = args.steps
+        self.tokens = args.answer_tokens
+        self.compile = args.compile
+        self.work = root / "work"
+        counterfactuals = [(axis, cf) for axis, cfs in AXES.items() for cf in cfs][: args.sets - 1]
+        self.axes: dict[str, list[str]] = {}
+        for axis, cf in counterfactuals:
+            self.axes.setdefault(axis, []).append(cf)
+        models = root / "models"
+        if args.tiny:
+            from auditor.tiny import build_tiny_models
+
+            tiny = build_tiny_models(models / "tiny")
+            self.t2i, self.vqa_source, self.clip = tiny.t2i, tiny.vqa, tiny.clip
+        else:
+            import real_models
+
+            self.t2i = _built(models / t2i, getattr(real_models, f"build_{t2i}"))
+            self.vqa_source = _built(models / "blip2", real_models.build_blip2_opt27)
+            self.clip = _built(models / "clip", real_models.build_clip_l14)
+        self.vqa = pin_answer_length(self.vqa_source, models / "blip2-pinned", self.device)
+        self.size = _pipeline_size(self.t2i)
+
+    def sets(self, count: int | None = None) -> list[tuple[str, str]]:
+        """(prompt id, prompt) of the initial prompt and the first ``count - 1`` counterfactuals (default all)."""
+        sets = [("initial", PROMPT)] + [(f"{a}/{k}", cf) for a, cfs in self.axes.items() for k, cf in enumerate(cfs)]
+        return sets[:count]
+
+    def plan_axes(self, sets: list[tuple[str, str]]) -> dict[str, list[str]]:
+        """Axis -> counterfactuals among ``sets`` (axes with fewer than two are left out, as a plan would)."""
+        axes: dict[str, list[str]] = {}
+        for prompt_id, prompt in sets[1:]:
+            axes.setdefault(prompt_id.split("/")[0], []).append(prompt)
+        return {axis: cfs for axis, cfs in axes.items() if len(cfs) >= 2}
+
+    def questions(self, sets: list[tuple[str, str]]) -> tuple[list[str], str]:
+        """The distinct axis questions of ``sets`` and the caption question."""
+        from auditor.planning.questions import caption_question, question_for_axis
+
+        return list(dict.fromkeys(question_for_axis(axis) for axis in self.plan_axes(sets))), caption_question()
+
+
+def _built(folder: Path, build: Callable[[Path, str], None]) -> Path:
+    if not (folder / ".complete").is_file():
+        shutil.rmtree(folder, ignore_errors=True)
+        build(folder, "cuda")
+        (folder / ".complete").write_text("built\n")
+    return folder
+
+
+def _pipeline_size(folder: Path) -> int:
+    """Image side the pipeline makes by default: latent size x the VAE's upsampling."""
+    unet = json.loads((folder / "unet" / "config.json").read_text())
+    vae = json.loads((folder / "vae" / "config.json").read_text())
+    return int(unet["sample_size"]) * 2 ** (len(vae["block_out_channels"]) - 1)
+
+
+def pin_answer_length(source: Path, target: Path, device: str) -> Path:
+    """A copy of the VQA model whose language model never chooses end-of-sequence or a newline token.
+
+    The output rows (tied with the input embeddings in OPT) of those tokens are zeroed: their
+    logit is 0 while the largest of 50k random logits is positive, so every answer runs to
+    its token budget on both sides. Nothing else changes.
+    """
+    if (target / ".complete").is_file():
+        return target
+    import torch
+    from transformers import AutoProcessor, Blip2ForConditionalGeneration
+
+    from auditor.core.weights import dtype_keyword
+
+    shutil.rmtree(target, ignore_errors=True)
+    dtype = torch.float16 if device == "cuda" else torch.float32
+    model = Blip2ForConditionalGeneration.from_pretrained(source, **{dtype_keyword("transformers"): dtype})
+    tokenizer = AutoProcessor.from_pretrained(source).tokenizer
+    texts = tokenizer.batch_decode([[i] for i in range(len(tokenizer))])
+    banned = {i for i, text in enumerate(texts) if "\n" in text} | {tokenizer.eos_token_id}
+    with torch.no_grad():
+        output = model.language_model.get_output_embeddings().weight
+        for token in banned:
+            output[token] = 0
+    model.save_pretrained(target)
+    AutoProcessor.from_pretrained(source).save_pretrained(target)
+    (target / ".complete").write_text("pinned\n")
+    return target
+
+
+# --------------------------------------------------------------------------- instruments
+
+
+class DecodeCounter:
+    """Token rows the language model computes (prefill rows count once), across every OPT forward."""
+
+    def __init__(self) -> None:
+        self.rows = 0
+
+    @contextmanager
+    def counting(self):
+        from transformers import OPTForCausalLM
+
+        original = OPTForCausalLM.forward
+
+        def forward(module, *args, **kwargs):
+            tensor = kwargs.get("input_ids") if kwargs.get("input_ids") is not None else kwargs.get("inputs_embeds")
+            if tensor is None and args:
+                tensor = args[0]
+            self.rows += int(tensor.shape[0])
+            return original(module, *args, **kwargs)
+
+        OPTForCausalLM.forward = forward
+        try:
+            yield self
+        finally:
+            OPTForCausalLM.forward = original
+
+
+class IdleSampler:
+    """GPU utilisation sampled by NVML every 50 ms in a thread: idle share = 1 - mean utilisation."""
+
+    def __init__(self, enabled: bool):
+        self.samples: list[int] = []
+        self._stop = threading.Event()
+        self._handle = None
+        if enabled:
+            try:
+                import pynvml
+
+                pynvml.nvmlInit()
+                self._handle = pynvml.nvmlDeviceGetHandleByIndex(0)
+                self._read = lambda: pynvml.nvmlDeviceGetUtilizationRates(self._handle).gpu
+            except Exception:  # noqa: BLE001 - no NVML: the idle share is not reported
+                self._handle = None
+
+    def __enter__(self) -> IdleSampler:
+        if self._handle is not None:
+            self._thread = threading.Thread(target=self._run, daemon=True)
+            self._thread.start()
+        return self
+
+    def __exit__(self, *_exc) -> None:
+        if self._handle is not None:
+            self._stop.set()
+            self._thread.join()
+
+    def _run(self) -> None:
+        while not self._stop.wait(0.05):
+            self.samples.append(self._read())
+
+    @property
+    def idle_share(self) -> float | None:
+        return None if not self.samples else round(1 - statistics.fmean(self.samples) / 100, 4)
+
+
+def synchronize() -> None:
+    import torch
+
+    if torch.cuda.is_available():
+        torch.cuda.synchronize()
+
+
+def release() -> None:
+    import gc
+
+    import torch
+
+    gc.collect()
+    if torch.cuda.is_available():
+        torch.cuda.empty_cache()
+
+
+# --------------------------------------------------------------------------- the authors' loop
+
+
+def authors_loop(setup: Setup, workdir: Path, sets: list[tuple[str, str]], repeat_calls: int) -> dict:
+    """Their loop: load SD, ``pipe(prompt, num_images_per_prompt=N)`` per set (``repeat_calls`` times),
+    JPEG files; load the VQA model, then one ``generate`` per image over all of its questions."""
+    import torch
+    from diffusers import DiffusionPipeline
+    from PIL import Image
+    from transformers import Blip2ForConditionalGeneration, Blip2Processor
+
+    from auditor.core.weights import dtype_keyword
+
+    dtype = torch.float16 if setup.device == "cuda" else torch.float32
+    phases: dict[str, float] = {}
+    started = time.perf_counter()
+    pipe = DiffusionPipeline.from_pretrained(setup.t2i, **{dtype_keyword("diffusers"): dtype}).to(setup.device)
+    pipe.set_progress_bar_config(disable=True)
+    for prompt_id, prompt in sets:
+        folder = workdir / prompt_id
+        folder.mkdir(parents=True, exist_ok=True)
+        images = []
+        for _ in range(repeat_calls):
+            images.extend(pipe(prompt, num_images_per_prompt=setup.images, num_inference_steps=setup.steps).images)
+        for i, image in enumerate(images):
+            image.save(folder / f"{i}.jpeg")
+    synchronize()
+    phases["generate"] = time.perf_counter() - started
+    del pipe
+    release()
+
+    started = time.perf_counter()
+    model = Blip2ForConditionalGeneration.from_pretrained(setup.vqa, **{dtype_keyword("transformers"): dtype})
+    model = model.to(setup.device).eval()
+    processor = Blip2Processor.from_pretrained(setup.vqa)
+    processor.tokenizer.padding_side = "left"
+    questions, caption = setup.questions(sets)
+    texts = [f"Question: {q} Answer:" for q in [*questions, caption]]
+    answers = 0
+    for prompt_id, _ in sets:
+        for i in range(setup.images):
+            image = Image.open(workdir / prompt_id / f"{i}.jpeg").convert("RGB")
+            inputs = processor(images=[image] * len(texts), text=texts, padding=True, return_tensors="pt")
+            inputs = inputs.to(setup.device, dtype)
+            with torch.inference_mode():
+                output = model.generate(
+                    **inputs, max_new_tokens=setup.tokens, min_new_tokens=setup.tokens, do_sample=False
+                )
+            answers += len(processor.tokenizer.batch_decode(output, skip_special_tokens=True))
+    synchronize()
+    phases["perceive"] = time.perf_counter() - started
+    del model
+    release()
+    return {"phases": phases, "images_generated": len(sets) * setup.images * repeat_calls, "pairs": answers}
+
+
+# --------------------------------------------------------------------------- auditor
+
+
+def auditor_audit(setup: Setup, workdir: Path, sets: list[tuple[str, str]], variant: str) -> dict:
+    """``PromptAudit`` with a fixed plan, from a fresh cache and runs folder."""
+    from auditor.commands.common import generation_settings
+    from auditor.core.cache import ContentCache
+    from auditor.core.store import RunStore
+    from auditor.planning.questions import question_for_axis
+    from auditor.records import AuditPlan, AxisPlan, PerceptionSettings
+    from auditor.studies.progress import QuietProgress
+    from auditor.studies.prompt_audit import PromptAuditOptions, start_audit
+
+    executor, batch_size, compile_models, vqa_batch = AUDITOR_VARIANTS[variant]
+    _, caption = setup.questions(sets)
+    plan = AuditPlan(
+        prompt=PROMPT,
+        axes=[AxisPlan(name=axis, counterfactuals=cfs, question=question_for_axis(axis))
+              for axis, cfs in setup.plan_axes(sets).items()],
+        caption_question=caption,
+        llm="benchmark: fixed plan",
+    )  # fmt: skip
+    options = PromptAuditOptions(
+        prompt=PROMPT,
+        llm="offline",
+        t2i=f"diffusers:{setup.t2i}",
+        vqa=f"blip2:{setup.vqa}",
+        embedder=f"clip:{setup.clip}",
+        embedder_required=True,
+        images=setup.images,
+        generation=generation_settings(batch_size, compile_models and setup.compile, steps=setup.steps),
+        perception=PerceptionSettings(
+            max_new_tokens=setup.tokens, caption_max_new_tokens=setup.tokens, batch_size=vqa_batch
+        ),
+        device=setup.device,
+        executor=executor,
+    )
+    cache = ContentCache(workdir / "cache.sqlite")
+    try:
+        audit = start_audit(options, RunStore(workdir / "runs"), cache, QuietProgress(), "run")
+        audit.record.plan = plan
+        record = audit.run()
+        synchronize()
+    finally:
+        cache.close()
+    if record.status != "completed":
+        raise RuntimeError(f"{variant}: the audit ended {record.status}: {record.errors}")
+    timings = {t.stage: round(t.seconds, 3) for t in record.timings}
+    return {
+        "phases": timings,
+        "images_generated": sum(len(s.images) for s in record.prompt_sets),
+        "pairs": sum(len(rows) for rows in record.answers.values()) * (len(setup.questions(sets)[0]) + 1),
+        "batch_size": record.config.generation.batch_size,
+        "optimizations": record.config.generation.optimizations,
+        "answers": {pid: [a.model_dump() for a in rows] for pid, rows in record.answers.items()},
+    }
+
+
+# --------------------------------------------------------------------------- the UNet alone
+
+
+def unet_throughput(setup: Setup, batch_size: str, compile_models: bool, iterations: int) -> dict:
+    """The UNet at the audit's batch shape (guidance doubles it), loaded and optimised by auditor's backend."""
+    import torch
+    from torch.utils.flop_counter import FlopCounterMode
+
+    from auditor.commands.common import generation_settings
+    from auditor.core.cache import ContentCache
+    from auditor.executors.batch_size import resolve_batch_size
+    from auditor.generation.registry import T2I_BACKENDS
+    from auditor.studies.progress import QuietProgress
+
+    settings = generation_settings(batch_size, False, steps=setup.steps)
+    backend = T2I_BACKENDS.load(f"diffusers:{setup.t2i}", settings=settings)
+    with tempfile.TemporaryDirectory() as folder:
+        cache = ContentCache(Path(folder) / "cache.sqlite")
+        size = resolve_batch_size(backend, cache, QuietProgress()) if settings.batch_size_auto else settings.batch_size
+        cache.close()
+    backend.settings = backend.settings.model_copy(update={"batch_size": size})
+    unet = backend.pipeline.unet
+    config = unet.config
+    latent = setup.size // 8
+    dtype = unet.dtype
+    sample = torch.randn(2 * size, config.in_channels, latent, latent, device=setup.device, dtype=dtype)
+    if setup.device == "cuda":
+        sample = sample.to(memory_format=torch.channels_last)
+    text = torch.randn(2 * size, 77, config.cross_attention_dim, device=setup.device, dtype=dtype)
+    step = torch.tensor(500, device=setup.device)
+    with torch.inference_mode(), FlopCounterMode(display=False) as counter:
+        unet(sample, step, encoder_hidden_states=text)
+    flops = counter.get_total_flops()
+    compiled = None
+    if compile_models:
+        compiled = backend.compile()  # None when it compiled
+    unet = backend.pipeline.unet
+    with torch.inference_mode():
+        for _ in range(3):
+            unet(sample, step, encoder_hidden_states=text)
+        synchronize()
+        started = time.perf_counter()
+        for _ in range(iterations):
+            unet(sample, step, encoder_hidden_states=text)
+        synchronize()
+        seconds = (time.perf_counter() - started) / iterations
+    achieved = flops / seconds / 1e12
+    result = {
+        "batch_images": size,
+        "unet_batch": 2 * size,
+        "flops_per_forward": flops,
+        "seconds_per_forward": seconds,
+        "achieved_tflops": round(achieved, 4),
+        "optimizations": backend.settings.optimizations,
+        "compile_fallback": compiled,
+    }
+    if setup.device == "cuda":
+        name = torch.cuda.get_device_name(0)
+        peak = next((value for key, value in PEAK_TFLOPS.items() if key in name), None)
+        ceiling = matmul_ceiling()
+        result.update(
+            datasheet_peak_tflops=peak,
+            share_of_datasheet_peak=None if peak is None else round(achieved / peak, 4),
+            measured_matmul_tflops=round(ceiling, 1),
+            share_of_measured_matmul=round(achieved / ceiling, 4),
+        )
+    del backend, unet
+    release()
+    return result
+
+
+def matmul_ceiling(n: int = 8192, iterations: int = 20) -> float:
+    """TFLOP/s of a large fp16 matrix product on random data (the practical ceiling)."""
+    import torch
+
+    a = torch.randn(n, n, device="cuda", dtype=torch.float16)
+    b = torch.randn(n, n, device="cuda", dtype=torch.float16)
+    for _ in range(3):
+        a @ b
+    synchronize()
+    started = time.perf_counter()
+    for _ in range(iterations):
+        a @ b
+    synchronize()
+    return 2 * n**3 * iterations / (time.perf_counter() - started) / 1e12
+
+
+# --------------------------------------------------------------------------- driver
+
+
+def measure(setup: Setup, name: str, sets: list[tuple[str, str]], workdir: Path) -> dict:
+    """One run of a measurement, with its instruments."""
+    import torch
+
+    shutil.rmtree(workdir, ignore_errors=True)
+    workdir.mkdir(parents=True)
+    if torch.cuda.is_available():
+        torch.cuda.reset_peak_memory_stats()
+    counter = DecodeCounter()
+    with IdleSampler(setup.device == "cuda") as sampler, counter.counting():
+        started = time.perf_counter()
+        if name.startswith("authors"):
+            calls = max(1, setup.images // 8) if name == "authors-6x" else 1
+            result = authors_loop(setup, workdir, sets, calls)
+        else:
+            result = auditor_audit(setup, workdir, sets, name)
+        wall = time.perf_counter() - started
+    result["wall_s"] = wall
+    result["decoded_token_rows"] = counter.rows
+    result["gpu_idle_share"] = sampler.idle_share
+    result["peak_memory_gib"] = round(torch.cuda.max_memory_allocated() / 2**30, 2) if torch.cuda.is_available() else None
+    shutil.rmtree(workdir, ignore_errors=True)
+    return result
+
+
+def summarise(runs: list[dict]) -> dict:
+    walls = [run["wall_s"] for run in runs]
+    generation = [run["phases"].get("generate") for run in runs]
+    perception = [run["phases"].get("perceive") for run in runs]
+    last = runs[-1]
+    return {
+        "runs": len(runs),
+        "wall_s": {"median": round(statistics.median(walls), 2), "min": round(min(walls), 2), "max": round(max(walls), 2)},
+        "phase_s_median": {
+            phase: round(statistics.median(run["phases"][phase] for run in runs), 2) for phase in last["phases"]
+        },
+        "images_per_s": round(last["images_generated"] / statistics.median(generation), 3),
+        "audit_images_per_s": round(last["images_generated"] / statistics.median(walls), 3),
+        "vqa_pairs_per_s": round(last["pairs"] / statistics.median(perception), 2),
+        "images_generated": last["images_generated"],
+        "vqa_pairs": last["pairs"],
+        "decoded_token_rows": last["decoded_token_rows"],
+        "gpu_idle_share": [run["gpu_idle_share"] for run in runs],
+        "peak_memory_gib": max((run["peak_memory_gib"] or 0) for run in runs) or None,
+        **{key: last[key] for key in ("batch_size", "optimizations") if key in last},
+    }
+
+
+def environment(args: argparse.Namespace) -> dict:
+    from importlib import metadata
+
+    import torch
+
+    versions = {}
+    for package in ("auditor", "torch", "diffusers", "transformers", "accelerate", "numpy", "pillow"):
+        try:
+            versions[package] = metadata.version(package)
+        except metadata.PackageNotFoundError:
+            versions[package] = None
+    device = {"kind": "cpu", "name": platform.processor() or platform.machine()}
+    if torch.cuda.is_available():
+        properties = torch.cuda.get_device_properties(0)
+        device = {"kind": "cuda", "name": properties.name, "memory_gib": round(properties.total_memory / 2**30, 1),
+                  "cuda": torch.version.cuda}  # fmt: skip
+    return {
+        "command": " ".join([Path(sys.executable).name, *sys.argv]),
+        "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "python": platform.python_version(),
+        "versions": versions,
+        "device": device,
+        "settings": {key: value for key, value in vars(args).items() if key != "out"},
+    }
+
+
+def default_out(device: dict) -> Path:
+    slug = "".join(c if c.isalnum() else "-" for c in device["name"].lower()).strip("-") or "cpu"
+    return Path(__file__).parent / "results" / f"{slug}-{datetime.now(timezone.utc):%Y-%m-%d}.json"
+
+
+def run(args: argparse.Namespace) -> dict:
+    import torch
+
+    if not args.tiny and not torch.cuda.is_available():
+        raise SystemExit("bench_audit needs a CUDA GPU (or --tiny for the CPU check)")
+    if args.models is not None:
+        return _run(args, args.models)
+    with tempfile.TemporaryDirectory(prefix="auditor-bench-") as root:
+        return _run(args, Path(root))
+
+
+def _run(args: argparse.Namespace, root: Path) -> dict:
+    results: dict[str, Any] = {**environment(args), "models": {}}
+    out = args.out or default_out(results["device"])
+    out.parent.mkdir(parents=True, exist_ok=True)
+
+    def write() -> None:
+        out.write_text(json.dumps(results, indent=2, default=str) + "\n")
+
+    for t2i in args.t2i:
+        setup = Setup(args, t2i, root)
+        sets = setup.sets()
+        entry = results["models"].setdefault(t2i, {
+            "size_px": setup.size, "steps": setup.steps, "prompt_sets": len(sets), "images_per_set": setup.images,
+            "questions_per_image": len(setup.questions(sets)[0]) + 1, "answer_tokens": setup.tokens,
+            "measurements": {}, "errors": {},
+        })  # fmt: skip
+        names = [name for name in MEASUREMENTS if name in args.only and name != "unet"]
+        runs: dict[str, list[dict]] = {name: [] for name in names}
+
+        def attempt(name: str, count: int | None) -> dict | None:
+            """One run; an error (e.g. out of memory) is recorded and ends that measurement."""
+            try:
+                return measure(setup, name, setup.sets(count), setup.work / name)
+            except Exception as exc:  # noqa: BLE001 - reported in the results, the others go on
+                entry["errors"][name] = f"{type(exc).__name__}: {str(exc).strip().splitlines()[0] if str(exc).strip() else ''}"
+                names.remove(name)
+                release()
+                write()
+                return None
+
+        for name in list(names):  # warm-up at a small size: loading, compilation, autotuning, allocator
+            attempt(name, args.warmup_sets)
+        for _ in range(args.repeats):  # interleaved, so drift hits every side alike
+            for name in list(names):
+                result = attempt(name, None)
+                if result is not None:
+                    runs[name].append(result)
+        entry["checks"] = check_same_work({name: runs[name] for name in names})
+        for name in names:
+            entry["measurements"][name] = summarise(runs[name])
+        write()
+        if "unet" in args.only:
+            entry["measurements"]["unet"] = unet_throughput(setup, "auto", args.compile, args.unet_iterations)
+        write()
+        print_table(t2i, entry)
+    results["out"] = str(out)
+    write()
+    return results
+
+
+def check_same_work(runs: dict[str, list[dict]]) -> dict:
+    """Every measurement decoded the same token rows (or the comparison is void: stop), and whether
+    auditor's two executors, with the same settings, gave the same answers."""
+    rows = {name: {run["decoded_token_rows"] for run in name_runs} for name, name_runs in runs.items()}
+    if len({row for values in rows.values() for row in values}) > 1:
+        raise SystemExit(f"the measurements decoded different work: {rows}")
+    checks: dict[str, Any] = {"same_decoded_token_rows": True}
+    if "auditor-sequential" in runs and "auditor-overlapped" in runs:
+        checks["executors_same_answers"] = all(
+            a["answers"] == b["answers"] for a, b in zip(runs["auditor-sequential"], runs["auditor-overlapped"])
+        )
+    for name_runs in runs.values():
+        for run in name_runs:
+            run.pop("answers", None)
+    return checks
+
+
+def print_table(t2i: str, entry: dict) -> None:
+    print(f"\n{t2i}: {entry['prompt_sets']} sets x {entry['images_per_set']} images, {entry['size_px']} px, "
+          f"{entry['steps']} steps, {entry['questions_per_image']} questions x {entry['answer_tokens']} tokens")  # fmt: skip
+    print(f"{'measurement':<20} {'wall s (min-max)':>22} {'img/s':>8} {'pairs/s':>9} {'idle':>6} {'GiB':>6}")
+    for name, m in entry["measurements"].items():
+        if name == "unet":
+            share = m.get("share_of_datasheet_peak")
+            print(f"unet: {m['achieved_tflops']} TFLOP/s at {m['unet_batch']} latents"
+                  + ("" if share is None else f", {share:.0%} of peak"))  # fmt: skip
+            continue
+        wall = m["wall_s"]
+        idle = [v for v in m["gpu_idle_share"] if v is not None]
+        print(f"{name:<20} {wall['median']:>9.1f} ({wall['min']:.1f}-{wall['max']:.1f}) {m['images_per_s']:>8.2f} "
+              f"{m['vqa_pairs_per_s']:>9.1f} {statistics.median(idle) if idle else float('nan'):>6.2f} "
+              f"{m['peak_memory_gib'] or float('nan'):>6.1f}")  # fmt: skip
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--tiny", action="store_true", help="CPU, tiny models, tiny sizes (a check, not a benchmark).")
+    parser.add_argument(
+        "--compile", action=argparse.BooleanOptionalAction, default=None,
+        help="Let the fast auditor variants and the UNet measurement compile (default: yes, but not with --tiny).",
+    )  # fmt: skip
+    parser.add_argument("--t2i", nargs="+", choices=("sd15", "sd21"), default=None, help="Default: sd15 sd21.")
+    parser.add_argument("--only", nargs="+", choices=MEASUREMENTS, default=list(MEASUREMENTS))
+    parser.add_argument("--sets", type=int, default=None, help="Prompt sets (default 31: 1 + 30 counterfactuals).")
+    parser.add_argument("--images", type=int, default=None, help="Images per set (default 48).")
+    parser.add_argument("--steps", type=int, default=None, help="Denoising steps (default 25).")
+    parser.add_argument("--answer-tokens", type=int, default=None, help="Tokens of every answer (default 20).")
+    parser.add_argument("--repeats", type=int, default=None, help="Timed runs per measurement (default 3).")
+    parser.add_argument("--warmup-sets", type=int, default=3, help="Prompt sets of the warm-up run (at least 3).")
+    parser.add_argument("--unet-iterations", type=int, default=None, help="Timed UNet forwards (default 20).")
+    parser.add_argument("--models", type=Path, default=None, help="Folder to build the models in (kept; reused).")
+    parser.add_argument("--out", type=Path, default=None, help="Results file (default benchmarks/results/<gpu>-<date>.json).")
+    args = parser.parse_args(argv)
+    tiny = args.tiny
+    defaults = {"t2i": ["sd15"] if tiny else ["sd15", "sd21"], "sets": 3 if tiny else 31, "images": 2 if tiny else 48,
+                "steps": 2 if tiny else 25, "answer_tokens": 3 if tiny else 20, "repeats": 1 if tiny else 3,
+                "unet_iterations": 2 if tiny else 20, "compile": not tiny}  # fmt: skip
+    for key, value in defaults.items():
+        if getattr(args, key) is None:
+            setattr(args, key, value)
+    if not 3 <= args.sets <= 31 or not 3 <= args.warmup_sets <= args.sets:
+        parser.error("--sets and --warmup-sets take 3 to 31 (the initial prompt and 2 to 30 counterfactuals)")
+    return args
+
+
+if __name__ == "__main__":
+    run(parse_args())

@@ -1,0 +1,178 @@
+"""The executors on tiny random models: the overlapped one gives the sequential one's record and
+cache, runs resume across executors, failures name their stage, and the writer keeps order and errors."""
+
+from __future__ import annotations
+
+import sqlite3
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from auditor.core.cache import ContentCache
+from auditor.core.store import RunStore
+from auditor.executors.writer import BackgroundWriter
+from auditor.records import GenerationSettings, PerceptionSettings, load_record
+from auditor.studies.progress import QuietProgress
+from auditor.studies.prompt_audit import PromptAuditOptions, resume_audit, start_audit
+from tests.test_prompt_audit import StopAfter, check_run_folder
+
+PROMPT = "a photo of a pharmacist"
+
+
+def options(tiny_models, executor: str, **changes) -> PromptAuditOptions:
+    """Two axes of two counterfactuals (5 prompt sets), 3 images each: generation batches of 2 cross
+    prompt sets, and the VQA chunks of 8 images cross them too."""
+    fields = dict(
+        prompt=PROMPT,
+        llm="offline",
+        t2i=f"diffusers:{tiny_models.t2i}",
+        vqa=f"blip2:{tiny_models.vqa}",
+        embedder=f"clip:{tiny_models.clip}",
+        embedder_required=True,
+        images=3,
+        generation=GenerationSettings(steps=2, batch_size=2),
+        perception=PerceptionSettings(max_new_tokens=4, caption_max_new_tokens=6),
+        max_axes=2,
+        max_counterfactuals=2,
+        executor=executor,
+    )
+    return PromptAuditOptions(**{**fields, **changes})
+
+
+def cache_rows(path: Path) -> list[tuple[str, str, bytes]]:
+    with sqlite3.connect(path) as db:
+        return db.execute("SELECT key, stage, value FROM cache ORDER BY key").fetchall()
+
+
+def run_fresh(tiny_models, tmp_path: Path, executor: str):
+    """One audit in its own runs folder and its own cache, so every result is computed."""
+    store = RunStore(tmp_path / executor / "runs")
+    cache = ContentCache(tmp_path / executor / "cache.sqlite")
+    try:
+        record = start_audit(options(tiny_models, executor), store, cache, QuietProgress(), run_name="r").run()
+    finally:
+        cache.close()
+    return record, store.root / "r", cache_rows(tmp_path / executor / "cache.sqlite")
+
+
+def test_overlapped_executor_gives_the_sequential_record_and_cache(tiny_models, tmp_path):
+    sequential, seq_dir, seq_cache = run_fresh(tiny_models, tmp_path, "sequential")
+    overlapped, ovl_dir, ovl_cache = run_fresh(tiny_models, tmp_path, "overlapped")
+    for record, run_dir in ((sequential, seq_dir), (overlapped, ovl_dir)):
+        check_run_folder(run_dir, images=3)
+        assert load_record(run_dir / "record.json") == record
+    assert (sequential.config.executor, overlapped.config.executor) == ("sequential", "overlapped")
+    assert overlapped.config.model_copy(update={"executor": "sequential"}) == sequential.config
+    assert overlapped.prompt_sets == sequential.prompt_sets  # same images, same bytes
+    assert overlapped.answers == sequential.answers
+    assert overlapped.concepts == sequential.concepts
+    assert overlapped.scores == sequential.scores  # CAS, BAV and the embedding scores
+    assert any(cf.embedding_similarity is not None for axis in overlapped.scores.axes for cf in axis.counterfactuals)
+    assert ovl_cache == seq_cache  # every image, answer and embedding cached under the same key, same value
+    timings = {executor: {t.stage: (t.computed, t.cached) for t in record.timings}
+               for executor, record in (("s", sequential), ("o", overlapped))}  # fmt: skip
+    assert timings["o"] == timings["s"]
+    assert timings["s"]["generate"] == (15, 0) and timings["s"]["perceive"] == (15, 0)
+    for prompt_set in overlapped.prompt_sets:  # the images were written, not only cached
+        assert all((ovl_dir / i.file).read_bytes() == (seq_dir / i.file).read_bytes() for i in prompt_set.images)
+
+
+@pytest.mark.parametrize(
+    "first, then, stage, stop_at",
+    [
+        ("overlapped", "sequential", "perceive", 4),
+        ("overlapped", "overlapped", "generate", 4),
+        ("sequential", "overlapped", "perceive", 4),
+    ],
+)
+def test_a_run_interrupted_under_one_executor_resumes_under_another(tiny_models, tmp_path, first, then, stage, stop_at):
+    store = RunStore(tmp_path / "runs")
+    cache = ContentCache(tmp_path / "cache.sqlite")
+    audit = start_audit(
+        options(tiny_models, first, embedder=None, images=2), store, cache, StopAfter(stage, stop_at), run_name="r"
+    )
+    with pytest.raises(KeyboardInterrupt):
+        audit.run()
+    partial = load_record(audit.run_dir / "record.json")
+    assert partial.status == "interrupted" and partial.errors[-1].stage == stage
+    per_image = 1 if stage == "generate" else 3
+    done = cache.entries(stage) // per_image
+    assert 0 < done < 10
+    generated = cache.entries("generate")
+    cache.close()
+
+    cache = ContentCache(tmp_path / "cache.sqlite")
+    record = resume_audit("r", store, cache, QuietProgress(), executor=then).run()
+    assert record.status == "completed" and record.errors == [] and record.config.executor == then
+    timing = {t.stage: t for t in record.timings}
+    assert (timing[stage].cached, timing[stage].computed) == (done, 10 - done)
+    assert cache.misses[stage] == (10 - done) * per_image  # nothing finished was computed again
+    assert timing["generate"].cached == generated and cache.entries("generate") == 10
+    check_run_folder(store.root / "r", images=2)
+    cache.close()
+
+
+def test_a_reader_that_fails_ends_an_overlapped_run_naming_its_stage(tiny_models, tmp_path):
+    store = RunStore(tmp_path / "runs")
+    cache = ContentCache(tmp_path / "cache.sqlite")
+    broken = options(tiny_models, "overlapped", vqa=f"blip2:{tmp_path / 'no-such-vqa'}", embedder=None)
+    audit = start_audit(broken, store, cache, QuietProgress(), run_name="r")
+    with pytest.raises(Exception, match="no-such-vqa"):
+        audit.run()
+    record = load_record(audit.run_dir / "record.json")
+    assert record.status == "failed"
+    assert record.errors[-1].stage == "perceive" and "no-such-vqa" in record.errors[-1].message
+    assert {t.stage for t in record.timings} >= {"generate", "perceive"}
+    cache.close()
+
+
+# --------------------------------------------------------------------------- the writer
+
+
+def test_writer_runs_jobs_in_order_on_another_thread():
+    seen: list[tuple[int, str]] = []
+    with BackgroundWriter() as writer:
+        for i in range(20):
+            writer.submit(lambda i=i: seen.append((i, threading.current_thread().name)))
+        writer.drain()
+        assert [i for i, _ in seen] == list(range(20))
+    assert {name for _, name in seen} == {"auditor-writer"}
+
+
+def test_writer_error_reaches_the_producer_as_the_same_object_and_later_jobs_are_skipped():
+    failure = KeyboardInterrupt()
+    tags: list[str] = []
+    ran: list[int] = []
+
+    def fail() -> None:
+        raise failure
+
+    writer = BackgroundWriter(on_error=tags.append)
+    writer.submit(lambda: ran.append(1), "generate")
+    writer.submit(fail, "perceive")
+    writer.submit(lambda: ran.append(3), "perceive")
+    with pytest.raises(KeyboardInterrupt) as caught:
+        writer.drain()
+    assert caught.value is failure and tags == ["perceive"] and ran == [1]
+    with pytest.raises(KeyboardInterrupt):
+        writer.submit(lambda: ran.append(4))
+    with pytest.raises(KeyboardInterrupt):
+        writer.close()
+    assert ran == [1]
+
+
+def test_writer_finishes_queued_work_when_the_producer_fails():
+    stored: list[int] = []
+
+    def slow_store(i: int) -> None:
+        time.sleep(0.01)
+        stored.append(i)
+
+    with pytest.raises(RuntimeError, match="generation failed"):
+        with BackgroundWriter(depth=2) as writer:
+            for i in range(5):
+                writer.submit(lambda i=i: slow_store(i))
+            raise RuntimeError("generation failed")
+    assert stored == [0, 1, 2, 3, 4]  # what was computed before the failure is kept

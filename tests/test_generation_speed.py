@@ -1,0 +1,155 @@
+"""Generation speed-ups on the tiny pipeline: --batch-size auto finds a batch and remembers it,
+--compile compiles where torch.compile works and falls back cleanly where it does not."""
+
+from __future__ import annotations
+
+from contextlib import contextmanager
+
+import numpy as np
+import pytest
+
+from auditor.core.cache import ContentCache
+from auditor.core.store import RunStore
+from auditor.executors.batch_size import STAGE as BATCH_SIZE_STAGE
+from auditor.generation.base import GenerationItem
+from auditor.generation.registry import T2I_BACKENDS
+from auditor.records import GenerationSettings, load_record
+from auditor.studies.progress import QuietProgress
+from auditor.studies.prompt_audit import PromptAuditOptions, start_audit
+from tests.clitools import run_auditor
+
+ITEMS = [GenerationItem("a photo of a cat", 0, 0), GenerationItem("a photo of a dog", 1, 1), GenerationItem("a cow", 2, 2)]
+
+
+def load(tiny_models, batch_size: int = 2):
+    return T2I_BACKENDS.load(f"diffusers:{tiny_models.t2i}", settings=GenerationSettings(steps=2, batch_size=batch_size))
+
+
+def pixels(pictures) -> list[np.ndarray]:
+    return [np.asarray(picture.image, dtype=np.int16) for picture in pictures]
+
+
+@contextmanager
+def unet_batches(backend):
+    """The batch size of every UNet forward (classifier-free guidance doubles the images)."""
+    seen: list[int] = []
+    hook = backend.pipeline.unet.register_forward_pre_hook(lambda _module, args: seen.append(args[0].shape[0]))
+    try:
+        yield seen
+    finally:
+        hook.remove()
+
+
+def test_probe_doubles_the_batch_with_real_pipeline_calls(tiny_models):
+    backend = load(tiny_models)
+    with unet_batches(backend) as seen:
+        assert backend.probe_batch_size() == 4  # on a CPU: 1, 2, 4, the CPU cap
+    # One short call per batch of 1, 2 and 4 images, in that order (guidance doubles each UNet batch).
+    assert sorted(set(seen)) == [2, 4, 8] and seen == sorted(seen)
+    key = backend.batch_size_key()
+    assert key["device"] == "cpu" and key["memory"] is None
+
+
+def audit_options(tiny_models, **generation) -> PromptAuditOptions:
+    return PromptAuditOptions(
+        prompt="a photo of a pharmacist",
+        llm="offline",
+        t2i=f"diffusers:{tiny_models.t2i}",
+        vqa=f"blip2:{tiny_models.vqa}",
+        embedder=None,
+        images=1,
+        generation=GenerationSettings(steps=2, **generation),
+        max_axes=1,
+        max_counterfactuals=2,
+    )
+
+
+def test_batch_size_auto_is_probed_once_per_model_and_device_and_recorded(tiny_models, tmp_path):
+    store = RunStore(tmp_path / "runs")
+    cache = ContentCache(tmp_path / "cache.sqlite")
+    first = start_audit(audit_options(tiny_models, batch_size_auto=True), store, cache, QuietProgress(), "a").run()
+    assert first.status == "completed"
+    assert (first.config.generation.batch_size, first.config.generation.batch_size_auto) == (4, True)
+    assert cache.misses[BATCH_SIZE_STAGE] == 1 and cache.entries(BATCH_SIZE_STAGE) == 1
+    cache.close()
+
+    cache = ContentCache(tmp_path / "cache.sqlite")  # a later run reads the remembered size: no probe
+    second = start_audit(audit_options(tiny_models, batch_size_auto=True), store, cache, QuietProgress(), "b").run()
+    assert second.config.generation.batch_size == 4
+    assert cache.hits[BATCH_SIZE_STAGE] == 1 and cache.misses[BATCH_SIZE_STAGE] == 0
+    assert second.prompt_sets == first.prompt_sets  # the batch size is no part of the images' keys
+    cache.close()
+
+
+def test_batch_size_option_takes_a_number_or_auto(tiny_models, tmp_path):
+    bad = run_auditor("prompt", "a photo of a cat", "--llm", "offline", "--batch-size", "lots")
+    assert bad.returncode == 2 and "--batch-size takes a positive integer or 'auto'" in bad.stderr
+    assert len(bad.stderr.strip().splitlines()) == 1 and not (tmp_path / "runs").exists()
+    bad = run_auditor("prompt", "a photo of a cat", "--llm", "offline", "--executor", "fast")
+    assert bad.returncode == 2 and "unknown executor 'fast'" in bad.stderr
+
+
+def test_compile_matches_eager_images_and_is_recorded(tiny_models):
+    eager = load(tiny_models)
+    expected = pixels(eager.generate(ITEMS))
+    compiled = load(tiny_models)
+    assert compiled.compile() is None
+    assert compiled.settings.optimizations[-1] == "torch.compile:max-autotune-no-cudagraphs"
+    with unet_batches(compiled) as seen:
+        got = pixels(compiled.generate(ITEMS))
+    assert len(got) == 3
+    for a, b in zip(expected, got, strict=True):
+        assert np.abs(a - b).max() <= 2  # floating-point noise at most
+    assert set(seen) == {4}  # the last batch of one image was padded to the compiled shape (2 images, doubled)
+
+
+def test_compile_falls_back_to_eager_where_inductor_cannot_build(tiny_models, monkeypatch, tmp_path):
+    """A machine without a working C++ compiler: torch.compile fails at its first call."""
+    import torch._dynamo
+    import torch._inductor.config as inductor
+    from torch._inductor.runtime.cache_dir_utils import temporary_cache_dir
+
+    monkeypatch.setattr(inductor.cpp, "cxx", ("/nonexistent/c++",))
+    backend = load(tiny_models)
+    expected = [picture.image.tobytes() for picture in backend.generate(ITEMS)]
+    torch._dynamo.reset()
+    with temporary_cache_dir(str(tmp_path / "inductor")):  # no kernel built earlier in this process or machine
+        reason = backend.compile()
+    assert reason is not None and "C++ compiler" in reason
+    assert not any(name.startswith("torch.compile") for name in backend.settings.optimizations)
+    assert type(backend.pipeline.unet).__name__ == "UNet2DConditionModel" and "decode" not in vars(backend.pipeline.vae)
+    assert [picture.image.tobytes() for picture in backend.generate(ITEMS)] == expected  # eager again, same images
+
+
+def test_compile_falls_back_where_torch_compile_is_unavailable(tiny_models, tmp_path, monkeypatch):
+    """torch.compile refusing at once (e.g. an unsupported Python): the audit runs eagerly and says so."""
+    import torch
+
+    def unsupported(*_args, **_kwargs):
+        raise RuntimeError("Dynamo is not supported on this Python version")
+
+    monkeypatch.setattr(torch, "compile", unsupported)
+    notices: list[str] = []
+
+    class Notices(QuietProgress):
+        def notice(self, message: str) -> None:
+            notices.append(message)
+
+    store = RunStore(tmp_path / "runs")
+    cache = ContentCache(tmp_path / "cache.sqlite")
+    record = start_audit(audit_options(tiny_models, compile=True), store, cache, Notices(), "r").run()
+    cache.close()
+    assert record.status == "completed"
+    assert record.config.generation.compile is True
+    assert not any(name.startswith("torch.compile") for name in record.config.generation.optimizations)
+    assert any("--compile: running without torch.compile (RuntimeError: Dynamo is not supported" in n for n in notices)
+    assert load_record(store.root / "r" / "record.json").config.generation.compile is True
+
+
+@pytest.mark.parametrize("field", ["batch_size", "batch_size_auto", "compile", "optimizations"])
+def test_speed_settings_are_no_part_of_the_image_cache_key(tiny_models, field):
+    backend = load(tiny_models)
+    value = {"batch_size": 7, "batch_size_auto": True, "compile": True, "optimizations": ["fused_qkv"]}[field]
+    before = backend.cache_fingerprint()
+    backend.settings = backend.settings.model_copy(update={field: value})
+    assert backend.cache_fingerprint() == before

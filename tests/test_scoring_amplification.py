@@ -1,0 +1,114 @@
+"""Amplification scores as records: G/T pairing per method and template, A, flips, and the summaries by hand."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from scipy.stats import ttest_1samp
+
+from auditor.records import CaptionLabels, GeneratedSide, ImageCounts, TrainingSide
+from auditor.scoring.amplification import amplification_rows, share, summaries
+
+LEVEL = 0.95
+
+
+def _counts(woman: int, man: int) -> ImageCounts:
+    n = woman + man
+    return ImageCounts(images=n, no_face=0, many_faces=0, small_face=0, kept=n, man=man, woman=woman, ambiguous=0)
+
+
+def _g(occupation: str, template: int, woman: int, man: int) -> GeneratedSide:
+    return GeneratedSide(
+        occupation=occupation, template=template, prompt_id=f"{occupation}/p{template}", prompt=f"{occupation} {template}",
+        counts=_counts(woman, man), share=share(woman, woman + man, LEVEL),
+    )  # fmt: skip
+
+
+def _t(occupation: str, method: str, template: int | None, woman: int, man: int) -> TrainingSide:
+    return TrainingSide(
+        occupation=occupation, method=method, template=template, prompt=None if template is None else "p",
+        matched=woman + man, selected=woman + man, labels=CaptionLabels(male=0, female=0, both=0, none=woman + man),
+        basis="images", images=_counts(woman, man), share=share(woman, woman + man, LEVEL),
+    )  # fmt: skip
+
+
+#: G per (occupation, template) as (women, men); T per (occupation, method[, template]).
+GENERATED = {("ceo", 1): (1, 9), ("ceo", 2): (2, 8), ("nurse", 1): (9, 1), ("nurse", 2): (7, 3), ("tutor", 1): (8, 2),
+             ("tutor", 2): (0, 0)}  # fmt: skip
+TRAINING = {("ceo", "keyword"): (3, 7), ("nurse", "keyword"): (6, 4), ("tutor", "keyword"): (3, 7),
+            ("ceo", "nn", 1): (2, 8), ("ceo", "nn", 2): (4, 6), ("nurse", "nn", 1): (8, 2), ("nurse", "nn", 2): (9, 1),
+            ("tutor", "nn", 1): (4, 6), ("tutor", "nn", 2): (4, 6)}  # fmt: skip
+OCCUPATIONS = ["ceo", "nurse", "tutor"]
+
+
+def _sides():
+    generated = [_g(o, k, *counts) for (o, k), counts in GENERATED.items()]
+    training = [_t(key[0], key[1], key[2] if len(key) == 3 else None, *counts) for key, counts in TRAINING.items()]
+    return generated, training
+
+
+def test_rows_pair_g_with_the_methods_t_by_hand():
+    generated, training = _sides()
+    rows = amplification_rows(
+        generated, training, OCCUPATIONS, ["keyword", "nn"], 2, resamples=200, seed=0, level=LEVEL
+    )
+    by = {(r.method, r.template, r.occupation): r for r in rows}
+    assert [(r.method, r.template, r.occupation) for r in rows][:4] == [
+        ("keyword", 1, "ceo"), ("keyword", 1, "nurse"), ("keyword", 1, "tutor"), ("keyword", 2, "ceo"),
+    ]  # fmt: skip
+    # ceo, keyword, prompt 1: G = 10, T = 30 -> A = |10 - 50| - |30 - 50| = 40 - 20 = 20; both below 50.
+    ceo = by["keyword", 1, "ceo"]
+    assert (ceo.generated.percent, ceo.training.percent, ceo.amplification, ceo.flipped) == (10, 30, 20, False)
+    assert ceo.amplification_ci.low <= 20 <= ceo.amplification_ci.high
+    # nurse, keyword, prompt 2: G = 70, T = 60 -> 20 - 10 = 10.
+    assert by["keyword", 2, "nurse"].amplification == pytest.approx(10)
+    # tutor flips on prompt 1 (G 80 vs T 30): A = 30 - 20 = 10.
+    tutor = by["keyword", 1, "tutor"]
+    assert tutor.amplification == pytest.approx(10) and tutor.flipped is True
+    # No generated image classified for tutor on prompt 2: no A, and the note says why.
+    missing = by["keyword", 2, "tutor"]
+    assert missing.amplification is None and missing.flipped is None and missing.amplification_ci is None
+    assert "no generated image was classified" in missing.note
+    # nn's T follows the template: ceo prompt 2 uses T = 40 -> A = 30 - 10 = 20.
+    assert by["nn", 2, "ceo"].training.percent == 40 and by["nn", 2, "ceo"].amplification == pytest.approx(20)
+
+
+def test_summaries_per_template_and_over_templates_by_hand():
+    generated, training = _sides()
+    rows = amplification_rows(generated, training, OCCUPATIONS, ["keyword"], 2, resamples=500, seed=0, level=LEVEL)
+    table = summaries(
+        rows, OCCUPATIONS, ["keyword"], 2, "images", exclude_flips=False, resamples=500, seed=0, level=LEVEL
+    )
+    assert [(s.method, s.template) for s in table] == [("keyword", 1), ("keyword", 2), ("keyword", None)]
+    first, second, every = table
+    # Prompt 1: ceo 20, nurse |90-50| - |60-50| = 30, tutor 10.
+    assert first.mean == pytest.approx(20) and first.occupations == 3 and first.flipped == ["tutor"]
+    t = ttest_1samp([20, 30, 10], 0.0)
+    assert (first.t_statistic, first.p_value) == pytest.approx((t.statistic, t.pvalue))
+    assert first.mean_ci.low <= 20 <= first.mean_ci.high
+    # Prompt 2: ceo |20-50| - 20 = 10, nurse 10; tutor has no A.
+    assert second.mean == pytest.approx(10) and second.missing == ["tutor"] and second.t_statistic is None
+    # Every prompt: each occupation's A averaged over the prompts first, only occupations with A on both.
+    assert every.mean == pytest.approx(np.mean([(20 + 10) / 2, (30 + 10) / 2])) and every.missing == ["tutor"]
+    # tutor flips wherever it has an A, so it "flips everywhere"; nobody is excluded without --exclude-flips.
+    assert every.flipped == ["tutor"] and every.excluded == []
+
+
+def test_exclude_flips_leaves_out_occupations_that_flip_on_every_template():
+    generated, training = _sides()
+    rows = amplification_rows(generated, training, OCCUPATIONS, ["keyword"], 2, resamples=200, seed=0, level=LEVEL)
+    table = summaries(
+        rows, OCCUPATIONS, ["keyword"], 2, "images", exclude_flips=True, resamples=200, seed=0, level=LEVEL
+    )
+    first = table[0]
+    assert first.excluded == ["tutor"] and first.occupations == 2 and first.mean == pytest.approx(25)
+
+
+def test_share_is_a_percentage_with_its_wilson_interval():
+    from auditor.metrics.amplification import wilson_interval
+
+    found = share(3, 12, LEVEL)
+    low, high = wilson_interval(3, 12, LEVEL)
+    assert (found.women, found.total, found.percent) == (3, 12, 25.0)
+    assert (found.low, found.high) == pytest.approx((100 * low, 100 * high))
+    assert share(0, 0, LEVEL).percent is None
