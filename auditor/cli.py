@@ -14,8 +14,10 @@ import typer
 
 from auditor.commands import (
     amplification,
+    batch,
     compare,
     doctor,
+    explore,
     plan,
     prompt,
     report,
@@ -38,7 +40,10 @@ app = typer.Typer(
     rich_markup_mode=None,
 )
 
-for command_module in (prompt, plan, doctor, report, compare, runs, schemas, score, setup, selftest, t2iat, amplification, trace):
+for command_module in (
+    prompt, batch, explore, plan, doctor, report, compare, runs, schemas, score, setup, selftest, t2iat, amplification,
+    trace,
+):
     command_module.register(app)
 
 

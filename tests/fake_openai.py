@@ -21,9 +21,16 @@ Endpoints:
   name, :func:`colour_name`), so a test sees that the image reached the server and the
   answer came back for the right (image, question). Scripted items still go first, so
   errors can be queued in front.
+  After :meth:`FakeOpenAI.answer_text_with`, a request without an image and without a
+  scripted item is answered by that rule from its body instead (e.g. an LLM proposer whose
+  replies depend on what it was asked), so text and vision requests can share the server.
 - ``POST /v1/images/generations``: each request takes the next scripted image item: a
   base64 PNG ``str`` (returned ``n`` times, ``n`` from the request), a ``list`` of base64
-  PNGs (returned as given), or an error tuple as above.
+  PNGs (returned as given), or an error tuple as above. After
+  :meth:`FakeOpenAI.images_from_prompts`, a request that finds no scripted item gets a
+  16 x 16 image whose colour a rule picks from the prompt (and how many images of that
+  prompt came before), so a test can plant a bias that depends on the prompt; its first
+  pixel marks the request, so no two such images are the same file.
 
 When a queue is empty the server answers 500 with ``x-should-retry: false`` and says so,
 so a test that sends more requests than it scripted fails loudly. Every request is
@@ -58,6 +65,10 @@ ChatItem = Union[str, ErrorReply]
 ImageItem = Union[str, list, ErrorReply]
 #: (mean RGB of the request's image, the question's text, the request body) -> the assistant's reply.
 ImageRule = Callable[[tuple[float, float, float], str, dict], str]
+#: (the request's prompt, how many images were made for that prompt before) -> the image's RGB colour.
+PromptRule = Callable[[str, int], tuple[int, int, int]]
+#: (a chat request body without an image) -> the assistant's reply.
+TextRule = Callable[[dict], str]
 #: Where the image of a vision chat request is: the data URL's prefix.
 PNG_DATA_URL = "data:image/png;base64,"
 
@@ -79,17 +90,24 @@ def http_error(
     return status, body, headers
 
 
-def png_base64(width: int = 8, height: int = 8, rgb: tuple[int, int, int] = (200, 30, 30)) -> str:
-    """A solid-colour RGB PNG, base64-encoded, written with zlib (no imaging library needed)."""
+def png_base64(
+    width: int = 8, height: int = 8, rgb: tuple[int, int, int] = (200, 30, 30), mark: int | None = None
+) -> str:
+    """A solid-colour RGB PNG, base64-encoded, written with zlib (no imaging library needed).
+
+    ``mark`` (0 to 16,777,215) is written into the first pixel, so images of one colour differ
+    in their bytes (and so in the content cache) while their mean colour hardly moves.
+    """
 
     def chunk(kind: bytes, data: bytes) -> bytes:
         return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data) & 0xFFFFFFFF)
 
     row = b"\x00" + bytes(rgb) * width
+    first = row if mark is None else b"\x00" + mark.to_bytes(3, "big") + bytes(rgb) * (width - 1)
     png = (
         b"\x89PNG\r\n\x1a\n"
         + chunk(b"IHDR", struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, 0))
-        + chunk(b"IDAT", zlib.compress(row * height))
+        + chunk(b"IDAT", zlib.compress(first + row * (height - 1)))
         + chunk(b"IEND", b"")
     )
     return base64.b64encode(png).decode("ascii")
@@ -129,6 +147,16 @@ def read_vision_request(body: dict) -> tuple[tuple[float, float, float], str]:
     return (mean[0], mean[1], mean[2]), texts[0]
 
 
+def _has_image(body: dict) -> bool:
+    """Whether a chat request's messages carry an ``image_url`` part."""
+    return any(
+        isinstance(part, dict) and part.get("type") == "image_url"
+        for message in body.get("messages") or []
+        if isinstance(message.get("content"), list)
+        for part in message["content"]
+    )
+
+
 @dataclass
 class ReceivedRequest:
     """One request as the server saw it."""
@@ -149,6 +177,10 @@ class FakeOpenAI:
         self._lock = threading.Lock()
         self.requests: list[ReceivedRequest] = []
         self._image_rule: ImageRule | None = None
+        self._text_rule: TextRule | None = None
+        self._prompt_rule: PromptRule | None = None
+        #: Images made from ``images_from_prompts`` per prompt.
+        self.images_per_prompt: dict[str, int] = {}
         self._delay = 0.0
         self._in_flight = 0
         #: The most requests the server was handling at the same time.
@@ -195,6 +227,26 @@ class FakeOpenAI:
         with self._lock:
             self._image_rule, self._delay = rule, delay
 
+    def answer_text_with(self, rule: TextRule) -> None:
+        """Answer chat requests that carry no image and find no scripted reply with ``rule(body)``."""
+        with self._lock:
+            self._text_rule = rule
+
+    def images_from_prompts(self, rule: PromptRule) -> None:
+        """Answer image requests with no scripted reply by a solid image of ``rule(prompt, made before)``'s colour."""
+        with self._lock:
+            self._prompt_rule = rule
+
+    def _image_for(self, payload: dict) -> str:
+        """A 16 x 16 image of the rule's colour, its first pixel marking the request (every image differs)."""
+        prompt = str(payload.get("prompt", ""))
+        with self._lock:
+            made = self.images_per_prompt.get(prompt, 0)
+            self.images_per_prompt[prompt] = made + 1
+            mark = len(self.requests)
+            rule = self._prompt_rule
+        return png_base64(16, 16, rgb=rule(prompt, made), mark=mark)
+
     def chat_requests(self) -> list[ReceivedRequest]:
         return [r for r in self.requests if r.path.endswith("/chat/completions")]
 
@@ -239,11 +291,16 @@ def _handler_for(fake: FakeOpenAI) -> type[BaseHTTPRequestHandler]:
         def _route(self, payload: Any) -> None:
             if self.path.endswith("/chat/completions"):
                 item = fake._next(fake._chat)
+                if item is None and fake._text_rule is not None and not _has_image(payload or {}):
+                    item = fake._text_rule(payload or {})
                 if item is None and fake._image_rule is not None:
                     item = self._from_image(payload or {})
                 self._answer(item, payload, self._chat_body)
             elif self.path.endswith("/images/generations"):
-                self._answer(fake._next(fake._images), payload, self._images_body)
+                item = fake._next(fake._images)
+                if item is None and fake._prompt_rule is not None:
+                    item = fake._image_for(payload or {})
+                self._answer(item, payload, self._images_body)
             else:
                 self._send(404, {"error": {"message": f"fake server: no route {self.path}", "type": "not_found"}})
 

@@ -78,6 +78,11 @@ ALPHA = typer.Option(0.05, "--alpha", help="A T2IAT direction is stated only whe
 BOOTSTRAP_OPTIONAL = typer.Option(None, "--bootstrap", min=0, help=_BOOTSTRAP_HELP + " Default: 1000.")
 CI_METHOD_OPTIONAL = typer.Option(None, "--ci-method", help=_CI_METHOD_HELP + " Default: the run's.")
 CI_SEED_OPTIONAL = typer.Option(None, "--ci-seed", help=_CI_SEED_HELP + " Default: the run's.")
+AXES = typer.Option(
+    None,
+    "--axes",
+    help="Fix the axes (comma-separated, e.g. gender,age): counterfactuals from the axis library, no LLM call per prompt.",
+)
 ALLOW_PARTIAL_WEIGHTS = typer.Option(
     False,
     "--allow-partial-weights",
@@ -128,10 +133,47 @@ def generation_settings(batch_size: str, compile_models: bool, **settings: Any) 
     return GenerationSettings(batch_size=size, batch_size_auto=auto, compile=compile_models, **settings)
 
 
+def parse_axes(text: str | None) -> list[str] | None:
+    """``--axes gender,age`` -> the library's axis names (checked); None when not given."""
+    if text is None:
+        return None
+    from auditor.planning.offline import check_axes
+
+    return check_axes(text.split(","))
+
+
+#: Options a resumed run takes: where the models are, where they run and how to show progress;
+#: the rest comes from its record.
+RESUME_OPTIONS = frozenset({
+    "resume", "runs_dir", "device", "quiet", "json_output", "t2i", "vqa", "embedder", "vqa_concurrency",
+    "allow_partial_weights", "executor", "ray_address",
+})  # fmt: skip
+
+
 def given(ctx: typer.Context, name: str) -> bool:
     """Whether the user typed this option (rather than it taking its default)."""
     source = ctx.get_parameter_source(name)
     return source is not None and source.name == "COMMANDLINE"
+
+
+def resumed_models(ctx: typer.Context) -> tuple[dict[str, str], int | None, str | None]:
+    """For ``--resume``: the model specs given again (``t2i``/``vqa``/``embedder``), ``--vqa-concurrency``
+    and ``--executor`` (None where not given).
+
+    Any other option would change the run's settings, so it is refused with one line.
+    """
+    typed = [param for param in ctx.params if given(ctx, param)]
+    flags = {param.name: param.opts[0] for param in ctx.command.params}
+    if refused := [flags[param] for param in typed if param not in RESUME_OPTIONS]:
+        allowed = sorted(flags[param] for param in RESUME_OPTIONS & set(flags) - {"resume"})
+        raise AuditorError(
+            f"--resume continues a run with its own settings; {', '.join(refused)} cannot change them "
+            f"(only {', '.join(allowed)} may be given)"
+        )
+    models = {stage: ctx.params[stage] for stage in ("t2i", "vqa", "embedder") if stage in typed}
+    concurrency = ctx.params.get("vqa_concurrency") if "vqa_concurrency" in typed else None
+    executor = ctx.params.get("executor") if "executor" in typed else None
+    return models, concurrency, executor
 
 
 def run_store(runs_dir: Path | None) -> RunStore:

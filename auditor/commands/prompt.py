@@ -21,13 +21,6 @@ if TYPE_CHECKING:  # pragma: no cover
     from auditor.studies.prompt_audit import PromptAuditOptions
 
 
-#: Options a resumed run takes: where the models are and how to show progress; the rest comes from its record.
-RESUME_OPTIONS = {
-    "resume", "runs_dir", "device", "quiet", "json_output", "t2i", "vqa", "embedder", "vqa_concurrency",
-    "allow_partial_weights", "executor", "ray_address",
-}  # fmt: skip
-
-
 def prompt(
     ctx: typer.Context,
     text: str = typer.Argument("", metavar="PROMPT", help="The text-to-image prompt to audit."),
@@ -62,6 +55,7 @@ def prompt(
     alpha: float = common.ALPHA,
     max_axes: int | None = typer.Option(None, "--max-axes", min=1, help="Keep at most this many axes."),
     max_counterfactuals: int | None = typer.Option(None, "--max-counterfactuals", min=2, help="Counterfactuals per axis."),
+    axes: str | None = common.AXES,
     llm_retries: int = typer.Option(2, "--llm-retries", min=0, help="Repair turns when the LLM's plan is invalid."),
     temperature: float | None = typer.Option(None, "--temperature", help="LLM sampling temperature."),
     llm_seed: int | None = typer.Option(None, "--llm-seed", help="Seed sent to the LLM."),
@@ -83,31 +77,26 @@ def prompt(
     store = common.run_store(runs_dir)
     options = None
     if not resume:
-        options = _options(
+        fixed_axes = common.parse_axes(axes)
+        if fixed_axes is not None:
+            if llm is not None:
+                raise AuditorError("--axes writes the counterfactuals from the axis library without an LLM; leave out --llm")
+            llm = "offline"
+        options = audit_options(
             text, llm, t2i, vqa, embedder, images, seed,
             common.generation_settings(
                 batch_size, compile_models, steps=steps, guidance_scale=guidance, scheduler=scheduler, width=width,
                 height=height, negative_prompt=negative_prompt,
             ),
             PerceptionSettings(batch_size=vqa_batch_size, concurrency=vqa_concurrency),
-            _scoring(cas_normalization, top_k, bootstrap, ci_method.value, ci_seed, alpha),
+            scoring_settings(cas_normalization, top_k, bootstrap, ci_method.value, ci_seed, alpha),
             announce=not (quiet or json_output),
             max_axes=max_axes, max_counterfactuals=max_counterfactuals, llm_retries=llm_retries,
             llm_temperature=temperature, llm_seed=llm_seed, review=review, device=device,
-            allow_partial_weights=allow_partial_weights, executor=executor,
+            allow_partial_weights=allow_partial_weights, axes=fixed_axes, executor=executor,
         )  # fmt: skip
     else:
-        given = [param for param in ctx.params if common.given(ctx, param)]
-        flags = {param.name: param.opts[0] for param in ctx.command.params}
-        if refused := [flags[param] for param in given if param not in RESUME_OPTIONS]:
-            raise AuditorError(
-                f"--resume continues a run with its own settings; {', '.join(refused)} cannot change them "
-                "(only --t2i, --vqa, --embedder, --vqa-concurrency, --allow-partial-weights, --executor, "
-                "--ray-address, --device, --runs-dir, --quiet and --json may be given)"
-            )
-        models = {stage: ctx.params[stage] for stage in ("t2i", "vqa", "embedder") if stage in given}
-        concurrency = vqa_concurrency if "vqa_concurrency" in given else None
-        resume_executor = executor if "executor" in given else None
+        models, concurrency, resume_executor = common.resumed_models(ctx)
     use_ray_address(executor if options is not None else resume_executor, ray_address)
     with common.study_session(quiet, json_output) as (cache, progress):
         if options is None:
@@ -121,7 +110,7 @@ def prompt(
     show_results(record, audit.run_dir, quiet=quiet, json_output=json_output)
 
 
-def _scoring(
+def scoring_settings(
     cas_normalization: str, top_k: int, bootstrap: int, ci_method: str, ci_seed: int, alpha: float
 ) -> ScoringSettings:
     if cas_normalization not in ("distribution", "frequency"):
@@ -134,7 +123,7 @@ def _scoring(
     )  # fmt: skip
 
 
-def _options(
+def audit_options(
     text: str,
     llm: str | None,
     t2i: str,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -10,7 +11,7 @@ import typer
 from auditor.core.console import out, print_json
 
 if TYPE_CHECKING:  # pragma: no cover
-    from auditor.records import TraceRecord
+    from auditor.records import StudyRecord
 
 
 def report(
@@ -19,41 +20,43 @@ def report(
     json_output: bool = typer.Option(False, "--json", help="Print the report's content as JSON, without colour codes."),
     runs_dir: Path | None = typer.Option(None, "--runs-dir", help="Runs folder (default: AUDITOR_RUNS_DIR or ./runs)."),
 ) -> None:
-    """Show what a run found: axes ranked by lean, CAS per counterfactual, concepts; or a trace's tables."""
+    """Show what a run found: axes ranked by how much they lean, CAS per counterfactual, concepts
+    (for a batch or an exploration: its leaderboard; for a trace: its tables)."""
     from auditor.core.console import err
     from auditor.core.settings import get_settings
     from auditor.core.store import RECORD_FILE, RunStore
-    from auditor.records import RunRecord, TraceRecord, load_any_record, load_record
-    from auditor.reporting import render_terminal, report_json, write_html_report
+    from auditor.records import load_any_record
 
     folder = RunStore(runs_dir or get_settings().runs_dir).resolve(run)
     record = load_any_record(folder / RECORD_FILE)
+    write, as_json, render = _outputs(record, folder / RECORD_FILE)
+    if html:
+        path = write(record, folder)
+        (err if json_output else out).print(str(path), markup=False, highlight=False, soft_wrap=True)
+    if json_output:
+        print_json(as_json(record, folder))
+    elif not html:
+        render(record, folder, out)
+
+
+def _outputs(record: StudyRecord, path: Path) -> tuple[Callable, Callable, Callable]:
+    """The HTML writer ``(record, folder)``, JSON builder ``(record, folder)`` and terminal renderer
+    ``(record, folder, console)`` of the record's kind; a kind another command reports is a one-line error."""
+    from auditor.records import BatchRecord, ExploreRecord, RunRecord, TraceRecord, load_record
+    from auditor.reporting import batch, explore, render_terminal, report_json, trace, write_html_report
+
+    if isinstance(record, BatchRecord):
+        return batch.write_batch_report, batch.batch_json, batch.render_batch
+    if isinstance(record, ExploreRecord):
+        return explore.write_explore_report, explore.explore_json, explore.render_explore
     if isinstance(record, TraceRecord):
-        _trace_report(record, folder, html, json_output)
-        return
-    if not isinstance(record, RunRecord):
-        load_record(folder / RECORD_FILE)  # one line naming the kind and the command that reports it
-    if html:
-        path = write_html_report(record, folder)
-        (err if json_output else out).print(str(path), markup=False, highlight=False, soft_wrap=True)
-    if json_output:
-        print_json(report_json(record))
-    elif not html:
-        render_terminal(record, out)
-
-
-def _trace_report(record: TraceRecord, folder: Path, html: bool, json_output: bool) -> None:
-    """The same three outputs for a prompt-to-image trace (``auditor trace``)."""
-    from auditor.core.console import err
-    from auditor.reporting.trace import render_trace, trace_json, write_trace_report
-
-    if html:
-        path = write_trace_report(record, folder)
-        (err if json_output else out).print(str(path), markup=False, highlight=False, soft_wrap=True)
-    if json_output:
-        print_json(trace_json(record, folder))
-    elif not html:
-        render_trace(record, folder, out)
+        return trace.write_trace_report, trace.trace_json, trace.render_trace
+    load_record(path, RunRecord)  # any other kind than a prompt audit: one line naming the command that reports it
+    return (
+        write_html_report,
+        lambda run_record, _folder: report_json(run_record),
+        lambda run_record, _folder, console: render_terminal(run_record, console),
+    )
 
 
 def register(app: typer.Typer) -> None:

@@ -57,6 +57,12 @@ class ContentCache:
         (self.hits if row else self.misses)[stage] += 1
         return None if row is None else bytes(row[0])
 
+    def contains(self, stage: str, fingerprint: str, inputs: Any) -> bool:
+        """Whether a result is stored, without reading it or counting a hit or miss (e.g. to price work)."""
+        key = cache_key(stage, fingerprint, inputs)
+        with self._lock:
+            return self._db.execute("SELECT 1 FROM cache WHERE key = ?", (key,)).fetchone() is not None
+
     def put(self, stage: str, fingerprint: str, inputs: Any, value: bytes) -> None:
         key = cache_key(stage, fingerprint, inputs)
         with self._lock:

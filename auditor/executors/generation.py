@@ -2,7 +2,10 @@
 
 For each prompt set and image index the stage first asks the content cache (key: the
 backend's cache fingerprint, the prompt, and the seed — or the index for backends that
-take no seed). Only the misses go to the model, in batches that may mix prompts. Every
+take no seed). Only the misses go to the model, in batches that may mix prompts, and two
+requests for the same image (the same prompt and seed in two sets) make it once. A request
+may ask for some image indices of its set only (an exploration's round adds seeds to a set
+it started earlier); the images it makes join those the record already holds. Every
 finished image is encoded, hashed, cached and written to the run folder by the run's
 background writer (:mod:`auditor.executors.writer`) while the model makes the next batch,
 and the record is rewritten after every batch. An interrupted run (Ctrl-C, an error)
@@ -18,6 +21,7 @@ the stages subscribes with :meth:`GenerationStage.subscribe`.
 from __future__ import annotations
 
 import io
+import json
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -34,6 +38,7 @@ from auditor.studies.progress import StageCounts
 if TYPE_CHECKING:  # pragma: no cover
     from PIL import Image
 
+    from auditor.core.cache import ContentCache
     from auditor.executors.writer import BackgroundWriter
     from auditor.studies.run import StudyRun
 
@@ -43,11 +48,21 @@ _SAFE_COMPONENT = re.compile(r"[^A-Za-z0-9._-]+")
 
 @dataclass(frozen=True)
 class PromptRequest:
-    """A prompt set to fill: its id (``initial``, ``gender/0``, ...), its text and axis."""
+    """A prompt set to fill: its id (``initial``, ``gender/0``, ...), its text and axis.
+
+    ``indices`` are the image indices to fill (image i from seed i of the run's seeds);
+    None fills every index.
+    """
 
     prompt_id: str
     prompt: str
     axis: str | None = None
+    indices: tuple[int, ...] | None = None
+
+    def items(self, seeds: Sequence[int]) -> list[GenerationItem]:
+        """The images this request asks for."""
+        indices = range(len(seeds)) if self.indices is None else self.indices
+        return [GenerationItem(prompt=self.prompt, index=index, seed=seeds[index]) for index in indices]
 
 
 @dataclass(frozen=True)
@@ -99,6 +114,67 @@ def decode_png(data: bytes) -> Image.Image:
         return handle.convert("RGB")
 
 
+def load_text_to_image(study: StudyRun) -> TextToImage:
+    """Load the run's model under audit in this process, ready to generate: its batch size set
+    (:func:`give_batch_size`) and, with ``--compile``, compiled (with a notice where it cannot). Done
+    once per load: a study's model pool (:class:`~auditor.studies.run.ModelPool`) may keep it for later stages."""
+    config = study.record.config
+    backend = ModelRecipe("t2i", config.t2i.spec, config.generation).load(study.load_options())
+    give_batch_size(study, backend)
+    if config.generation.compile and (problem := compile_backend(backend)) is not None:
+        study.progress.notice(problem)
+    return backend
+
+
+def give_batch_size(study: StudyRun, backend: TextToImage) -> None:
+    """Give a loaded model (here, or on a Ray worker as the driver sees it) the run's batch size: the
+    one asked, or the one probed (and remembered) for ``--batch-size auto``."""
+    from auditor.executors.batch_size import resolve_batch_size
+
+    asked = study.record.config.generation
+    size = resolve_batch_size(backend, study.cache, study.progress) if asked.batch_size_auto else asked.batch_size
+    backend.settings = backend.settings.model_copy(update={"batch_size": size})
+
+
+def cache_inputs(seeded: bool, item: GenerationItem) -> dict:
+    """An image's cache key: its prompt and seed, or its index for a backend that takes no seed (``seeded`` False)."""
+    if seeded:
+        return {"prompt": item.prompt, "seed": item.seed}
+    return {"prompt": item.prompt, "index": item.index}
+
+
+def _image_key(inputs: dict) -> str:
+    return json.dumps(inputs, sort_keys=True)
+
+
+def uncached(backend: TextToImage, cache: ContentCache, items: Sequence[GenerationItem]) -> list[GenerationItem]:
+    """The distinct images among ``items`` that the cache lacks: what generating them would cost.
+
+    Two items for the same image count once, as the stage makes them once. Looking counts
+    no cache hit or miss.
+    """
+    fingerprint = backend.cache_fingerprint()
+    missing: dict[str, GenerationItem] = {}
+    for item in items:
+        inputs = cache_inputs(backend.seeded, item)
+        key = _image_key(inputs)
+        if key not in missing and not cache.contains(STAGE, fingerprint, inputs):
+            missing[key] = item
+    return list(missing.values())
+
+
+def merge_sets(earlier: Sequence[PromptSet], newer: Sequence[PromptSet]) -> list[PromptSet]:
+    """``earlier`` with ``newer``'s images added (an image index in both takes ``newer``'s), new sets at the end."""
+    merged = {prompt_set.prompt_id: prompt_set for prompt_set in earlier}
+    for prompt_set in newer:
+        old = merged.get(prompt_set.prompt_id)
+        if old is not None:
+            images = {image.index: image for image in old.images} | {image.index: image for image in prompt_set.images}
+            prompt_set = prompt_set.model_copy(update={"images": [images[i] for i in sorted(images)]})
+        merged[prompt_set.prompt_id] = prompt_set
+    return list(merged.values())
+
+
 def _pack(data: bytes, flagged_nsfw: bool) -> bytes:
     """Cache value of one image: a flag byte (safety checker fired) followed by the PNG."""
     return bytes([flagged_nsfw]) + data
@@ -109,11 +185,12 @@ def _unpack(value: bytes) -> tuple[bytes, bool]:
 
 
 class GenerationStage:
-    """Fills every prompt set with ``len(seeds)`` images (image i from seed i) through the cache.
+    """Fills the requested images of every prompt set (image i from seed i) through the cache.
 
-    An executor calls :meth:`scan` (cache look-ups; returns the items to generate), runs
-    the backend on batches of them and hands each batch to :meth:`store` through the
-    writer. :meth:`snapshot` gives the prompt sets so far, in request order.
+    An executor calls :meth:`open` (the model), :meth:`scan` (cache look-ups; returns the
+    images to generate), runs the backend on batches of them and hands each batch to
+    :meth:`store` through the writer, then :meth:`close`. The record's prompt sets are
+    those it held before with this stage's images merged in (:meth:`snapshot`).
     """
 
     def __init__(self, study: StudyRun, requests: Sequence[PromptRequest]):
@@ -121,8 +198,11 @@ class GenerationStage:
         self.requests = list(requests)
         self.seeds = list(study.record.config.seeds)
         self.counts = StageCounts()
+        self._before = list(study.record.prompt_sets)
         self._images: dict[str, dict[int, GeneratedImage]] = {r.prompt_id: {} for r in self.requests}
-        self._order = [(r.prompt_id, i) for r in self.requests for i in range(len(self.seeds))]
+        self._wanted = [(r, item) for r in self.requests for item in r.items(self.seeds)]
+        self._order = [(r.prompt_id, item.index) for r, item in self._wanted]
+        self._waiting: dict[str, list[tuple[PromptRequest, GenerationItem]]] = {}  # image key -> sets waiting for it
         self._ready: dict[tuple[str, int], StoredImage] = {}
         self._released = 0
         self._subscribers: list[Callable[[StoredImage | None], None]] = []
@@ -133,7 +213,7 @@ class GenerationStage:
 
     @property
     def total(self) -> int:
-        """Images the prompt sets hold once the stage is done."""
+        """Images this stage stores once it is done."""
         return len(self._order)
 
     def recipe(self) -> ModelRecipe:
@@ -142,30 +222,22 @@ class GenerationStage:
         return ModelRecipe("t2i", config.t2i.spec, self._asked)
 
     def open(self) -> TextToImage:
-        """Load the model under audit in this process: :meth:`adopt` it, compile it for ``--compile``
-        (with a notice where it cannot), and :meth:`settle` the settings that run."""
-        backend = self.recipe().load(self.study.load_options())
+        """The model under audit in this process, from the study's pool (loaded, given its batch size and
+        compiled the first time: :func:`load_text_to_image`), recorded as it runs (:meth:`adopt`)."""
+        backend = self.study.text_to_image()
         self.adopt(backend)
-        if self._asked.compile:
-            problem = compile_backend(backend)
-            if problem is not None:
-                self.study.progress.notice(problem)
-        self.settle(backend.settings)
         return backend
 
     def adopt(self, backend: TextToImage) -> None:
-        """Record the model that runs and give it the batch size (probed for ``--batch-size auto``).
+        """Record the model that runs and the settings it runs with (:meth:`settle`).
 
-        ``backend`` may be loaded here or elsewhere (a Ray worker's model as the driver sees it):
-        what is recorded comes from the model itself, with its defaults filled in.
+        ``backend`` may be loaded here or elsewhere (a Ray worker's model as the driver sees it,
+        given its batch size with :func:`give_batch_size`): what is recorded comes from the model
+        itself, with its defaults filled in.
         """
-        from auditor.executors.batch_size import resolve_batch_size
-
-        study, asked = self.study, self._asked
-        config = study.record.config
+        config = self.study.record.config
         config.t2i = backend.ref.model_copy(update={"spec": config.t2i.spec})
-        size = resolve_batch_size(backend, study.cache, study.progress) if asked.batch_size_auto else asked.batch_size
-        backend.settings = backend.settings.model_copy(update={"batch_size": size})
+        self.settle(backend.settings)
 
     def settle(self, settings: GenerationSettings) -> None:
         """Record the settings that run: the model's defaults filled in and its speed-ups; batch size,
@@ -175,30 +247,38 @@ class GenerationStage:
             update={"batch_size_auto": asked.batch_size_auto, "compile": asked.compile}
         )
 
+    def close(self) -> None:
+        """The stage is done with the model: the pool releases it unless the study keeps its models."""
+        self.study.models.done("t2i")
+
     def subscribe(self, receive: Callable[[StoredImage | None], None]) -> None:
-        """Get every stored image in prompt-set and index order, then ``None`` when all are stored."""
+        """Get every stored image in request and index order, then ``None`` when all are stored."""
         self._subscribers.append(receive)
 
-    def scan(self, backend: TextToImage, writer: BackgroundWriter) -> list[tuple[PromptRequest, GenerationItem]]:
-        """Look every image up in the cache: hits are stored (by the writer), misses returned in order."""
-        self._fingerprint = backend.cache_fingerprint()
+    def scan(self, backend: TextToImage, writer: BackgroundWriter) -> list[GenerationItem]:
+        """Look every image up in the cache: hits are stored (by the writer), the distinct misses returned in order."""
         self._seeded = backend.seeded
+        self._fingerprint = backend.cache_fingerprint()
         cache, progress = self.study.cache, self.study.progress
         progress.start(STAGE, self.total, "generating images")
-        pending: list[tuple[PromptRequest, GenerationItem]] = []
+        pending: list[GenerationItem] = []
         hits: list[tuple[PromptRequest, GenerationItem, bytes, bool]] = []
-        for request in self.requests:
-            for index, seed in enumerate(self.seeds):
-                item = GenerationItem(prompt=request.prompt, index=index, seed=seed)
-                hit = cache.get(STAGE, self._fingerprint, self._cache_inputs(item))
-                if hit is None:
-                    pending.append((request, item))
-                else:
-                    hits.append((request, item, *_unpack(hit)))
+        for request, item in self._wanted:
+            inputs = cache_inputs(self._seeded, item)
+            key = _image_key(inputs)
+            if key in self._waiting:
+                self._waiting[key].append((request, item))
+                continue
+            hit = cache.get(STAGE, self._fingerprint, inputs)
+            if hit is None:
+                self._waiting[key] = [(request, item)]
+                pending.append(item)
+            else:
+                hits.append((request, item, *_unpack(hit)))
 
         def store_hits() -> None:
             for request, item, data, flagged in hits:
-                self._keep(request, item, data, flagged, lambda data=data: decode_png(data))
+                self._keep(request, item, data, flagged, partial(decode_png, data))
                 self.counts.cached += 1
                 progress.advance(STAGE)
             self._checkpoint()
@@ -207,30 +287,37 @@ class GenerationStage:
         writer.submit(store_hits)
         return pending
 
-    def store(self, batch: Sequence[tuple[PromptRequest, GenerationItem]], pictures: Sequence[GeneratedPicture]) -> None:
+    def store(self, batch: Sequence[GenerationItem], pictures: Sequence[GeneratedPicture]) -> None:
         """Encode, hash, cache and write one generated batch; rewrite the record (run by the writer)."""
         self.store_encoded(batch, [encode(picture) for picture in pictures], [p.image for p in pictures])
 
     def store_encoded(
         self,
-        batch: Sequence[tuple[PromptRequest, GenerationItem]],
+        batch: Sequence[GenerationItem],
         encoded: Sequence[EncodedPicture],
         images: Sequence[Image.Image] | None = None,
     ) -> None:
-        """Hash, cache and write one batch of PNG-encoded images; rewrite the record (run by the writer).
+        """Hash, cache and write one batch of PNG-encoded images for every set waiting for them; rewrite
+        the record (run by the writer).
 
         ``images`` are the pictures themselves when they are at hand (the subscribers then
         need not decode the PNG files again).
         """
         cache = self.study.cache
-        for position, ((request, item), picture) in enumerate(zip(batch, encoded, strict=True)):
+        stored = 0
+        for position, (item, picture) in enumerate(zip(batch, encoded, strict=True)):
             data = picture.png
-            cache.put(STAGE, self._fingerprint, self._cache_inputs(item), _pack(data, picture.flagged_nsfw))
+            inputs = cache_inputs(self._seeded, item)
+            cache.put(STAGE, self._fingerprint, inputs, _pack(data, picture.flagged_nsfw))
             load = partial(decode_png, data) if images is None else partial(images[position].convert, "RGB")
-            self._keep(request, item, data, picture.flagged_nsfw, load)
+            waiting = self._waiting.pop(_image_key(inputs))
+            for request, wanted in waiting:
+                self._keep(request, wanted, data, picture.flagged_nsfw, load)
             self.counts.computed += 1
+            self.counts.cached += len(waiting) - 1  # the same image for another set: made once
+            stored += len(waiting)
         self._checkpoint()
-        self.study.progress.advance(STAGE, len(batch))
+        self.study.progress.advance(STAGE, stored)
         self._release()
 
     def finish(self) -> None:
@@ -239,23 +326,29 @@ class GenerationStage:
             receive(None)
 
     def snapshot(self) -> list[PromptSet]:
-        """The prompt sets with the images stored so far, in request and index order."""
+        """The record's prompt sets: those it held before, with the images stored so far merged in."""
+        return merge_sets(
+            self._before,
+            [
+                PromptSet(
+                    prompt_id=request.prompt_id,
+                    prompt=request.prompt,
+                    axis=request.axis,
+                    images=[self._images[request.prompt_id][i] for i in sorted(self._images[request.prompt_id])],
+                )
+                for request in self.requests
+            ],
+        )
+
+    def stored(self) -> list[StoredImage]:
+        """This stage's images as readers take them, in request and index order, read back from the run folder."""
         return [
-            PromptSet(
-                prompt_id=request.prompt_id,
-                prompt=request.prompt,
-                axis=request.axis,
-                images=[self._images[request.prompt_id][i] for i in sorted(self._images[request.prompt_id])],
-            )
-            for request in self.requests
+            stored_image(self.study, prompt_id, image)
+            for prompt_id, index in self._order
+            if (image := self._images[prompt_id].get(index)) is not None
         ]
 
     # ------------------------------------------------------------------ internals
-
-    def _cache_inputs(self, item: GenerationItem) -> dict:
-        if self._seeded:
-            return {"prompt": item.prompt, "seed": item.seed}
-        return {"prompt": item.prompt, "index": item.index}
 
     def _keep(
         self,
@@ -282,12 +375,21 @@ class GenerationStage:
 
     def _checkpoint(self) -> None:
         self.study.record.prompt_sets = self.snapshot()
-        self.study.save()
+        self.study.checkpoint()
 
     def _release(self) -> None:
-        """Hand the subscribers every image whose predecessors (in set and index order) are all stored."""
+        """Hand the subscribers every image whose predecessors (in request and index order) are all stored."""
         while self._released < len(self._order) and self._order[self._released] in self._ready:
             stored = self._ready.pop(self._order[self._released])
             self._released += 1
             for receive in self._subscribers:
                 receive(stored)
+
+
+def stored_image(study: StudyRun, prompt_id: str, image: GeneratedImage) -> StoredImage:
+    """An image of the run folder as readers take it: its pixels are read from the file when needed."""
+    return StoredImage(prompt_id, image, partial(_read_png, study.run_dir / image.file))
+
+
+def _read_png(path: Path) -> Image.Image:
+    return decode_png(path.read_bytes())

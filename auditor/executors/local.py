@@ -17,10 +17,9 @@ from collections.abc import Callable, Iterable, Sequence
 from functools import partial
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from auditor.core.devices import release_accelerator_memory
 from auditor.executors.generation import STAGE as GENERATE
-from auditor.executors.generation import GenerationStage, StoredImage
-from auditor.executors.perception import Chunk, Feed, ImageReader, stored_images
+from auditor.executors.generation import GenerationStage, StoredImage, stored_image
+from auditor.executors.perception import Chunk, Feed, ImageReader
 from auditor.executors.writer import BackgroundWriter
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -49,14 +48,14 @@ def _generate(study: StudyRun, generation: GenerationStage, writer: BackgroundWr
             for start in range(0, len(pending), size):
                 between()
                 batch = pending[start : start + size]
-                pictures = backend.generate([item for _, item in batch])
+                pictures = backend.generate(batch)
                 writer.submit(partial(generation.store, batch, pictures), GENERATE)
             writer.submit(generation.finish, GENERATE)
             writer.drain()
         finally:
             study.progress.finish(GENERATE)
             backend = None
-            release_accelerator_memory()
+            generation.close()
 
 
 def read_stage(
@@ -95,7 +94,6 @@ def read_stage(
         finally:
             study.progress.finish(reader.stage)
             reader.close()
-            release_accelerator_memory()
 
 
 class SequentialExecutor:
@@ -107,7 +105,7 @@ class SequentialExecutor:
         with BackgroundWriter(on_error=study.mark_failed) as writer:
             _generate(study, generation, writer)
             for reader in readers:
-                read_stage(study, reader, writer, stored_images(study), generation.total)
+                read_stage(study, reader, writer, generation.stored(), generation.total)
 
 
 def read_stored_images(study: StudyRun, readers: Sequence[ImageReader]) -> None:
@@ -116,7 +114,7 @@ def read_stored_images(study: StudyRun, readers: Sequence[ImageReader]) -> None:
     For a study that makes its images its own way (the trace study generates through
     its tracing pipeline) and then reads them with the shared VQA and embedding stages.
     """
-    images = stored_images(study)
+    images = [stored_image(study, s.prompt_id, image) for s in study.record.prompt_sets for image in s.images]
     with BackgroundWriter(on_error=study.mark_failed) as writer:
         for reader in readers:
             read_stage(study, reader, writer, images, len(images))

@@ -6,8 +6,8 @@ question, and an image that appears in two runs is looked at once. Images the sa
 checker blacked out are skipped: they carry no concepts.
 
 Both stages are :class:`ImageReader` s: they take images one at a time, in prompt-set and
-index order, through a :class:`Feed` that looks each image up in the cache and groups
-the ones still to compute into chunks. Every executor feeds them the same images in the
+index order, through a :class:`Feed` that looks each image up (in what the reader has
+computed, then in the cache) and groups the ones still to compute into chunks. Every executor feeds them the same images in the
 same order, so the chunks, and with them every answer and embedding, are the same
 whether the reader runs after generation or alongside it. The model runs in the
 executor's thread; cache writes, record updates and progress go to the run's writer.
@@ -20,13 +20,13 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from functools import partial
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 import numpy as np
 
 from auditor.core.errors import AuditorError
 from auditor.executors.base import ModelRecipe
-from auditor.executors.generation import StoredImage, decode_png
+from auditor.executors.generation import StoredImage
 from auditor.records import GeneratedImage, ImageAnswers, PromptSet, Stage
 from auditor.studies.progress import StageCounts
 
@@ -48,6 +48,8 @@ class ImageReader(ABC):
 
     stage: ClassVar[Stage]
     description: ClassVar[str]
+    #: The registry its model comes from, and its kind in the study's model pool.
+    kind: ClassVar[Literal["vqa", "embedder"]]
 
     def __init__(self, study: StudyRun, chunk_size: int):
         self.study = study
@@ -66,15 +68,26 @@ class ImageReader(ABC):
         is to be skipped."""
 
     def close(self) -> None:
-        """Release the model."""
+        """Done with the model: the study's pool releases it unless the study keeps its models."""
         self.model = None
+        self.study.models.done(self.kind)
 
     def _load(self, load: Callable[[ModelRecipe], Any] | None) -> Any:
-        return self.recipe().load(self.study.load_options()) if load is None else load(self.recipe())
+        """The model: with ``load`` (the Ray executor's workers) as it loads the recipe, else in this
+        process from the study's pool (loaded the first time)."""
+        recipe = self.recipe()
+        if load is not None:
+            return load(recipe)
+        return self.study.models.get(self.kind, recipe.spec, partial(recipe.load, self.study.load_options()))
 
     @abstractmethod
-    def missing(self, image: GeneratedImage) -> bool:
-        """Cache look-ups for a new image: True when something about it must be computed."""
+    def missing(self, prompt_id: str, image: GeneratedImage) -> bool:
+        """Look-ups for an image of a prompt set: True when something it needs must be computed.
+
+        Runs where chunks are cut, in feed order, so it sees every chunk computed before (in-process)
+        and never depends on how far the writer has got; an image whose bytes are in a chunk not yet
+        computed (under Ray, every chunk until all are cut) waits for that chunk.
+        """
 
     def task(self, images: list[GeneratedImage]) -> Any:
         """What the model is to compute for a chunk of these images, besides reading them (picklable)."""
@@ -84,6 +97,11 @@ class ImageReader(ABC):
     @abstractmethod
     def compute(model: Any, pictures: list[Image.Image], task: Any) -> Any:
         """The model's results for one chunk's pictures (in the executor's compute thread, or on a worker)."""
+
+    @abstractmethod
+    def keep(self, images: list[GeneratedImage], result: Any) -> None:
+        """Keep one computed chunk's results in memory, where :meth:`missing` and :meth:`complete` see them
+        (runs where the results arrive: the compute thread, or the Ray driver)."""
 
     @abstractmethod
     def store(self, images: list[GeneratedImage], result: Any) -> None:
@@ -102,10 +120,9 @@ class ImageReader(ABC):
 
 @dataclass(frozen=True)
 class Chunk:
-    """Images a reader computes together (distinct contents, in feed order) and what it asks of them."""
+    """Images a reader computes together (distinct contents, in feed order)."""
 
     stored: list[StoredImage]
-    task: Any
 
     @property
     def images(self) -> list[GeneratedImage]:
@@ -116,22 +133,25 @@ class Feed:
     """Takes a reader's images in order, finds what is missing, and cuts the rest into chunks.
 
     Two images with the same bytes are computed once; the second is completed when the
-    first one's chunk is stored. ``counts.cached`` counts the images whose results were
-    all in the cache, ``counts.computed`` the distinct images computed.
+    first one's chunk is stored, or (once it is stored) computed again for what only it
+    needs, e.g. another set's question. ``counts.cached`` counts the images whose results
+    were all in the cache, ``counts.computed`` the images computed.
 
     Without ``dispatch`` each chunk is computed here, in the calling thread, as soon as it
     is full (the in-process executors). With it, each chunk is handed to ``dispatch`` and
     its result comes back through :meth:`store` once computed elsewhere, after every image
-    has been added (the Ray executor): the chunks are the same either way.
+    has been added (the Ray executor): the chunks are the same either way. A chunk's task
+    (:meth:`ImageReader.task`) is taken when it is computed, so it covers every image that
+    waits for it.
     """
 
     def __init__(self, reader: ImageReader, writer: BackgroundWriter, dispatch: Callable[[Chunk], None] | None = None):
         self.reader = reader
         self.writer = writer
         self._dispatch = dispatch
-        self._state: dict[str, str] = {}  # sha256 -> "cached" | "queued" | "computed"
+        self._computed: set[str] = set()  # sha256 of the images computed in this run
         self._chunk: list[StoredImage] = []
-        self._waiting: dict[str, list[StoredImage]] = {}
+        self._waiting: dict[str, list[StoredImage]] = {}  # sha256 in a chunk not yet computed -> images waiting
 
     def start(self, total: int) -> None:
         self.reader.study.progress.start(self.reader.stage, total, self.reader.description)
@@ -142,16 +162,14 @@ class Feed:
             self.writer.submit(partial(reader.study.progress.advance, reader.stage), reader.stage)
             return
         sha = image.sha256
-        if sha not in self._state:
-            if reader.missing(image):
-                self._state[sha] = "queued"
-                self._chunk.append(stored)
-            else:
-                self._state[sha] = "cached"
-        if self._state[sha] == "queued":
-            self._waiting.setdefault(sha, []).append(stored)
+        lacking = reader.missing(stored.prompt_id, image)  # also notes what this image needs
+        if sha in self._waiting:  # its bytes are in a chunk not yet computed
+            self._waiting[sha].append(stored)
+        elif lacking:
+            self._chunk.append(stored)
+            self._waiting[sha] = [stored]
         else:
-            if self._state[sha] == "cached":
+            if sha not in self._computed:
                 reader.counts.cached += 1
             self.writer.submit(partial(self._complete, [stored]), reader.stage)
         if len(self._chunk) >= reader.chunk_size:
@@ -161,22 +179,22 @@ class Feed:
         """Cut the chunk gathered so far (the last one may be short) and compute or dispatch it."""
         if not self._chunk:
             return
-        stored, self._chunk = self._chunk, []
-        chunk = Chunk(stored, self.reader.task([entry.image for entry in stored]))
+        chunk, self._chunk = Chunk(self._chunk), []
         if self._dispatch is not None:
             self._dispatch(chunk)
             return
-        with ThreadPoolExecutor(max_workers=min(DECODE_THREADS, len(stored))) as pool:
-            pictures = list(pool.map(lambda entry: entry.picture(), stored))
-        self.store(chunk, self.reader.compute(self.reader.model, pictures, chunk.task))
+        with ThreadPoolExecutor(max_workers=min(DECODE_THREADS, len(chunk.stored))) as pool:
+            pictures = list(pool.map(lambda stored: stored.picture(), chunk.stored))
+        reader = self.reader
+        self.store(chunk, reader.compute(reader.model, pictures, reader.task(chunk.images)))
 
     def store(self, chunk: Chunk, result: Any) -> None:
-        """Hand a computed chunk's result to the writer, with every image waiting for it."""
-        done = [entry for stored in chunk.stored for entry in self._waiting.pop(stored.image.sha256)]
-        for stored in chunk.stored:
-            self._state[stored.image.sha256] = "computed"
-        self.reader.counts.computed += len(chunk.stored)
+        """Keep a computed chunk's result and hand it to the writer, with every image waiting for it."""
         images = chunk.images
+        self.reader.keep(images, result)
+        done = [entry for image in images for entry in self._waiting.pop(image.sha256)]
+        self._computed.update(image.sha256 for image in images)
+        self.reader.counts.computed += len(images)
 
         def store() -> None:
             self.reader.store(images, result)
@@ -192,19 +210,6 @@ class Feed:
         self.reader.study.progress.advance(self.reader.stage, len(entries))
 
 
-def stored_images(study: StudyRun) -> list[StoredImage]:
-    """The run's images as readers take them, in set and index order, read from the run folder."""
-    return [
-        StoredImage(s.prompt_id, image, partial(_read_png, study, image))
-        for s in study.record.prompt_sets
-        for image in s.images
-    ]
-
-
-def _read_png(study: StudyRun, image: GeneratedImage) -> Image.Image:
-    return decode_png((study.run_dir / image.file).read_bytes())
-
-
 def usable(prompt_sets: Sequence[PromptSet]) -> list[tuple[str, GeneratedImage]]:
     return [(s.prompt_id, image) for s in prompt_sets for image in s.images if not image.flagged_nsfw]
 
@@ -215,13 +220,16 @@ def usable(prompt_sets: Sequence[PromptSet]) -> list[tuple[str, GeneratedImage]]
 class AnswerReader(ImageReader):
     """Asks every axis question (``questions``: axis -> question) and the caption of every usable image.
 
-    The backend gets a chunk of images at a time, encodes each once and asks all of their
-    questions in one batch. ``on_answers`` gets the answers so far after every chunk (the
-    study puts them into its record) and ``on_model`` the loaded backend (to record it).
+    The backend gets a chunk of images at a time, encodes each once and asks the questions
+    any of them still lacks in one batch. ``on_answers`` gets the answers so far after every
+    chunk (the study puts them into its record). A study whose images need different
+    questions overrides :meth:`questions_for`; the chunk's :meth:`task` carries the questions to
+    wherever the model runs. The VQA model that answers is recorded in the run's config.
     """
 
     stage = PERCEIVE
     description = "asking VQA questions"
+    kind = "vqa"
 
     def __init__(
         self,
@@ -229,55 +237,67 @@ class AnswerReader(ImageReader):
         chunk_size: int,
         questions: dict[str, str],
         caption_question: str | None,
-        on_model: Callable[[VisualQuestionAnswerer], None],
         on_answers: Callable[[dict[str, list[ImageAnswers]]], None],
     ):
         super().__init__(study, chunk_size)
         self.questions = questions
         self.caption_question = caption_question
-        asked = list(questions.values()) + ([caption_question] if caption_question else [])
-        self.asked = list(dict.fromkeys(asked))  # two axes may share a question (race, ethnicity): ask it once
-        self.on_model = on_model
         self.on_answers = on_answers
         self._fingerprint = ""
         self._known: dict[tuple[str, str], str] = {}
+        self._needs: dict[str, list[str]] = {}  # sha256 -> the questions its images are asked (looked up once)
         self._finished: dict[str, dict[int, ImageAnswers]] = {}
 
     def recipe(self) -> ModelRecipe:
         config = self.study.record.config
-        return ModelRecipe("vqa", config.vqa.spec, config.perception)
+        return ModelRecipe(self.kind, config.vqa.spec, config.perception)
+
+    def questions_for(self, prompt_id: str, index: int) -> dict[str, str]:
+        """The axis questions (axis -> question) image ``index`` of prompt set ``prompt_id`` is asked."""
+        return self.questions
 
     def open(self, load: Callable[[ModelRecipe], Any] | None = None) -> bool:
+        config = self.study.record.config
         self.model = vqa = self._load(load)
+        config.vqa = vqa.ref.model_copy(update={"spec": config.vqa.spec})
+        config.perception = vqa.settings  # what it answers with, its defaults filled in
         self._fingerprint = vqa.cache_fingerprint()
-        self.on_model(vqa)
         return True
 
-    def missing(self, image: GeneratedImage) -> bool:
-        lacking = False
-        for question in self.asked:
-            hit = self.study.cache.get_json(PERCEIVE, self._fingerprint, {"image": image.sha256, "question": question})
-            if hit is None:
-                lacking = True
-            else:
-                self._known[image.sha256, question] = hit
-        return lacking
+    def missing(self, prompt_id: str, image: GeneratedImage) -> bool:
+        sha = image.sha256
+        needs = self._needs.setdefault(sha, [])
+        asked = [*self.questions_for(prompt_id, image.index).values(), *filter(None, [self.caption_question])]
+        for question in asked:
+            if question in needs:  # two axes may share a question (race, ethnicity): ask it once
+                continue
+            needs.append(question)
+            if (sha, question) not in self._known:
+                hit = self.study.cache.get_json(PERCEIVE, self._fingerprint, {"image": sha, "question": question})
+                if hit is not None:
+                    self._known[sha, question] = hit
+        return any((sha, question) not in self._known for question in asked)
 
     def task(self, images: list[GeneratedImage]) -> Any:
-        """The questions some image of the chunk lacks an answer to, and the caption question."""
-        asked = [q for q in self.asked if any((image.sha256, q) not in self._known for image in images)]
-        return asked, self.caption_question
+        """The questions some image of the chunk still lacks an answer to, and the caption question."""
+        lacking = (q for image in images for q in self._needs[image.sha256] if (image.sha256, q) not in self._known)
+        return list(dict.fromkeys(lacking)), self.caption_question
 
     @staticmethod
     def compute(model: VisualQuestionAnswerer, pictures: list[Image.Image], task: Any) -> Any:
         asked, caption_question = task
         return asked, model.answer(pictures, asked, caption_question)
 
-    def store(self, images: list[GeneratedImage], result: Any) -> None:
+    def keep(self, images: list[GeneratedImage], result: Any) -> None:
         asked, replies = result
         for image, row in zip(images, replies, strict=True):
             for question, reply in zip(asked, row, strict=True):
                 self._known[image.sha256, question] = reply
+
+    def store(self, images: list[GeneratedImage], result: Any) -> None:
+        asked, replies = result
+        for image, row in zip(images, replies, strict=True):
+            for question, reply in zip(asked, row, strict=True):
                 self.study.cache.put_json(
                     PERCEIVE, self._fingerprint, {"image": image.sha256, "question": question}, reply
                 )
@@ -286,7 +306,7 @@ class AnswerReader(ImageReader):
         known = self._known
         self._finished.setdefault(prompt_id, {})[image.index] = ImageAnswers(
             image_index=image.index,
-            answers={axis: known[image.sha256, q] for axis, q in self.questions.items()},
+            answers={axis: known[image.sha256, q] for axis, q in self.questions_for(prompt_id, image.index).items()},
             caption=known[image.sha256, self.caption_question] if self.caption_question else None,
         )
 
@@ -299,6 +319,23 @@ class AnswerReader(ImageReader):
         for prompt_id in order:
             self._finished.setdefault(prompt_id, {})
         return {pid: [self._finished[pid][i] for i in sorted(self._finished[pid])] for pid in order}
+
+
+def merge_answers(
+    earlier: dict[str, list[ImageAnswers]], newer: dict[str, list[ImageAnswers]]
+) -> dict[str, list[ImageAnswers]]:
+    """Answers of both, per prompt id and image index: an image asked in both gets the union of its answers."""
+    merged = {prompt_id: {image.image_index: image for image in images} for prompt_id, images in earlier.items()}
+    for prompt_id, images in newer.items():
+        by_index = merged.setdefault(prompt_id, {})
+        for image in images:
+            old = by_index.get(image.image_index)
+            if old is not None:
+                image = image.model_copy(
+                    update={"answers": old.answers | image.answers, "caption": image.caption or old.caption}
+                )
+            by_index[image.image_index] = image
+    return {prompt_id: [by_index[i] for i in sorted(by_index)] for prompt_id, by_index in merged.items()}
 
 
 # --------------------------------------------------------------------------- embeddings
@@ -314,6 +351,7 @@ class EmbedReader(ImageReader):
 
     stage = EMBED
     description = "embedding images"
+    kind = "embedder"
 
     def __init__(
         self,
@@ -329,9 +367,10 @@ class EmbedReader(ImageReader):
         self.fingerprint = ""
         #: Image sha256 -> unit-length embedding, for every image read so far.
         self.by_image: dict[str, np.ndarray] = {}
+        self._looked: set[str] = set()  # sha256 looked up in the cache
 
     def recipe(self) -> ModelRecipe:
-        return ModelRecipe("embedder", self.study.record.config.embedder.spec)
+        return ModelRecipe(self.kind, self.study.record.config.embedder.spec)
 
     def open(self, load: Callable[[ModelRecipe], Any] | None = None) -> bool:
         config = self.study.record.config
@@ -352,20 +391,29 @@ class EmbedReader(ImageReader):
         if self.also is not None:
             self.also(self.model)
 
-    def missing(self, image: GeneratedImage) -> bool:
-        hit = self.study.cache.get(EMBED, self.fingerprint, {"image": image.sha256})
+    def missing(self, prompt_id: str, image: GeneratedImage) -> bool:
+        sha = image.sha256
+        if sha in self.by_image:
+            return False
+        if sha in self._looked:  # its chunk is being gathered
+            return True
+        self._looked.add(sha)
+        hit = self.study.cache.get(EMBED, self.fingerprint, {"image": sha})
         if hit is None:
             return True
-        self.by_image[image.sha256] = np.frombuffer(hit, dtype=np.float32)
+        self.by_image[sha] = np.frombuffer(hit, dtype=np.float32)
         return False
 
     @staticmethod
     def compute(model: Embedder, pictures: list[Image.Image], task: Any) -> Any:
         return model.embed_images(pictures)
 
-    def store(self, images: list[GeneratedImage], result: Any) -> None:
+    def keep(self, images: list[GeneratedImage], result: Any) -> None:
         for image, row in zip(images, result, strict=True):
             self.by_image[image.sha256] = np.asarray(row, dtype=np.float32)
+
+    def store(self, images: list[GeneratedImage], result: Any) -> None:
+        for image in images:
             self.study.cache.put(EMBED, self.fingerprint, {"image": image.sha256}, self.by_image[image.sha256].tobytes())
 
     def complete(self, prompt_id: str, image: GeneratedImage) -> None:

@@ -45,9 +45,9 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from auditor.core.errors import AuditorError
 from auditor.executors.generation import STAGE as GENERATE
-from auditor.executors.generation import GenerationStage
+from auditor.executors.generation import GenerationStage, StoredImage, give_batch_size
 from auditor.executors.local import read_stage
-from auditor.executors.perception import Chunk, Feed, ImageReader, stored_images, usable
+from auditor.executors.perception import Chunk, Feed, ImageReader, usable
 from auditor.executors.ray_workers import GenerateWorker, ModelInfo, Placement, ReadWorker, call, describe
 from auditor.executors.writer import BackgroundWriter
 from auditor.studies.progress import WorkerThroughput, describe_workers
@@ -90,7 +90,7 @@ class RayExecutor:
             run = _RayRun(study, self.options, writer)
             run.generate(generation)
             for reader in readers:
-                run.read(reader, generation.total)
+                run.read(reader, generation.stored(), generation.total)
 
 
 def connect() -> None:
@@ -187,17 +187,17 @@ class _RayRun:
             try:
                 placement = self.placement(GENERATE)
                 backend = RemoteModel.load(generation.recipe(), placement)
+                give_batch_size(study, backend)
                 generation.adopt(backend)
-                generation.settle(backend.settings)
                 pending = generation.scan(backend, writer)
                 size = backend.settings.batch_size
                 batches = [pending[start : start + size] for start in range(0, len(pending), size)]
                 rows = [
                     {
                         "batch": number,
-                        "prompts": [item.prompt for _, item in batch],
-                        "indices": [item.index for _, item in batch],
-                        "seeds": [item.seed for _, item in batch],
+                        "prompts": [item.prompt for item in batch],
+                        "indices": [item.index for item in batch],
+                        "seeds": [item.seed for item in batch],
                     }
                     for number, batch in enumerate(batches)
                 ]
@@ -224,9 +224,8 @@ class _RayRun:
             finally:
                 study.progress.finish(GENERATE)
 
-    def read(self, reader: ImageReader, total: int) -> None:
-        """A reader's chunks, cut in the driver as in-process, computed on the reader's pool."""
-        images = stored_images(self.study)
+    def read(self, reader: ImageReader, images: list[StoredImage], total: int) -> None:
+        """A reader's chunks of ``images``, cut in the driver as in-process, computed on the reader's pool."""
         placement = self.placement(reader.stage)
         first = next((image for _, image in usable(self.study.record.prompt_sets)), None)
         probe = None if first is None else (str(self.study.run_dir.resolve() / first.file), first.sha256)
@@ -240,7 +239,7 @@ class _RayRun:
                     self.study.progress.notice(
                         f"{reader.stage}: the Ray workers do not see the run folder; images go through Ray's object store"
                     )
-            rows = [self._chunk_row(number, chunk, shared) for number, chunk in enumerate(chunks)]
+            rows = [self._chunk_row(number, chunk, reader.task(chunk.images), shared) for number, chunk in enumerate(chunks)]
             arguments = {
                 "recipe": model.recipe,
                 "placement": placement,
@@ -261,12 +260,12 @@ class _RayRun:
             compute_elsewhere=compute,
         )
 
-    def _chunk_row(self, number: int, chunk: Chunk, shared: bool) -> dict[str, Any]:
-        """A reader chunk as a dataset row: the task, and the images as run-folder paths or PNG bytes."""
+    def _chunk_row(self, number: int, chunk: Chunk, task: Any, shared: bool) -> dict[str, Any]:
+        """A reader chunk as a dataset row: its task, and the images as run-folder paths or PNG bytes."""
         images = chunk.images
         row: dict[str, Any] = {
             "chunk": number,
-            "task": pickle.dumps(chunk.task),
+            "task": pickle.dumps(task),
             "sha256": [image.sha256 for image in images],
         }
         folder = self.study.run_dir.resolve()

@@ -230,6 +230,21 @@ def intervals(
     )
 
 
+def p_value_above(samples: np.ndarray, value: float = 0.0) -> np.ndarray:
+    """One-sided bootstrap p-value of "the statistic is above ``value``", per column of ``samples``.
+
+    ``(1 + #resamples <= value) / (1 + #defined resamples)``: the smallest one-sided level at
+    which the percentile interval's lower bound still lies above ``value`` (test inversion),
+    with the +1 that keeps a finite number of resamples from claiming p = 0. NaN resamples
+    (statistic undefined there) are left out; a column with none gives NaN.
+    """
+    samples = np.asarray(samples, dtype=np.float64)
+    defined = ~np.isnan(samples)
+    count = defined.sum(axis=0)
+    at_or_below = (defined & (samples <= value)).sum(axis=0)
+    return np.where(count > 0, (1.0 + at_or_below) / (1.0 + count), np.nan)
+
+
 def _check_level(level: float) -> None:
     if not 0 < level < 1:
         raise ValueError(f"the confidence level must lie strictly between 0 and 1, got {level}")

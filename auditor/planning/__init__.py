@@ -8,6 +8,8 @@ SDKs and WordNet load only when a plan is made.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from auditor.core.errors import AuditorError
 from auditor.planning.questions import question_for_axis
 from auditor.planning.registry import LLM_BACKENDS, check_llm_spec, planner_fingerprint
@@ -36,8 +38,12 @@ def make_plan(
     retries: int = 2,
     temperature: float | None = None,
     seed: int | None = None,
+    axes: Sequence[str] | None = None,
 ) -> AuditPlan:
     """The validated plan for ``prompt`` from the planner ``llm`` names.
+
+    ``axes`` (``--axes``) fixes the axes: the offline planner writes their counterfactuals
+    from the axis library and no LLM is asked, whatever ``llm`` says.
 
     Raises InvalidPlanError when the LLM's plan stays invalid after ``retries`` repair
     turns, BackendError when the service fails after bounded retries, AuditorError for a
@@ -50,6 +56,10 @@ def make_plan(
         raise AuditorError(
             'the prompt is empty: give the text-to-image prompt to plan for, e.g. "a photo of a pharmacist"'
         )
+    if axes is not None:
+        from auditor.planning.offline import OfflinePlanner
+
+        return OfflinePlanner(axes).plan(prompt, limits)
     planner = LLM_BACKENDS.load(check_llm_spec(llm), temperature=temperature, seed=seed)
     return planner.plan(prompt, limits)
 

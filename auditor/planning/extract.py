@@ -21,7 +21,7 @@ from typing import Any
 from auditor.planning.proposals import Kind, PlanProblem, ProposedAxis, snake_case
 from auditor.planning.prose import axes_from_prose
 
-__all__ = ["PlanProblem", "ProposedAxis", "extract_axes", "loosen_json", "snake_case"]
+__all__ = ["PlanProblem", "ProposedAxis", "extract_axes", "json_values", "loosen_json", "snake_case"]
 
 
 # Field and key names are compared after snake_case.
@@ -61,6 +61,13 @@ def extract_axes(reply: str) -> list[ProposedAxis]:
 
 
 # --------------------------------------------------------------------------- finding JSON
+
+
+def json_values(text: str) -> Iterator[Any]:
+    """Every JSON value in ``text`` that parses (after loosening), fenced blocks first, then bracketed spans."""
+    for _source, value, error in _json_candidates(text):
+        if error is None:
+            yield value
 
 
 def _json_candidates(text: str) -> Iterator[tuple[str, Any, str | None]]:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any
@@ -19,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 from auditor.core.errors import AuditorError, InvalidPlanError
 from auditor.core.registry import Spec
 from auditor.core.resources import read_prompt_yaml
-from auditor.planning.proposals import PlanProblem, ProposedAxis
+from auditor.planning.proposals import PlanProblem, ProposedAxis, snake_case
 from auditor.planning.rules import PlanLimits, attach_transcript, finish_plan
 from auditor.records import AuditPlan, ChatMessage
 
@@ -65,9 +66,17 @@ def axis_library() -> dict[str, Any]:
 
 
 class OfflinePlanner:
-    """Deterministic WordNet planner; the ``offline`` spec."""
+    """Deterministic WordNet planner; the ``offline`` spec.
+
+    ``axes`` (``--axes``) fixes which of the library's axes to write, in that order, instead of
+    every axis of the prompt's category; an axis the library does not apply to that category
+    (gender for "a photo of a kettle") is skipped, and the transcript says so.
+    """
 
     spec = "offline"
+
+    def __init__(self, axes: Sequence[str] | None = None):
+        self.axes = check_axes(axes) if axes is not None else None
 
     def plan(self, prompt: str, limits: PlanLimits) -> AuditPlan:
         from auditor.core.langdata import load_wordnet
@@ -76,17 +85,21 @@ class OfflinePlanner:
         library = axis_library()
         reading = read_prompt(prompt, wordnet, library)
         category = next(c for c in library["categories"] if c["name"] == reading.category)
+        names = category["axes"] if self.axes is None else [name for name in self.axes if name in category["axes"]]
         proposed, skipped = [], []
-        for name in category["axes"]:
+        for name in names:
             axis = library["axes"][name]
             counterfactuals = _distinct(prompt, _counterfactuals(reading, axis, wordnet))
             if len(counterfactuals) >= 2:
                 proposed.append(ProposedAxis(name, counterfactuals, axis.get("kind")))
             else:
                 skipped.append(name)
+        unfit = [name for name in self.axes or [] if name not in category["axes"]]
         note = (
             f"Offline WordNet planner (no LLM): {reading.describe()}; its axes in "
             f"prompts/{LIBRARY_FILE}: {', '.join(category['axes'])}."
+            + (f" Asked for (--axes): {', '.join(self.axes)}." if self.axes is not None else "")
+            + (f" Not applied to {reading.category} prompts: {', '.join(unfit)}." if unfit else "")
             + (f" Skipped (fewer than two counterfactuals): {', '.join(skipped)}." if skipped else "")
         )
         reply = json.dumps({axis.name: axis.counterfactuals for axis in proposed}, indent=2, ensure_ascii=False)
@@ -94,8 +107,24 @@ class OfflinePlanner:
         try:
             return finish_plan(prompt, proposed, limits, llm=self.spec, transcript=transcript)
         except PlanProblem as problem:  # e.g. a prompt WordNet cannot read and that has nothing to vary
-            error = InvalidPlanError(f"the offline planner found no plan: {problem}")
+            why = f"the axis library applies {', '.join(unfit)} to other prompts; {reading.describe()}"
+            error = InvalidPlanError(f"the offline planner found no plan: {why if unfit and not proposed else problem}")
             raise attach_transcript(error, transcript) from None
+
+
+def check_axes(names: Sequence[str]) -> list[str]:
+    """``--axes`` names as the library spells them (snake_case, repeats dropped); unknown ones are one error."""
+    library = axis_library()["axes"]
+    checked = list(dict.fromkeys(snake_case(name) for name in names if name.strip()))
+    if not checked:
+        raise AuditorError("--axes names no axis: give library axes such as gender,age")
+    unknown = [name for name in checked if name not in library]
+    if unknown:
+        raise AuditorError(
+            f"unknown axis {', '.join(map(repr, unknown))} in --axes: the axis library (prompts/{LIBRARY_FILE}) "
+            f"has {', '.join(library)}"
+        )
+    return checked
 
 
 def load(spec: Spec, **_settings: Any) -> OfflinePlanner:
@@ -286,7 +315,7 @@ def _replace(prompt: str, start: int, end: int, value: str) -> str:
     """``prompt`` with ``[start, end)`` replaced by ``value``; capitalised at the start, article fixed."""
     if start == 0 and prompt[:1].isupper():
         value = value[0].upper() + value[1:]
-    return _fix_article(prompt[:start], value) + prompt[end:]
+    return fix_article(prompt[:start], value) + prompt[end:]
 
 
 def _insert(prompt: str, start: int, value: str) -> str:
@@ -296,7 +325,7 @@ def _insert(prompt: str, start: int, value: str) -> str:
         first = _WORD.match(rest)
         if first and first.group(0)[1:].islower():
             rest = rest[0].lower() + rest[1:]
-    return _fix_article(prompt[:start], value + " " + rest)
+    return fix_article(prompt[:start], value + " " + rest)
 
 
 def _append(prompt: str, value: str) -> str:
@@ -305,7 +334,7 @@ def _append(prompt: str, value: str) -> str:
     return f"{stripped} {value}{body[len(stripped):]}"
 
 
-def _fix_article(before: str, after: str) -> str:
+def fix_article(before: str, after: str) -> str:
     """Join ``before`` and ``after``, turning an "a"/"an" that ends ``before`` into the one ``after`` needs."""
     match = re.search(r"(?<![\w-])(a|an|A|An|AN)(\s+[\"'(\[{]*)$", before)
     if not match:

@@ -11,7 +11,7 @@ made, so checking a spec or keying the cache needs no SDK and no API key.
 
 from __future__ import annotations
 
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from auditor.core.errors import AuditorError
 from auditor.core.fingerprint import settings_fingerprint, text_fingerprint
@@ -23,6 +23,9 @@ from auditor.planning.offline import LIBRARY_FILE
 from auditor.planning.questions import QUESTIONS_FILE
 from auditor.planning.rules import PlanLimits
 from auditor.records import AuditPlan
+
+if TYPE_CHECKING:  # pragma: no cover
+    from auditor.planning.llm import ChatModel
 
 
 class Planner(Protocol):
@@ -55,6 +58,16 @@ LLM_BACKENDS = Registry("LLM", "--llm")
 LLM_BACKENDS.register("openai", "auditor.planning.registry:load_openai")
 LLM_BACKENDS.register("langchain", "auditor.planning.registry:load_langchain")
 LLM_BACKENDS.register("offline", "auditor.planning.offline:load")
+
+
+def load_chat(llm: str, **settings: Any) -> ChatModel:
+    """The chat model an ``openai:``/``langchain:`` spec names (e.g. for the explore proposer); not ``offline``."""
+    spec = parse_spec(check_llm_spec(llm))
+    if spec.prefix == "offline":
+        raise AuditorError("the offline planner has no chat model: use --llm openai:<model> or langchain:<provider>:<model>")
+    from auditor.planning.llm import LangChainChat, OpenAIChat
+
+    return (OpenAIChat if spec.prefix == "openai" else LangChainChat)(spec, **settings)
 
 
 def check_llm_spec(text: str) -> str:

@@ -9,7 +9,7 @@ Layout: :mod:`~auditor.records.base` is the envelope every study's record shares
 :mod:`~auditor.records.models` and :mod:`~auditor.records.images` the model references,
 settings and stage outputs the studies share, then one module per kind of study
 (:mod:`~auditor.records.prompt_audit`, :mod:`~auditor.records.t2iat`, :mod:`~auditor.records.amplification`,
-:mod:`~auditor.records.trace`).
+:mod:`~auditor.records.trace`, :mod:`~auditor.records.batch`, :mod:`~auditor.records.explore`).
 :func:`load_any_record` reads any of them, upgrading older schema versions
 (:mod:`~auditor.records.migrations`).
 """
@@ -41,6 +41,19 @@ from auditor.records.base import (
     StudyConfig,
     StudyRecord,
     utc_now,
+)
+from auditor.records.batch import BatchAudit, BatchConfig, BatchRecord, BatchRow
+from auditor.records.explore import (
+    Arm,
+    ArmScore,
+    ArmStep,
+    Candidate,
+    Confirmation,
+    ExploreConfig,
+    ExploreRecord,
+    Objective,
+    Round,
+    StopReason,
 )
 from auditor.records.images import GeneratedImage, ImageAnswers, PromptSet
 from auditor.records.intervals import Correction, Difference, Interval, IntervalSettings
@@ -106,7 +119,9 @@ __all__ = [
     "AmplificationConfig", "AmplificationRecord", "AmplificationSummary", "CaptionFile", "CaptionLabels",
     "ClassifierSettings", "FaceDetectorSettings", "GeneratedSide", "ImageCounts", "ImageGender",
     "OccupationAmplification", "Share", "TBasis", "TrainingData", "TrainingSide",
-    "AnyRecord", "AssociationResult", "AuditPlan", "AxisPlan", "AxisScore", "CasNormalization", "ChatMessage",
+    "AnyRecord", "Arm", "ArmScore", "ArmStep", "AssociationResult", "AuditPlan", "AxisPlan", "AxisScore",
+    "BatchAudit", "BatchConfig", "BatchRecord", "BatchRow", "Candidate", "CasNormalization", "ChatMessage",
+    "Confirmation", "ExploreConfig", "ExploreRecord", "Objective", "Round", "StopReason",
     "ConceptFrequency", "Correction", "CounterfactualScore", "Difference", "Interval", "IntervalSettings", "EffectLabel", "Environment", "GeneratedImage", "GenerationSettings",
     "ImageAnswers", "IntersectionView", "ModelRef", "OccupationAssociation", "OccupationsConfig",
     "OccupationsRecord", "PerceptionSettings", "PromptSet", "Record", "RunConfig", "RunError", "RunRecord",

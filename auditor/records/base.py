@@ -23,8 +23,8 @@ SCHEMA_VERSION = "2"
 
 RunStatus = Literal["running", "completed", "failed", "interrupted"]
 Stage = Literal[
-    "plan", "generate", "perceive", "embed", "score", "report", "select", "embed_captions", "faces", "classify",
-    "detect", "group",
+    "plan", "generate", "perceive", "embed", "score", "report", "propose", "explore", "confirm",
+    "select", "embed_captions", "faces", "classify", "detect", "group",
 ]
 
 

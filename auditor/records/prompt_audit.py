@@ -29,6 +29,11 @@ class RunConfig(StudyConfig):
     llm_retries: int = Field(default=2, ge=0, description="Repair turns allowed when the plan is invalid.")
     max_axes: int | None = Field(default=None, ge=1, description="Cap on the number of axes kept from the plan.")
     max_counterfactuals: int | None = Field(default=None, ge=2, description="Cap on counterfactuals per axis.")
+    axes: list[str] | None = Field(
+        default=None,
+        description="Axes fixed by --axes, in order: their counterfactuals come from the offline planner's axis "
+        "library and no LLM is asked (llm is then 'offline'); null = the planner chooses the axes.",
+    )
     vqa: ModelRef = Field(description="The vision-language model that answers questions and captions.")
     images_per_prompt: int = Field(ge=1, description="Images generated per prompt (paper: 48).")
     perception: PerceptionSettings = Field(default_factory=PerceptionSettings, description="VQA settings.")

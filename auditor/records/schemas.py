@@ -9,6 +9,8 @@ from pydantic import BaseModel
 from auditor.records import (
     AmplificationRecord,
     AuditPlan,
+    BatchRecord,
+    ExploreRecord,
     OccupationsRecord,
     RunRecord,
     T2IATRecord,
@@ -23,6 +25,8 @@ SCHEMA_MODELS: dict[str, type[BaseModel]] = {
     "t2iat_record.schema.json": T2IATRecord,
     "t2iat_occupations_record.schema.json": OccupationsRecord,
     "t2iat_test.schema.json": T2IATTestDefinition,
+    "batch_record.schema.json": BatchRecord,
+    "explore_record.schema.json": ExploreRecord,
     "amplification_record.schema.json": AmplificationRecord,
     "trace_record.schema.json": TraceRecord,
 }

@@ -110,7 +110,8 @@ def with_uncertainty(
     return with_adjusted_p_values(scores, settings.alpha)
 
 
-def _interval(found: uncertainty.Interval | None) -> Interval | None:
+def record_interval(found: uncertainty.Interval | None) -> Interval | None:
+    """The record's interval of an engine interval (the estimate sits beside it in the record)."""
     if found is None:
         return None
     return Interval(low=found.low, high=found.high, method=found.method, defined=found.defined, note=found.note)
@@ -131,8 +132,8 @@ def _axis_with_intervals(score: AxisScore, found: uncertainty.AxisIntervals) -> 
     counterfactuals = [
         cf.model_copy(
             update={
-                "cas_ci": _interval(by_id[cf.prompt_id].cas),
-                "embedding_similarity_ci": _interval(by_id[cf.prompt_id].embedding_similarity),
+                "cas_ci": record_interval(by_id[cf.prompt_id].cas),
+                "embedding_similarity_ci": record_interval(by_id[cf.prompt_id].embedding_similarity),
             }
         )
         for cf in score.counterfactuals
@@ -143,20 +144,20 @@ def _axis_with_intervals(score: AxisScore, found: uncertainty.AxisIntervals) -> 
             first=found.spread.first,
             second=found.spread.second,
             value=found.spread.interval.estimate,
-            ci=_interval(found.spread.interval),
+            ci=record_interval(found.spread.interval),
         )
     association = score.association
     if association is not None:
         association = association.model_copy(
-            update={"association_ci": _interval(found.association), "effect_size_ci": _interval(found.effect_size)}
+            update={"association_ci": record_interval(found.association), "effect_size_ci": record_interval(found.effect_size)}
         )
     return score.model_copy(
         update={
             "counterfactuals": counterfactuals,
-            "bav_ci": _interval(found.bav),
-            "bav_mad_ci": _interval(found.bav_mad),
-            "relative_bav_ci": _interval(found.relative_bav),
-            "lean_ci": _interval(found.lean),
+            "bav_ci": record_interval(found.bav),
+            "bav_mad_ci": record_interval(found.bav_mad),
+            "relative_bav_ci": record_interval(found.relative_bav),
+            "lean_ci": record_interval(found.lean),
             "spread": spread,
             "ranks_first": found.ranks_first,
             "association": association,

@@ -397,6 +397,43 @@ def score_intervals(
     return ScoreIntervals(settings=boot, seeds=seeds, axes=result)
 
 
+def difference_test(
+    axes: Sequence[AxisSpec],
+    counts: ConceptCounts,
+    settings: ScoringSettings,
+    first: str,
+    second: str,
+    bootstrap_settings: BootstrapSettings | None = None,
+    *,
+    synonyms: SynonymIndex | None = None,
+) -> tuple[Interval, float | None]:
+    """CAS(first) − CAS(second) with its interval, and the one-sided p-value of "it is above 0".
+
+    ``first`` and ``second`` are counterfactual ids chosen *before* these images were made (an
+    exploration picks them on its own seeds and tests them on fresh ones), so the p-value is
+    not bent by the choice. It comes from the same paired resamples as the interval
+    (:func:`auditor.metrics.bootstrap.p_value_above`); None where no resample defines the difference.
+    """
+    boot = bootstrap_settings or BootstrapSettings()
+    seeds = counts.seeds
+    blocks = [np.ones((1, seeds)), bootstrap.resample_weights(seeds, boot.resamples, boot.seed)]
+    if boot.method == "bca":
+        blocks.append(bootstrap.jackknife_weights(seeds))
+    samples = tibet_samples(axes, counts, settings, np.vstack(blocks), synonyms=synonyms)
+    ids = samples.counterfactual_ids
+    for prompt_id in (first, second):
+        if prompt_id not in ids:
+            raise AuditorError(f"no counterfactual {prompt_id!r} among {', '.join(ids)}")
+    difference = (samples.cas[:, ids.index(first)] - samples.cas[:, ids.index(second)])[:, None]
+    end = 1 + boot.resamples
+    jackknife = difference[end:] if boot.method == "bca" else None
+    found = bootstrap.intervals(
+        difference[0], difference[1:end], level=boot.level, method=boot.method, jackknife=jackknife
+    )
+    p = float(bootstrap.p_value_above(difference[1:end])[0])
+    return _interval(found, difference[0], 0), None if np.isnan(p) else p
+
+
 def _spread(
     cas: np.ndarray, columns: list[int], ids: list[str], bounds: Callable[[np.ndarray], bootstrap.Bounds]
 ) -> Difference | None:

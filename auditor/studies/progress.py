@@ -8,15 +8,16 @@ own reporter, e.g. to drive a notebook widget or to stop a run from a callback.
 from __future__ import annotations
 
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
-from rich.console import Console
+from rich.console import Console, RenderableType
 from rich.progress import (
     BarColumn,
     MofNCompleteColumn,
     Progress,
+    ProgressColumn,
     TaskID,
     TextColumn,
     TimeRemainingColumn,
@@ -94,6 +95,29 @@ class QuietProgress:
         pass
 
 
+class NoticesOnly:
+    """Passes notices on and keeps stage bars to itself: a batch shows one bar per stage over its
+    prompts instead of one per prompt and stage."""
+
+    def __init__(self, inner: ProgressReporter):
+        self.inner = inner
+
+    def start(self, stage: str, total: int | None, description: str) -> None:
+        pass
+
+    def advance(self, stage: str, amount: int = 1) -> None:
+        pass
+
+    def finish(self, stage: str) -> None:
+        pass
+
+    def notice(self, message: str) -> None:
+        self.inner.notice(message)
+
+    def workers(self, stage: str, workers: Sequence[WorkerThroughput]) -> None:
+        pass
+
+
 class RichProgress:
     """One rich progress bar per stage, with done/total counts and the time remaining.
 
@@ -112,11 +136,7 @@ class RichProgress:
         with self._lock:
             if self._progress is None:
                 self._progress = Progress(
-                    TextColumn("{task.description:<24}"),
-                    BarColumn(bar_width=None),
-                    MofNCompleteColumn(),
-                    TimeRemainingColumn(),
-                    TextColumn("{task.fields[workers]}", style="dim"),
+                    *_bar_columns(),
                     console=self.console,
                     transient=False,
                 )
@@ -137,9 +157,88 @@ class RichProgress:
                     self._progress = None
 
     def notice(self, message: str) -> None:
-        self.console.print(f"note: {redact(message)}", markup=False, highlight=False)
+        print_notice(self.console, message)
 
     def workers(self, stage: str, workers: Sequence[WorkerThroughput]) -> None:
         with self._lock:
             if self._progress is not None and stage in self._tasks:
+                self._progress.update(self._tasks[stage], workers=describe_workers(workers))
+
+
+def _bar_columns() -> tuple[ProgressColumn, ...]:
+    """A stage's bar: its description, the bar, done/total, the time remaining and, for a stage run on
+    Ray workers, how many work on it and how fast (the task's ``workers`` field)."""
+    return (
+        TextColumn("{task.description:<24}"),
+        BarColumn(bar_width=None),
+        MofNCompleteColumn(),
+        TimeRemainingColumn(),
+        TextColumn("{task.fields[workers]}", style="dim"),
+    )
+
+
+def print_notice(console: Console, message: str) -> None:
+    """A note between the bars, as plain text (never markup) with API keys redacted."""
+    console.print(f"note: {redact(message)}", markup=False, highlight=False)
+
+
+class _HeadedProgress(Progress):
+    """A rich Progress that draws a header (refreshed with it) above its bars."""
+
+    def __init__(self, header: Callable[[], RenderableType], *columns, **options):
+        self._header = header  # before Progress.__init__, which renders once
+        super().__init__(*columns, **options)
+
+    def get_renderables(self) -> Iterable[RenderableType]:
+        yield self._header()
+        yield self.make_tasks_table(self.tasks)
+
+
+class LiveProgress:
+    """One live display: a header that the study refreshes (an exploration's round table) over the
+    current stages' bars. Use it as a context manager; finished bars go away, so it stays short.
+    Stages may report from several threads (the executors): bars change under a lock."""
+
+    def __init__(self, console: Console, header: Callable[[], RenderableType]):
+        self.console = console
+        self._progress = _HeadedProgress(
+            header,
+            *_bar_columns(),
+            console=console,
+            transient=False,
+        )
+        self._tasks: dict[str, TaskID] = {}
+        self._lock = threading.Lock()
+
+    def __enter__(self) -> LiveProgress:
+        self._progress.start()
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        self._progress.stop()
+
+    def refresh(self) -> None:
+        """Redraw the header (after a round)."""
+        self._progress.refresh()
+
+    def start(self, stage: str, total: int | None, description: str) -> None:
+        with self._lock:
+            self._tasks[stage] = self._progress.add_task(description, total=total, workers="")
+
+    def advance(self, stage: str, amount: int = 1) -> None:
+        with self._lock:
+            if stage in self._tasks:
+                self._progress.advance(self._tasks[stage], amount)
+
+    def finish(self, stage: str) -> None:
+        with self._lock:
+            if stage in self._tasks:
+                self._progress.remove_task(self._tasks.pop(stage))
+
+    def notice(self, message: str) -> None:
+        print_notice(self.console, message)
+
+    def workers(self, stage: str, workers: Sequence[WorkerThroughput]) -> None:
+        with self._lock:
+            if stage in self._tasks:
                 self._progress.update(self._tasks[stage], workers=describe_workers(workers))

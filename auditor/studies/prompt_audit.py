@@ -7,9 +7,10 @@ each batch, so Ctrl-C or a crash leaves a valid partial record (status ``interru
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from auditor.core.cache import ContentCache
 from auditor.core.environment import collect_environment
@@ -26,10 +27,13 @@ from auditor.records import (
     RunConfig,
     RunRecord,
     ScoringSettings,
+    Stage,
     load_record,
 )
+from auditor.studies.planning_stage import PlanRequest, cached_plan
 from auditor.studies.progress import ProgressReporter
 from auditor.studies.run import (
+    ModelPool,
     StudyRun,
     check_images_and_seeds,
     paired_seeds,
@@ -60,6 +64,8 @@ class PromptAuditOptions:
     scoring: ScoringSettings = field(default_factory=ScoringSettings)
     max_axes: int | None = None
     max_counterfactuals: int | None = None
+    #: ``--axes``: fixed axes written from the axis library, no LLM; None = the planner chooses.
+    axes: list[str] | None = None
     llm_retries: int = 2
     llm_temperature: float | None = None
     llm_seed: int | None = None
@@ -79,6 +85,10 @@ def validate_options(options: PromptAuditOptions) -> None:
     check_images_and_seeds(options.images, options.seeds)
     check_executor(options.executor)
     check_llm_spec(options.llm)
+    if options.axes is not None:
+        from auditor.planning.offline import check_axes
+
+        options.axes = check_axes(options.axes)
     registries = _model_registries()
     for stage, spec in (("t2i", options.t2i), ("vqa", options.vqa), ("embedder", options.embedder)):
         if spec:
@@ -93,6 +103,20 @@ def _model_registries() -> dict:
     return {"t2i": T2I_BACKENDS, "vqa": VQA_BACKENDS, "embedder": EMBEDDERS}
 
 
+def plan_request(config: RunConfig) -> PlanRequest:
+    """What the run's plan is asked for (the same request, so the same cached plan, wherever it is made)."""
+    return PlanRequest(
+        prompt=config.prompt,
+        llm=config.llm,
+        max_axes=config.max_axes,
+        max_counterfactuals=config.max_counterfactuals,
+        retries=config.llm_retries,
+        temperature=config.llm_temperature,
+        seed=config.llm_seed,
+        axes=tuple(config.axes) if config.axes is not None else None,
+    )
+
+
 def new_config(options: PromptAuditOptions) -> RunConfig:
     return RunConfig(
         prompt=options.prompt.strip(),
@@ -102,6 +126,7 @@ def new_config(options: PromptAuditOptions) -> RunConfig:
         llm_retries=options.llm_retries,
         max_axes=options.max_axes,
         max_counterfactuals=options.max_counterfactuals,
+        axes=options.axes,
         t2i=spec_ref(options.t2i),
         vqa=spec_ref(options.vqa),
         embedder=spec_ref(options.embedder) if options.embedder else None,
@@ -128,8 +153,9 @@ class PromptAudit(StudyRun[RunRecord]):
         review: bool = False,
         embedder_required: bool = False,
         device: str | None = None,
+        models: ModelPool | None = None,
     ):
-        super().__init__(run_dir, record, cache, progress, device)
+        super().__init__(run_dir, record, cache, progress, device, models)
         self.review = review
         self.embedder_required = embedder_required
         #: Prompt id -> image embeddings, filled by the embed stage when an embedder is configured.
@@ -137,14 +163,16 @@ class PromptAudit(StudyRun[RunRecord]):
 
     def run(self) -> RunRecord:
         """Run (or resume) every stage; the record's status says how it ended."""
-        self.execute(
-            [
-                ("plan", self.plan),
-                ("generate", self.images),
-                ("score", self.score),
-            ]
-        )
+        self.execute(self.steps())
         return self.record
+
+    def steps(self) -> list[tuple[Stage, Callable[[], None]]]:
+        """The audit's stages in order (a batch runs each stage over all its audits before the next)."""
+        return [
+            ("plan", self.plan),
+            ("generate", self.images),
+            ("score", self.score),
+        ]
 
     def after_end(self) -> None:
         """Write ``report.html`` however the run ended: a failed run's page shows its plan, images and error."""
@@ -163,45 +191,15 @@ class PromptAudit(StudyRun[RunRecord]):
         """Plan axes and counterfactuals, through the cache: a rerun asks the LLM nothing and gets the same plan."""
         if self.record.plan is not None:
             return
-        from auditor.planning import (
-            make_plan,
-            planner_fingerprint,
-            review_plan,
-            transcript_of,
-        )
-        from auditor.records import AuditPlan
+        from auditor.planning import review_plan, transcript_of
 
-        config = self.record.config
-        request = {
-            "prompt": config.prompt,
-            "max_axes": config.max_axes,
-            "max_counterfactuals": config.max_counterfactuals,
-            "retries": config.llm_retries,
-            "temperature": config.llm_temperature,
-            "seed": config.llm_seed,
-        }
-        planner = planner_fingerprint(config.llm)
         with self.stage("plan") as outcome:
-            cached = self.cache.get("plan", planner, request)
-            if cached is not None:
-                plan = AuditPlan.model_validate_json(cached)
-                outcome.cached = 1
-            else:
-                try:
-                    plan = make_plan(
-                        config.prompt,
-                        config.llm,
-                        max_axes=config.max_axes,
-                        max_counterfactuals=config.max_counterfactuals,
-                        retries=config.llm_retries,
-                        temperature=config.llm_temperature,
-                        seed=config.llm_seed,
-                    )
-                except AuditorError as exc:  # an invalid plan or a refused request: keep the conversation so far
-                    self._save_transcript(transcript_of(exc))
-                    raise
-                self.cache.put("plan", planner, request, plan.model_dump_json().encode("utf-8"))
-                outcome.computed = 1
+            try:
+                plan, cached = cached_plan(self.cache, plan_request(self.record.config))
+            except AuditorError as exc:  # an invalid plan or a refused request: keep the conversation so far
+                self._save_transcript(transcript_of(exc))
+                raise
+            outcome.cached, outcome.computed = (1, 0) if cached else (0, 1)
             self._save_transcript(plan.transcript)
             if self.review:
                 plan = review_plan(plan)
@@ -223,20 +221,15 @@ class PromptAudit(StudyRun[RunRecord]):
         plan = self.record.plan
         config = self.record.config
 
-        def loaded(vqa) -> None:
-            config.vqa = vqa.ref.model_copy(update={"spec": config.vqa.spec})
-            config.perception = vqa.settings  # what it answers with, its defaults filled in
-
         def checkpoint(answers) -> None:
             self.record.answers = answers
-            self.save()
+            self.checkpoint()
 
         answers = AnswerReader(
             self,
             IMAGES_PER_VQA_CALL,
             {axis.name: axis.question for axis in plan.axes},
             plan.caption_question if config.scoring.include_captions else None,
-            on_model=loaded,
             on_answers=checkpoint,
         )
         # The default CLIP model is optional: without its weights the audit goes on without embedding scores.
@@ -258,17 +251,28 @@ class PromptAudit(StudyRun[RunRecord]):
 
 
 def start_audit(
-    options: PromptAuditOptions, store: RunStore, cache: ContentCache, progress: ProgressReporter, run_name: str | None
+    options: PromptAuditOptions,
+    store: RunStore,
+    cache: ContentCache,
+    progress: ProgressReporter,
+    run_name: str | None,
+    *,
+    pool: ModelPool | None = None,
+    checked: bool = False,
 ) -> PromptAudit:
-    """Validate the options, create the run folder and write the first record."""
-    validate_options(options)
+    """Validate the options (unless ``checked``), create the run folder and write the first record.
+
+    ``pool`` shares loaded models with other audits (a batch's).
+    """
+    if not checked:
+        validate_options(options)
     config = new_config(options)
     run_id = run_name or new_run_id(config.prompt)
     run_dir = store.create(run_id)
     record = RunRecord(run_id=run_dir.name, config=config, environment=collect_environment())
     audit = PromptAudit(
         run_dir, record, cache, progress,
-        review=options.review, embedder_required=options.embedder_required, device=options.device,
+        review=options.review, embedder_required=options.embedder_required, device=options.device, models=pool,
     )  # fmt: skip
     audit.save()
     return audit
@@ -284,6 +288,7 @@ def resume_audit(
     vqa_concurrency: int | None = None,
     allow_partial_weights: bool = False,
     executor: str | None = None,
+    pool: ModelPool | None = None,
 ) -> PromptAudit:
     """Reopen a run folder; its own config is used, and finished work comes from the cache.
 
@@ -293,24 +298,43 @@ def resume_audit(
     many requests an API VQA model gets at once (e.g. fewer after rate limits); answers do not change.
     ``allow_partial_weights`` lets such a copy be an incomplete checkpoint; the run records it.
     ``executor`` runs the rest with another executor (the results are the same; the run records it).
+    ``pool`` shares loaded models with other audits (a batch's).
     """
-    from auditor.executors import check_executor
-
     run_dir = store.resolve(run)
     record = load_record(run_dir / "record.json")
     if record.status == "completed":
         progress.notice(f"run {record.run_id} is already complete; rescoring from cached results")
+    point_models(record.config, models, vqa_concurrency, allow_partial_weights, executor)
+    return PromptAudit(
+        run_dir, record, cache, progress,
+        device=device, embedder_required="embedder" in (models or {}), models=pool,
+    )  # fmt: skip
+
+
+def point_models(
+    config: Any,
+    models: dict[str, str] | None,
+    vqa_concurrency: int | None,
+    allow_partial_weights: bool,
+    executor: str | None = None,
+) -> None:
+    """Apply a resume's model options to a run's config (any config with ``t2i``/``vqa``/``embedder`` fields).
+
+    ``models`` (``t2i``/``vqa``/``embedder`` -> spec; ``embedder`` may be ``none``) and ``executor``
+    are checked without loading anything.
+    """
+    from auditor.executors import check_executor
+
     if allow_partial_weights:
-        record.config.allow_partial_weights = True
+        config.allow_partial_weights = True
     registries = _model_registries()
     for stage, spec in (models or {}).items():
         if stage == "embedder" and spec.strip().lower() == "none":
-            record.config.embedder = None
+            config.embedder = None
             continue
         registries[stage].preflight(spec)
-        setattr(record.config, stage, spec_ref(spec))
+        setattr(config, stage, spec_ref(spec))
     if vqa_concurrency is not None:
-        record.config.perception.concurrency = vqa_concurrency
+        config.perception.concurrency = vqa_concurrency
     if executor is not None:
-        record.config.executor = check_executor(executor)
-    return PromptAudit(run_dir, record, cache, progress, device=device, embedder_required="embedder" in (models or {}))
+        config.executor = check_executor(executor)

@@ -1,10 +1,13 @@
 """What every study run shares: its folder and record, stage timing, how it ends, and the
-image stages (generate, then VQA and embeddings) run by the configured executor.
+image stages (generate, then VQA and embeddings) run by the configured executor on the
+models of the run's :class:`ModelPool`.
 
 A study (the prompt audit, a T2IAT test, the occupation study) is a list of named steps.
 :meth:`StudyRun.execute` runs them, rewriting the record atomically after each, so Ctrl-C
 or a crash leaves a valid record whose status (``interrupted``/``failed``) and error say
-where it stopped; the content cache makes the next run skip what was finished.
+where it stopped; the content cache makes the next run skip what was finished. A study of
+many prompts (a batch, an exploration) keeps its models in one :class:`ModelPool`, so each
+loads once however many prompts or rounds use it.
 """
 
 from __future__ import annotations
@@ -14,9 +17,10 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Generic, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from auditor.core.cache import ContentCache
+from auditor.core.devices import release_accelerator_memory
 from auditor.core.environment import collect_environment
 from auditor.core.errors import AuditorError
 from auditor.core.fingerprint import CHUNK, file_sha256
@@ -38,6 +42,7 @@ from auditor.studies.progress import ProgressReporter, StageCounts
 
 if TYPE_CHECKING:  # pragma: no cover
     from auditor.executors.perception import EmbedReader, ImageReader
+    from auditor.generation.base import TextToImage
     from auditor.perception.base import Embedder
 
 #: Images embedded per forward pass (does not change the embeddings).
@@ -66,6 +71,43 @@ def paired_seeds(images: int, seeds: list[int] | None) -> list[int]:
 
 
 RecordT = TypeVar("RecordT", bound=StudyRecord)
+ModelT = TypeVar("ModelT")
+
+
+class ModelPool:
+    """The models a study has loaded, one per kind (``t2i``, ``vqa``, ``embedder``) and spec.
+
+    With ``keep=False`` (one prompt audit) a model is released as soon as the stage that
+    loaded it ends, so under the sequential executor a GPU holds one big model at a time.
+    With ``keep=True`` every model stays loaded until :meth:`release`: a batch's prompts and
+    an exploration's rounds load nothing twice, at the memory cost of all of them at once
+    (as under the overlapped executor). Stages in several threads share it: it locks.
+    """
+
+    def __init__(self, keep: bool = False):
+        self.keep = keep
+        self._loaded: dict[tuple[str, str], Any] = {}
+        self._lock = threading.Lock()
+
+    def get(self, kind: str, spec: str, load: Callable[[], ModelT]) -> ModelT:
+        """The loaded model of this kind and spec, loading it with ``load`` the first time."""
+        key = (kind, spec)
+        with self._lock:
+            if key not in self._loaded:
+                self._loaded[key] = load()
+            return self._loaded[key]
+
+    def done(self, kind: str) -> None:
+        """A stage has finished with its model: released now unless the pool keeps models."""
+        if not self.keep:
+            self.release(kind)
+
+    def release(self, kind: str | None = None) -> None:
+        """Drop the models of one kind (or all) and free accelerator memory."""
+        with self._lock:
+            for key in [key for key in self._loaded if kind is None or key[0] == kind]:
+                del self._loaded[key]
+        release_accelerator_memory()
 
 
 class StudyRun(Generic[RecordT]):
@@ -78,21 +120,43 @@ class StudyRun(Generic[RecordT]):
     """
 
     def __init__(
-        self, run_dir: Path, record: RecordT, cache: ContentCache, progress: ProgressReporter, device: str | None = None
+        self,
+        run_dir: Path,
+        record: RecordT,
+        cache: ContentCache,
+        progress: ProgressReporter,
+        device: str | None = None,
+        models: ModelPool | None = None,
     ):
         self.run_dir = run_dir
         self.record = record
         self.cache = cache
         self.progress = progress
         self.device = device
+        self.models = models if models is not None else ModelPool()
         #: Stages run in several threads under the overlapped executor: saves and timings take turns.
         self._lock = threading.RLock()
         self._failed_stage: Stage | None = None
+        #: Stages timed in this attempt: a stage run again in the same attempt adds to its timing.
+        self._timed: set[Stage] = set()
+        #: Least seconds between two partial saves during a stage (see :meth:`checkpoint`).
+        self.checkpoint_seconds = 0.0
+        self._saved_at = float("-inf")
 
     def save(self) -> None:
         with self._lock:
             self.record.updated_at = utc_now()
             write_model(self.run_dir / RECORD_FILE, self.record)
+            self._saved_at = time.monotonic()
+
+    def checkpoint(self) -> None:
+        """Save a partial record during a stage, at most every ``checkpoint_seconds``.
+
+        Skipping a save loses nothing: finished work is in the content cache, so a resume
+        gets it back. A study with a large record (an exploration) rewrites it less often.
+        """
+        if time.monotonic() - self._saved_at >= self.checkpoint_seconds:
+            self.save()
 
     def mark_failed(self, stage: Stage | None) -> None:
         """Name the stage where the run is failing (the first one named wins); the record's error says it."""
@@ -123,10 +187,11 @@ class StudyRun(Generic[RecordT]):
 
     @contextmanager
     def stage(self, name: Stage, outcome: StageCounts | None = None) -> Iterator[StageCounts]:
-        """Time a stage and record its computed/cached counts (replacing an earlier attempt's).
+        """Time a stage and record its computed/cached counts.
 
-        An exception leaving the stage marks it as the one that failed, unless another
-        stage (in another thread) failed first.
+        The first time in an attempt it replaces an earlier attempt's timing; run again in the
+        same attempt (an exploration's rounds) it adds to it. An exception leaving the stage
+        marks it as the one that failed, unless another stage (in another thread) failed first.
         """
         outcome = outcome if outcome is not None else StageCounts()
         started = time.perf_counter()
@@ -140,28 +205,55 @@ class StudyRun(Generic[RecordT]):
                 stage=name, seconds=time.perf_counter() - started, computed=outcome.computed, cached=outcome.cached
             )
             with self._lock:
+                earlier = next((t for t in self.record.timings if t.stage == name), None)
+                if earlier is not None and name in self._timed:
+                    timing = StageTiming(
+                        stage=name,
+                        seconds=earlier.seconds + timing.seconds,
+                        computed=earlier.computed + timing.computed,
+                        cached=earlier.cached + timing.cached,
+                    )
+                self._timed.add(name)
                 self.record.timings = [t for t in self.record.timings if t.stage != name] + [timing]
 
     def execute(self, steps: Sequence[tuple[Stage, Callable[[], None]]]) -> None:
         """Run the steps in order; the record ends ``completed``, ``failed`` or ``interrupted``."""
+        self.begin()
+        for name, step in steps:
+            self.run_step(name, step)
+        self.finish()
+
+    def begin(self) -> None:
+        """Start an attempt: the record says ``running`` and forgets the errors of an earlier one."""
         self.record.status = "running"
         self.record.errors = []
         self.record.environment = collect_environment()
+        self._timed = set()
         self._failed_stage = None
         self.save()
-        current: Stage | None = None
+
+    def run_step(self, name: Stage, step: Callable[[], None]) -> None:
+        """Run one step; Ctrl-C or an error ends the run (``interrupted``/``failed``, the stage named) and propagates."""
         try:
-            for current, step in steps:
-                step()
-                self.save()
+            step()
         except KeyboardInterrupt:
-            stage = self._failed_stage or current
-            self._end("interrupted", RunError(stage=stage, type="KeyboardInterrupt", message="interrupted by the user"))
+            self.interrupt(self._failed_stage or name)
             raise
         except Exception as exc:
-            stage = self._failed_stage or current
-            self._end("failed", RunError(stage=stage, type=type(exc).__name__, message=redact(str(exc))))
+            self.fail(self._failed_stage or name, exc)
             raise
+        self.save()
+
+    def interrupt(self, stage: Stage | None) -> None:
+        """End the run as ``interrupted`` at ``stage`` (Ctrl-C)."""
+        self._end("interrupted", RunError(stage=stage, type="KeyboardInterrupt", message="interrupted by the user"))
+
+    def fail(self, stage: Stage | None, exc: BaseException) -> None:
+        """End the run as ``failed`` at ``stage`` with ``exc`` as its error (API keys redacted)."""
+        self._end("failed", RunError(stage=stage, type=type(exc).__name__, message=redact(str(exc))))
+
+    def finish(self) -> None:
+        """End the attempt as ``completed``."""
         self.record.environment = collect_environment()  # now with the GPU the models ran on
         self._end("completed")
 
@@ -177,13 +269,22 @@ class StudyRun(Generic[RecordT]):
 
     # ------------------------------------------------------------------ shared stages
 
-    def run_images(self, requests: Sequence[PromptRequest], readers: Sequence[ImageReader] = ()) -> None:
-        """Fill ``record.prompt_sets`` with the configured text-to-image model, then let every reader
-        (VQA, embeddings) read every image, through the cache, with the configured executor."""
+    def run_images(self, requests: Sequence[PromptRequest], readers: Sequence[ImageReader] = ()) -> StageCounts:
+        """Fill the requested images of ``record.prompt_sets`` with the configured text-to-image model (sets and
+        images already there stay), then let every reader (VQA, embeddings) read them, through the cache, with
+        the configured executor. Returns the generate stage's counts."""
         from auditor.executors import make_executor
         from auditor.executors.generation import GenerationStage
 
-        make_executor(self.record.config.executor).run(self, GenerationStage(self, requests), readers)
+        generation = GenerationStage(self, requests)
+        make_executor(self.record.config.executor).run(self, generation, readers)
+        return generation.counts
+
+    def text_to_image(self) -> TextToImage:
+        """The configured text-to-image model, ready to generate, from the pool (loaded the first time)."""
+        from auditor.executors.generation import load_text_to_image
+
+        return self.models.get("t2i", self.record.config.t2i.spec, lambda: load_text_to_image(self))
 
     def embed_reader(self, *, required: bool = True, also: Callable[[Embedder], None] | None = None) -> EmbedReader:
         """The embed stage for :meth:`run_images`: unit-length image embeddings (cached by image sha256).

@@ -170,7 +170,7 @@ class TraceEmbedReader(EmbedReader):
         self.ref: ModelRef | None = None
 
     def recipe(self) -> ModelRecipe:
-        return ModelRecipe("embedder", self.spec)
+        return ModelRecipe(self.kind, self.spec)
 
     def open(self, load: Callable[[ModelRecipe], Any] | None = None) -> bool:
         try:
@@ -299,19 +299,11 @@ class TraceStudy(StudyRun[TraceRecord]):
         from auditor.scoring.trace import image_objects
         from auditor.studies.prompt_audit import IMAGES_PER_VQA_CALL
 
-        config = self.record.config
-
-        def record_model(vqa) -> None:
-            config.vqa = vqa.ref.model_copy(update={"spec": config.vqa.spec})
-            config.perception = vqa.settings
-
         def checkpoint(answers) -> None:
             self.record.answers = answers
             self._save_now_and_then()
 
-        reader = AnswerReader(
-            self, IMAGES_PER_VQA_CALL, {"objects": config.object_question}, None, record_model, checkpoint
-        )
+        reader = AnswerReader(self, IMAGES_PER_VQA_CALL, {"objects": self.record.config.object_question}, None, checkpoint)
         read_stored_images(self, [reader])
         self.record.answers = reader.answers()
         images = {}

@@ -1,0 +1,140 @@
+"""``auditor batch``: audit every prompt of a list with the same models, loaded once, and rank them."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+
+from auditor.commands import common
+from auditor.commands.prompt import audit_options, scoring_settings
+from auditor.core.errors import AuditorError
+from auditor.core.settings import DEFAULT_EMBEDDER, DEFAULT_VQA
+from auditor.records import BatchRecord, PerceptionSettings
+
+
+def batch(
+    ctx: typer.Context,
+    prompts_file: Path = typer.Argument(
+        None, metavar="PROMPTS_FILE", help="Prompts: .txt (one per line), .csv or .jsonl with a 'prompt' column."
+    ),
+    values: Path | None = typer.Option(
+        None, "--values", help="Values of the file's {placeholder} templates (.txt, .csv, .json, .yaml)."
+    ),
+    llm: str | None = typer.Option(
+        None, "--llm", help="Planner: openai:<model>, langchain:<provider>:<model> or offline."
+    ),
+    t2i: str = common.T2I,
+    vqa: str = typer.Option(
+        DEFAULT_VQA, "--vqa", help="VQA model: blip2:/blip:/instructblip:/hf:<id|path> or openai:<model>."
+    ),
+    embedder: str = typer.Option(DEFAULT_EMBEDDER, "--embedder", help="Image embedder (clip:<id|path>) or 'none'."),
+    images: int = typer.Option(48, "--images", help="Images per prompt set (the paper uses 48)."),
+    seed: str | None = common.SEED,
+    batch_size: str = common.BATCH_SIZE,
+    compile_models: bool = common.COMPILE,
+    executor: str = common.EXECUTOR,
+    ray_address: str | None = common.RAY_ADDRESS,
+    steps: int | None = common.steps_option(),
+    guidance: float | None = common.guidance_option(),
+    scheduler: str | None = common.SCHEDULER,
+    width: int | None = typer.Option(None, "--width", help="Image width in pixels."),
+    height: int | None = typer.Option(None, "--height", help="Image height in pixels."),
+    negative_prompt: str | None = typer.Option(None, "--negative-prompt", help="Negative prompt for every image."),
+    vqa_batch_size: int = typer.Option(
+        16, "--vqa-batch-size", min=1, help="Image-question pairs per VQA forward pass."
+    ),
+    vqa_concurrency: int = typer.Option(
+        8, "--vqa-concurrency", min=1, help="Requests in flight to an openai: VQA model."
+    ),
+    cas_normalization: str = typer.Option(
+        "distribution", "--cas-normalization", help="distribution (default) or frequency."
+    ),
+    top_k: int = typer.Option(10, "--top-k", min=1, help="Concepts kept in top-K lists."),
+    bootstrap: int = common.BOOTSTRAP,
+    ci_method: common.IntervalMethodChoice = common.CI_METHOD,
+    ci_seed: int = common.CI_SEED,
+    alpha: float = common.ALPHA,
+    max_axes: int | None = typer.Option(None, "--max-axes", min=1, help="Keep at most this many axes per prompt."),
+    max_counterfactuals: int | None = typer.Option(
+        None, "--max-counterfactuals", min=2, help="Counterfactuals per axis."
+    ),
+    axes: str | None = common.AXES,
+    llm_retries: int = typer.Option(2, "--llm-retries", min=0, help="Repair turns when the LLM's plan is invalid."),
+    temperature: float | None = typer.Option(None, "--temperature", help="LLM sampling temperature."),
+    llm_seed: int | None = typer.Option(None, "--llm-seed", help="Seed sent to the LLM."),
+    name: str | None = typer.Option(None, "--name", help="Run folder name (default: date-time-file)."),
+    resume: str | None = typer.Option(
+        None, "--resume", help="Continue an earlier batch (id or folder) with its own settings."
+    ),
+    runs_dir: Path | None = typer.Option(None, "--runs-dir", help="Runs folder (default: AUDITOR_RUNS_DIR or ./runs)."),
+    device: str | None = common.DEVICE,
+    allow_partial_weights: bool = common.ALLOW_PARTIAL_WEIGHTS,
+    quiet: bool = common.QUIET,
+    json_output: bool = typer.Option(False, "--json", help="Print the leaderboard as one JSON object."),
+) -> None:
+    """Audit a list of prompts (one prompt audit each, models loaded once) and rank prompt x axis by BAV."""
+    from auditor.executors import use_ray_address
+    from auditor.prompting.lists import read_prompt_list
+    from auditor.studies.batch import BatchOptions, resume_batch, start_batch
+
+    store = common.run_store(runs_dir)
+    options = None
+    if not resume:
+        if prompts_file is None:
+            raise AuditorError("give a PROMPTS_FILE (one prompt per line, or CSV/JSONL with a 'prompt' column)")
+        prompts = read_prompt_list(prompts_file, values)
+        fixed_axes = common.parse_axes(axes)
+        if fixed_axes is not None:
+            if llm is not None:
+                raise AuditorError(
+                    "--axes writes the counterfactuals from the axis library without an LLM; leave out --llm"
+                )
+            llm = "offline"
+        template = audit_options(
+            prompts[0], llm, t2i, vqa, embedder, images, seed,
+            common.generation_settings(
+                batch_size, compile_models, steps=steps, guidance_scale=guidance, scheduler=scheduler, width=width,
+                height=height, negative_prompt=negative_prompt,
+            ),
+            PerceptionSettings(batch_size=vqa_batch_size, concurrency=vqa_concurrency),
+            scoring_settings(cas_normalization, top_k, bootstrap, ci_method.value, ci_seed, alpha),
+            announce=not (quiet or json_output),
+            max_axes=max_axes, max_counterfactuals=max_counterfactuals, llm_retries=llm_retries,
+            llm_temperature=temperature, llm_seed=llm_seed, device=device,
+            allow_partial_weights=allow_partial_weights, axes=fixed_axes, executor=executor,
+        )  # fmt: skip
+        options = BatchOptions(
+            source=str(prompts_file), prompts=prompts, audit=template, values=str(values) if values else None
+        )
+    else:
+        if prompts_file is not None:
+            raise AuditorError("--resume continues a batch with its own prompts; leave out PROMPTS_FILE")
+        models, concurrency, resume_executor = common.resumed_models(ctx)
+    use_ray_address(executor if options is not None else resume_executor, ray_address)
+    with common.study_session(quiet, json_output) as (cache, progress):
+        if options is None:
+            study = resume_batch(
+                resume, store, cache, progress, device=device, models=models, vqa_concurrency=concurrency,
+                allow_partial_weights=allow_partial_weights, executor=resume_executor,
+            )  # fmt: skip
+        else:
+            study = start_batch(options, store, cache, progress, name)
+        record = common.run_resumable(study)
+    _show(record, study.run_dir, quiet=quiet, json_output=json_output)
+
+
+def _show(record: BatchRecord, run_dir: Path, *, quiet: bool, json_output: bool) -> None:
+    from auditor.core.console import out, print_json
+    from auditor.reporting.batch import batch_json, render_batch
+
+    if json_output:
+        print_json(batch_json(record, run_dir))
+    elif quiet:
+        out.print(str(run_dir), markup=False, highlight=False)
+    else:
+        render_batch(record, run_dir, out)
+
+
+def register(app: typer.Typer) -> None:
+    app.command("batch")(batch)

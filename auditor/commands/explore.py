@@ -1,0 +1,213 @@
+"""``auditor explore``: search for prompts where the model leans most, within a budget, with confirmation."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import typer
+
+from auditor.commands import common
+from auditor.commands.prompt import scoring_settings
+from auditor.core.errors import AuditorError
+from auditor.core.settings import DEFAULT_VQA
+from auditor.records import PerceptionSettings
+
+if TYPE_CHECKING:  # pragma: no cover
+    from auditor.records import ExploreRecord
+
+_DURATION = re.compile(r"(\d+(?:\.\d+)?)\s*([hms]?)")
+_SECONDS = {"h": 3600.0, "m": 60.0, "s": 1.0, "": 1.0}
+
+
+def parse_duration(text: str | None) -> float | None:
+    """``--time``: ``90`` or ``90s``, ``30m``, ``2h``, ``1h30m`` -> seconds."""
+    if text is None:
+        return None
+    compact = text.replace(" ", "").lower()
+    parts = _DURATION.findall(compact)
+    if not compact or "".join(number + unit for number, unit in parts) != compact:
+        raise AuditorError(f"--time takes a duration such as 90s, 30m, 2h or 1h30m, not {text!r}")
+    return sum(float(number) * _SECONDS[unit] for number, unit in parts)
+
+
+def explore(
+    ctx: typer.Context,
+    seeds: list[str] = typer.Argument(
+        None, metavar="SEED_PROMPT", help="Prompts to start from (optional with --topic)."
+    ),
+    topic: str | None = typer.Option(None, "--topic", help='What the prompts are about, e.g. "people at work".'),
+    llm: str | None = typer.Option(
+        None,
+        "--llm",
+        help="Proposer and planner: openai:<model>, langchain:<provider>:<model>, or offline (WordNet templates).",
+    ),
+    axes: str | None = common.AXES,
+    objective: str = typer.Option("bav", "--objective", help="Rank arms by bav, or lean (|CAS(male) - CAS(female)|)."),
+    top: int = typer.Option(5, "--top", min=1, help="How many leading arms (prompt x axis) to find and confirm."),
+    max_images: int = typer.Option(
+        2000, "--max-images", min=1, help="Images this run may generate, confirmation included."
+    ),
+    max_llm_calls: int | None = typer.Option(None, "--max-llm-calls", min=0, help="LLM requests this run may make."),
+    max_prompts: int | None = typer.Option(None, "--max-prompts", min=1, help="Candidate prompts it may explore."),
+    time_limit: str | None = typer.Option(
+        None, "--time", help="Exploration time, e.g. 30m or 2h (checked between rounds)."
+    ),
+    max_images_per_prompt: int = typer.Option(48, "--max-images-per-prompt", min=2, help="Seeds an arm may reach."),
+    confirm_images: int = typer.Option(
+        24, "--confirm-images", min=0, help="Fresh seeds per prompt set to confirm the top arms."
+    ),
+    seeds_per_round: int = typer.Option(4, "--seeds-per-round", min=2, help="Seeds an arm gets per round (k)."),
+    proposals: int = typer.Option(8, "--proposals", min=1, help="Candidates asked of the proposer per round."),
+    text_embedder: str = typer.Option(
+        "minilm",
+        "--text-embedder",
+        help="Sentence embedder for near-duplicates (minilm[:<id|path>]) or 'none' (exact matches).",
+    ),
+    duplicate_threshold: float = typer.Option(
+        0.9, "--duplicate-threshold", help="Cosine above which a candidate is a near-duplicate."
+    ),
+    t2i: str = common.T2I,
+    vqa: str = typer.Option(
+        DEFAULT_VQA, "--vqa", help="VQA model: blip2:/blip:/instructblip:/hf:<id|path> or openai:<model>."
+    ),
+    seed: int = typer.Option(
+        0, "--seed", help="First image seed S: exploration uses S.., confirmation the seeds after."
+    ),
+    batch_size: str = common.BATCH_SIZE,
+    compile_models: bool = common.COMPILE,
+    executor: str = common.EXECUTOR,
+    ray_address: str | None = common.RAY_ADDRESS,
+    steps: int | None = common.steps_option(),
+    guidance: float | None = common.guidance_option(),
+    scheduler: str | None = common.SCHEDULER,
+    vqa_batch_size: int = typer.Option(
+        16, "--vqa-batch-size", min=1, help="Image-question pairs per VQA forward pass."
+    ),
+    vqa_concurrency: int = typer.Option(
+        8, "--vqa-concurrency", min=1, help="Requests in flight to an openai: VQA model."
+    ),
+    bootstrap: int = common.BOOTSTRAP,
+    ci_method: common.IntervalMethodChoice = common.CI_METHOD,
+    ci_seed: int = common.CI_SEED,
+    alpha: float = typer.Option(
+        0.05, "--alpha", help="Confirmation: Benjamini-Hochberg adjusted p below this is a finding."
+    ),
+    max_axes: int | None = typer.Option(None, "--max-axes", min=1, help="Axes kept from each LLM plan."),
+    max_counterfactuals: int | None = typer.Option(
+        None, "--max-counterfactuals", min=2, help="Counterfactuals per axis."
+    ),
+    llm_retries: int = typer.Option(2, "--llm-retries", min=0, help="Repair turns when an LLM plan is invalid."),
+    temperature: float | None = typer.Option(None, "--temperature", help="LLM sampling temperature."),
+    llm_seed: int | None = typer.Option(None, "--llm-seed", help="Seed sent to the LLM."),
+    name: str | None = typer.Option(None, "--name", help="Run folder name (default: date-time-topic)."),
+    resume: str | None = typer.Option(
+        None, "--resume", help="Continue an earlier exploration (id or folder) with its own settings."
+    ),
+    runs_dir: Path | None = typer.Option(None, "--runs-dir", help="Runs folder (default: AUDITOR_RUNS_DIR or ./runs)."),
+    device: str | None = common.DEVICE,
+    allow_partial_weights: bool = common.ALLOW_PARTIAL_WEIGHTS,
+    quiet: bool = common.QUIET,
+    json_output: bool = typer.Option(False, "--json", help="Print the leaderboard as one JSON object (no live table)."),
+) -> None:
+    """Find where the model leans: propose prompts, guard, plan, spend images adaptively, confirm the top arms."""
+    from auditor.executors import use_ray_address
+    from auditor.studies.explore import ExploreOptions, resume_exploration, start_exploration
+
+    store = common.run_store(runs_dir)
+    options = None
+    if not resume:
+        if objective not in ("bav", "lean"):
+            raise AuditorError(f"--objective must be 'bav' or 'lean', not {objective!r}")
+        options = ExploreOptions(
+            seeds=list(seeds or []),
+            topic=topic,
+            llm=_planner(llm, announce=not (quiet or json_output)),
+            t2i=t2i,
+            vqa=vqa,
+            axes=common.parse_axes(axes),
+            objective=objective,
+            top_k=top,
+            seeds_per_round=seeds_per_round,
+            proposals_per_round=proposals,
+            max_images=max_images,
+            max_llm_calls=max_llm_calls,
+            max_prompts=max_prompts,
+            time_limit=parse_duration(time_limit),
+            max_images_per_prompt=max_images_per_prompt,
+            confirm_images=confirm_images,
+            first_seed=seed,
+            text_embedder=None if text_embedder.strip().lower() == "none" else text_embedder,
+            text_embedder_required=text_embedder.strip().lower() not in ("none", "minilm"),
+            duplicate_threshold=duplicate_threshold,
+            generation=common.generation_settings(
+                batch_size, compile_models, steps=steps, guidance_scale=guidance, scheduler=scheduler
+            ),
+            perception=PerceptionSettings(batch_size=vqa_batch_size, concurrency=vqa_concurrency),
+            scoring=scoring_settings("distribution", 10, bootstrap, ci_method.value, ci_seed, alpha),
+            max_axes=max_axes,
+            max_counterfactuals=max_counterfactuals,
+            llm_retries=llm_retries,
+            llm_temperature=temperature,
+            llm_seed=llm_seed,
+            device=device,
+            allow_partial_weights=allow_partial_weights,
+            executor=executor,
+        )
+    else:
+        models, concurrency, resume_executor = common.resumed_models(ctx)
+    use_ray_address(executor if options is not None else resume_executor, ray_address)
+    holder: dict[str, ExploreRecord] = {}
+    with common.study_session(quiet, json_output) as (cache, progress):
+        live = None
+        if not (quiet or json_output):
+            from auditor.core.console import err
+            from auditor.reporting.explore import round_table
+            from auditor.studies.progress import LiveProgress
+
+            live = LiveProgress(err, lambda: round_table(holder["record"]) if "record" in holder else "")
+            progress = live
+        on_round = (lambda _record: live.refresh()) if live is not None else None
+        if options is None:
+            exploration = resume_exploration(
+                resume, store, cache, progress, device=device, models=models, vqa_concurrency=concurrency,
+                allow_partial_weights=allow_partial_weights, executor=resume_executor, on_round=on_round,
+            )  # fmt: skip
+        else:
+            exploration = start_exploration(options, store, cache, progress, name, on_round=on_round)
+        holder["record"] = exploration.record
+        if live is not None:
+            with live:
+                record = common.run_resumable(exploration)
+        else:
+            record = common.run_resumable(exploration)
+    _show(record, exploration.run_dir, quiet=quiet, json_output=json_output)
+
+
+def _planner(llm: str | None, *, announce: bool) -> str:
+    """The LLM spec: the one given, else OpenAI when a key is set, else the offline proposer and planner."""
+    from auditor.core.settings import default_llm_spec
+
+    planner = llm or default_llm_spec()
+    if not llm and planner == "offline" and announce:
+        from auditor.core.console import notice
+
+        notice("OPENAI_API_KEY is not set: proposing from WordNet templates and planning offline (or pass --llm)")
+    return planner
+
+
+def _show(record: ExploreRecord, run_dir: Path, *, quiet: bool, json_output: bool) -> None:
+    from auditor.core.console import out, print_json
+    from auditor.reporting.explore import explore_json, render_explore
+
+    if json_output:
+        print_json(explore_json(record, run_dir))
+    elif quiet:
+        out.print(str(run_dir), markup=False, highlight=False)
+    else:
+        render_explore(record, run_dir, out)
+
+
+def register(app: typer.Typer) -> None:
+    app.command("explore")(explore)

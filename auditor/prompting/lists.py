@@ -1,0 +1,170 @@
+"""Prompt lists for ``auditor batch``: text, CSV or JSONL files, and templates filled from a values file.
+
+* ``.txt`` (or any other suffix): one prompt per line; blank lines and lines starting with
+  ``#`` are skipped.
+* ``.csv``: a header row with a ``prompt`` column (any case); other columns are ignored.
+* ``.jsonl`` / ``.ndjson``: one JSON object per line with a ``prompt`` string.
+
+A prompt with ``{name}`` placeholders is a template, filled from ``--values``: a ``.txt``
+file (one value per line, for a template with one placeholder), a ``.csv`` file (a header
+naming the placeholders, one combination per row), or a ``.json``/``.yaml`` mapping of each
+placeholder to its values (every combination, in order); "a"/"an" before a filled
+placeholder is made to fit the value ("an engineer"). The list is small, so the
+standard library reads it; a bad file is one error line naming the place.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import itertools
+import json
+import string
+from pathlib import Path
+
+import yaml
+
+from auditor.core.errors import AuditorError
+
+
+def read_prompt_list(path: Path, values: Path | None = None) -> list[str]:
+    """The prompts of ``path`` in order, templates filled from ``values``; duplicates and empties are errors."""
+    raw = _read_lines(path)
+    placeholders = {i: _placeholders(prompt, f"{path}: prompt {i + 1}") for i, prompt in enumerate(raw)}
+    templated = [i for i, names in placeholders.items() if names]
+    if templated and values is None:
+        first = raw[templated[0]]
+        raise AuditorError(f"{path}: {first!r} is a template; give its values with --values FILE")
+    if values is not None and not templated:
+        raise AuditorError(f"--values {values} was given but no prompt of {path} has a {{placeholder}}")
+    table = _read_values(values) if values is not None else None
+    prompts: list[str] = []
+    for i, prompt in enumerate(raw):
+        prompts += _fill(prompt, placeholders[i], table, values) if placeholders[i] else [prompt]
+    if not prompts:
+        raise AuditorError(f"{path} lists no prompts")
+    seen: dict[str, int] = {}
+    for number, prompt in enumerate(prompts, 1):
+        if prompt.casefold() in seen:
+            raise AuditorError(
+                f"{path}: the prompt {prompt!r} appears twice (prompts {seen[prompt.casefold()]} and {number})"
+            )
+        seen[prompt.casefold()] = number
+    return prompts
+
+
+def _text(path: Path) -> str:
+    try:
+        return Path(path).read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise AuditorError(f"no such file: {path}") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise AuditorError(f"cannot read {path}: {exc}") from None
+
+
+def _read_lines(path: Path) -> list[str]:
+    text, suffix = _text(path), Path(path).suffix.lower()
+    if suffix == ".csv":
+        return [_column(row, "prompt", path, number) for number, row in _csv_rows(text, path)]
+    if suffix in (".jsonl", ".ndjson"):
+        prompts = []
+        for number, line in enumerate(text.splitlines(), 1):
+            if not line.strip():
+                continue
+            try:
+                item = json.loads(line)
+            except json.JSONDecodeError as exc:
+                raise AuditorError(f"{path}:{number}: not JSON ({exc.msg})") from None
+            if not isinstance(item, dict) or not isinstance(item.get("prompt"), str) or not item["prompt"].strip():
+                raise AuditorError(f'{path}:{number}: expected an object with a non-empty "prompt" string')
+            prompts.append(" ".join(item["prompt"].split()))
+        return prompts
+    return [" ".join(line.split()) for line in text.splitlines() if line.strip() and not line.lstrip().startswith("#")]
+
+
+def _csv_rows(text: str, path: Path) -> list[tuple[int, dict[str, str]]]:
+    reader = csv.DictReader(io.StringIO(text))
+    if not reader.fieldnames:
+        raise AuditorError(f"{path}: the CSV file has no header row")
+    return [(number, row) for number, row in enumerate(reader, 2) if any((v or "").strip() for v in row.values())]
+
+
+def _column(row: dict[str, str], name: str, path: Path, number: int) -> str:
+    key = next((k for k in row if k is not None and k.strip().lower() == name), None)
+    if key is None:
+        raise AuditorError(f"{path}: the CSV file has no {name!r} column (columns: {', '.join(k for k in row if k)})")
+    value = " ".join((row[key] or "").split())
+    if not value:
+        raise AuditorError(f"{path}:{number}: the {name!r} cell is empty")
+    return value
+
+
+def _placeholders(prompt: str, where: str) -> list[str]:
+    """Placeholder names of a template, in order; conversions, format specs and positional fields are refused."""
+    names: list[str] = []
+    try:
+        for _, field, spec, conversion in string.Formatter().parse(prompt):
+            if field is None:
+                continue
+            if not field.isidentifier() or spec or conversion:
+                raise AuditorError(f"{where}: use plain {{name}} placeholders, not {{{field}}}")
+            if field not in names:
+                names.append(field)
+    except ValueError as exc:
+        raise AuditorError(f"{where}: {exc} (write a literal brace as {{{{ or }}}})") from None
+    return names
+
+
+def _read_values(path: Path) -> dict[str, list[str]] | list[dict[str, str]] | list[str]:
+    """A mapping name -> values (json/yaml), rows of combinations (csv), or values for one placeholder (txt)."""
+    text, suffix = _text(path), Path(path).suffix.lower()
+    if suffix == ".csv":
+        return [
+            {k.strip(): " ".join((v or "").split()) for k, v in row.items() if k} for _, row in _csv_rows(text, path)
+        ]
+    if suffix in (".json", ".yaml", ".yml"):
+        try:
+            data = yaml.safe_load(text)  # JSON is YAML
+        except yaml.YAMLError as exc:
+            raise AuditorError(f"{path} is not valid {suffix[1:].upper()}: {exc}") from None
+        if not isinstance(data, dict) or not all(isinstance(v, list) and v for v in data.values()):
+            raise AuditorError(f"{path} must map each placeholder to a non-empty list of values")
+        return {str(k): [" ".join(str(v).split()) for v in values] for k, values in data.items()}
+    return [" ".join(line.split()) for line in text.splitlines() if line.strip() and not line.lstrip().startswith("#")]
+
+
+def _fill(template: str, names: list[str], table, values: Path | None) -> list[str]:
+    if isinstance(table, dict):
+        missing = [name for name in names if name not in table]
+        if missing:
+            raise AuditorError(f"{values} has no values for {', '.join(missing)} (template {template!r})")
+        combinations = [
+            dict(zip(names, combo, strict=True)) for combo in itertools.product(*(table[name] for name in names))
+        ]
+    elif table and isinstance(table[0], dict):
+        missing = [name for name in names if name not in table[0]]
+        if missing:
+            raise AuditorError(f"{values} has no column for {', '.join(missing)} (template {template!r})")
+        combinations = [{name: row[name] for name in names} for row in table]
+    else:
+        if len(names) != 1:
+            raise AuditorError(
+                f"{values} is one value per line, but {template!r} has {len(names)} placeholders: "
+                "use a CSV, JSON or YAML values file"
+            )
+        combinations = [{names[0]: value} for value in table or []]
+    if not combinations:
+        raise AuditorError(f"{values} gives no values for {template!r}")
+    return [_filled(template, combination) for combination in combinations]
+
+
+def _filled(template: str, values: dict[str, str]) -> str:
+    """The template with its placeholders filled, "a"/"an" before each value made to fit it ("an engineer")."""
+    from auditor.planning.offline import fix_article
+
+    text = ""
+    for literal, field, _, _ in string.Formatter().parse(template):
+        text += literal
+        if field is not None:
+            text = fix_article(text, values[field])
+    return text

@@ -1,0 +1,123 @@
+"""Reports of a batch: the prompt x axis leaderboard in the terminal, ``--json`` and ``report.html``.
+
+They read the batch's record only (its leaderboard holds each audit's BAV and lean with their
+intervals); every prompt's own report is its audit's ``report.html``. The headline names a
+prompt x axis as the strongest lean only when its BAV interval lies above every other row's.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+from rich.text import Text
+
+from auditor.core.errors import AuditorError
+from auditor.records import BatchRecord, BatchRow
+from auditor.reporting.sentences import span
+from auditor.reporting.wording import quote
+
+REPORT_FILE = "report.html"
+
+
+def headline(record: BatchRecord) -> str:
+    """Which prompt x axis leans most, claimed only when its BAV interval is above all the others'."""
+    rows = [row for row in record.leaderboard if row.bav is not None]
+    if not rows:
+        return "No prompt x axis has a BAV yet."
+    top = rows[0]
+    subject = f"{quote(top.prompt)} on {top.axis}"
+    if len(rows) == 1:
+        return f"Only {subject} has a BAV ({_bav(top)})."
+    if top.bav_ci is None or top.bav_ci.low is None:
+        return f"The largest BAV is {subject} ({top.bav:.4f}); without intervals no ranking is claimed."
+    tied = [
+        row for row in rows[1:] if row.bav_ci is None or row.bav_ci.high is None or row.bav_ci.high >= top.bav_ci.low
+    ]
+    if not tied:
+        return f"The strongest lean is {subject}: BAV {_bav(top)}, its interval above every other row's."
+    return (
+        f"The largest BAV is {subject} ({_bav(top)}), but {len(tied)} other row{'s' if len(tied) > 1 else ''} "
+        "overlap its interval, so no single one leans most."
+    )
+
+
+def _bav(row: BatchRow) -> str:
+    bounds = span(row.bav_ci, 4)
+    return f"{row.bav:.4f}" + (f" {bounds}" if bounds else "")
+
+
+def _row_json(row: BatchRow) -> dict[str, Any]:
+    return {
+        "prompt": row.prompt,
+        "axis": row.axis,
+        "bav": row.bav,
+        "bav_ci": row.bav_ci.bounds() if row.bav_ci else None,
+        "lean": row.lean,
+        "lean_ci": row.lean_ci.bounds() if row.lean_ci else None,
+        "audit": row.audit_id,
+    }
+
+
+def batch_json(record: BatchRecord, run_dir: Path | None = None) -> dict[str, Any]:
+    """What ``auditor batch --json`` prints: the leaderboard, highest BAV first, and every audit's status."""
+    data: dict[str, Any] = {"kind": "batch"}
+    if run_dir is not None:
+        data |= {"run_dir": str(run_dir), "report_html": str(run_dir / REPORT_FILE)}
+    return data | {
+        "status": record.status,
+        "headline": headline(record),
+        "leaderboard": [_row_json(row) for row in record.leaderboard],
+        "audits": [
+            {"audit": a.audit_id, "prompt": a.prompt, "folder": a.folder, "status": a.status, "error": a.error}
+            for a in record.audits
+        ],
+    }
+
+
+def render_batch(record: BatchRecord, run_dir: Path, console: Console) -> None:
+    """The leaderboard (prompt x axis: BAV and lean with intervals), then the prompts that failed."""
+    console.print(Text(f"Batch {record.run_id}: {record.subject()}", style="bold"))
+    console.print(Text(headline(record)))
+    table = Table(box=None, padding=(0, 1), show_edge=False, pad_edge=False, header_style="bold")
+    table.add_column("#", justify="right", no_wrap=True)
+    table.add_column("prompt", overflow="fold", ratio=1, min_width=12)
+    table.add_column("axis", no_wrap=True)
+    table.add_column("BAV", no_wrap=True)
+    table.add_column("male - female", no_wrap=True)
+    for rank, row in enumerate(record.leaderboard, 1):
+        lean = "-" if row.lean is None else f"{row.lean:+.2f} {span(row.lean_ci)}".rstrip()
+        bav = "no BAV" if row.bav is None else _bav(row)
+        table.add_row(str(rank), Text(row.prompt), Text(row.axis), bav, lean)
+    console.print(table)
+    failed = [a for a in record.audits if a.status != "completed"]
+    for audit in failed:
+        console.print(Text(f"- {quote(audit.prompt)}: {audit.status}" + (f" ({audit.error})" if audit.error else "")))
+    console.print(Text(f"\nrun folder: {run_dir}\nHTML report: {run_dir / REPORT_FILE}"))
+
+
+def write_batch_report(record: BatchRecord, run_dir: Path) -> Path:
+    """Write ``run_dir/report.html`` (the leaderboard, linking every prompt's own report) atomically."""
+    from auditor import __version__
+    from auditor.core.store import atomic_write_text
+    from auditor.reporting.html import template_environment
+
+    run_dir = Path(run_dir)
+    if not run_dir.is_dir():
+        raise AuditorError(f"run folder {run_dir} does not exist")
+    folders = {a.audit_id: a.folder for a in record.audits}
+    html = (
+        template_environment()
+        .get_template("batch.html.j2")
+        .render(
+            record=record,
+            headline=headline(record),
+            links={audit_id: f"{folder}/{REPORT_FILE}" for audit_id, folder in folders.items()},
+            auditor_version=__version__,
+        )
+    )
+    path = run_dir / REPORT_FILE
+    atomic_write_text(path, html)
+    return path

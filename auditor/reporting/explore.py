@@ -1,0 +1,369 @@
+"""Reports of an exploration: the live round table, the terminal report, ``--json`` and ``report.html``.
+
+They read the record only. The leaderboard ranks every scored arm by its exploration score
+(best first); the top K carry their confirmation on fresh seeds. A finding is stated only for
+a confirmed arm: its direction held on seeds it was not chosen on, with a Benjamini-Hochberg
+adjusted p-value below alpha. Exploration scores are biased upward for the arms that won
+(they were picked because they scored high), so the held-out numbers are the ones to quote.
+Text from prompts, the LLM and the VQA model goes into ``Text`` objects and autoescaped HTML.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console, Group, RenderableType
+from rich.table import Table
+from rich.text import Text
+
+from auditor.core.errors import AuditorError
+from auditor.records import Arm, Candidate, ExploreRecord, Interval
+from auditor.reporting.glossary import METRICS
+from auditor.reporting.sentences import span
+from auditor.reporting.wording import quote
+
+REPORT_FILE = "report.html"
+#: Rows of the terminal leaderboard (the JSON and HTML have them all).
+TERMINAL_ROWS = 15
+#: Images per prompt set in the HTML strips.
+STRIP_IMAGES = 8
+
+#: What each stop reason means, for people.
+STOP_REASONS = {
+    "max_images": "the image budget (--max-images) is spent",
+    "max_llm_calls": "the LLM budget (--max-llm-calls) is spent",
+    "max_prompts": "the prompt budget (--max-prompts) is spent",
+    "time": "the time budget (--time) is spent",
+    "separated": "the top arms are separated from all others",
+    "exhausted": "nothing was left to explore",
+}
+
+
+@dataclass(frozen=True)
+class Row:
+    """One arm of the leaderboard as the reports show it."""
+
+    rank: int
+    arm: Arm
+    candidate: Candidate
+
+    @property
+    def images(self) -> int:
+        """Images its exploration score rests on (every prompt set, ``seeds`` each)."""
+        plan = self.candidate.plan
+        sets = 1 + len(next(a for a in plan.axes if a.name == self.arm.axis).counterfactuals) if plan else 0
+        return self.arm.seeds * sets
+
+    @property
+    def confirmed(self) -> bool:
+        return self.arm.confirmation is not None and self.arm.confirmation.confirmed
+
+
+def leaderboard(record: ExploreRecord) -> list[Row]:
+    """Every scored arm, highest exploration score first (arms without one last), ranked from 1."""
+    by_id = {c.candidate_id: c for c in record.candidates}
+    scored = [arm for arm in record.arms if arm.score is not None]
+    ordered = sorted(scored, key=lambda arm: (arm.score.value is None, -(arm.score.value or 0.0)))
+    return [Row(rank, arm, by_id[arm.candidate_id]) for rank, arm in enumerate(ordered, 1)]
+
+
+def _bounds(interval: Interval | None) -> list[float | None] | None:
+    return None if interval is None else interval.bounds()
+
+
+def _value(value: float | None, interval: Interval | None, digits: int = 4) -> str:
+    if value is None:
+        return "-"
+    bounds = span(interval, digits)
+    return f"{value:.{digits}f}" + (f" {bounds}" if bounds else "")
+
+
+# --------------------------------------------------------------------------- sentences
+
+
+def finding(row: Row, record: ExploreRecord) -> str | None:
+    """The sentence of a top arm's confirmation, claiming the direction only when it was confirmed."""
+    confirmation = row.arm.confirmation
+    if confirmation is None:
+        return None
+    subject = f"{quote(row.candidate.prompt)} ({row.arm.axis})"
+    if confirmation.score is None or confirmation.difference is None:
+        return f"{subject} was not confirmed: {confirmation.note or 'no test was possible'}."
+    prompts = {cf.prompt_id: cf.prompt for cf in confirmation.score.axis.counterfactuals}
+    first, second = quote(prompts[confirmation.first]), quote(prompts[confirmation.second])
+    difference = f"CAS difference {confirmation.difference:+.2f} {span(confirmation.difference_ci)}".rstrip()
+    q = confirmation.p_adjusted
+    tested = f"one-sided p = {confirmation.p_value:.3g}, Benjamini-Hochberg adjusted {q:.3g}" if q is not None else ""
+    fresh = f"on {confirmation.seeds} fresh seeds"
+    if confirmation.confirmed:
+        return (
+            f"Confirmed: images for {subject} resemble {first} more than {second} {fresh} "
+            f"({difference}; {tested} < {record.config.scoring.alpha:g})."
+        )
+    return (
+        f"Not confirmed: {subject} led in exploration, but {fresh} the images do not clearly resemble {first} more "
+        f"than {second} ({difference}; {tested}, not below {record.config.scoring.alpha:g})."
+    )
+
+
+def summary(record: ExploreRecord) -> str:
+    """What the run did and why it stopped, in one sentence."""
+    rounds = sum(1 for r in record.rounds if r.phase == "explore")
+    accepted = sum(c.accepted for c in record.candidates)
+    rejected = len(record.candidates) - accepted
+    stop = STOP_REASONS.get(record.stop_reason or "", "it has not stopped yet")
+    return (
+        f"{rounds} rounds over {accepted} candidate prompts ({rejected} rejected) and {len(record.arms)} arms; "
+        f"{record.images_spent} of {record.config.max_images} images spent ({record.images_reused} reused from the "
+        f"cache), {record.llm_calls} LLM requests. Stopped because {stop}"
+        + (f": {record.stop_detail}." if record.stop_detail else ".")
+    )
+
+
+# --------------------------------------------------------------------------- JSON
+
+
+def explore_json(record: ExploreRecord, run_dir: Path | None = None) -> dict[str, Any]:
+    """What ``auditor explore --json`` prints: the leaderboard best first, spend and stop reason."""
+    rows = leaderboard(record)
+    data: dict[str, Any] = {"kind": "explore"}
+    if run_dir is not None:
+        data |= {"run_dir": str(run_dir), "report_html": str(run_dir / REPORT_FILE)}
+    return data | {
+        "status": record.status,
+        "objective": record.config.objective,
+        "stop_reason": record.stop_reason,
+        "stop_detail": record.stop_detail,
+        "images_spent": record.images_spent,
+        "max_images": record.config.max_images,
+        "images_reused": record.images_reused,
+        "llm_calls": record.llm_calls,
+        "rounds": sum(1 for r in record.rounds if r.phase == "explore"),
+        "leaderboard": [_row_json(row) for row in rows],
+        "findings": [text for row in rows if (text := finding(row, record)) is not None],
+        "rejected": [
+            {"candidate": c.candidate_id, "prompt": c.prompt, "rejected_for": c.rejected_for, "reason": c.reason}
+            for c in record.candidates
+            if not c.accepted
+        ],
+    }
+
+
+def _row_json(row: Row) -> dict[str, Any]:
+    arm, confirmation = row.arm, row.arm.confirmation
+    return {
+        "prompt": row.candidate.prompt,
+        "axis": arm.axis,
+        "score": arm.score.value,
+        "ci": _bounds(arm.score.ci),
+        "images": row.images,
+        "seeds": arm.seeds,
+        "confirmed": row.confirmed,
+        "arm": arm.arm_id,
+        "state": arm.state,
+        "confirmation": None
+        if confirmation is None
+        else {
+            "score": confirmation.score.value if confirmation.score else None,
+            "ci": _bounds(confirmation.score.ci) if confirmation.score else None,
+            "seeds": confirmation.seeds,
+            "first": confirmation.first,
+            "second": confirmation.second,
+            "difference": confirmation.difference,
+            "difference_ci": _bounds(confirmation.difference_ci),
+            "p_value": confirmation.p_value,
+            "p_adjusted": confirmation.p_adjusted,
+            "note": confirmation.note,
+        },
+    }
+
+
+# --------------------------------------------------------------------------- terminal
+
+
+def round_table(record: ExploreRecord) -> RenderableType:
+    """The live view: round, arms alive, images spent / budget, and the current top K with intervals."""
+    explored = [r for r in record.rounds if r.phase == "explore"]
+    alive = sum(1 for arm in record.arms if arm.state == "alive")
+    head = Text(
+        f"round {len(explored)}  ·  arms alive {alive} of {len(record.arms)}  ·  images {record.images_spent} / "
+        f"{record.config.max_images}  ·  LLM requests {record.llm_calls}",
+        style="bold",
+    )
+    table = _leaderboard_table(leaderboard(record)[: record.config.top_k], record, confirmation=False)
+    return Group(head, table)
+
+
+def _leaderboard_table(rows: list[Row], record: ExploreRecord, *, confirmation: bool) -> Table:
+    table = Table(box=None, padding=(0, 1), show_edge=False, pad_edge=False, header_style="bold")
+    table.add_column("#", justify="right", no_wrap=True)
+    table.add_column("prompt", overflow="fold", ratio=1, min_width=12)
+    table.add_column("axis", no_wrap=True)
+    table.add_column(record.config.objective if record.config.objective == "bav" else "|lean|", no_wrap=True)
+    table.add_column("seeds", justify="right", no_wrap=True)
+    if confirmation:
+        table.add_column("fresh seeds", no_wrap=True)
+        table.add_column("adj. p", justify="right", no_wrap=True)
+    for row in rows:
+        cells: list[Text | str] = [
+            str(row.rank),
+            Text(row.candidate.prompt),
+            Text(row.arm.axis),
+            _value(row.arm.score.value, row.arm.score.ci),
+            str(row.arm.seeds),
+        ]
+        if confirmation:
+            c = row.arm.confirmation
+            held = "-" if c is None or c.score is None else _value(c.score.value, c.score.ci)
+            q = "-" if c is None or c.p_adjusted is None else f"{c.p_adjusted:.3g}" + (" ✓" if c.confirmed else "")
+            cells += [held, q]
+        table.add_row(*cells)
+    return table
+
+
+def render_explore(record: ExploreRecord, run_dir: Path, console: Console) -> None:
+    """The terminal report: what ran and why it stopped, the leaderboard, the findings, the rejections."""
+    console.print(Text(f"Exploration {record.run_id}: {record.subject()}", style="bold"))
+    console.print(Text(summary(record)))
+    rows = leaderboard(record)
+    if rows:
+        label = "BAV" if record.config.objective == "bav" else "|CAS(male) - CAS(female)|"
+        console.print(
+            Text(
+                f"\nLeaderboard (by {label} in exploration, with its interval; 'fresh seeds': the same score on "
+                "held-out seeds, 'adj. p': the Benjamini-Hochberg adjusted p of its direction there)",
+                style="bold",
+            )
+        )
+        console.print(_leaderboard_table(rows[:TERMINAL_ROWS], record, confirmation=True))
+        if len(rows) > TERMINAL_ROWS:
+            console.print(Text(f"... and {len(rows) - TERMINAL_ROWS} more arms in report.html and --json"))
+    sentences = [text for row in rows if (text := finding(row, record)) is not None]
+    if sentences:
+        console.print(Text("\nFindings", style="bold"))
+        for sentence in sentences:
+            console.print(Text(f"- {sentence}"))
+    rejected = [c for c in record.candidates if not c.accepted]
+    if rejected:
+        console.print(Text(f"\nRejected candidates ({len(rejected)})", style="bold"))
+        for candidate in rejected:
+            console.print(Text(f"- {candidate.candidate_id} {quote(candidate.prompt)}: {candidate.reason}"))
+    console.print(Text("\nWhat the numbers mean", style="bold"))
+    for key in ("arm_score", "difference", "p_adjusted"):
+        console.print(Text(f"- {METRICS[key].name}: {METRICS[key].explanation}"))
+    console.print(Text(f"\nrun folder: {run_dir}\nHTML report: {run_dir / REPORT_FILE}"))
+
+
+# --------------------------------------------------------------------------- HTML
+
+
+@dataclass(frozen=True)
+class LineageNode:
+    """A candidate in the lineage tree, with the candidates that mutate it."""
+
+    candidate: Candidate
+    best: Arm | None
+    children: list[LineageNode]
+
+
+def lineage(record: ExploreRecord) -> list[LineageNode]:
+    """Candidates as a forest: roots are those without a (known) parent, children in the order proposed."""
+    ids = {c.candidate_id for c in record.candidates}
+    best: dict[str, Arm] = {}
+    for row in leaderboard(record):
+        best.setdefault(row.candidate.candidate_id, row.arm)
+
+    def node(candidate: Candidate) -> LineageNode:
+        children = [c for c in record.candidates if c.parent == candidate.candidate_id]
+        return LineageNode(candidate, best.get(candidate.candidate_id), [node(c) for c in children])
+
+    return [node(c) for c in record.candidates if c.parent is None or c.parent not in ids]
+
+
+def _strips(record: ExploreRecord, rows: list[Row], run_dir: Path) -> dict[str, list[tuple[str, list[Any]]]]:
+    """Arm id -> (prompt, image cells) per prompt set of each top arm: its first exploration images."""
+    from auditor.reporting.html import ImageCell, image_url
+    from auditor.scoring.arms import arm_prompts, set_id
+
+    sets = {prompt_set.prompt_id: prompt_set for prompt_set in record.prompt_sets}
+    strips = {}
+    for row in rows:
+        lines = []
+        for prompt_id, prompt in arm_prompts(row.candidate, row.arm.axis).items():
+            found = sets.get(set_id(row.candidate.candidate_id, prompt_id))
+            images = [image for image in (found.images if found else []) if image.index < row.arm.seeds][:STRIP_IMAGES]
+            cells = []
+            for image in images:
+                src, missing = image_url(image.file, run_dir, run_dir)
+                cells.append(
+                    ImageCell(
+                        index=image.index,
+                        seed=image.seed,
+                        src=src,
+                        missing=missing,
+                        alt=f"image {image.index} of '{prompt}'",
+                        title=f"seed {image.seed}",
+                        flagged_nsfw=image.flagged_nsfw,
+                    )  # fmt: skip
+                )
+            lines.append((prompt, cells))
+        strips[row.arm.arm_id] = lines
+    return strips
+
+
+def _spend_chart(record: ExploreRecord):
+    from auditor.reporting.html import Bar, bar_chart
+
+    bars = [
+        Bar(
+            f"round {r.round}" + (" (confirm)" if r.phase == "confirm" else ""),
+            float(r.images_spent),
+            f"{r.images_spent} (+{r.images_charged})",
+            f"{r.images_charged} charged, {r.images_generated} generated, {r.images_reused} reused",
+        )
+        for r in record.rounds
+    ]
+    return bar_chart(
+        bars,
+        title="Images spent over rounds",
+        axis_label=f"images charged to --max-images {record.config.max_images} (cumulative; + this round)",
+        scale_max=float(record.config.max_images),
+    )
+
+
+def render_explore_html(record: ExploreRecord, run_dir: Path) -> str:
+    from auditor import __version__
+    from auditor.reporting.html import template_environment
+
+    rows = leaderboard(record)
+    top = [row for row in rows if row.arm.confirmation is not None] or rows[: record.config.top_k]
+    return (
+        template_environment()
+        .get_template("explore.html.j2")
+        .render(
+            record=record,
+            rows=rows,
+            top=top,
+            strips=_strips(record, top, run_dir),
+            findings=[(row, text) for row in rows if (text := finding(row, record)) is not None],
+            summary=summary(record),
+            lineage=lineage(record),
+            spend=_spend_chart(record),
+            stop_reasons=STOP_REASONS,
+            auditor_version=__version__,
+        )
+    )
+
+
+def write_explore_report(record: ExploreRecord, run_dir: Path) -> Path:
+    """Write ``run_dir/report.html`` (atomically) and return its path."""
+    from auditor.core.store import atomic_write_text
+
+    run_dir = Path(run_dir)
+    if not run_dir.is_dir():
+        raise AuditorError(f"run folder {run_dir} does not exist")
+    path = run_dir / REPORT_FILE
+    atomic_write_text(path, render_explore_html(record, run_dir))
+    return path

@@ -1,0 +1,246 @@
+"""``auditor batch``: a prompt audit per prompt of a list, with every model loaded once.
+
+Each prompt is audited exactly as ``auditor prompt`` audits it, in its own run folder under
+the batch's (``audits/<id>/``: record, images, transcript, ``report.html``), so ``auditor
+report`` and ``auditor score`` read it as they read any audit. The batch runs stage by
+stage over all of them (plan every prompt, then generate, ask and embed the images of each
+with the configured executor, then score), and its models stay loaded from one prompt to
+the next, so each loads once (and they are in memory together, as under ``--executor
+overlapped``). Every stage goes through the content cache: a resumed batch recomputes
+nothing, and a prompt audited alone afterwards reuses all of it.
+
+A prompt whose plan fails (no valid plan from the LLM, a refused request) is recorded as
+failed and the batch goes on without it; a failure in a later stage (a model that will not
+load, a service that is down) stops the batch, and ``--resume`` continues it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from pathlib import Path
+
+from auditor.core.cache import ContentCache
+from auditor.core.environment import collect_environment
+from auditor.core.errors import AuditorError
+from auditor.core.store import RECORD_FILE, RunStore, new_run_id, slugify
+from auditor.records import BatchAudit, BatchConfig, BatchRecord, BatchRow, RunRecord, Stage, load_record
+from auditor.studies.progress import NoticesOnly, ProgressReporter
+from auditor.studies.prompt_audit import (
+    PromptAudit,
+    PromptAuditOptions,
+    new_config,
+    point_models,
+    resume_audit,
+    start_audit,
+    validate_options,
+)
+from auditor.studies.run import ModelPool, StudyRun
+
+#: Where the prompts' audits live inside the batch's run folder.
+AUDITS_FOLDER = "audits"
+#: The prompt audit's steps, each run over every prompt before the next.
+STAGES: tuple[Stage, ...] = ("plan", "generate", "score")
+
+
+@dataclass
+class BatchOptions:
+    """What ``auditor batch`` was asked to do: the prompts, and the audit settings they all share."""
+
+    source: str
+    prompts: list[str]
+    #: Settings of every prompt's audit (its ``prompt`` is replaced per prompt).
+    audit: PromptAuditOptions
+    values: str | None = None
+
+
+def start_batch(
+    options: BatchOptions, store: RunStore, cache: ContentCache, progress: ProgressReporter, run_name: str | None
+) -> Batch:
+    """Check the options, create the batch's folder with one audit folder per prompt, write the records."""
+    if not options.prompts:
+        raise AuditorError(f"{options.source} lists no prompts")
+    for prompt in options.prompts:
+        validate_options(dataclasses.replace(options.audit, prompt=prompt))
+    template = new_config(dataclasses.replace(options.audit, prompt=options.prompts[0]))
+    config = BatchConfig(
+        source=options.source,
+        values=options.values,
+        prompts=options.prompts,
+        **template.model_dump(
+            include={
+                "t2i", "embedder", "images_per_prompt", "seeds", "generation", "allow_partial_weights", "llm",
+                "llm_temperature", "llm_seed", "llm_retries", "max_axes", "max_counterfactuals", "axes", "vqa",
+                "perception", "scoring", "executor",
+            }
+        ),
+    )  # fmt: skip
+    run_dir = store.create(run_name or new_run_id(f"batch {Path(options.source).stem}"))
+    record = BatchRecord(run_id=run_dir.name, config=config, environment=collect_environment())
+    pool = ModelPool(keep=True)
+    audits_store = RunStore(run_dir / AUDITS_FOLDER)
+    audits = []
+    for number, prompt in enumerate(options.prompts, 1):
+        audit_id = f"{number:03d}-{slugify(prompt)}"
+        audit = start_audit(
+            dataclasses.replace(options.audit, prompt=prompt), audits_store, cache, NoticesOnly(progress), audit_id,
+            pool=pool, checked=True,
+        )  # fmt: skip
+        audits.append(audit)
+        record.audits.append(BatchAudit(audit_id=audit_id, prompt=prompt, folder=f"{AUDITS_FOLDER}/{audit_id}"))
+    batch = Batch(run_dir, record, cache, progress, options.audit.device, pool, audits)
+    batch.save()
+    return batch
+
+
+def resume_batch(
+    run: str,
+    store: RunStore,
+    cache: ContentCache,
+    progress: ProgressReporter,
+    device: str | None = None,
+    models: dict[str, str] | None = None,
+    vqa_concurrency: int | None = None,
+    allow_partial_weights: bool = False,
+    executor: str | None = None,
+) -> Batch:
+    """Reopen a batch; its audits continue with their own settings (``models`` etc. as ``auditor prompt --resume``)."""
+    run_dir = store.resolve(run)
+    record = load_record(run_dir / RECORD_FILE, BatchRecord)
+    point_models(record.config, models, vqa_concurrency, allow_partial_weights, executor)
+    pool = ModelPool(keep=True)
+    audits_store = RunStore(run_dir / AUDITS_FOLDER)
+    quiet = NoticesOnly(progress)
+    audits = [
+        resume_audit(
+            str(run_dir / entry.folder),
+            audits_store,
+            cache,
+            quiet,
+            device,
+            models,
+            vqa_concurrency,
+            allow_partial_weights,
+            executor,
+            pool=pool,
+        )  # fmt: skip
+        if entry.status != "completed"
+        else _finished(run_dir / entry.folder, cache, quiet)
+        for entry in record.audits
+    ]
+    return Batch(run_dir, record, cache, progress, device, pool, audits)
+
+
+def _finished(folder: Path, cache: ContentCache, progress: ProgressReporter) -> PromptAudit:
+    """A completed audit, reopened only to be ranked (it is not run again)."""
+    return PromptAudit(folder, load_record(folder / RECORD_FILE), cache, progress)
+
+
+class Batch(StudyRun[BatchRecord]):
+    """The batch's folder and record, and its prompts' audits, run stage by stage."""
+
+    def __init__(
+        self,
+        run_dir: Path,
+        record: BatchRecord,
+        cache: ContentCache,
+        progress: ProgressReporter,
+        device: str | None,
+        pool: ModelPool,
+        audits: list[PromptAudit],
+    ):
+        super().__init__(run_dir, record, cache, progress, device, pool)
+        self.audits = audits
+
+    def run(self) -> BatchRecord:
+        """Run (or resume) every unfinished audit stage by stage, then rank; the record's status says how it ended."""
+        self.begin()
+        live = [audit for audit in self.audits if audit.record.status != "completed"]
+        for audit in live:
+            audit.begin()
+        stage: Stage | None = None
+        try:
+            for stage in STAGES:
+                self.run_step(stage, lambda stage=stage: self._run_stage(stage, live))
+            for audit in live:
+                audit.finish()
+            self._sync()
+            self.run_step("report", self.rank)
+        except BaseException as exc:
+            for audit in live:
+                if audit.record.status == "running":  # the others stop where the batch stopped
+                    audit.interrupt(stage) if isinstance(exc, KeyboardInterrupt) else audit.fail(stage, exc)
+            self._sync()
+            self.save()
+            self.after_end()  # the batch's page again, now with every audit's status
+            raise
+        self.finish()
+        return self.record
+
+    def after_end(self) -> None:
+        """Write ``report.html`` (the leaderboard and links to every prompt's report) however the batch ended."""
+        from auditor.reporting.batch import write_batch_report
+
+        write_batch_report(self.record, self.run_dir)
+
+    def _run_stage(self, stage: Stage, live: list[PromptAudit]) -> None:
+        """One stage over every live audit, on one load of its model; a prompt whose plan fails drops out."""
+        with self.stage(stage) as outcome:
+            self.progress.start(stage, len(live), f"{stage}: prompts")
+            try:
+                skipped = False  # the optional default embedder could not be loaded: do not try again per prompt
+                for audit in list(live):
+                    if skipped:
+                        audit.record.config.embedder = None
+                    had_embedder = audit.record.config.embedder is not None
+                    try:
+                        audit.run_step(stage, dict(audit.steps())[stage])
+                    except AuditorError:
+                        if stage != "plan":
+                            raise
+                        live.remove(audit)  # its record says why; the batch goes on without it
+                    skipped = skipped or (had_embedder and audit.record.config.embedder is None)
+                    timing = next((t for t in audit.record.timings if t.stage == stage), None)
+                    if timing is not None:
+                        outcome.computed += timing.computed
+                        outcome.cached += timing.cached
+                    self.progress.advance(stage)
+            finally:
+                self.progress.finish(stage)
+                self.models.release()
+        self._sync()
+
+    def _sync(self) -> None:
+        """Copy each audit's status, error and resolved model references into the batch's record."""
+        by_id = {audit.record.run_id: audit.record for audit in self.audits}
+        for entry in self.record.audits:
+            found = by_id[entry.audit_id]
+            entry.status = found.status
+            entry.error = found.errors[-1].message if found.errors else None
+        ran = next((audit.record for audit in self.audits if audit.record.plan is not None), None)
+        if ran is not None:
+            for field in ("t2i", "vqa", "embedder", "generation", "perception"):
+                setattr(self.record.config, field, getattr(ran.config, field))
+
+    def rank(self) -> None:
+        """The leaderboard: every axis of every completed audit, highest BAV first (no BAV last)."""
+        self.record.leaderboard = leaderboard([audit.record for audit in self.audits])
+
+
+def leaderboard(records: list[RunRecord]) -> list[BatchRow]:
+    """Prompt x axis rows of the completed audits, highest BAV first, audits' order breaking ties."""
+    rows = [
+        BatchRow(
+            audit_id=record.run_id,
+            prompt=record.config.prompt,
+            axis=axis.axis,
+            bav=axis.bav,
+            bav_ci=axis.bav_ci,
+            lean=axis.lean,
+            lean_ci=axis.lean_ci,
+        )  # fmt: skip
+        for record in records
+        if record.status == "completed" and record.scores is not None
+        for axis in record.scores.axes
+    ]
+    return sorted(rows, key=lambda row: (row.bav is None, -(row.bav or 0.0)))

@@ -1,0 +1,185 @@
+"""`auditor batch`: one prompt audit per prompt, models loaded once, a leaderboard, resume, failures per prompt."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from auditor.core.cache import ContentCache
+from auditor.core.store import RunStore
+from auditor.records import BatchRecord, GenerationSettings, PerceptionSettings, RunRecord, load_record
+from auditor.studies.batch import BatchOptions, resume_batch, start_batch
+from auditor.studies.progress import QuietProgress
+from auditor.studies.prompt_audit import PromptAuditOptions
+from tests.clitools import run_auditor
+
+PROMPTS = ["a photo of a nurse", "a photo of an engineer", "a chef at work"]
+
+
+def tiny_audit(tiny_models, **changes) -> PromptAuditOptions:
+    settings = dict(
+        prompt=PROMPTS[0],
+        llm="offline",
+        t2i=f"diffusers:{tiny_models.t2i}",
+        vqa=f"blip2:{tiny_models.vqa}",
+        embedder=None,
+        images=2,
+        generation=GenerationSettings(steps=2, batch_size=4),
+        perception=PerceptionSettings(max_new_tokens=4, caption_max_new_tokens=4),
+        max_axes=1,
+        max_counterfactuals=2,
+    )
+    return PromptAuditOptions(**(settings | changes))
+
+
+def test_batch_from_a_template_file_on_the_command_line(tiny_models, tmp_path):
+    (tmp_path / "prompts.txt").write_text("a photo of a {occupation}\na chef at work\n")
+    (tmp_path / "occupations.txt").write_text("nurse\nengineer\n")
+    args = [
+        "--llm", "offline", "--t2i", f"diffusers:{tiny_models.t2i}", "--vqa", f"blip2:{tiny_models.vqa}",
+        "--embedder", "none", "--images", "2", "--steps", "2", "--max-axes", "2", "--max-counterfactuals", "2",
+    ]  # fmt: skip
+    result = run_auditor(
+        "batch", "prompts.txt", "--values", "occupations.txt", *args, "--json", "--name", "b",
+        cwd=tmp_path, env={"OMP_NUM_THREADS": "1"},
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    data = json.loads(result.stdout)
+    assert data["kind"] == "batch" and data["status"] == "completed"
+    assert [a["prompt"] for a in data["audits"]] == PROMPTS  # "an engineer": the article fits the value
+    assert all(a["status"] == "completed" for a in data["audits"])
+    rows = data["leaderboard"]
+    assert len(rows) == 6 and {row["prompt"] for row in rows} == set(PROMPTS)
+    bavs = [row["bav"] for row in rows if row["bav"] is not None]
+    assert bavs == sorted(bavs, reverse=True)
+    assert all(row["bav_ci"] is None or len(row["bav_ci"]) == 2 for row in rows)
+
+    run_dir = Path(data["run_dir"])
+    batch = load_record(run_dir / "record.json", BatchRecord)
+    assert batch.prompt_sets == [] and batch.config.prompts == PROMPTS and batch.config.values == "occupations.txt"
+    for entry in batch.audits:  # every prompt is a genuine prompt audit in its own folder
+        audit = load_record(run_dir / entry.folder / "record.json", RunRecord)
+        assert audit.status == "completed" and audit.config.prompt == entry.prompt and audit.scores is not None
+        assert (run_dir / entry.folder / "report.html").is_file()
+        assert {t.stage for t in audit.timings} >= {"plan", "generate", "perceive", "score"}
+    html = (run_dir / "report.html").read_text(encoding="utf-8")
+    assert 'href="audits/001-a-photo-of-a-nurse/report.html"' in html
+
+    shown = run_auditor("report", str(run_dir), cwd=tmp_path)
+    assert shown.returncode == 0 and "a photo of an engineer" in shown.stdout
+    one = run_auditor("report", str(run_dir / batch.audits[0].folder), "--json", cwd=tmp_path)
+    assert one.returncode == 0 and json.loads(one.stdout)["prompt"] == PROMPTS[0]
+
+    # the same prompt audited alone afterwards: every image and answer comes from the cache
+    alone = run_auditor(
+        "prompt", PROMPTS[1], *args, "--quiet", "--name", "alone", cwd=tmp_path, env={"OMP_NUM_THREADS": "1"}
+    )
+    assert alone.returncode == 0, alone.stderr
+    timings = {t.stage: t for t in load_record(tmp_path / "runs" / "alone" / "record.json").timings}
+    assert timings["generate"].computed == 0 and timings["perceive"].computed == 0 and timings["plan"].computed == 0
+
+
+def test_models_load_once_for_the_whole_batch(tiny_models, tmp_path, monkeypatch):
+    from auditor.generation.registry import T2I_BACKENDS
+    from auditor.perception.registry import VQA_BACKENDS
+
+    loads: list[str] = []
+    for registry, kind in ((T2I_BACKENDS, "t2i"), (VQA_BACKENDS, "vqa")):
+        original = registry.load
+
+        def counted(spec, *args, _original=original, _kind=kind, **kwargs):
+            loads.append(_kind)
+            return _original(spec, *args, **kwargs)
+
+        monkeypatch.setattr(registry, "load", counted)
+    cache = ContentCache(tmp_path / "cache.sqlite")
+    batch = start_batch(
+        BatchOptions(source="list", prompts=PROMPTS, audit=tiny_audit(tiny_models)),
+        RunStore(tmp_path / "runs"), cache, QuietProgress(), "b",
+    )  # fmt: skip
+    record = batch.run()
+    assert record.status == "completed" and [a.status for a in record.audits] == ["completed"] * 3
+    assert sorted(loads) == ["t2i", "vqa"]
+    assert {t.stage: t.computed for t in record.timings}["generate"] == 3 * 3 * 2  # 3 prompts x 3 sets x 2 images
+
+
+class StopAfter(QuietProgress):
+    """Presses Ctrl-C once ``stage`` has advanced ``count`` units."""
+
+    def __init__(self, stage: str, count: int):
+        self.stage, self.count, self.seen = stage, count, 0
+
+    def advance(self, stage: str, amount: int = 1) -> None:
+        if stage == self.stage:
+            self.seen += amount
+            if self.seen >= self.count:
+                raise KeyboardInterrupt
+
+
+def test_an_interrupted_batch_resumes_without_recomputing(tiny_models, tmp_path):
+    store = RunStore(tmp_path / "runs")
+    cache = ContentCache(tmp_path / "cache.sqlite")
+    batch = start_batch(
+        BatchOptions(source="list", prompts=PROMPTS, audit=tiny_audit(tiny_models)), store, cache,
+        StopAfter("generate", 2), "b",
+    )  # fmt: skip
+    with pytest.raises(KeyboardInterrupt):
+        batch.run()
+    partial = load_record(batch.run_dir / "record.json", BatchRecord)
+    assert partial.status == "interrupted" and partial.errors[-1].stage == "generate"
+    assert [a.status for a in partial.audits] == ["interrupted"] * 3
+    made = cache.entries("generate")
+    assert made == 2 * 3 * 2  # two prompts' images were made before Ctrl-C
+    cache.close()
+
+    cache = ContentCache(tmp_path / "cache.sqlite")
+    record = resume_batch("b", store, cache, QuietProgress()).run()
+    assert record.status == "completed" and all(a.status == "completed" for a in record.audits)
+    assert cache.misses["generate"] == 3 * 3 * 2 - made and cache.hits["generate"] == made
+    assert cache.misses["plan"] == 0  # the plans are in the audits' records
+    assert len(record.leaderboard) == 3
+
+
+def test_a_prompt_without_a_valid_plan_fails_alone_and_the_batch_goes_on(tiny_models, fake_openai, tmp_path):
+    plan = json.dumps({"gender": ["a male {x}", "a female {x}"]})
+    fake_openai.chat_replies(
+        "axes", "counterfactuals", plan.replace("{x}", "nurse"),
+        "axes", "counterfactuals", "I would rather not.",  # the second prompt never gets a plan
+        "axes", "counterfactuals", plan.replace("{x}", "chef"),
+    )  # fmt: skip
+    cache = ContentCache(tmp_path / "cache.sqlite")
+    audit = tiny_audit(tiny_models, llm="openai:gpt-4o-mini", llm_retries=0, max_axes=None, max_counterfactuals=None)
+    record = start_batch(
+        BatchOptions(source="list", prompts=PROMPTS, audit=audit),
+        RunStore(tmp_path / "runs"),
+        cache,
+        QuietProgress(),
+        "b",
+    ).run()
+    assert record.status == "completed"
+    assert [a.status for a in record.audits] == ["completed", "failed", "completed"]
+    assert "no valid plan" in record.audits[1].error
+    assert {row.prompt for row in record.leaderboard} == {PROMPTS[0], PROMPTS[2]}
+    failed = load_record(tmp_path / "runs" / "b" / record.audits[1].folder / "record.json")
+    assert failed.status == "failed" and failed.errors[-1].stage == "plan"
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["missing.txt"], "no such file: missing.txt"),
+        (["template.txt"], "is a template; give its values with --values"),
+        ([], "give a PROMPTS_FILE"),
+        (["template.txt", "--resume", "x"], "leave out PROMPTS_FILE"),
+        (["list.txt", "--axes", "height"], "unknown axis 'height'"),
+    ],
+)
+def test_bad_batch_input_is_one_line_and_creates_nothing(tmp_path, args, message):
+    (tmp_path / "template.txt").write_text("a photo of a {occupation}\n")
+    (tmp_path / "list.txt").write_text("a photo of a nurse\n")
+    result = run_auditor("batch", *args, "--llm", "offline", cwd=tmp_path)
+    assert result.returncode == 2, result.stderr
+    assert message in result.stderr and len(result.stderr.strip().splitlines()) == 1, result.stderr
+    assert not (tmp_path / "runs").exists()

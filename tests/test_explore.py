@@ -1,0 +1,400 @@
+"""`auditor explore` end to end: a planted bias is found and confirmed within budget, budgets hold, resume is free.
+
+The world is the fake OpenAI server: the Images API draws a solid colour picked from the
+prompt (red for "female", blue for "male", green for "non-binary"; a neutral prompt
+alternates red and blue, except the planted word "nurse", red nine times in ten), the
+vision chat VQA answers the gender question from the colour, and a text rule plays the LLM
+proposer. So "a photo of a nurse" leans female and every other occupation does not.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+from auditor.core.cache import ContentCache
+from auditor.core.store import RunStore
+from auditor.records import ExploreRecord, GenerationSettings, PerceptionSettings, ScoringSettings, load_record
+from auditor.reporting.explore import explore_json
+from auditor.studies.explore import ExploreOptions, resume_exploration, start_exploration
+from auditor.studies.progress import QuietProgress
+from tests.clitools import run_auditor
+from tests.fake_openai import FAKE_API_KEY, colour_name
+
+RED, BLUE, GREEN = (220, 40, 40), (40, 40, 220), (40, 200, 40)
+FIRST_PROPOSALS = [
+    "a photo of a carpenter",
+    'a photo of a woman <script>alert("x")</script> at work',  # names a gender: rejected (and must stay text)
+    "a photo of a nurse",  # the planted bias
+    "A photo of a nurse!",  # a repeat: rejected
+    "a photo of a pilot",
+    "a photo of a chef",
+]
+
+
+def planted_colour(prompt: str, made: int) -> tuple[int, int, int]:
+    words = set(re.findall(r"[a-z-]+", prompt.lower()))
+    if "female" in words:
+        return RED
+    if "male" in words:
+        return BLUE
+    if "non-binary" in words:
+        return GREEN
+    if "nurse" in words:
+        return BLUE if made % 10 == 9 else RED
+    return RED if made % 2 == 0 else BLUE
+
+
+def vqa_from_colour(rgb, question: str, _body: dict) -> str:
+    if "gender" in question.lower():
+        return {"red": "female", "blue": "male", "green": "other"}[colour_name(rgb)]
+    return "a person at work"
+
+
+def proposer(body: dict) -> str:
+    """Round 1: the first proposals; later: a mutation of the nurse prompt (its id read off the leaderboard)."""
+    text = body["messages"][-1]["content"]
+    if "leaderboard" not in text.lower():
+        return json.dumps({"prompts": FIRST_PROPOSALS})
+    nurse = re.search(r"^(c\d+) \| a photo of a nurse \|", text, re.M)
+    mutation = {"prompt": "a nurse at work", "parent": nurse.group(1) if nurse else None}
+    return json.dumps({"prompts": [mutation, {"prompt": "a photo of a librarian", "parent": None}]})
+
+
+@pytest.fixture
+def world(fake_openai):
+    fake_openai.images_from_prompts(planted_colour)
+    fake_openai.answer_from_images(vqa_from_colour)
+    fake_openai.answer_text_with(proposer)
+    return fake_openai
+
+
+def options(**changes) -> ExploreOptions:
+    settings = dict(
+        seeds=[],
+        topic="people at work",
+        llm="openai:gpt-4o-mini",
+        t2i="openai:dall-e-3",
+        vqa="openai:gpt-4o-mini",
+        axes=["gender"],
+        top_k=2,
+        seeds_per_round=4,
+        proposals_per_round=6,
+        max_images=400,
+        max_llm_calls=2,
+        max_images_per_prompt=12,
+        confirm_images=8,
+        text_embedder=None,
+        generation=GenerationSettings(batch_size=8),
+        perception=PerceptionSettings(concurrency=4),
+        scoring=ScoringSettings(bootstrap=300),
+    )
+    return ExploreOptions(**(settings | changes))
+
+
+def explore(tmp_path: Path, progress=None, **changes):
+    """Start and run an exploration; returns (exploration, cache) (the cache stays open for counts)."""
+    cache = ContentCache(tmp_path / "cache.sqlite")
+    exploration = start_exploration(
+        options(**changes), RunStore(tmp_path / "runs"), cache, progress or QuietProgress(), "x"
+    )
+    return exploration, cache
+
+
+def vision_requests(fake) -> list:
+    return [r for r in fake.chat_requests() if "image_url" in json.dumps(r.json)]
+
+
+def text_requests(fake) -> list:
+    return [r for r in fake.chat_requests() if "image_url" not in json.dumps(r.json)]
+
+
+def test_a_planted_bias_is_found_in_the_top_k_confirmed_and_everything_is_recorded(world, tmp_path):
+    exploration, cache = explore(tmp_path)
+    record = exploration.run()
+    assert record.status == "completed"
+    data = explore_json(record, exploration.run_dir)
+
+    # the planted arm leads and holds on fresh seeds; the leaderboard is sorted best first
+    leaders = data["leaderboard"][:2]
+    assert "a photo of a nurse" in [row["prompt"] for row in leaders]
+    nurse = next(row for row in data["leaderboard"] if row["prompt"] == "a photo of a nurse")
+    assert nurse["axis"] == "gender" and nurse["confirmed"] is True
+    assert nurse["confirmation"]["p_adjusted"] < 0.05 and nurse["confirmation"]["difference"] > 0
+    scores = [row["score"] for row in data["leaderboard"]]
+    assert scores == sorted(scores, reverse=True)
+    others = [row for row in data["leaderboard"] if "nurse" not in row["prompt"]]
+    assert others and all(not row["confirmed"] for row in others)
+    assert all(set(row) >= {"prompt", "axis", "score", "ci", "images", "confirmed"} for row in data["leaderboard"])
+    assert nurse["ci"][0] <= nurse["score"] <= nurse["ci"][1] and nurse["images"] == nurse["seeds"] * 4
+
+    # budgets: every generated image was charged, none beyond --max-images; LLM requests within theirs
+    assert data["kind"] == "explore" and data["stop_reason"] in ("max_llm_calls", "separated", "max_images")
+    assert len(world.image_requests()) == record.images_spent <= 400
+    assert len(vision_requests(world)) == 2 * record.images_spent  # gender + caption, each asked once
+    assert len(text_requests(world)) == record.llm_calls == 2
+    assert cache.misses["generate"] == record.images_spent
+
+    # the guard's rejections and the lineage are recorded
+    by_prompt = {c.prompt: c for c in record.candidates}
+    woman = by_prompt[FIRST_PROPOSALS[1]]
+    assert not woman.accepted and woman.rejected_for == "indicator_word" and "'woman'" in woman.reason
+    repeat = by_prompt["A photo of a nurse!"]
+    assert repeat.rejected_for == "duplicate" and by_prompt["a photo of a nurse"].candidate_id in repeat.reason
+    mutation = by_prompt["a nurse at work"]
+    assert mutation.proposed_by == "llm" and mutation.parent == by_prompt["a photo of a nurse"].candidate_id
+    assert all(c.plan is not None and c.plan.llm == "offline" for c in record.candidates if c.accepted)  # --axes
+    assert len(record.proposals) == 6  # two requests: system, user, assistant each
+
+    # rounds: allocations, elimination, and confirmation on seeds no exploration round used
+    explored = [r for r in record.rounds if r.phase == "explore"]
+    confirm = [r for r in record.rounds if r.phase == "confirm"]
+    assert explored and len(confirm) == 1 and all(r.status == "done" for r in record.rounds)
+    assert all(r.images_generated <= r.images_charged for r in record.rounds)
+    assert all(max(indices) < 12 for r in explored for indices in r.allocated.values())
+    assert all(min(indices) >= 12 for indices in confirm[0].allocated.values())
+    fresh = {s.prompt_id.split("/")[0] for s in record.prompt_sets if any(image.index >= 12 for image in s.images)}
+    assert fresh == {arm_id.split("/")[0] for arm_id in confirm[0].allocated}  # only the confirmed arms got them
+    assert all(arm.ended_reason for arm in record.arms if arm.state == "eliminated")
+    assert all(arm.seeds <= 12 for arm in record.arms)
+
+    # the HTML report: leaderboard, image strips, lineage, spend; no key anywhere
+    html = (exploration.run_dir / "report.html").read_text(encoding="utf-8")
+    assert "Lineage of the prompts" in html and "Images spent over rounds" in html and "a photo of a nurse" in html
+    assert 'src="images/' in html
+    assert "<script>" not in html and "&lt;script&gt;" in html  # LLM text is escaped
+    for path in exploration.run_dir.rglob("*"):
+        if path.is_file() and path.suffix in {".json", ".html"}:
+            assert FAKE_API_KEY not in path.read_text(encoding="utf-8")
+    assert isinstance(load_record(exploration.run_dir / "record.json", ExploreRecord), ExploreRecord)
+
+
+def test_an_explored_prompt_audited_alone_reuses_every_image_answer_and_plan(world, tmp_path):
+    from auditor.studies.prompt_audit import PromptAuditOptions, start_audit
+
+    exploration, cache = explore(tmp_path)
+    record = exploration.run()
+    nurse = next(c for c in record.candidates if c.prompt == "a photo of a nurse")
+    arm = next(a for a in record.arms if a.candidate_id == nurse.candidate_id)
+    assert arm.seeds == 12
+    images, chats = len(world.image_requests()), len(world.chat_requests())
+    audit = start_audit(
+        PromptAuditOptions(
+            prompt="a photo of a nurse", llm="offline", axes=["gender"], t2i="openai:dall-e-3",
+            vqa="openai:gpt-4o-mini", embedder=None, images=12, generation=GenerationSettings(batch_size=8),
+            perception=PerceptionSettings(concurrency=4), scoring=ScoringSettings(bootstrap=300),
+        ),
+        RunStore(tmp_path / "runs"), cache, QuietProgress(), "alone",
+    )  # fmt: skip
+    alone = audit.run()
+    timings = {t.stage: t for t in alone.timings}
+    assert (timings["plan"].computed, timings["generate"].computed, timings["perceive"].computed) == (0, 0, 0)
+    assert len(world.image_requests()) == images and len(world.chat_requests()) == chats  # nothing new was asked
+    assert alone.scores.axes[0].bav == pytest.approx(arm.score.axis.bav)  # the arm is this one-axis audit
+    assert alone.scores.axes[0].bav_ci == arm.score.ci
+
+
+class StopAfter(QuietProgress):
+    """Presses Ctrl-C once ``stage`` has advanced ``count`` units (over all its rounds)."""
+
+    def __init__(self, stage: str, count: int):
+        self.stage, self.count, self.seen = stage, count, 0
+
+    def advance(self, stage: str, amount: int = 1) -> None:
+        if stage == self.stage:
+            self.seen += amount
+            if self.seen >= self.count:
+                raise KeyboardInterrupt
+
+
+@pytest.mark.parametrize("stage, stop_at", [("generate", 96), ("perceive", 100)])
+def test_killed_and_resumed_it_recomputes_nothing(world, tmp_path, stage, stop_at):
+    exploration, cache = explore(tmp_path, StopAfter(stage, stop_at))
+    with pytest.raises(KeyboardInterrupt):
+        exploration.run()
+    partial = load_record(exploration.run_dir / "record.json", ExploreRecord)
+    assert partial.status == "interrupted" and partial.errors[-1].stage == stage  # the stage inside the round
+    assert partial.rounds[-1].status == "running"  # the round was charged and planned, not finished
+    made, asked = len(world.image_requests()), len(vision_requests(world))
+    assert 0 < made <= partial.images_spent
+    cache.close()
+
+    # What the partial record holds is cached. This Ctrl-C is raised by a progress callback on the writer
+    # thread, which stops the writer, so batches computed behind it are lost (a real Ctrl-C reaches the main
+    # thread and the writer stores them first): the resumed attempt redoes exactly those.
+    kept = {(s.prompt, image.index) for s in partial.prompt_sets for image in s.images}
+    sha = {(s.prompt_id, image.index): image.sha256 for s in partial.prompt_sets for image in s.images}
+    answered = {sha[pid, answer.image_index] for pid, answers in partial.answers.items() for answer in answers}
+
+    cache = ContentCache(tmp_path / "cache.sqlite")
+    record = resume_exploration("x", RunStore(tmp_path / "runs"), cache, QuietProgress()).run()
+    assert record.status == "completed" and record.errors == []
+    assert cache.misses["generate"] == record.images_spent - len(kept)  # nothing the partial record held made again
+    assert len(world.image_requests()) == made + cache.misses["generate"]  # and nothing beyond the misses
+    assert cache.misses["perceive"] == 2 * (record.images_spent - len(answered))  # gender + caption of the rest
+    assert len(vision_requests(world)) == asked + cache.misses["perceive"]
+    assert len(text_requests(world)) == record.llm_calls == 2  # the round-1 proposal came from the cache
+    nurse = next(a for a in record.arms if a.confirmation and a.confirmation.confirmed)
+    assert next(c for c in record.candidates if c.candidate_id == nurse.candidate_id).prompt in (
+        "a photo of a nurse", "a nurse at work",
+    )  # fmt: skip
+
+
+@pytest.mark.parametrize("budget", [50, 120])
+def test_no_run_generates_more_than_the_image_budget(world, tmp_path, budget):
+    exploration, _cache = explore(tmp_path, max_images=budget)
+    record = exploration.run()
+    assert record.stop_reason == "max_images" and str(budget) in record.stop_detail
+    assert len(world.image_requests()) == record.images_spent <= budget
+    assert sum(r.images_charged for r in record.rounds) == record.images_spent
+
+
+def test_the_prompt_and_time_budgets_stop_it(world, tmp_path):
+    exploration, _ = explore(tmp_path / "a", max_prompts=2)
+    record = exploration.run()
+    assert record.stop_reason in ("max_prompts", "separated")
+    assert sum(c.accepted for c in record.candidates) == 2
+    asked = [r.json["messages"][-1]["content"] for r in text_requests(world)]
+    assert "Write 2 different" in asked[0] and "Write 1 new" in asked[1]  # never more than the room left
+    assert len([c for c in record.candidates if c.round == 1]) == 2  # a longer reply is cut to what was asked
+
+    exploration, _ = explore(tmp_path / "b", time_limit=1e-9)
+    record = exploration.run()
+    assert record.stop_reason == "time" and record.rounds == [] and record.images_spent == 0
+
+
+def test_lean_objective_ranks_by_the_size_of_the_male_female_difference(world, tmp_path):
+    exploration, _ = explore(tmp_path, objective="lean", max_llm_calls=1)
+    record = exploration.run()
+    top = [row for row in explore_json(record)["leaderboard"] if row["confirmed"]]
+    assert [row["prompt"] for row in top] == ["a photo of a nurse"]
+    nurse = next(a for a in record.arms if a.confirmation and a.confirmation.confirmed)
+    assert nurse.score.value == pytest.approx(abs(nurse.score.axis.lean))
+    assert nurse.score.ci.low >= 0  # the folded interval of |lean|
+    assert nurse.confirmation.first.startswith("gender/") and nurse.score.axis.lean < 0  # leans female
+
+
+def test_explore_offline_on_tiny_models_from_the_command_line(tiny_models, tmp_path):
+    """The issue's `auditor explore --topic "people at work" --axes gender --max-images 2000`, offline, kept small."""
+    result = run_auditor(
+        "explore", "--topic", "people at work", "--axes", "gender", "--max-images", "2000", "--llm", "offline",
+        "--t2i", f"diffusers:{tiny_models.t2i}", "--vqa", f"blip2:{tiny_models.vqa}", "--steps", "2",
+        "--max-prompts", "3", "--max-images-per-prompt", "8", "--seeds-per-round", "4", "--confirm-images", "4",
+        "--top", "2", "--bootstrap", "200", "--json", "--name", "offline",
+        env={"OMP_NUM_THREADS": "1"},
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    data = json.loads(result.stdout)
+    assert data["kind"] == "explore" and data["llm_calls"] == 0 and data["images_spent"] <= 2000
+    assert data["stop_reason"] in ("max_prompts", "separated", "exhausted")
+    assert len(data["leaderboard"]) == 3 and all(row["axis"] == "gender" for row in data["leaderboard"])
+    record = load_record(Path(data["run_dir"]) / "record.json", ExploreRecord)
+    assert {c.proposed_by for c in record.candidates} == {"offline"}
+    assert all("WordNet noun" in c.origin or c.parent for c in record.candidates)
+    assert record.config.text_embedder is not None or "exact match" in result.stderr
+    shown = run_auditor("report", data["run_dir"])
+    assert shown.returncode == 0 and "Leaderboard" in shown.stdout and "Stopped because" in shown.stdout
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        ([], "give seed prompts or --topic"),
+        (["--topic", "people at work", "--axes", "gender,shoe_size"], "unknown axis 'shoe_size'"),
+        (["--topic", "x", "--axes", "age", "--objective", "lean"], "--axes must include gender"),
+        (["--topic", "x", "--objective", "max"], "--objective must be 'bav' or 'lean'"),
+        (["--topic", "x", "--time", "soon"], "--time takes a duration"),
+        (
+            ["--topic", "x", "--max-images-per-prompt", "2", "--seeds-per-round", "4"],
+            "must be at least --seeds-per-round",
+        ),
+        (["--topic", "x", "--bootstrap", "0"], "explore needs intervals"),
+    ],
+)
+def test_bad_explore_input_is_one_line_and_creates_nothing(tmp_path, args, message):
+    result = run_auditor("explore", *args, "--llm", "offline")
+    assert result.returncode == 2, result.stderr
+    assert message in result.stderr and len(result.stderr.strip().splitlines()) == 1, result.stderr
+    assert not (tmp_path / "runs").exists()
+
+
+def llm_planner_and_proposer(body: dict) -> str:
+    """The TIBET chain's three turns for any prompt (gender and age axes), and the proposer's round-1 list."""
+    first = next(m["content"] for m in body["messages"] if m["role"] == "user")
+    turn = body["messages"][-1]["content"]
+    if "leaderboard" in turn.lower() or "Write " in turn:
+        return json.dumps({"prompts": ["a photo of a nurse", "a photo of a carpenter", "a photo of a pilot"]})
+    if "what are some of the axes" in turn:
+        return "Gender and age."
+    if "Generate many counterfactuals" in turn:
+        return "Male, female; young, old."
+    prompt = re.search(r"prompt, (.+), what are some", first).group(1)
+    *head, noun = prompt.split()
+
+    def variant(word: str) -> str:
+        return " ".join([*head, word, noun])
+
+    return json.dumps({"gender": [variant("male"), variant("female")], "age": [variant("young"), variant("old")]})
+
+
+def test_without_axes_the_llm_plans_each_candidate_within_the_request_budget(fake_openai, tmp_path):
+    fake_openai.images_from_prompts(planted_colour)
+    fake_openai.answer_from_images(vqa_from_colour)
+    fake_openai.answer_text_with(llm_planner_and_proposer)
+    exploration, _ = explore(tmp_path, axes=None, max_llm_calls=7, max_images=200, llm_retries=0)
+    record = exploration.run()
+    assert record.status == "completed"
+    assert len(text_requests(fake_openai)) == record.llm_calls == 7  # one proposal and two plans of three turns
+    planned = [c for c in record.candidates if c.accepted]
+    assert [c.prompt for c in planned] == ["a photo of a nurse", "a photo of a carpenter"]
+    assert all(c.plan.llm == "openai:gpt-4o-mini" and c.llm_calls == 3 for c in planned)
+    pilot = next(c for c in record.candidates if c.prompt == "a photo of a pilot")
+    assert pilot.rejected_for == "budget" and "--max-llm-calls 7" in pilot.reason
+    assert len(record.candidates) == 3  # no proposal was asked for once no plan could follow it
+    assert {arm.axis for arm in record.arms} == {"gender", "age"}  # every axis of an LLM plan is an arm
+    assert record.stop_reason in ("max_llm_calls", "max_images", "separated")
+
+
+@pytest.mark.parametrize("executor", ["sequential", "overlapped"])
+def test_a_rounds_requests_fill_some_indices_and_make_a_shared_image_once(world, tmp_path, executor):
+    from auditor.core.environment import collect_environment
+    from auditor.executors.generation import PromptRequest, merge_sets, uncached
+    from auditor.records import GenerationSettings as Settings
+    from auditor.records import RunConfig, RunRecord
+    from auditor.studies.run import StudyRun, spec_ref
+
+    cache = ContentCache(tmp_path / "cache.sqlite")
+    config = RunConfig(
+        prompt="a photo of a nurse", llm="offline", t2i=spec_ref("openai:dall-e-3"), vqa=spec_ref("openai:gpt-4o-mini"),
+        embedder=None, images_per_prompt=10, seeds=list(range(10)), generation=Settings(batch_size=4),
+        executor=executor,
+    )  # fmt: skip
+    record = RunRecord(run_id="run", config=config, environment=collect_environment())
+    study = StudyRun(tmp_path / "run", record, cache, QuietProgress())
+    requests = [
+        PromptRequest("c001/initial", "a photo of a nurse", indices=(4, 5, 6)),
+        PromptRequest("c002/gender/0", "a photo of a nurse", indices=(5, 6, 7)),  # the same prompt in another set
+    ]
+    items = [item for request in requests for item in request.items(config.seeds)]
+    assert [item.index for item in items] == [4, 5, 6, 5, 6, 7]
+    backend = study.text_to_image()
+    assert len(uncached(backend, cache, items)) == 4 and cache.misses["generate"] == 0  # pricing counts nothing
+    counts = study.run_images(requests)
+    assert len(world.image_requests()) == 4 and (counts.computed, counts.cached) == (4, 2)
+    sets = study.record.prompt_sets
+    assert [[image.index for image in s.images] for s in sets] == [[4, 5, 6], [5, 6, 7]]
+    shared = {image.index: image.sha256 for image in sets[0].images}
+    assert all(shared.get(image.index, image.sha256) == image.sha256 for image in sets[1].images)
+    assert uncached(backend, cache, items) == []
+    study.run_images([PromptRequest("c001/initial", "a photo of a nurse", indices=(7,))])  # a later round adds one
+    assert [[image.index for image in s.images] for s in study.record.prompt_sets] == [[4, 5, 6, 7], [5, 6, 7]]
+    assert len(world.image_requests()) == 4  # index 7 of the same prompt was made for the other set
+    earlier = [sets[0].model_copy(update={"images": sets[0].images[:1]})]
+    merged = merge_sets(earlier, sets[1:])
+    assert [s.prompt_id for s in merged] == ["c001/initial", "c002/gender/0"]
+    assert [image.index for image in merge_sets(merged, sets[:1])[0].images] == [4, 5, 6]
+
+

@@ -1,0 +1,192 @@
+"""What the exploration and the batch read and propose: prompt lists, the guard, the offline and LLM proposers."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from auditor.core.errors import AuditorError
+from auditor.planning.proposer import ProposerRequest, read_proposals
+from auditor.prompting.guard import DuplicateFinder, IndicatorWords, normalised
+from auditor.prompting.lists import read_prompt_list
+from auditor.prompting.topics import OfflineProposer
+
+# --------------------------------------------------------------------------- prompt lists
+
+
+def test_prompt_lists_in_every_format_and_templates_with_values(tmp_path):
+    (tmp_path / "p.txt").write_text("a photo of a {occupation}\n# a comment\n\n  a {occupation}  at work\na kitchen\n")
+    (tmp_path / "v.txt").write_text("nurse\nengineer\n")
+    assert read_prompt_list(tmp_path / "p.txt", tmp_path / "v.txt") == [
+        "a photo of a nurse", "a photo of an engineer", "a nurse at work", "an engineer at work", "a kitchen",
+    ]  # fmt: skip
+    (tmp_path / "p.csv").write_text('id,Prompt\n1,"a photo of a nurse, smiling"\n2,a chef\n')
+    assert read_prompt_list(tmp_path / "p.csv") == ["a photo of a nurse, smiling", "a chef"]
+    (tmp_path / "p.jsonl").write_text('{"prompt": "a cat"}\n\n{"prompt": "a {animal} in {place}"}\n')
+    (tmp_path / "v.yaml").write_text("animal: [dog, owl]\nplace: [a park]\n")
+    assert read_prompt_list(tmp_path / "p.jsonl", tmp_path / "v.yaml") == [
+        "a cat",
+        "a dog in a park",
+        "an owl in a park",
+    ]
+    (tmp_path / "v.csv").write_text("animal,place\nfox,a den\n")
+    assert read_prompt_list(tmp_path / "p.jsonl", tmp_path / "v.csv") == ["a cat", "a fox in a den"]
+
+
+@pytest.mark.parametrize(
+    "files, message",
+    [
+        ({"p.txt": "a photo of a {occupation}\n"}, "is a template; give its values with --values"),
+        ({"p.txt": "a cat\n", "v.txt": "x\n"}, "no prompt of"),
+        ({"p.txt": "a cat\nA cat\n"}, "appears twice (prompts 1 and 2)"),
+        ({"p.txt": "# only a comment\n"}, "lists no prompts"),
+        ({"p.csv": "text\na cat\n"}, "has no 'prompt' column"),
+        (
+            {"p.jsonl": '{"prompt": "a cat"}\n{"text": "x"}\n'},
+            'p.jsonl:2: expected an object with a non-empty "prompt"',
+        ),
+        ({"p.txt": "a {a} and a {b}\n", "v.txt": "x\n"}, "has 2 placeholders"),
+        ({"p.txt": "a {0}\n", "v.txt": "x\n"}, "use plain {name} placeholders"),
+    ],
+)
+def test_bad_prompt_lists_are_one_line(tmp_path, files, message):
+    for name, text in files.items():
+        (tmp_path / name).write_text(text)
+    prompts = next(tmp_path / name for name in files if name.startswith("p."))
+    values = tmp_path / "v.txt" if "v.txt" in files else None
+    with pytest.raises(AuditorError, match=None) as caught:
+        read_prompt_list(prompts, values)
+    assert message in str(caught.value) and "\n" not in str(caught.value)
+
+
+# --------------------------------------------------------------------------- the guard
+
+
+@pytest.mark.parametrize(
+    "prompt, found",
+    [
+        ("a photo of a nurse", None),
+        ("a photo of a female nurse", ("gender", "female")),
+        ("A Woman at work", ("gender", "woman")),
+        ("a businessman in an office", ("gender", "businessman")),
+        ("he is cooking", ("gender", "he")),
+        ("a middle-aged farmer", ("age", "middle-aged")),
+        ("an Asian chef", ("ethnicity", "asian")),
+        ("a manager at work", None),  # "man" only as a whole word
+        ("a human pilot", None),
+        ("a photo of a chef's hat", None),
+    ],
+)
+def test_indicator_words_match_whole_words_case_insensitively(prompt, found):
+    assert IndicatorWords.builtin().found(prompt, ["gender", "age", "ethnicity"]) == found
+
+
+def test_only_the_audited_axes_are_guarded_and_gender_takes_the_amplification_lists():
+    words = IndicatorWords.builtin()
+    assert words.found("an elderly nurse", ["gender"]) is None
+    assert words.found("an elderly nurse", ["age"]) == ("age", "elderly")
+    assert words.found("a gentleman", ["gender"]) == ("gender", "gentleman")  # from gender_words.yaml
+    assert words.found("a photo of a nurse", ["socioeconomic_status"]) is None  # no list: nothing rejected
+    assert {"gender", "age", "ethnicity"} <= set(words.axes())
+
+
+def test_duplicates_without_an_embedder_are_exact_matches_ignoring_case_spacing_and_punctuation():
+    finder = DuplicateFinder(0.9)
+    earlier = [("c001", "a photo of a nurse"), ("c002", "a chef at work")]
+    assert normalised("  A photo, of a NURSE! ") == "a photo of a nurse"
+    found = finder.find("A photo of a  nurse.", earlier)
+    assert (found.candidate_id, found.similarity) == ("c001", 1.0)
+    assert finder.find("a photo of a nurse at work", earlier) is None  # near, but no embedder to tell
+    with pytest.raises(AuditorError):
+        DuplicateFinder(1.5)
+
+
+def test_near_duplicates_by_minilm_cosine(minilm, tmp_path):
+    from auditor.core.cache import ContentCache
+
+    cache = ContentCache(tmp_path / "cache.sqlite")
+    finder = DuplicateFinder(0.9, minilm, cache)
+    earlier = [("c001", "a photo of a nurse"), ("c002", "a photo of a chef")]
+    near = finder.find("a photograph of a nurse", earlier)
+    assert near is not None and near.candidate_id == "c001" and 0.9 < near.similarity < 1.0
+    assert finder.find("a firefighter climbing a ladder", earlier) is None
+    assert cache.entries("sentence") == 4  # every prompt embedded once, by text
+    hits = cache.hits["sentence"]
+    DuplicateFinder(0.9, minilm, cache).find("a photograph of a nurse", earlier)
+    assert cache.entries("sentence") == 4 and cache.hits["sentence"] == hits + 3
+
+
+# --------------------------------------------------------------------------- the offline proposer
+
+
+@pytest.fixture(scope="module")
+def people_at_work():
+    return OfflineProposer.build("people at work", [])
+
+
+def test_people_at_work_are_occupations_under_worker(people_at_work):
+    nouns = people_at_work.nouns[0]
+    assert {noun.source for noun in nouns} <= {"hyponym of worker.n.01", "hyponym of actor.n.02"}
+    texts = [noun.text for noun in nouns]
+    assert {"soldier", "employee", "secretary", "carpenter", "cook"} <= set(texts[:40])
+    assert texts.index("soldier") < texts.index("carpenter")  # the more frequent sense first
+    assert [frame.template for frame in people_at_work.frames][0] == "a photo of a {noun}"
+
+
+def test_offline_proposals_fill_templates_then_mutate_the_leaders(people_at_work):
+    first = people_at_work.propose(4, set(), [])
+    assert [p.parent for p in first] == [None] * 4
+    assert first[0].prompt.startswith("a photo of a") and "WordNet noun" in first[0].origin
+    assert people_at_work.propose(4, set(), []) == first  # a pure function of what was proposed
+    taken = {normalised(p.prompt) for p in first}
+    leader = ("c002", first[1].prompt)
+    second = people_at_work.propose(4, taken, [leader])
+    noun = first[1].prompt.removeprefix("a photo of a").removeprefix("n").strip()
+    assert [p.parent for p in second[:2]] == ["c002", "c002"]
+    assert {p.prompt for p in second[:2]} == {f"a {noun} at work", f"a portrait of a {noun}"}
+    assert not taken & {normalised(p.prompt) for p in second}
+
+
+def test_seed_prompts_become_templates_of_their_head_nouns_relatives():
+    proposer = OfflineProposer.build(None, ["a photo of a doctor"])
+    assert [frame.template for frame in proposer.frames] == ["a photo of a {noun}"]
+    texts = [noun.text for noun in proposer.nouns[0]]
+    assert "surgeon" in texts and "doctor" not in texts
+
+
+def test_a_topic_without_a_noun_is_one_line():
+    with pytest.raises(AuditorError, match="names no noun"):
+        OfflineProposer.build("quickly and slowly", [])
+
+
+# --------------------------------------------------------------------------- the LLM proposer's replies
+
+
+def test_proposals_are_read_from_json_in_prose_with_known_parents_only():
+    reply = (
+        "Here you go:\n```json\n"
+        + json.dumps({"prompts": [{"prompt": "a nurse  at work", "parent": "c001"}, "a chef", {"text": "a chef"},
+                                  {"prompt": "a pilot", "parent": "c999"}, ""]})
+        + "\n```"
+    )  # fmt: skip
+    found = read_proposals(reply, {"c001"})
+    assert [(p.prompt, p.parent) for p in found] == [("a nurse at work", "c001"), ("a chef", None), ("a pilot", None)]
+    assert [p.prompt for p in read_proposals('["a cat", "a dog"]', set())] == ["a cat", "a dog"]
+    with pytest.raises(AuditorError, match="held no prompts"):
+        read_proposals("I cannot help with that.", set())
+
+
+def test_later_rounds_show_the_leaderboard_and_what_was_proposed():
+    first = ProposerRequest(3, "people at work", ["a photo of a doctor"], ["gender"]).messages()
+    assert "people at work" in first[1].content and '"a photo of a doctor"' in first[1].content
+    assert "leaderboard" not in first[1].content.lower()
+    later = ProposerRequest(
+        3,
+        "people at work",
+        [],
+        ["gender"],
+        ["c001 | a photo of a nurse | gender | 0.0400 [0.02, 0.06]"],
+        ["a photo of a nurse"],
+    ).messages()
+    assert "c001 | a photo of a nurse | gender" in later[1].content and "Do not repeat" in later[1].content
