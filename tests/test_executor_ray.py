@@ -104,3 +104,51 @@ def test_a_killed_worker_loses_only_its_batch(tiny_models, tmp_path, sequential)
 )
 def test_a_run_interrupted_under_one_executor_resumes_under_another(tiny_models, tmp_path, first, then, stage, stop_at):
     check_resume_across_executors(tiny_models, tmp_path, first, then, stage, stop_at)
+
+
+def run_round(tiny_models, tmp_path, executor: str):
+    """An exploration's round on the tiny models: two prompt sets share two images (the same prompt and
+    seeds) and ask them different questions; chunks of two, so under Ray an image arrives while the
+    chunk with its bytes is still being computed. Returns the answers, the reader's counts and the cache."""
+    from auditor.core.environment import collect_environment
+    from auditor.executors.generation import PromptRequest
+    from auditor.records import GenerationSettings, PerceptionSettings, RunConfig, RunRecord
+    from auditor.studies.explore import RoundQuestions
+    from auditor.studies.run import StudyRun, spec_ref
+
+    config = RunConfig(
+        prompt="a photo of a doctor", llm="offline", t2i=spec_ref(f"diffusers:{tiny_models.t2i}"),
+        vqa=spec_ref(f"blip2:{tiny_models.vqa}"), embedder=None, images_per_prompt=3, seeds=[0, 1, 2],
+        generation=GenerationSettings(steps=2, batch_size=2),
+        perception=PerceptionSettings(max_new_tokens=4, caption_max_new_tokens=6), executor=executor,
+    )  # fmt: skip
+    record = RunRecord(run_id="run", config=config, environment=collect_environment())
+    cache = ContentCache(tmp_path / "cache.sqlite")
+    try:
+        study = StudyRun(tmp_path / "run", record, cache, QuietProgress(), device="cpu")
+        requests = [
+            PromptRequest("c001/initial", "a photo of a doctor", indices=(0, 1, 2)),
+            PromptRequest("c001/gender/0", "a photo of a doctor", indices=(1, 2)),
+        ]
+        gender, age = {"gender": "is this a man or a woman?"}, {"age": "is this person young or old?"}
+        asked = {("c001/initial", i): gender for i in range(3)} | {("c001/gender/0", i): gender | age for i in (1, 2)}
+        reader = RoundQuestions(study, asked, "what is in the picture?", lambda _answers: None)
+        reader.chunk_size = 2
+        study.run_images(requests, [reader])
+        return reader.answers(), (reader.counts.computed, reader.counts.cached)
+    finally:
+        cache.close()
+
+
+def test_per_image_questions_on_ray_give_the_sequential_answers_chunks_and_cache(tiny_models, tmp_path):
+    sequential = run_round(tiny_models, tmp_path / "sequential", "sequential")
+    on_ray = run_round(tiny_models, tmp_path / "ray", "ray")
+    answers, counts = on_ray
+    assert [[(a.image_index, sorted(a.answers)) for a in answers[pid]] for pid in answers] == [
+        [(0, ["gender"]), (1, ["gender"]), (2, ["gender"])],
+        [(1, ["age", "gender"]), (2, ["age", "gender"])],
+    ]
+    assert on_ray == sequential
+    # Chunks [0, 1] and then [2, 1 again for its new question]: the same two forward passes on both.
+    assert counts == (4, 0)
+    assert cache_rows(tmp_path / "ray" / "cache.sqlite") == cache_rows(tmp_path / "sequential" / "cache.sqlite")

@@ -82,15 +82,16 @@ class ImageReader(ABC):
 
     @abstractmethod
     def missing(self, prompt_id: str, image: GeneratedImage) -> bool:
-        """Look-ups for an image of a prompt set: True when something it needs must be computed.
+        """Look-ups for an image of a prompt set: True when it needs something that is neither known
+        (cached or computed) nor to be computed for an image with the same bytes already.
 
-        Runs where chunks are cut, in feed order, so it sees every chunk computed before (in-process)
-        and never depends on how far the writer has got; an image whose bytes are in a chunk not yet
-        computed (under Ray, every chunk until all are cut) waits for that chunk.
+        Runs where chunks are cut, in feed order: the answer depends on the images fed before,
+        never on how far the computing (on Ray workers, say) or the writer has got.
         """
 
     def task(self, images: list[GeneratedImage]) -> Any:
-        """What the model is to compute for a chunk of these images, besides reading them (picklable)."""
+        """What the model is to compute for a chunk of these images, besides reading them (picklable):
+        what :meth:`missing` found them to need, not given to an earlier chunk. Taken once per chunk."""
         return None
 
     @staticmethod
@@ -120,9 +121,12 @@ class ImageReader(ABC):
 
 @dataclass(frozen=True)
 class Chunk:
-    """Images a reader computes together (distinct contents, in feed order)."""
+    """Images a reader computes together (distinct contents, in feed order), what it asks of them,
+    and every image completed once its result is stored (those and any with the same bytes)."""
 
     stored: list[StoredImage]
+    task: Any
+    waiting: list[StoredImage]
 
     @property
     def images(self) -> list[GeneratedImage]:
@@ -133,16 +137,15 @@ class Feed:
     """Takes a reader's images in order, finds what is missing, and cuts the rest into chunks.
 
     Two images with the same bytes are computed once; the second is completed when the
-    first one's chunk is stored, or (once it is stored) computed again for what only it
-    needs, e.g. another set's question. ``counts.cached`` counts the images whose results
-    were all in the cache, ``counts.computed`` the images computed.
+    first one's chunk is stored, or goes into a later chunk for what only it needs (e.g.
+    another set's question). ``counts.cached`` counts the images whose results were all in
+    the cache, ``counts.computed`` the images computed.
 
     Without ``dispatch`` each chunk is computed here, in the calling thread, as soon as it
     is full (the in-process executors). With it, each chunk is handed to ``dispatch`` and
-    its result comes back through :meth:`store` once computed elsewhere, after every image
-    has been added (the Ray executor): the chunks are the same either way. A chunk's task
-    (:meth:`ImageReader.task`) is taken when it is computed, so it covers every image that
-    waits for it.
+    its result comes back through :meth:`store` once computed elsewhere, in chunk order,
+    after every image has been added (the Ray executor). What goes into which chunk depends
+    only on the images fed and the cache, so the chunks are the same either way.
     """
 
     def __init__(self, reader: ImageReader, writer: BackgroundWriter, dispatch: Callable[[Chunk], None] | None = None):
@@ -150,8 +153,8 @@ class Feed:
         self.writer = writer
         self._dispatch = dispatch
         self._computed: set[str] = set()  # sha256 of the images computed in this run
-        self._chunk: list[StoredImage] = []
-        self._waiting: dict[str, list[StoredImage]] = {}  # sha256 in a chunk not yet computed -> images waiting
+        self._gathering: dict[str, list[StoredImage]] = {}  # sha256 in the chunk gathered now -> its images
+        self._dispatched: dict[str, Chunk] = {}  # sha256 -> the last chunk with it that is not stored yet
 
     def start(self, total: int) -> None:
         self.reader.study.progress.start(self.reader.stage, total, self.reader.description)
@@ -163,38 +166,48 @@ class Feed:
             return
         sha = image.sha256
         lacking = reader.missing(stored.prompt_id, image)  # also notes what this image needs
-        if sha in self._waiting:  # its bytes are in a chunk not yet computed
-            self._waiting[sha].append(stored)
+        if sha in self._gathering:  # its bytes are in the chunk gathered now, whose task covers it
+            self._gathering[sha].append(stored)
         elif lacking:
-            self._chunk.append(stored)
-            self._waiting[sha] = [stored]
+            self._gathering[sha] = [stored]
+        elif sha in self._dispatched:  # what it needs is computed elsewhere, in a chunk not stored yet
+            self._dispatched[sha].waiting.append(stored)
         else:
             if sha not in self._computed:
                 reader.counts.cached += 1
             self.writer.submit(partial(self._complete, [stored]), reader.stage)
-        if len(self._chunk) >= reader.chunk_size:
+        if len(self._gathering) >= reader.chunk_size:
             self.flush()
 
     def flush(self) -> None:
         """Cut the chunk gathered so far (the last one may be short) and compute or dispatch it."""
-        if not self._chunk:
+        if not self._gathering:
             return
-        chunk, self._chunk = Chunk(self._chunk), []
+        gathered, self._gathering = list(self._gathering.values()), {}
+        stored = [entries[0] for entries in gathered]
+        chunk = Chunk(stored, self.reader.task([entry.image for entry in stored]), [e for es in gathered for e in es])
         if self._dispatch is not None:
+            self._dispatched.update((entry.image.sha256, chunk) for entry in stored)
             self._dispatch(chunk)
             return
-        with ThreadPoolExecutor(max_workers=min(DECODE_THREADS, len(chunk.stored))) as pool:
-            pictures = list(pool.map(lambda stored: stored.picture(), chunk.stored))
-        reader = self.reader
-        self.store(chunk, reader.compute(reader.model, pictures, reader.task(chunk.images)))
+        with ThreadPoolExecutor(max_workers=min(DECODE_THREADS, len(stored))) as pool:
+            pictures = list(pool.map(lambda entry: entry.picture(), stored))
+        self.store(chunk, self.reader.compute(self.reader.model, pictures, chunk.task))
 
     def store(self, chunk: Chunk, result: Any) -> None:
-        """Keep a computed chunk's result and hand it to the writer, with every image waiting for it."""
+        """Keep a computed chunk's result and hand it to the writer, with every image waiting for it.
+
+        Chunks are stored in the order they were cut: an image waiting for one may need what an
+        earlier one computed.
+        """
         images = chunk.images
         self.reader.keep(images, result)
-        done = [entry for image in images for entry in self._waiting.pop(image.sha256)]
+        for image in images:
+            if self._dispatched.get(image.sha256) is chunk:
+                del self._dispatched[image.sha256]
         self._computed.update(image.sha256 for image in images)
         self.reader.counts.computed += len(images)
+        done = chunk.waiting
 
         def store() -> None:
             self.reader.store(images, result)
@@ -246,6 +259,7 @@ class AnswerReader(ImageReader):
         self._fingerprint = ""
         self._known: dict[tuple[str, str], str] = {}
         self._needs: dict[str, list[str]] = {}  # sha256 -> the questions its images are asked (looked up once)
+        self._asked: set[tuple[str, str]] = set()  # (sha256, question) a chunk asks (computed or not yet)
         self._finished: dict[str, dict[int, ImageAnswers]] = {}
 
     def recipe(self) -> ModelRecipe:
@@ -268,20 +282,32 @@ class AnswerReader(ImageReader):
         sha = image.sha256
         needs = self._needs.setdefault(sha, [])
         asked = [*self.questions_for(prompt_id, image.index).values(), *filter(None, [self.caption_question])]
+        lacking = False
         for question in asked:
             if question in needs:  # two axes may share a question (race, ethnicity): ask it once
                 continue
             needs.append(question)
-            if (sha, question) not in self._known:
-                hit = self.study.cache.get_json(PERCEIVE, self._fingerprint, {"image": sha, "question": question})
-                if hit is not None:
-                    self._known[sha, question] = hit
-        return any((sha, question) not in self._known for question in asked)
+            if (sha, question) in self._asked:  # a chunk asks it already (the union of its images' questions)
+                continue
+            hit = self.study.cache.get_json(PERCEIVE, self._fingerprint, {"image": sha, "question": question})
+            if hit is None:
+                lacking = True
+            else:
+                self._known[sha, question] = hit
+        return lacking
 
     def task(self, images: list[GeneratedImage]) -> Any:
-        """The questions some image of the chunk still lacks an answer to, and the caption question."""
-        lacking = (q for image in images for q in self._needs[image.sha256] if (image.sha256, q) not in self._known)
-        return list(dict.fromkeys(lacking)), self.caption_question
+        """The questions some image of the chunk lacks and no earlier chunk asks (each image is asked
+        all of them, in one batch), and the caption question."""
+        lacking = [
+            question
+            for image in images
+            for question in self._needs[image.sha256]
+            if (image.sha256, question) not in self._known and (image.sha256, question) not in self._asked
+        ]
+        asked = list(dict.fromkeys(lacking))
+        self._asked.update((image.sha256, question) for image in images for question in asked)
+        return asked, self.caption_question
 
     @staticmethod
     def compute(model: VisualQuestionAnswerer, pictures: list[Image.Image], task: Any) -> Any:
@@ -393,10 +419,8 @@ class EmbedReader(ImageReader):
 
     def missing(self, prompt_id: str, image: GeneratedImage) -> bool:
         sha = image.sha256
-        if sha in self.by_image:
+        if sha in self._looked:  # found in the cache before, or in a chunk already
             return False
-        if sha in self._looked:  # its chunk is being gathered
-            return True
         self._looked.add(sha)
         hit = self.study.cache.get(EMBED, self.fingerprint, {"image": sha})
         if hit is None:

@@ -239,16 +239,21 @@ class _RayRun:
                     self.study.progress.notice(
                         f"{reader.stage}: the Ray workers do not see the run folder; images go through Ray's object store"
                     )
-            rows = [self._chunk_row(number, chunk, reader.task(chunk.images), shared) for number, chunk in enumerate(chunks)]
+            rows = [self._chunk_row(number, chunk, shared) for number, chunk in enumerate(chunks)]
             arguments = {
                 "recipe": model.recipe,
                 "placement": placement,
                 "fingerprint": model.cache_fingerprint(),
                 "compute": type(reader).compute,
             }
+            arrived: dict[int, Any] = {}  # results that came before an earlier chunk's (the feed stores in order)
+            stored = 0
             with closing(self.stream(reader.stage, rows, ReadWorker, arguments, placement)) as outputs:
                 for output in outputs:
-                    feed.store(chunks[output["chunk"]], output["result"])
+                    arrived[output["chunk"]] = output["result"]
+                    while stored in arrived:
+                        feed.store(chunks[stored], arrived.pop(stored))
+                        stored += 1
 
         read_stage(
             self.study,
@@ -260,12 +265,12 @@ class _RayRun:
             compute_elsewhere=compute,
         )
 
-    def _chunk_row(self, number: int, chunk: Chunk, task: Any, shared: bool) -> dict[str, Any]:
-        """A reader chunk as a dataset row: its task, and the images as run-folder paths or PNG bytes."""
+    def _chunk_row(self, number: int, chunk: Chunk, shared: bool) -> dict[str, Any]:
+        """A reader chunk as a dataset row: the task, and the images as run-folder paths or PNG bytes."""
         images = chunk.images
         row: dict[str, Any] = {
             "chunk": number,
-            "task": pickle.dumps(task),
+            "task": pickle.dumps(chunk.task),
             "sha256": [image.sha256 for image in images],
         }
         folder = self.study.run_dir.resolve()
