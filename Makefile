@@ -7,7 +7,8 @@ PYTHON ?= python3
 TORCH ?= torch==2.13.0
 PROMPT ?= a photo of a pharmacist
 AUDIT_ARGS ?=
-PYTEST_ARGS ?=
+#: Two pytest-xdist workers (CI has two cores); tests in one xdist_group share a worker.
+PYTEST_ARGS ?= -n 2 --dist loadgroup
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.stamp-$(shell (cat pyproject.toml; echo '$(TORCH)') | sha256sum | cut -c1-16)

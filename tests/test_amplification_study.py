@@ -385,10 +385,14 @@ def test_cli_resume_of_a_finished_run_recomputes_nothing(image_run):
     output, _, env = image_run
     refused = run_auditor("amplification", "run", "--resume", "amp", "--images", "3", env=env)
     _one_line(refused, "--resume continues a run with its own settings; --images cannot change them")
-    resumed = run_auditor("amplification", "run", "--resume", "amp", "--json", env=env)
+    unknown = run_auditor("amplification", "run", "--resume", "amp", "--executor", "nope", env=env)
+    _one_line(unknown, "unknown executor 'nope' for --executor")
+    # a run may move between executors: they compute the same images, so nothing is redone
+    resumed = run_auditor("amplification", "run", "--resume", "amp", "--executor", "overlapped", "--json", env=env)
     assert resumed.returncode == 0, resumed.stderr[-2000:]
     assert json.loads(resumed.stdout)["summary"] == output["summary"]
     record = load_record(Path(output["run_dir"]) / "record.json", AmplificationRecord)
+    assert record.config.executor == "overlapped"
     timing = {t.stage: t for t in record.timings}
     assert {
         s: timing[s].computed for s in ("select", "embed_captions", "generate", "faces", "classify")

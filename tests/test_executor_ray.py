@@ -18,6 +18,8 @@ from tests.test_executors import cache_rows, check_resume_across_executors, opti
 from tests.test_prompt_audit import check_run_folder
 
 ray = pytest.importorskip("ray", reason="the Ray executor needs the ray extra: pip install 'auditor[ray]'")
+#: Under pytest-xdist (`make test`) these tests share one worker, so one local Ray serves them all.
+pytestmark = pytest.mark.xdist_group("ray")
 
 
 @pytest.fixture(scope="module", autouse=True)

@@ -8,15 +8,10 @@ import numpy as np
 import pytest
 
 from auditor.core.errors import AuditorError
+from auditor.generation.attention_maps import CrossAttentionRecorder, recording_cross_attention
 from auditor.generation.base import GenerationItem
 from auditor.generation.registry import T2I_BACKENDS
-from auditor.generation.tracing import (
-    CrossAttentionRecorder,
-    prompt_words,
-    recording_cross_attention,
-    trace,
-    trace_fingerprint,
-)
+from auditor.generation.tracing import prompt_words, trace, trace_fingerprint
 from auditor.records import GenerationSettings
 
 PROMPT = "a photo of a pharmacist"

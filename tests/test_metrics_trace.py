@@ -10,13 +10,12 @@ from scipy.signal import convolve2d
 
 from auditor.core.errors import AuditorError
 from auditor.metrics import trace
+from auditor.metrics.contingency import chi_square, chi_square_tests
 from auditor.metrics.trace import (
     ObjectBias,
     bias_ranking,
     bias_score,
     bias_score_intervals,
-    chi_square,
-    chi_square_tests,
     co_occurrence,
     co_occurrence_similarity,
     compare_closeness,

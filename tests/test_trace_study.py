@@ -18,7 +18,8 @@ from auditor.prompting.nouns import default_noun_reader
 from auditor.records import GenerationSettings, TraceRecord, TraceScoringSettings, load_record
 from auditor.reporting.overlays import GAP
 from auditor.studies.progress import QuietProgress
-from auditor.studies.trace import TraceOptions, resume_trace, start_trace
+from auditor.studies.trace import resume_trace, start_trace
+from auditor.studies.trace_options import TraceOptions
 from tests.fake_openai import colour_name
 from tests.test_prompt_audit import StopAfter
 

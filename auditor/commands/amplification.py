@@ -44,6 +44,7 @@ _RUNS_DIR = typer.Option(None, "--runs-dir", help="Runs folder (default: AUDITOR
 #: Options a resumed run takes: where its models are and how to show progress; the rest comes from its record.
 RESUME_OPTIONS = {
     "resume", "runs_dir", "device", "quiet", "json_output", "t2i", "embedder", "text_embedder", "allow_partial_weights",
+    "executor", "ray_address",
 }  # fmt: skip
 
 
@@ -114,7 +115,10 @@ def run(
         False, "--exclude-flips", help="Leave occupations whose direction flips on every prompt out of the means."
     ),
     seed: str | None = common.SEED,
-    batch_size: int = common.BATCH_SIZE,
+    batch_size: str = common.BATCH_SIZE,
+    compile_models: bool = common.COMPILE,
+    executor: str = common.EXECUTOR,
+    ray_address: str | None = common.RAY_ADDRESS,
     steps: int | None = common.steps_option(),
     guidance: float | None = common.guidance_option(),
     scheduler: str | None = common.SCHEDULER,
@@ -135,6 +139,7 @@ def run(
     json_output: bool = typer.Option(False, "--json", help="Print the results as one JSON object."),
 ) -> None:
     """Generate images per occupation, select training captions, classify both sides, report G, T and A."""
+    from auditor.executors import check_executor, use_ray_address
     from auditor.studies.amplification import (
         AmplificationOptions,
         parse_methods,
@@ -144,31 +149,34 @@ def run(
 
     store = common.run_store(runs_dir)
     options = None
+    resume_executor = None
     if resume is None:
         if captions is None:
             raise AuditorError("--captions FILE is required: the training sample to compare the model with")
         listed, source = _occupations(occupation, occupations_file)
-        from auditor.records import GenerationSettings
-
         options = AmplificationOptions(
             t2i=t2i, captions=captions, occupations=listed, occupations_source=source, templates=_templates(template),
             methods=parse_methods(method), caption_column=caption_column, image_column=image_column,
             embedder=embedder, text_embedder=text_embedder, face_detector=face_detector, threshold=threshold,
             per_occupation=per_occupation, sample_seed=sample_seed, names=names, images=images,
             seeds=common.parse_seeds(seed, images),
-            generation=GenerationSettings(steps=steps, guidance_scale=guidance, scheduler=scheduler, batch_size=batch_size),
+            generation=common.generation_settings(
+                batch_size, compile_models, steps=steps, guidance_scale=guidance, scheduler=scheduler
+            ),
             exclude_flips=exclude_flips, bootstrap=bootstrap, ci_seed=ci_seed, device=device,
-            allow_partial_weights=allow_partial_weights,
+            allow_partial_weights=allow_partial_weights, executor=executor,
         )  # fmt: skip
     else:
         given = [param for param in ctx.params if _given(ctx, param)]
         if refused := [f"--{param.replace('_', '-')}" for param in given if param not in RESUME_OPTIONS]:
             raise AuditorError(
                 f"--resume continues a run with its own settings; {', '.join(refused)} cannot change them "
-                "(only --t2i, --embedder, --text-embedder, --allow-partial-weights, --device, --runs-dir, --quiet "
-                "and --json may be given)"
+                "(only --t2i, --embedder, --text-embedder, --allow-partial-weights, --executor, --ray-address, "
+                "--device, --runs-dir, --quiet and --json may be given)"
             )
         models = {key: ctx.params[key] for key in ("t2i", "embedder", "text_embedder") if key in given}
+        resume_executor = check_executor(executor) if "executor" in given else None
+    use_ray_address(executor if options is not None else resume_executor, ray_address)
     with common.study_session(quiet, json_output) as (cache, progress):
         if options is None:
             study = resume_amplification(
@@ -179,6 +187,7 @@ def run(
                 device=device,
                 models=models,
                 allow_partial_weights=allow_partial_weights,
+                executor=resume_executor,
             )
         else:
             study = start_amplification(options, store, cache, progress, name)

@@ -138,7 +138,7 @@ def _options(
 
     from auditor.core.store import describe_validation_error
     from auditor.records import GenerationSettings, PerceptionSettings, TraceScoringSettings
-    from auditor.studies.trace import DEFAULT_TRACE_EMBEDDERS, TraceOptions
+    from auditor.studies.trace_options import DEFAULT_TRACE_EMBEDDERS, TraceOptions
 
     if embedders and any(spec.strip().lower() == "none" for spec in embedders):
         if len(embedders) > 1:

@@ -11,8 +11,8 @@ interval lies above 0 (below 0: feminine).
 Objects (§5.2): C(o, P) = Σ_p cnt(o, p); the co-occurrence similarity s_O (Eq. 5) as the
 mean cosine of paired count vectors; the bias score BS(o) = C(o,P_m) / (C(o,P_m) +
 (|P_m|/|P_f|)·C(o,P_f)) (Eq. 6; 1 masculine, 0 feminine, 0.5 neither) with percentile
-bootstrap intervals over resampled units; χ² tests of the object × prompt-set table,
-skipped with a note when an expected count is below 5.
+bootstrap intervals over resampled units. The χ² tests of the object × prompt-set tables
+are in :mod:`auditor.metrics.contingency`.
 
 No models, no records, no I/O; sums over objects run in sorted order, so a result never
 depends on dict iteration order.
@@ -23,7 +23,6 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from itertools import combinations
 from typing import Literal
 
 import numpy as np
@@ -43,10 +42,6 @@ SSIM_SETTINGS: dict[str, float | str | bool] = {
     "channels": "mean of per-channel SSIM",
     "border": "pixels closer than 5 to the edge left out of the mean",
 }
-#: The expected count below which the paper does not apply a χ² test (§7.1).
-MIN_EXPECTED = 5.0
-#: Row name of the objects pooled by ``pool_rare``.
-POOLED_ROW = "(rare objects pooled)"
 #: Bootstrap means drawn per batch are capped so one batch holds about this many indices.
 _BOOTSTRAP_BATCH_VALUES = 1 << 22
 
@@ -397,97 +392,3 @@ def bias_score_intervals(
         low, high = np.quantile(defined, [alpha / 2, 1 - alpha / 2])
         intervals.append((float(low), float(high)))
     return intervals
-
-
-@dataclass(frozen=True)
-class ChiSquare:
-    """One χ² test of independence on an object × prompt-set table (or why it was not run)."""
-
-    sets: tuple[str, ...]
-    objects: int
-    """Rows of the table tested (objects seen in at least one of the sets; a pooled row counts as one)."""
-    statistic: float | None
-    p_value: float | None
-    dof: int | None
-    yates: bool
-    """Whether Yates' continuity correction was applied (scipy does for 1 degree of freedom)."""
-    pooled: int
-    """Objects summed into one row by ``pool_rare`` (0 without it)."""
-    smallest_expected: float | None
-    note: str | None
-    """Why the test was skipped; None when it ran."""
-
-    @property
-    def skipped(self) -> bool:
-        return self.p_value is None
-
-
-def _expected(table: np.ndarray) -> np.ndarray:
-    from scipy.stats.contingency import expected_freq
-
-    return expected_freq(table)
-
-
-def chi_square(
-    counts: Mapping[str, Mapping[str, float]], *, min_expected: float = MIN_EXPECTED, pool_rare: bool = False
-) -> ChiSquare:
-    """χ² test (scipy's ``chi2_contingency``) of objects × the prompt sets of ``counts``.
-
-    ``counts`` maps each prompt set to its C(o, P). Rows are the objects seen in any of
-    the sets. The paper's rule: no test when an expected count is below ``min_expected``
-    (5); the result then says so in ``note``. With ``pool_rare`` (ours, off by default)
-    the objects whose expected count is below it in some set are first summed into one
-    row, the usual way to keep a large sparse table testable; the rule then applies to
-    the pooled table.
-    """
-    sets = tuple(counts)
-    if len(sets) < 2:
-        raise AuditorError("a χ² test needs at least two prompt sets")
-    if any(value < 0 for table in counts.values() for value in table.values()):
-        raise AuditorError("co-occurrence counts cannot be negative")
-    names = sorted({name for table in counts.values() for name, value in table.items() if value > 0})
-    table = np.array([[counts[s].get(name, 0) for s in sets] for name in names], dtype=np.float64).reshape(-1, len(sets))
-
-    def skipped(note: str, rows: int, pooled: int = 0, smallest: float | None = None) -> ChiSquare:
-        return ChiSquare(sets, rows, None, None, None, False, pooled, smallest, note)
-
-    if len(names) < 2:
-        return skipped(f"fewer than two objects in {', '.join(sets)}: nothing to compare", len(names))
-    empty = [s for s, total in zip(sets, table.sum(axis=0)) if total == 0]
-    if empty:
-        return skipped(f"no objects in {', '.join(empty)}", len(names))
-    pooled = 0
-    if pool_rare:
-        rare = (_expected(table) < min_expected).any(axis=1)
-        pooled = int(rare.sum())
-        if pooled:
-            table = np.vstack([table[~rare], table[rare].sum(axis=0, keepdims=True)])
-            if len(table) < 2:
-                return skipped(f"all {pooled} objects are rare: one pooled row, nothing to compare", 1, pooled)
-    expected = _expected(table)
-    smallest = float(expected.min())
-    below = int((expected < min_expected).sum())
-    if below:
-        return skipped(
-            f"{below} of {expected.size} expected counts below {min_expected:g} (smallest {smallest:.3g}): "
-            "χ² not applied (the paper's rule)",
-            len(table),
-            pooled,
-            smallest,
-        )
-    from scipy.stats import chi2_contingency
-
-    result = chi2_contingency(table, correction=True)
-    dof = int(result.dof)
-    return ChiSquare(sets, len(table), float(result.statistic), float(result.pvalue), dof, dof == 1, pooled, smallest, None)
-
-
-def chi_square_tests(
-    counts: Mapping[str, Mapping[str, float]], *, min_expected: float = MIN_EXPECTED, pool_rare: bool = False
-) -> list[ChiSquare]:
-    """The χ² test over all sets of ``counts`` (the triplet), then over every pair, in the mapping's order."""
-    sets = list(counts)
-    groups = [tuple(sets)] + (list(combinations(sets, 2)) if len(sets) > 2 else [])
-    return [
-        chi_square({s: counts[s] for s in group}, min_expected=min_expected, pool_rare=pool_rare) for group in groups
-    ]

@@ -28,13 +28,13 @@ from dataclasses import dataclass
 import numpy as np
 
 from auditor.core.errors import AuditorError
+from auditor.metrics.contingency import chi_square_tests
 from auditor.metrics.dependency_groups import GROUPS, DetectedObject, Group, attention_mask, dependency_groups
 from auditor.metrics.multiple_testing import holm
 from auditor.metrics.trace import (
     bias_ranking,
     bias_score,
     bias_score_intervals,
-    chi_square_tests,
     compare_closeness,
     count_cosine,
     ssim,

@@ -34,6 +34,7 @@ from auditor.core.store import RunStore, atomic_write_text, new_run_id
 from auditor.corpora.prompts import occupation_prompt
 from auditor.corpora.readers import BATCH_ROWS, image_path
 from auditor.corpora.selection import METHODS, NN_METHODS, PER_OCCUPATION, Method, SelectedCaption, Selection
+from auditor.executors import DEFAULT_EXECUTOR, check_executor
 from auditor.executors.generation import PromptRequest
 from auditor.perception.faces import MIN_FACE_SHARE, FaceBox, FaceVerdict, face_filter
 from auditor.perception.zero_shot import THRESHOLD, TwoWayTexts, classify, decide
@@ -122,6 +123,7 @@ class AmplificationOptions:
     ci_seed: int = 0
     device: str | None = None
     allow_partial_weights: bool = False
+    executor: str = DEFAULT_EXECUTOR
     #: Caption rows per streamed batch (changes no number: the selection does not depend on it).
     batch_rows: int = BATCH_ROWS
 
@@ -131,6 +133,7 @@ class AmplificationOptions:
         from auditor.perception.registry import EMBEDDERS, FACE_DETECTORS, SENTENCE_EMBEDDERS
 
         check_images_and_seeds(self.images, self.seeds)
+        check_executor(self.executor)
         self.occupations = check_occupations(self.occupations, self.occupations_source)
         check_templates(self.templates, self.occupations)
         self.methods = parse_methods(list(self.methods))
@@ -159,6 +162,7 @@ class AmplificationOptions:
             seeds=paired_seeds(self.images, self.seeds),
             generation=self.generation,
             allow_partial_weights=self.allow_partial_weights,
+            executor=self.executor,
             text_embedder=spec_ref(self.text_embedder) if any(m in NN_METHODS for m in self.methods) else None,
             occupations=self.occupations,
             occupations_source=self.occupations_source,
@@ -597,6 +601,7 @@ def resume_amplification(
     device: str | None = None,
     models: dict[str, str] | None = None,
     allow_partial_weights: bool = False,
+    executor: str | None = None,
 ) -> AmplificationRun:
     """Reopen a run folder with its own settings; finished work comes from the cache.
 
@@ -613,6 +618,8 @@ def resume_amplification(
         progress.notice(f"run {record.run_id} is already complete; rescoring from cached results")
     if allow_partial_weights:
         record.config.allow_partial_weights = True
+    if executor is not None:  # where the stages run changes no number: a run may move between executors
+        record.config.executor = check_executor(executor)
     registries = {"t2i": T2I_BACKENDS, "embedder": EMBEDDERS, "text_embedder": SENTENCE_EMBEDDERS}
     for name, spec in (models or {}).items():
         registries[name].preflight(spec)
