@@ -115,7 +115,7 @@ def run_round(tiny_models, tmp_path, executor: str):
     from auditor.core.environment import collect_environment
     from auditor.executors.generation import PromptRequest
     from auditor.records import GenerationSettings, PerceptionSettings, RunConfig, RunRecord
-    from auditor.studies.explore import RoundQuestions
+    from auditor.studies.explore_rounds import RoundQuestions
     from auditor.studies.run import StudyRun, spec_ref
 
     config = RunConfig(

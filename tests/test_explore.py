@@ -19,7 +19,8 @@ from auditor.core.cache import ContentCache
 from auditor.core.store import RunStore
 from auditor.records import ExploreRecord, GenerationSettings, PerceptionSettings, ScoringSettings, load_record
 from auditor.reporting.explore import explore_json
-from auditor.studies.explore import ExploreOptions, resume_exploration, start_exploration
+from auditor.studies.explore import resume_exploration, start_exploration
+from auditor.studies.explore_options import ExploreOptions
 from auditor.studies.progress import QuietProgress
 from tests.clitools import run_auditor
 from tests.fake_openai import FAKE_API_KEY, colour_name

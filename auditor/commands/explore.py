@@ -113,7 +113,8 @@ def explore(
 ) -> None:
     """Find where the model leans: propose prompts, guard, plan, spend images adaptively, confirm the top arms."""
     from auditor.executors import use_ray_address
-    from auditor.studies.explore import ExploreOptions, resume_exploration, start_exploration
+    from auditor.studies.explore import resume_exploration, start_exploration
+    from auditor.studies.explore_options import ExploreOptions
 
     store = common.run_store(runs_dir)
     options = None

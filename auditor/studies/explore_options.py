@@ -1,0 +1,138 @@
+"""What ``auditor explore`` is asked to do: its options, their checks, and the run's config built from them.
+
+Everything here runs before a run folder is created or a model loaded, so bad input is
+one line and leaves nothing behind (:mod:`auditor.studies.explore` runs the exploration).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from auditor.core.errors import AuditorError
+from auditor.records import ExploreConfig, GenerationSettings, Objective, PerceptionSettings, ScoringSettings
+from auditor.studies.run import spec_ref
+
+#: The sentence embedder the guard uses by default (skipped, with exact matching, when absent).
+DEFAULT_TEXT_EMBEDDER = "minilm"
+
+
+@dataclass
+class ExploreOptions:
+    """What ``auditor explore`` was asked to do (checked by :func:`validate_options`)."""
+
+    seeds: list[str]
+    topic: str | None
+    llm: str
+    t2i: str
+    vqa: str
+    axes: list[str] | None = None
+    objective: Objective = "bav"
+    top_k: int = 5
+    seeds_per_round: int = 4
+    proposals_per_round: int = 8
+    max_images: int = 2000
+    max_llm_calls: int | None = None
+    max_prompts: int | None = None
+    time_limit: float | None = None
+    max_images_per_prompt: int = 48
+    confirm_images: int = 24
+    first_seed: int = 0
+    text_embedder: str | None = DEFAULT_TEXT_EMBEDDER
+    text_embedder_required: bool = False
+    duplicate_threshold: float = 0.9
+    generation: GenerationSettings = field(default_factory=GenerationSettings)
+    perception: PerceptionSettings = field(default_factory=PerceptionSettings)
+    scoring: ScoringSettings = field(default_factory=ScoringSettings)
+    max_axes: int | None = None
+    max_counterfactuals: int | None = None
+    llm_retries: int = 2
+    llm_temperature: float | None = None
+    llm_seed: int | None = None
+    device: str | None = None
+    allow_partial_weights: bool = False
+    executor: str = "sequential"
+
+
+def validate_options(options: ExploreOptions) -> None:
+    """Reject bad input before anything is created or loaded."""
+    from auditor.executors import check_executor
+    from auditor.generation.registry import T2I_BACKENDS
+    from auditor.perception.registry import SENTENCE_EMBEDDERS, VQA_BACKENDS
+    from auditor.planning import check_llm_spec
+    from auditor.planning.offline import check_axes
+
+    options.seeds = [" ".join(seed.split()) for seed in options.seeds if seed.strip()]
+    options.topic = " ".join(options.topic.split()) if options.topic and options.topic.strip() else None
+    if not options.seeds and not options.topic:
+        raise AuditorError('give seed prompts or --topic, e.g. auditor explore --topic "people at work"')
+    options.llm = check_llm_spec(options.llm)
+    if options.axes is not None:
+        options.axes = check_axes(options.axes)
+        if options.objective == "lean" and "gender" not in options.axes:
+            raise AuditorError("--objective lean measures CAS(male) - CAS(female): --axes must include gender")
+    checks = [
+        (options.top_k >= 1, f"--top must be at least 1 (got {options.top_k})"),
+        (
+            options.seeds_per_round >= 2,
+            f"--seeds-per-round must be at least 2, for an interval (got {options.seeds_per_round})",
+        ),
+        (options.proposals_per_round >= 1, f"--proposals must be at least 1 (got {options.proposals_per_round})"),
+        (options.max_images >= 1, f"--max-images must be at least 1 (got {options.max_images})"),
+        (
+            options.max_images_per_prompt >= options.seeds_per_round,
+            f"--max-images-per-prompt ({options.max_images_per_prompt}) must be at least --seeds-per-round "
+            f"({options.seeds_per_round})",
+        ),
+        (options.confirm_images >= 0, f"--confirm-images must be 0 or more (got {options.confirm_images})"),
+        (options.confirm_images != 1, "--confirm-images must be 0 (no confirmation) or at least 2, for an interval"),
+        (options.max_llm_calls is None or options.max_llm_calls >= 0, "--max-llm-calls must be 0 or more"),
+        (options.max_prompts is None or options.max_prompts >= 1, "--max-prompts must be at least 1"),
+        (options.time_limit is None or options.time_limit > 0, "--time must be more than 0"),
+        (0 < options.duplicate_threshold <= 1, "--duplicate-threshold must lie in (0, 1]"),
+        (options.scoring.bootstrap >= 1, "explore needs intervals: --bootstrap must be at least 1"),
+    ]
+    for ok, message in checks:
+        if not ok:
+            raise AuditorError(message)
+    check_executor(options.executor)
+    T2I_BACKENDS.preflight(options.t2i)
+    VQA_BACKENDS.preflight(options.vqa)
+    if options.text_embedder:
+        SENTENCE_EMBEDDERS.check(options.text_embedder)
+
+
+def new_config(options: ExploreOptions) -> ExploreConfig:
+    """The run's config: the options as recorded, with every seed the exploration and the confirmation may use."""
+    images = options.max_images_per_prompt + options.confirm_images
+    return ExploreConfig(
+        seed_prompts=options.seeds,
+        topic=options.topic,
+        llm=options.llm,
+        llm_temperature=options.llm_temperature,
+        llm_seed=options.llm_seed,
+        llm_retries=options.llm_retries,
+        axes=options.axes,
+        max_axes=options.max_axes,
+        max_counterfactuals=options.max_counterfactuals,
+        objective=options.objective,
+        top_k=options.top_k,
+        seeds_per_round=options.seeds_per_round,
+        proposals_per_round=options.proposals_per_round,
+        max_images=options.max_images,
+        max_llm_calls=options.max_llm_calls,
+        max_prompts=options.max_prompts,
+        time_limit=options.time_limit,
+        max_images_per_prompt=options.max_images_per_prompt,
+        confirm_images=options.confirm_images,
+        duplicate_threshold=options.duplicate_threshold,
+        text_embedder=spec_ref(options.text_embedder) if options.text_embedder else None,
+        t2i=spec_ref(options.t2i),
+        vqa=spec_ref(options.vqa),
+        images_per_prompt=images,
+        seeds=list(range(options.first_seed, options.first_seed + images)),
+        generation=options.generation,
+        perception=options.perception,
+        scoring=options.scoring,
+        allow_partial_weights=options.allow_partial_weights,
+        executor=options.executor,
+    )
