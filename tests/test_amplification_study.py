@@ -537,7 +537,8 @@ STOPS = {"select": (4, "embed_captions"), "generate": (4, "generate"), "faces": 
 @pytest.mark.parametrize("stage", list(STOPS))
 def test_resume_after_an_interruption_recomputes_nothing(data, tmp_path, monkeypatch, stage, minilm):
     from auditor.studies import amplification
-    from auditor.studies.amplification import AmplificationOptions, resume_amplification, start_amplification
+    from auditor.studies.amplification import resume_amplification, start_amplification
+    from auditor.studies.amplification_options import AmplificationOptions
 
     monkeypatch.setattr(amplification, "EMBED_BATCH_SIZE", 2)  # several CLIP batches, so Ctrl-C can fall between them
     options = AmplificationOptions(
@@ -580,7 +581,8 @@ def test_resume_after_an_interruption_recomputes_nothing(data, tmp_path, monkeyp
 
 def test_a_resumed_run_refuses_a_changed_training_sample(data, tmp_path):
     from auditor.core.errors import AuditorError
-    from auditor.studies.amplification import AmplificationOptions, resume_amplification, start_amplification
+    from auditor.studies.amplification import resume_amplification, start_amplification
+    from auditor.studies.amplification_options import AmplificationOptions
 
     captions = tmp_path / "captions.csv"
     captions.write_bytes(data.with_images.read_bytes())

@@ -140,12 +140,8 @@ def run(
 ) -> None:
     """Generate images per occupation, select training captions, classify both sides, report G, T and A."""
     from auditor.executors import check_executor, use_ray_address
-    from auditor.studies.amplification import (
-        AmplificationOptions,
-        parse_methods,
-        resume_amplification,
-        start_amplification,
-    )
+    from auditor.studies.amplification import resume_amplification, start_amplification
+    from auditor.studies.amplification_options import AmplificationOptions, parse_methods
 
     store = common.run_store(runs_dir)
     options = None
@@ -235,7 +231,7 @@ def captions(
     from auditor.corpora.selection import NN_METHODS
     from auditor.perception.registry import SENTENCE_EMBEDDERS
     from auditor.reporting.amplification import captions_json, render_captions
-    from auditor.studies.amplification import check_templates, parse_methods
+    from auditor.studies.amplification_options import check_templates, parse_methods
     from auditor.studies.caption_selection import SelectionRequest, select_training_captions
 
     listed, _ = _occupations(occupation, occupations_file)

@@ -1,4 +1,4 @@
-"""Bias-amplification scores as records: G and T with Wilson intervals, A per occupation, the summaries.
+"""Bias-amplification scores as records: image counts, G and T with Wilson intervals, A per occupation, the summaries.
 
 The arithmetic is :mod:`auditor.metrics.amplification`'s; this module only pairs each
 occupation's G (per template) with its T (per selection method, and per template for the
@@ -23,6 +23,7 @@ from auditor.metrics.amplification import (
 from auditor.records import (
     AmplificationSummary,
     GeneratedSide,
+    ImageCounts,
     Interval,
     OccupationAmplification,
     Share,
@@ -202,3 +203,27 @@ def _summary(
         t_statistic=found.t_statistic,
         p_value=found.p_value,
     )
+
+
+def image_counts(outcomes: list[tuple[str | None, str | None]]) -> ImageCounts:
+    """Counts of (face verdict or no_image / missing / flagged_nsfw, decision) pairs."""
+    tally = dict.fromkeys(
+        (
+            "no_image",
+            "missing",
+            "flagged_nsfw",
+            "no_face",
+            "many_faces",
+            "small_face",
+            "kept",
+            "man",
+            "woman",
+            "ambiguous",
+        ),
+        0,
+    )
+    for face, gender in outcomes:
+        tally[face or "missing"] += 1
+        if gender is not None:
+            tally[gender] += 1
+    return ImageCounts(images=len(outcomes), **tally)
