@@ -42,10 +42,10 @@ _TEXT_EMBEDDER = typer.Option(
 _RUNS_DIR = typer.Option(None, "--runs-dir", help="Runs folder (default: AUDITOR_RUNS_DIR or ./runs).")
 
 #: Options a resumed run takes: where its models are and how to show progress; the rest comes from its record.
-RESUME_OPTIONS = {
+RESUME_OPTIONS = frozenset({
     "resume", "runs_dir", "device", "quiet", "json_output", "t2i", "embedder", "text_embedder", "allow_partial_weights",
     "executor", "ray_address",
-}  # fmt: skip
+})  # fmt: skip
 
 
 def _occupations(names: list[str] | None, file: Path | None) -> tuple[list[str], str]:
@@ -163,15 +163,9 @@ def run(
             allow_partial_weights=allow_partial_weights, executor=executor,
         )  # fmt: skip
     else:
-        given = [param for param in ctx.params if _given(ctx, param)]
-        if refused := [f"--{param.replace('_', '-')}" for param in given if param not in RESUME_OPTIONS]:
-            raise AuditorError(
-                f"--resume continues a run with its own settings; {', '.join(refused)} cannot change them "
-                "(only --t2i, --embedder, --text-embedder, --allow-partial-weights, --executor, --ray-address, "
-                "--device, --runs-dir, --quiet and --json may be given)"
-            )
-        models = {key: ctx.params[key] for key in ("t2i", "embedder", "text_embedder") if key in given}
-        resume_executor = check_executor(executor) if "executor" in given else None
+        typed = common.resumed_options(ctx, RESUME_OPTIONS)
+        models = {key: ctx.params[key] for key in ("t2i", "embedder", "text_embedder") if key in typed}
+        resume_executor = check_executor(executor) if "executor" in typed else None
     use_ray_address(executor if options is not None else resume_executor, ray_address)
     with common.study_session(quiet, json_output) as (cache, progress):
         if options is None:
@@ -189,11 +183,6 @@ def run(
             study = start_amplification(options, store, cache, progress, name)
         record = common.run_resumable(study)
     _show(record, study.run_dir, quiet, json_output)
-
-
-def _given(ctx: typer.Context, name: str) -> bool:
-    source = ctx.get_parameter_source(name)
-    return source is not None and source.name == "COMMANDLINE"
 
 
 def _show(record, run_dir: Path, quiet: bool, json_output: bool) -> None:

@@ -156,20 +156,27 @@ def given(ctx: typer.Context, name: str) -> bool:
     return source is not None and source.name == "COMMANDLINE"
 
 
-def resumed_models(ctx: typer.Context) -> tuple[dict[str, str], int | None, str | None]:
-    """For ``--resume``: the model specs given again (``t2i``/``vqa``/``embedder``), ``--vqa-concurrency``
-    and ``--executor`` (None where not given).
+def resumed_options(ctx: typer.Context, allowed: frozenset[str] = RESUME_OPTIONS) -> list[str]:
+    """For ``--resume``: the parameters typed on the command line, each one of ``allowed``.
 
-    Any other option would change the run's settings, so it is refused with one line.
+    Any other option would change the run's settings, so it is refused with one line
+    that names the options the command's resume does take.
     """
     typed = [param for param in ctx.params if given(ctx, param)]
     flags = {param.name: param.opts[0] for param in ctx.command.params}
-    if refused := [flags[param] for param in typed if param not in RESUME_OPTIONS]:
-        allowed = sorted(flags[param] for param in RESUME_OPTIONS & set(flags) - {"resume"})
+    if refused := [flags[param] for param in typed if param not in allowed]:
+        taken = sorted(flags[param] for param in allowed & set(flags) - {"resume"})
         raise AuditorError(
             f"--resume continues a run with its own settings; {', '.join(refused)} cannot change them "
-            f"(only {', '.join(allowed)} may be given)"
+            f"(only {', '.join(taken)} may be given)"
         )
+    return typed
+
+
+def resumed_models(ctx: typer.Context) -> tuple[dict[str, str], int | None, str | None]:
+    """For ``--resume`` of a prompt audit: the model specs given again (``t2i``/``vqa``/``embedder``),
+    ``--vqa-concurrency`` and ``--executor`` (None where not given); other options are refused."""
+    typed = resumed_options(ctx)
     models = {stage: ctx.params[stage] for stage in ("t2i", "vqa", "embedder") if stage in typed}
     concurrency = ctx.params.get("vqa_concurrency") if "vqa_concurrency" in typed else None
     executor = ctx.params.get("executor") if "executor" in typed else None

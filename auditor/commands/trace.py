@@ -11,7 +11,7 @@ from auditor.core.errors import AuditorError
 from auditor.core.settings import DEFAULT_VQA
 
 #: Options a resumed run takes; the rest comes from its record.
-RESUME_OPTIONS = {"resume", "runs_dir", "device", "quiet", "json_output", "allow_partial_weights"}
+RESUME_OPTIONS = frozenset({"resume", "runs_dir", "device", "quiet", "json_output", "allow_partial_weights"})
 
 
 def trace(
@@ -105,12 +105,7 @@ def trace(
     store = common.run_store(runs_dir)
     options = None
     if resume:
-        given = [param for param in ctx.params if common.given(ctx, param)]
-        if refused := [f"--{param.replace('_', '-')}" for param in given if param not in RESUME_OPTIONS]:
-            raise AuditorError(
-                f"--resume continues a run with its own settings; {', '.join(refused)} cannot change them "
-                "(only --device, --runs-dir, --allow-partial-weights, --quiet and --json may be given)"
-            )
+        common.resumed_options(ctx, RESUME_OPTIONS)
         if captions is not None:
             raise AuditorError("--resume continues a run with its own triplets; leave out CAPTIONS_FILE")
     else:
