@@ -14,12 +14,10 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from auditor.core.errors import AuditorError
-from auditor.core.fingerprint import settings_fingerprint
 from auditor.core.registry import Spec
 from auditor.core.weights import (
     LoadOptions,
     check_complete,
-    device_kind,
     dtype_keyword,
     explain_load_errors,
     hub_options,
@@ -27,8 +25,7 @@ from auditor.core.weights import (
     loading_problems,
     quiet_libraries,
 )
-from auditor.perception.embedding import embed_in_batches
-from auditor.records import ModelRef
+from auditor.perception.embedding import PretrainedImageEmbedder, embed_in_batches
 
 if TYPE_CHECKING:  # pragma: no cover
     from PIL import Image
@@ -37,16 +34,10 @@ _WHAT = "CLIP embedder"
 _HINT = "pass --embedder clip:/path/to/local/copy"
 
 
-class ClipEmbedder:
+class ClipEmbedder(PretrainedImageEmbedder):
     """A loaded CLIP model and processor (implements :class:`auditor.perception.base.Embedder`)."""
 
-    def __init__(self, model: Any, processor: Any, ref: ModelRef, batch_size: int = 32):
-        if batch_size < 1:
-            raise AuditorError(f"the embedder's batch size must be at least 1 (got {batch_size})")
-        self.model = model
-        self.processor = processor
-        self.ref = ref
-        self.batch_size = batch_size
+    features = "projection-l2"
 
     @property
     def dimension(self) -> int:
@@ -59,25 +50,9 @@ class ClipEmbedder:
         similarity (100 for OpenAI's released models), as in ``CLIPModel``'s ``logits_per_image``."""
         return float(self.model.logit_scale.detach().float().exp().item())
 
-    def cache_fingerprint(self) -> str:
-        """The weights, the dtype and kind of device they ran on, and how rows are post-processed.
-
-        Batch size does not matter; float16 on CUDA gives other numbers than float32 on a CPU.
-        """
-        return settings_fingerprint(
-            self.ref.fingerprint, dtype=self.ref.dtype, device=device_kind(self.ref.device), features="projection-l2"
-        )
-
     def embed_images(self, images: Sequence[Image.Image]) -> np.ndarray:
         """(len(images), dim) float32 rows of unit length."""
-        return embed_in_batches(
-            self.model,
-            images,
-            self.batch_size,
-            self.dimension,
-            lambda batch: self.processor(images=[image.convert("RGB") for image in batch], return_tensors="pt"),
-            lambda **inputs: _projected(self.model.get_image_features(**inputs)),
-        )
+        return self.embed_pictures(images, lambda **inputs: _projected(self.model.get_image_features(**inputs)))
 
     def embed_texts(self, texts: Sequence[str]) -> np.ndarray:
         """(len(texts), dim) float32 rows of unit length; texts past CLIP's 77 tokens are truncated."""

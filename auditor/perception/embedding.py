@@ -7,10 +7,20 @@ float32: rows of unit length, so a dot product is a cosine similarity.
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
+
+from auditor.core.errors import AuditorError
+from auditor.core.fingerprint import settings_fingerprint
+from auditor.core.weights import device_kind
+
+if TYPE_CHECKING:  # pragma: no cover
+    from PIL import Image
+
+    from auditor.records import ModelRef
 
 
 def embed_in_batches(
@@ -41,3 +51,47 @@ def embed_in_batches(
         vectors = torch.nn.functional.normalize(vectors.float(), dim=-1)
         rows.append(vectors.cpu().numpy().astype(np.float32))
     return np.concatenate(rows)
+
+
+class PretrainedImageEmbedder(ABC):
+    """A loaded transformers model and its processor, embedding images: what CLIP and the vision backbones share.
+
+    Subclasses name the vector they take (``features``, part of the cache key) and give
+    its ``dimension``; :meth:`embed_pictures` runs their forward pass over batches.
+    """
+
+    #: Which vector of the model's output becomes the embedding (changes the numbers, so it is in the cache key).
+    features: ClassVar[str]
+
+    def __init__(self, model: Any, processor: Any, ref: ModelRef, batch_size: int = 32):
+        if batch_size < 1:
+            raise AuditorError(f"the embedder's batch size must be at least 1 (got {batch_size})")
+        self.model = model
+        self.processor = processor
+        self.ref = ref
+        self.batch_size = batch_size
+
+    @property
+    @abstractmethod
+    def dimension(self) -> int:
+        """Length of an embedding."""
+
+    def cache_fingerprint(self) -> str:
+        """The weights, the dtype and kind of device they ran on, and which vector is taken.
+
+        Batch size does not matter; float16 on CUDA gives other numbers than float32 on a CPU.
+        """
+        return settings_fingerprint(
+            self.ref.fingerprint, dtype=self.ref.dtype, device=device_kind(self.ref.device), features=self.features
+        )
+
+    def embed_pictures(self, images: Sequence[Image.Image], vectors: Callable[..., Any]) -> np.ndarray:
+        """(len(images), dim) float32 unit rows; ``vectors`` maps the processor's inputs to (batch, dim)."""
+        return embed_in_batches(
+            self.model,
+            images,
+            self.batch_size,
+            self.dimension,
+            lambda batch: self.processor(images=[image.convert("RGB") for image in batch], return_tensors="pt"),
+            vectors,
+        )

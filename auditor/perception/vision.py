@@ -25,12 +25,10 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from auditor.core.errors import AuditorError, BackendError
-from auditor.core.fingerprint import settings_fingerprint
 from auditor.core.registry import Spec
-from auditor.core.weights import LoadOptions, device_kind
-from auditor.perception.embedding import embed_in_batches
+from auditor.core.weights import LoadOptions
+from auditor.perception.embedding import PretrainedImageEmbedder
 from auditor.perception.loading import load_pretrained
-from auditor.records import ModelRef
 
 if TYPE_CHECKING:  # pragma: no cover
     from PIL import Image
@@ -42,16 +40,14 @@ DINOV2_TYPES = frozenset({"dinov2", "dinov2_with_registers"})
 _MISSING_POOLER = re.compile(r"^missing (\w+\.)?pooler\.")
 
 
-class VisionEmbedder:
-    """A loaded vision backbone and image processor (an :class:`auditor.perception.base.Embedder` for images)."""
+class VisionEmbedder(PretrainedImageEmbedder):
+    """A loaded vision backbone and image processor (an :class:`auditor.perception.base.Embedder` for images).
 
-    def __init__(self, model: Any, processor: Any, ref: ModelRef, batch_size: int = 32):
-        if batch_size < 1:
-            raise AuditorError(f"the embedder's batch size must be at least 1 (got {batch_size})")
-        self.model = model
-        self.processor = processor
-        self.ref = ref
-        self.batch_size = batch_size
+    The vector is the pooled output, else the first token, L2-normalised; whether an
+    untrained pooler was dropped follows from the weights, so their fingerprint covers it.
+    """
+
+    features = "pooler-else-cls-l2"
 
     @property
     def dimension(self) -> int:
@@ -60,29 +56,9 @@ class VisionEmbedder:
         sizes = getattr(config, "hidden_sizes", None)
         return int(sizes[-1] if sizes else config.hidden_size)
 
-    def cache_fingerprint(self) -> str:
-        """The weights, the dtype and kind of device they ran on, and which vector is taken.
-
-        Whether an untrained pooler was dropped follows from the weights, so their
-        fingerprint covers it.
-        """
-        return settings_fingerprint(
-            self.ref.fingerprint,
-            dtype=self.ref.dtype,
-            device=device_kind(self.ref.device),
-            features="pooler-else-cls-l2",
-        )
-
     def embed_images(self, images: Sequence[Image.Image]) -> np.ndarray:
         """(len(images), dim) float32 rows of unit length."""
-        return embed_in_batches(
-            self.model,
-            images,
-            self.batch_size,
-            self.dimension,
-            lambda batch: self.processor(images=[image.convert("RGB") for image in batch], return_tensors="pt"),
-            lambda **inputs: image_vector(self.model(**inputs)),
-        )
+        return self.embed_pictures(images, lambda **inputs: image_vector(self.model(**inputs)))
 
     def embed_texts(self, texts: Sequence[str]) -> np.ndarray:
         raise AuditorError(
