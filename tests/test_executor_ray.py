@@ -154,3 +154,55 @@ def test_per_image_questions_on_ray_give_the_sequential_answers_chunks_and_cache
     # Chunks [0, 1] and then [2, 1 again for its new question]: the same two forward passes on both.
     assert counts == (4, 0)
     assert cache_rows(tmp_path / "ray" / "cache.sqlite") == cache_rows(tmp_path / "sequential" / "cache.sqlite")
+
+
+def trace_run(tiny_models, tiny_tracing_models, folder, executor: str, progress=None):
+    """Two caption triplets of ``folder.parent``'s captions, two seeds each (12 traced images in batches of 4),
+    their objects from the tiny BLIP-2 and their CLIP embeddings, in ``folder``'s own runs folder and cache."""
+    from auditor.studies.trace import start_trace
+    from tests.test_trace_study import trace_options, write_captions
+
+    captions = folder.parent / "captions.csv"
+    if not captions.exists():
+        write_captions(folder.parent)
+    options = trace_options(
+        tiny_models, tiny_tracing_models, captions, vqa=f"blip2:{tiny_models.vqa}",
+        embedders=[f"clip:{tiny_models.clip}"], detector=None, segmenter=None, limit=2, executor=executor,
+    )  # fmt: skip
+    store, cache = RunStore(folder / "runs"), ContentCache(folder / "cache.sqlite")
+    try:
+        return start_trace(options, store, cache, progress or QuietProgress(), run_name="t").run()
+    finally:
+        cache.close()
+
+
+def test_a_trace_interrupted_in_process_resumes_on_ray_with_the_sequential_results(
+    tiny_models, tiny_tracing_models, tmp_path
+):
+    """Traced generation, VQA and embeddings on Ray workers: the same images, traces, answers, embeddings and
+    scores as in process, and the images stored before Ctrl-C are not made again."""
+    from auditor.records import TraceRecord
+    from auditor.studies.trace import resume_trace
+    from tests.test_prompt_audit import StopAfter
+
+    reference = trace_run(tiny_models, tiny_tracing_models, tmp_path / "sequential", "sequential")
+    with pytest.raises(KeyboardInterrupt):
+        trace_run(tiny_models, tiny_tracing_models, tmp_path / "moved", "sequential", StopAfter("generate", 4))
+    store, cache = RunStore(tmp_path / "moved" / "runs"), ContentCache(tmp_path / "moved" / "cache.sqlite")
+    try:
+        assert cache.entries("trace") == 4
+        record = resume_trace("t", store, cache, QuietProgress(), executor="ray").run()
+    finally:
+        cache.close()
+    assert record.status == "completed" and record.errors == [] and record.config.executor == "ray"
+    assert load_record(store.root / "t" / "record.json", TraceRecord) == record
+    timing = {t.stage: (t.computed, t.cached) for t in record.timings}
+    assert timing["generate"] == (8, 4) and timing["perceive"] == (12, 0) and timing["embed"] == (12, 0)
+    assert record.config.model_copy(update={"executor": "sequential"}) == reference.config
+    assert record.triplets == reference.triplets  # the same words traced, chosen with a worker's tokenizer
+    assert record.prompt_sets == reference.prompt_sets  # the same image bytes
+    assert record.answers == reference.answers and record.images == reference.images
+    assert record.pairs == reference.pairs  # text, latent, pixel and embedding similarities
+    assert record.objects == reference.objects and record.chi_square == reference.chi_square
+    # Every trace (z0, encodings, 8-bit word maps), answer and embedding cached under the same key, same bytes.
+    assert cache_rows(tmp_path / "moved" / "cache.sqlite") == cache_rows(tmp_path / "sequential" / "cache.sqlite")

@@ -72,7 +72,7 @@ def test_trace_a_caption_file_then_resume_it(tiny_models, tiny_tracing_models, t
     assert timings["generate"].computed == 12 and timings["perceive"].computed == 12
 
     # Resume of the finished run: every stage from the cache, the same numbers, the report in 80 columns.
-    again = run_auditor("trace", "--resume", "captions", env={"COLUMNS": "80"})
+    again = run_auditor("trace", "--resume", "captions", "--executor", "sequential", env={"COLUMNS": "80"})
     assert again.returncode == 0, again.stderr
     resumed = load_record(run_dir / "record.json", TraceRecord)
     timings = {t.stage: t for t in resumed.timings}
@@ -95,11 +95,12 @@ def test_trace_a_caption_file_then_resume_it(tiny_models, tiny_tracing_models, t
 
 def test_trace_the_profession_set(tiny_models, tiny_tracing_models, tmp_path):
     args = [*_models(tiny_models, tiny_tracing_models), "--embedder", "none", "--seeds", "1", "--limit", "2"]
-    result = run_auditor("trace", "--professions", *args, "--quiet", "--name", "professions")
+    result = run_auditor("trace", "--professions", *args, "--batch-size", "auto", "--quiet", "--name", "professions")
     assert result.returncode == 0, result.stderr
     run_dir = Path(result.stdout.strip())
     record = load_record(run_dir / "record.json", TraceRecord)
     assert record.config.source == "professions" and record.config.limit == 2
+    assert record.config.generation.batch_size_auto and record.config.generation.batch_size >= 1
     assert [t.prompts["feminine"] for t in record.triplets] == [
         "a female botanist at work",
         "a female geologist at work",
@@ -124,6 +125,9 @@ def test_trace_the_profession_set(tiny_models, tiny_tracing_models, tmp_path):
             "--embedder none turns image embeddings off",
         ),
         (["captions.jsonl", "--bootstrap", "0"], "bootstrap"),
+        (["captions.jsonl", "--executor", "overlapped"], "auditor trace runs its stages one after the other"),
+        (["captions.jsonl", "--ray-address", "auto"], "error: --ray-address is for --executor ray"),
+        (["captions.jsonl", "--batch-size", "many"], "--batch-size takes a positive integer or 'auto'"),
     ],
 )
 def test_bad_input_is_one_line_and_creates_no_run(tiny_models, tmp_path, args, message):

@@ -266,7 +266,10 @@ def test_trace_study_end_to_end_numbers_match_independent_computations(
     assert record.pictures[0].words == {"neutral": "person", "feminine": "woman", "masculine": "man"}
     html = (run_dir / "report.html").read_text(encoding="utf-8")
     assert "Prompt-to-image trace" in html and "pictures/triplet-0000.png" in html
-    assert {t.stage for t in record.timings} == {"generate", "perceive", "embed", "detect", "group", "score", "report"}
+    timings = {t.stage: (t.computed, t.cached) for t in record.timings}
+    assert set(timings) == {"generate", "perceive", "embed", "detect", "group", "score", "report"}
+    images = sum(len(s.images) for s in record.prompt_sets)
+    assert timings["generate"] == (images, 0) and timings["embed"] == (2 * images, 0)  # two embedders, each image once
     cache.close()
 
 

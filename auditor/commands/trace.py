@@ -11,7 +11,9 @@ from auditor.core.errors import AuditorError
 from auditor.core.settings import DEFAULT_VQA
 
 #: Options a resumed run takes; the rest comes from its record.
-RESUME_OPTIONS = frozenset({"resume", "runs_dir", "device", "quiet", "json_output", "allow_partial_weights"})
+RESUME_OPTIONS = frozenset(
+    {"resume", "runs_dir", "device", "quiet", "json_output", "allow_partial_weights", "executor", "ray_address"}
+)
 
 
 def trace(
@@ -71,7 +73,7 @@ def trace(
     ),
     top_k: int = typer.Option(10, "--top-k", min=1, help="Most masculine and most feminine objects shown."),
     show: int = typer.Option(4, "--show", min=0, help="Triplets pictured with their attention maps."),
-    batch_size: int = common.BATCH_SIZE,
+    batch_size: str = common.BATCH_SIZE,
     steps: int | None = common.steps_option(),
     guidance: float | None = common.guidance_option(),
     scheduler: str | None = common.SCHEDULER,
@@ -95,28 +97,41 @@ def trace(
     runs_dir: Path | None = typer.Option(None, "--runs-dir", help="Runs folder (default: AUDITOR_RUNS_DIR or ./runs)."),
     device: str | None = common.DEVICE,
     allow_partial_weights: bool = common.ALLOW_PARTIAL_WEIGHTS,
+    executor: str = typer.Option(
+        "sequential",
+        "--executor",
+        help="How generation, VQA and embeddings run: sequential (in this process) or ray (on Ray workers across "
+        "GPUs and machines; pip install 'auditor[ray]'). Same results either way.",
+    ),
+    ray_address: str | None = common.RAY_ADDRESS,
     quiet: bool = common.QUIET,
     json_output: bool = typer.Option(False, "--json", help="Print the findings as one JSON object (no progress bars)."),
 ) -> None:
     """Trace gender from prompt to image: neutral/feminine/masculine triplets with shared seeds, compared at the
     text encoder, the final latent and the image; objects, bias scores, χ² tests and dependency groups."""
+    from auditor.executors import use_ray_address
     from auditor.studies.trace import resume_trace, start_trace
+    from auditor.studies.trace_options import check_trace_executor
 
     store = common.run_store(runs_dir)
     options = None
+    resume_executor = None
     if resume:
-        common.resumed_options(ctx, RESUME_OPTIONS)
+        typed = common.resumed_options(ctx, RESUME_OPTIONS)
         if captions is not None:
             raise AuditorError("--resume continues a run with its own triplets; leave out CAPTIONS_FILE")
+        resume_executor = check_trace_executor(executor) if "executor" in typed else None
     else:
         options = _options(
             captions, professions, caption_column, limit, seeds_per_triplet, seed, t2i, vqa, embedders, detector,
             box_threshold, text_threshold, segmenter, min_count, top_k, show, batch_size, steps, guidance, scheduler,
             width, height, vqa_batch_size, vqa_max_tokens, bootstrap, ci_seed, alpha, device, allow_partial_weights,
+            executor,
         )  # fmt: skip
+    use_ray_address(executor if options is not None else resume_executor, ray_address)
     with common.study_session(quiet, json_output) as (cache, progress):
         if options is None:
-            study = resume_trace(resume, store, cache, progress, device, allow_partial_weights)
+            study = resume_trace(resume, store, cache, progress, device, allow_partial_weights, resume_executor)
         else:
             study = start_trace(options, store, cache, progress, name)
         record = common.run_resumable(study)
@@ -127,12 +142,13 @@ def _options(
     captions, professions, caption_column, limit, seeds_per_triplet, seed, t2i, vqa, embedders, detector,
     box_threshold, text_threshold, segmenter, min_count, top_k, show, batch_size, steps, guidance, scheduler,
     width, height, vqa_batch_size, vqa_max_tokens, bootstrap, ci_seed, alpha, device, allow_partial_weights,
+    executor,
 ):  # fmt: skip
     """The study's options from the command line (their checks run in ``TraceOptions.validate``)."""
     from pydantic import ValidationError
 
     from auditor.core.store import describe_validation_error
-    from auditor.records import GenerationSettings, PerceptionSettings, TraceScoringSettings
+    from auditor.records import PerceptionSettings, TraceScoringSettings
     from auditor.studies.trace_options import DEFAULT_TRACE_EMBEDDERS, TraceOptions
 
     if embedders and any(spec.strip().lower() == "none" for spec in embedders):
@@ -160,14 +176,15 @@ def _options(
         segmenter=segmenter,
         seeds_per_triplet=seeds_per_triplet,
         limit=limit,
-        generation=GenerationSettings(
-            steps=steps, guidance_scale=guidance, scheduler=scheduler, width=width, height=height, batch_size=batch_size
+        generation=common.generation_settings(
+            batch_size, False, steps=steps, guidance_scale=guidance, scheduler=scheduler, width=width, height=height
         ),
         perception=PerceptionSettings(batch_size=vqa_batch_size, max_new_tokens=vqa_max_tokens),
         scoring=scoring,
         show=show,
         device=device,
         allow_partial_weights=allow_partial_weights,
+        executor=executor,
     )
     options.seeds = common.parse_seeds(seed, options.seed_count)
     return options

@@ -23,6 +23,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from auditor.core.weights import LoadOptions
     from auditor.executors.generation import GenerationStage
     from auditor.executors.perception import ImageReader
+    from auditor.studies.progress import StageCounts
     from auditor.studies.run import StudyRun
 
 
@@ -39,6 +40,58 @@ class Executor(Protocol):
         timing is recorded. On an exception (Ctrl-C included) what was computed is
         cached and recorded first, and the stage that failed is marked on the study.
         """
+        ...
+
+    def read_stored(self, study: StudyRun, readers: Sequence[ImageReader]) -> None:
+        """Let every reader read the images already in the run folder (``study.record.prompt_sets``).
+
+        For a study that makes its images its own way (the trace study) and reads them with
+        the shared VQA and embedding stages. Results are cached and recorded as in :meth:`run`.
+        """
+        ...
+
+    def run_batches(self, study: StudyRun, stage: BatchStage) -> None:
+        """Load the stage's model, let the stage say what is missing, compute it batch by batch, store it.
+
+        As in :meth:`run`, everything computed is stored (through ``stage.store``) before an
+        exception leaves, and the stage is timed under its name.
+        """
+        ...
+
+
+class BatchStage(Protocol):
+    """A stage a study computes its own way, on one model, batch by batch (the trace study's traced generation).
+
+    The study keeps the bookkeeping (cache look-ups, files, the record) in this process;
+    the executor loads the model and runs :meth:`compute` where the model is, in this
+    process or on a Ray worker. So, as with the shared stages, a run moves between executors.
+    """
+
+    #: The stage's name: its timing, its progress bar, and the pool of Ray workers it gets.
+    stage: str
+    #: Computed and cached items, for the stage's timing.
+    counts: StageCounts
+
+    def recipe(self) -> ModelRecipe:
+        """The model to load; after :meth:`open`, with what ``open`` settled (a probed batch size)."""
+        ...
+
+    def open(self, model: Any) -> list[Any]:
+        """Given the loaded model (or a Ray worker's, as the driver sees it): record it, store what the
+        cache already holds, and return the batches left to compute."""
+        ...
+
+    @staticmethod
+    def compute(model: Any, batch: Any) -> Any:
+        """One batch's results, computed where the model is: picklable, and compact (they may cross the network)."""
+        ...
+
+    def store(self, batch: Any, result: Any) -> None:
+        """Keep one batch's results (on the run's writer thread, in batch order in-process, as they arrive on Ray)."""
+        ...
+
+    def finish(self) -> None:
+        """Every batch is stored."""
         ...
 
 

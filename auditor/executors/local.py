@@ -23,7 +23,7 @@ from auditor.executors.perception import Chunk, Feed, ImageReader
 from auditor.executors.writer import BackgroundWriter
 
 if TYPE_CHECKING:  # pragma: no cover
-    from auditor.executors.base import ModelRecipe
+    from auditor.executors.base import BatchStage, ModelRecipe
     from auditor.generation.base import TextToImage
     from auditor.studies.run import StudyRun
 
@@ -96,7 +96,40 @@ def read_stage(
             reader.close()
 
 
-class SequentialExecutor:
+def stored_images(study: StudyRun) -> list[StoredImage]:
+    """The images already in the run folder, in record order, as readers take them."""
+    return [stored_image(study, s.prompt_id, image) for s in study.record.prompt_sets for image in s.images]
+
+
+class _InProcess:
+    """What both in-process executors do the same way: readers over stored images, a study's own batches."""
+
+    def read_stored(self, study: StudyRun, readers: Sequence[ImageReader]) -> None:
+        """Each reader in turn over the images already in the run folder."""
+        images = stored_images(study)
+        with BackgroundWriter(on_error=study.mark_failed) as writer:
+            for reader in readers:
+                read_stage(study, reader, writer, images, len(images))
+
+    def run_batches(self, study: StudyRun, stage: BatchStage) -> None:
+        """The stage's model loaded here, its batches computed in turn, each stored on the writer thread."""
+        from auditor.core.devices import release_accelerator_memory
+
+        with BackgroundWriter(on_error=study.mark_failed) as writer, study.stage(stage.stage, stage.counts):
+            try:
+                with MODEL_LOADING:
+                    model = stage.recipe().load(study.load_options())
+                for batch in stage.open(model):
+                    writer.submit(partial(stage.store, batch, stage.compute(model, batch)), stage.stage)
+                writer.submit(stage.finish, stage.stage)
+                writer.drain()
+            finally:
+                study.progress.finish(stage.stage)
+                model = None
+                release_accelerator_memory()
+
+
+class SequentialExecutor(_InProcess):
     """Generation, then each reader in turn: one model in memory at a time."""
 
     name: ClassVar[str] = "sequential"
@@ -106,18 +139,6 @@ class SequentialExecutor:
             _generate(study, generation, writer)
             for reader in readers:
                 read_stage(study, reader, writer, generation.stored(), generation.total)
-
-
-def read_stored_images(study: StudyRun, readers: Sequence[ImageReader]) -> None:
-    """Each reader in turn over the images already in the run folder.
-
-    For a study that makes its images its own way (the trace study generates through
-    its tracing pipeline) and then reads them with the shared VQA and embedding stages.
-    """
-    images = [stored_image(study, s.prompt_id, image) for s in study.record.prompt_sets for image in s.images]
-    with BackgroundWriter(on_error=study.mark_failed) as writer:
-        for reader in readers:
-            read_stage(study, reader, writer, images, len(images))
 
 
 class _Stopped(BaseException):
@@ -178,7 +199,7 @@ class _Lane:
             self.error = exc
 
 
-class OverlappedExecutor:
+class OverlappedExecutor(_InProcess):
     """Readers in their own threads, reading each image as soon as it and every image before it is stored.
 
     Generation runs in the calling thread, so Ctrl-C stops it at once; a reader's error

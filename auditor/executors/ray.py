@@ -46,14 +46,14 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from auditor.core.errors import AuditorError
 from auditor.executors.generation import STAGE as GENERATE
 from auditor.executors.generation import GenerationStage, StoredImage, give_batch_size
-from auditor.executors.local import read_stage
+from auditor.executors.local import read_stage, stored_images
 from auditor.executors.perception import Chunk, Feed, ImageReader, usable
-from auditor.executors.ray_workers import GenerateWorker, ModelInfo, Placement, ReadWorker, call, describe
+from auditor.executors.ray_workers import BatchWorker, GenerateWorker, ModelInfo, Placement, ReadWorker, call, describe
 from auditor.executors.writer import BackgroundWriter
 from auditor.studies.progress import WorkerThroughput, describe_workers
 
 if TYPE_CHECKING:  # pragma: no cover
-    from auditor.executors.base import ModelRecipe
+    from auditor.executors.base import BatchStage, ModelRecipe
     from auditor.studies.run import StudyRun
 
 
@@ -91,6 +91,19 @@ class RayExecutor:
             run.generate(generation)
             for reader in readers:
                 run.read(reader, generation.stored(), generation.total)
+
+    def read_stored(self, study: StudyRun, readers: Sequence[ImageReader]) -> None:
+        connect()
+        images = stored_images(study)
+        with BackgroundWriter(on_error=study.mark_failed) as writer:
+            run = _RayRun(study, self.options, writer)
+            for reader in readers:
+                run.read(reader, images, len(images))
+
+    def run_batches(self, study: StudyRun, stage: BatchStage) -> None:
+        connect()
+        with BackgroundWriter(on_error=study.mark_failed) as writer:
+            _RayRun(study, self.options, writer).batches(stage)
 
 
 def connect() -> None:
@@ -223,6 +236,29 @@ class _RayRun:
                 writer.drain()
             finally:
                 study.progress.finish(GENERATE)
+
+    def batches(self, stage: BatchStage) -> None:
+        """A study's own stage: the model described by a worker, the batches left computed on the stage's pool."""
+        study, writer = self.study, self.writer
+        with study.stage(stage.stage, stage.counts):
+            try:
+                placement = self.placement(stage.stage)
+                model = RemoteModel.load(stage.recipe(), placement)
+                batches = stage.open(model)
+                arguments = {
+                    "recipe": portable(stage.recipe()),  # as open settled it: the workers check it is the same model
+                    "placement": placement,
+                    "fingerprint": model.cache_fingerprint(),
+                    "compute": type(stage).compute,
+                }
+                rows = [{"batch": number, "work": pickle.dumps(batch)} for number, batch in enumerate(batches)]
+                with closing(self.stream(stage.stage, rows, BatchWorker, arguments, placement)) as outputs:
+                    for output in outputs:
+                        writer.submit(partial(stage.store, batches[output["batch"]], output["result"]), stage.stage)
+                writer.submit(stage.finish, stage.stage)
+                writer.drain()
+            finally:
+                study.progress.finish(stage.stage)
 
     def read(self, reader: ImageReader, images: list[StoredImage], total: int) -> None:
         """A reader's chunks of ``images``, cut in the driver as in-process, computed on the reader's pool."""

@@ -34,8 +34,8 @@ if TYPE_CHECKING:  # pragma: no cover
     from PIL import Image
 
 #: Methods of a stage's model the driver may call on a worker (each call loads the model there again:
-#: they are rare, a batch-size probe or a few text embeddings).
-REMOTE_METHODS = ("probe_batch_size", "embed_texts")
+#: they are rare: a batch-size probe, a few text embeddings, the words of a few prompts).
+REMOTE_METHODS = ("probe_batch_size", "embed_texts", "prompt_words")
 SHARED_HINT = "mount the run folder at the same path on every node, or on none"
 
 
@@ -233,3 +233,15 @@ class ReadWorker(_StageWorker):
         if sha256_bytes(data) != sha256:
             raise AuditorError(f"the worker {self.name} reads other bytes in {where} than the run recorded: {SHARED_HINT}")
         return decode_png(data)
+
+
+class BatchWorker(_StageWorker):
+    """Computes one batch of a study's own stage per call with the stage's ``compute`` (traced generation)."""
+
+    def __init__(self, recipe: ModelRecipe, placement: Placement, fingerprint: str, compute: Callable[..., Any]):
+        super().__init__(recipe, placement, fingerprint)
+        self.compute = compute
+
+    def work(self, row: dict[str, Any]) -> dict[str, Any]:
+        batch = pickle.loads(row["work"])
+        return {"batch": int(row["batch"]), "result": self.compute(self.model, batch), "items": len(batch)}

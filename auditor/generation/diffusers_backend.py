@@ -96,6 +96,20 @@ class DiffusersTextToImage:
             pictures += self._call(padded, self.settings.steps)[: len(batch)]
         return pictures
 
+    def prompt_words(self, prompts: Sequence[str]) -> list[list[str]]:
+        """Each prompt's words (lower case) as the pipeline's tokenizer splits them: what tracing can map.
+
+        A method of the model, so a study can ask a model loaded on a Ray worker too.
+        """
+        from auditor.generation.tracing import prompt_words
+
+        tokenizer = getattr(self.pipeline, "tokenizer", None)
+        if tokenizer is None:
+            raise AuditorError(
+                f"{type(self.pipeline).__name__} has no tokenizer, so its prompt words cannot be traced"
+            )
+        return [[word.text for word in prompt_words(tokenizer, prompt)] for prompt in prompts]
+
     def _call(self, batch: Sequence[GenerationItem], steps: int | None) -> list[GeneratedPicture]:
         """One pipeline call for ``batch`` with ``steps`` denoising steps."""
         import torch

@@ -19,13 +19,13 @@ pipeline:
    (:mod:`auditor.scoring.trace`), and pictures of a few triplets with the attention
    map of their gender word.
 
-Every model stage goes through the content cache, and the record is rewritten after each
+Steps 1 to 3 run on the run's executor (``--executor sequential``, or ``ray`` for Ray workers);
+detection, grouping and scoring run in this process. Every model stage goes through the content cache, and the record is rewritten after each
 step (and each generation batch), so an interrupted run resumes without recomputing.
 """
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -47,9 +47,9 @@ from auditor.records import (
 )
 from auditor.studies.progress import ProgressReporter
 from auditor.studies.run import EMBED_BATCH_SIZE, StudyRun
-from auditor.studies.trace_options import DEFAULT_TRACE_EMBEDDERS, TraceOptions, new_config
+from auditor.studies.trace_options import DEFAULT_TRACE_EMBEDDERS, TraceOptions, check_trace_executor, new_config
 from auditor.studies.trace_triplets import caption_triplets, profession_set, trace_triplet, traced_words
-from auditor.studies.tracing_stage import TraceReader, TraceRequest
+from auditor.studies.tracing_stage import PromptWords, TraceReader, TraceRequest
 
 if TYPE_CHECKING:  # pragma: no cover
     import numpy as np
@@ -113,7 +113,7 @@ class TraceStudy(StudyRun[TraceRecord]):
         self.fingerprint: str | None = None
         #: Per image embedder: image sha256 -> unit embedding.
         self.vectors: list[dict[str, np.ndarray]] = []
-        self._saved_at = 0.0
+        self.checkpoint_seconds = CHECKPOINT_SECONDS
 
     @property
     def embedders_required(self) -> bool:
@@ -143,12 +143,6 @@ class TraceStudy(StudyRun[TraceRecord]):
             write_trace_report(self.record, self.run_dir)
         self.save()
 
-    def _save_now_and_then(self) -> None:
-        """Rewrite the record if it was last written :data:`CHECKPOINT_SECONDS` ago or more."""
-        if time.monotonic() - self._saved_at >= CHECKPOINT_SECONDS:
-            self.save()
-            self._saved_at = time.monotonic()
-
     def note(self, message: str) -> None:
         self.record.notes = [*self.record.notes, message]
         self.progress.notice(message)
@@ -164,55 +158,40 @@ class TraceStudy(StudyRun[TraceRecord]):
     # ------------------------------------------------------------------ generate
 
     def generate_traced(self) -> None:
-        from auditor.generation.registry import T2I_BACKENDS
-        from auditor.generation.tracing import prompt_words
-        from auditor.studies.tracing_stage import generate_traced
+        from auditor.executors import make_executor
+        from auditor.studies.tracing_stage import TracedGeneration
 
-        config = self.record.config
-        with self.stage("generate") as outcome:
-            backend = T2I_BACKENDS.load(config.t2i.spec, settings=config.generation, options=self.load_options())
-            config.t2i = backend.ref.model_copy(update={"spec": config.t2i.spec})
-            config.generation = backend.settings.model_copy(update={"batch_size": config.generation.batch_size})
-            tokenizer = getattr(backend.pipeline, "tokenizer", None)
-            if tokenizer is None:
-                raise AuditorError(
-                    f"{type(backend.pipeline).__name__} has no tokenizer, so its prompt words cannot be traced"
-                )
-            for triplet in self.record.triplets:
-                chosen = {}
-                for name in TRIPLET_SETS:
-                    words = [word.text for word in prompt_words(tokenizer, triplet.prompts[name])]
-                    chosen[name] = list(
-                        traced_words(words, triplet.nouns[name], triplet.subject_words[name], self.reader)
-                    )
-                triplet.traced_words = chosen
+        generation = TracedGeneration(self, self._choose_words)
+        make_executor(self.record.config.executor).run_batches(self, generation)
+        self.record.prompt_sets = generation.prompt_sets()
+        self.fingerprint = generation.fingerprint
 
-            def checkpoint(sets) -> None:
-                self.record.prompt_sets = sets
-                self._save_now_and_then()
-
-            sets, counts, self.fingerprint = generate_traced(
-                backend, self.requests(), config.seeds, self.cache, self.run_dir, self.progress, checkpoint
-            )
-            outcome.computed, outcome.cached = counts.computed, counts.cached
-            self.record.prompt_sets = sets
-            del backend
-            release_accelerator_memory()
+    def _choose_words(self, prompt_words: PromptWords) -> list[TraceRequest]:
+        """The words each prompt set traces (its nouns and subject word, as the model's tokenizer splits the
+        prompt), recorded on the triplets; then the prompt sets to generate."""
+        prompts = [triplet.prompts[name] for triplet in self.record.triplets for name in TRIPLET_SETS]
+        words = iter(prompt_words(prompts))
+        for triplet in self.record.triplets:
+            triplet.traced_words = {
+                name: list(traced_words(next(words), triplet.nouns[name], triplet.subject_words[name], self.reader))
+                for name in TRIPLET_SETS
+            }
+        return self.requests()
 
     # ------------------------------------------------------------------ perceive
 
     def perceive(self) -> None:
-        from auditor.executors.local import read_stored_images
+        from auditor.executors import make_executor
         from auditor.executors.perception import AnswerReader
         from auditor.scoring.trace import image_objects
         from auditor.studies.prompt_audit import IMAGES_PER_VQA_CALL
 
         def checkpoint(answers) -> None:
             self.record.answers = answers
-            self._save_now_and_then()
+            self.checkpoint()
 
         reader = AnswerReader(self, IMAGES_PER_VQA_CALL, {"objects": self.record.config.object_question}, None, checkpoint)
-        read_stored_images(self, [reader])
+        make_executor(self.record.config.executor).read_stored(self, [reader])
         self.record.answers = reader.answers()
         images = {}
         for prompt_id, rows in self.record.answers.items():
@@ -225,17 +204,15 @@ class TraceStudy(StudyRun[TraceRecord]):
     # ------------------------------------------------------------------ embed
 
     def embed_images(self) -> None:
-        from auditor.executors.local import read_stored_images
+        """Every image embedder over the images; each reader's timing adds to the one "embed" timing."""
+        from auditor.executors import make_executor
 
         config = self.record.config
         readers = [TraceEmbedReader(self, ref.spec, self.embedders_required) for ref in config.image_embedders]
-        with self.stage("embed") as outcome:  # one timing for all the embedders (each reader times itself too)
-            read_stored_images(self, readers)
-            loaded = [reader for reader in readers if not reader.skipped]
-            config.image_embedders = [reader.ref for reader in loaded]
-            self.vectors = [reader.by_image for reader in loaded]
-            outcome.computed = sum(reader.counts.computed for reader in readers)
-            outcome.cached = sum(reader.counts.cached for reader in readers)
+        make_executor(config.executor).read_stored(self, readers)
+        loaded = [reader for reader in readers if not reader.skipped]
+        config.image_embedders = [reader.ref for reader in loaded]
+        self.vectors = [reader.by_image for reader in loaded]
 
     # ------------------------------------------------------------------ detect and group
 
@@ -450,12 +427,18 @@ def resume_trace(
     progress: ProgressReporter,
     device: str | None = None,
     allow_partial_weights: bool = False,
+    executor: str | None = None,
 ) -> TraceStudy:
-    """Reopen a trace run with its own settings; finished work comes from the cache."""
+    """Reopen a trace run with its own settings; finished work comes from the cache.
+
+    ``executor`` moves the run to another executor: where the stages run changes no number.
+    """
     run_dir = store.resolve(run)
     record = load_record(run_dir / "record.json", TraceRecord)
     if record.status == "completed":
         progress.notice(f"run {record.run_id} is already complete; rescoring from cached results")
     if allow_partial_weights:
         record.config.allow_partial_weights = True
+    if executor is not None:
+        record.config.executor = check_trace_executor(executor)
     return TraceStudy(run_dir, record, cache, progress, device)

@@ -13,6 +13,7 @@ from pydantic import ValidationError
 from auditor.core.errors import AuditorError
 from auditor.core.settings import DEFAULT_T2I, DEFAULT_VQA
 from auditor.core.store import describe_validation_error
+from auditor.executors import DEFAULT_EXECUTOR, check_executor
 from auditor.records import GenerationSettings, PerceptionSettings, TraceConfig, TraceScoringSettings
 from auditor.studies.run import paired_seeds, spec_ref
 
@@ -50,6 +51,7 @@ class TraceOptions:
     show: int = 4
     device: str | None = None
     allow_partial_weights: bool = False
+    executor: str = DEFAULT_EXECUTOR
 
     @property
     def seed_count(self) -> int:
@@ -75,6 +77,7 @@ class TraceOptions:
             raise AuditorError(f"--limit must be at least 1 (got {self.limit})")
         if self.show < 0:
             raise AuditorError(f"--show must be 0 or more (got {self.show})")
+        check_trace_executor(self.executor)
         if T2I_BACKENDS.check(self.t2i).prefix != "diffusers":
             raise AuditorError(
                 f"auditor trace follows a diffusers pipeline's text encoder, latents and cross-attention; "
@@ -103,6 +106,15 @@ class TraceOptions:
             SEGMENTERS.check(self.segmenter)
 
 
+def check_trace_executor(name: str) -> str:
+    """``name`` if the trace runs on that executor (and it is installed), else a one-line error."""
+    if name == "overlapped":
+        raise AuditorError(
+            "auditor trace runs its stages one after the other: use --executor sequential or ray, not overlapped"
+        )
+    return check_executor(name)
+
+
 def new_config(options: TraceOptions) -> TraceConfig:
     """The run's config from validated options (a bad setting is one line)."""
     from auditor.prompting.nouns import object_question
@@ -116,6 +128,7 @@ def new_config(options: TraceOptions) -> TraceConfig:
             seeds=paired_seeds(options.seed_count, options.seeds),
             generation=options.generation,
             allow_partial_weights=options.allow_partial_weights,
+            executor=options.executor,
             source="professions" if options.professions else "captions",
             captions=options.captions,
             caption_column=options.caption_column,

@@ -9,6 +9,10 @@ under :func:`~auditor.generation.tracing.trace_fingerprint` holds all of it
 the traces back instead of generating twice. Each finished batch is cached and written
 to the run folder at once: an interrupted run loses at most one batch.
 
+The stage runs on the run's executor (:meth:`~auditor.executors.base.Executor.run_batches`):
+the pipeline calls in this process or on Ray workers, which send each batch's entries
+back compressed; the cache, the files and the record are written here either way.
+
 Attention maps are kept as 8-bit values (round(255·a)): an image-sized float map per
 word would make the cache larger than the images themselves.
 """
@@ -16,31 +20,36 @@ word would make the cache larger than the images themselves.
 from __future__ import annotations
 
 import io
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 
 from auditor.core.cache import ContentCache
+from auditor.core.errors import AuditorError
 from auditor.core.store import atomic_write_bytes, sha256_bytes
+from auditor.executors.base import ModelRecipe
 from auditor.executors.generation import image_relpath, png_bytes
 from auditor.generation.base import GenerationItem
 from auditor.records import GeneratedImage, PromptSet
-from auditor.studies.progress import ProgressReporter, StageCounts
+from auditor.studies.progress import StageCounts
 
 if TYPE_CHECKING:  # pragma: no cover
     from PIL import Image
 
     from auditor.generation.diffusers_backend import DiffusersTextToImage
     from auditor.generation.tracing import TracedPicture
+    from auditor.studies.run import StudyRun
 
 #: Cache stage of traced generations (the timing and progress stage is "generate").
 STAGE = "trace"
 PROGRESS = "generate"
 #: Levels of a stored attention map.
 MAP_LEVELS = 255
+
+#: A model's ``prompt_words``: each prompt's words as its tokenizer splits them.
+PromptWords = Callable[[list[str]], list[list[str]]]
 
 
 class TraceEntry:
@@ -142,8 +151,6 @@ class TraceReader:
         self.fingerprint = fingerprint
 
     def entry(self, request: TraceRequest, seed: int) -> TraceEntry:
-        from auditor.core.errors import AuditorError
-
         data = self.cache.get(STAGE, self.fingerprint, trace_inputs(request, seed))
         if data is None:
             raise AuditorError(
@@ -153,73 +160,112 @@ class TraceReader:
         return TraceEntry.from_bytes(data)
 
 
-def generate_traced(
-    backend: DiffusersTextToImage,
-    requests: Sequence[TraceRequest],
-    seeds: Sequence[int],
-    cache: ContentCache,
-    run_dir: Path,
-    progress: ProgressReporter,
-    checkpoint: Callable[[list[PromptSet]], None] = lambda _sets: None,
-) -> tuple[list[PromptSet], StageCounts, str]:
-    """Fill every prompt set with ``len(seeds)`` traced images (image i from seed i).
+@dataclass(frozen=True)
+class TraceJob:
+    """One image to generate and trace: its prompt set's request, its index in the set and its seed."""
 
-    Returns the sets, the computed/cached counts and the trace fingerprint the entries are
-    cached under. Misses are generated ``backend.settings.batch_size`` at a time, batches
-    mixing prompts; ``checkpoint`` gets the sets so far after every batch.
+    request: TraceRequest
+    index: int
+    seed: int
+
+
+class TracedGeneration:
+    """Fills every prompt set with one traced image per seed (image i from seed i), through the run's executor.
+
+    A :class:`~auditor.executors.base.BatchStage`: the executor loads the model (here or on
+    Ray workers) and runs :meth:`compute` where it is; everything else runs in this process.
+    ``choose`` gets the model's ``prompt_words`` and returns the prompt sets to fill, with
+    the words to trace. Misses are generated ``batch_size`` at a time, batches mixing
+    prompts; the record's prompt sets are updated, and checkpointed, after every batch.
     """
-    from auditor.generation.tracing import trace, trace_fingerprint
 
-    fingerprint = trace_fingerprint(backend)
-    images: dict[str, dict[int, GeneratedImage]] = {request.prompt_id: {} for request in requests}
-    pending: list[tuple[TraceRequest, GenerationItem]] = []
-    outcome = StageCounts()
+    stage: ClassVar[str] = PROGRESS
 
-    def store(request: TraceRequest, item: GenerationItem, data: bytes, flagged: bool) -> None:
-        relpath = image_relpath(request.prompt_id, item.index)
-        target = run_dir / relpath
-        if not target.is_file() or target.read_bytes() != data:
-            atomic_write_bytes(target, data)
-        images[request.prompt_id][item.index] = GeneratedImage(
-            index=item.index, file=relpath, seed=item.seed, sha256=sha256_bytes(data), flagged_nsfw=flagged
-        )
+    def __init__(self, study: StudyRun, choose: Callable[[PromptWords], list[TraceRequest]]):
+        self.study = study
+        self.choose = choose
+        self.counts = StageCounts()
+        #: The cache key of the traces, known once :meth:`open` has seen the model.
+        self.fingerprint: str | None = None
+        self._asked = study.record.config.generation
+        self._requests: list[TraceRequest] = []
+        self._images: dict[str, dict[int, GeneratedImage]] = {}
 
-    def snapshot() -> list[PromptSet]:
+    def recipe(self) -> ModelRecipe:
+        return ModelRecipe("t2i", self.study.record.config.t2i.spec, self._asked)
+
+    def open(self, model: DiffusersTextToImage) -> list[list[TraceJob]]:
+        from auditor.executors.generation import give_batch_size
+        from auditor.generation.tracing import trace_fingerprint
+
+        study, config = self.study, self.study.record.config
+        if getattr(model, "prompt_words", None) is None:
+            raise AuditorError(f"{config.t2i.spec} has no tokenizer, so its prompt words cannot be traced")
+        give_batch_size(study, model)
+        self._asked = self._asked.model_copy(update={"batch_size": model.settings.batch_size})
+        config.t2i = model.ref.model_copy(update={"spec": config.t2i.spec})
+        config.generation = model.settings.model_copy(update={"batch_size_auto": self._asked.batch_size_auto})
+        self._requests = self.choose(model.prompt_words)
+        self._images = {request.prompt_id: {} for request in self._requests}
+        self.fingerprint = trace_fingerprint(model)
+        study.progress.start(PROGRESS, len(self._requests) * len(config.seeds), "generating traced images")
+        pending = []
+        for request in self._requests:
+            for index, seed in enumerate(config.seeds):
+                job = TraceJob(request, index, seed)
+                hit = study.cache.get(STAGE, self.fingerprint, trace_inputs(request, seed))
+                if hit is None:
+                    pending.append(job)
+                    continue
+                self._keep(job, TraceEntry.from_bytes(hit))
+                self.counts.cached += 1
+                study.progress.advance(PROGRESS)
+        self._checkpoint()
+        size = model.settings.batch_size
+        return [pending[start : start + size] for start in range(0, len(pending), size)]
+
+    @staticmethod
+    def compute(model: DiffusersTextToImage, batch: list[TraceJob]) -> list[bytes]:
+        """One pipeline call: the batch's cache entries (the PNG, traces and word maps, compressed)."""
+        from auditor.generation.tracing import trace
+
+        items = [GenerationItem(prompt=job.request.prompt, index=job.index, seed=job.seed) for job in batch]
+        traced = trace(model, items, [list(job.request.words) for job in batch])
+        return [TraceEntry.from_traced(picture, png_bytes(picture.picture.image)).to_bytes() for picture in traced]
+
+    def store(self, batch: list[TraceJob], entries: list[bytes]) -> None:
+        for job, data in zip(batch, entries, strict=True):
+            self.study.cache.put(STAGE, self.fingerprint, trace_inputs(job.request, job.seed), data)
+            self._keep(job, TraceEntry.from_bytes(data))
+            self.counts.computed += 1
+        self._checkpoint()
+        self.study.progress.advance(PROGRESS, len(batch))
+
+    def finish(self) -> None:
+        self.study.record.prompt_sets = self.prompt_sets()
+
+    def prompt_sets(self) -> list[PromptSet]:
+        """The prompt sets with the images stored so far, in request and index order."""
         return [
             PromptSet(
                 prompt_id=request.prompt_id,
                 prompt=request.prompt,
-                images=[images[request.prompt_id][i] for i in sorted(images[request.prompt_id])],
+                images=[self._images[request.prompt_id][i] for i in sorted(self._images[request.prompt_id])],
             )
-            for request in requests
+            for request in self._requests
         ]
 
-    progress.start(PROGRESS, len(requests) * len(seeds), "generating traced images")
-    try:
-        for request in requests:
-            for index, seed in enumerate(seeds):
-                item = GenerationItem(prompt=request.prompt, index=index, seed=seed)
-                hit = cache.get(STAGE, fingerprint, trace_inputs(request, seed))
-                if hit is None:
-                    pending.append((request, item))
-                    continue
-                entry = TraceEntry.from_bytes(hit)
-                store(request, item, entry.png, entry.flagged_nsfw)
-                outcome.cached += 1
-                progress.advance(PROGRESS)
-        checkpoint(snapshot())
-        size = backend.settings.batch_size
-        for start in range(0, len(pending), size):
-            batch = pending[start : start + size]
-            traced = trace(backend, [item for _, item in batch], [list(request.words) for request, _ in batch])
-            for (request, item), picture in zip(batch, traced, strict=True):
-                data = png_bytes(picture.picture.image)
-                entry = TraceEntry.from_traced(picture, data)
-                cache.put(STAGE, fingerprint, trace_inputs(request, item.seed), entry.to_bytes())
-                store(request, item, data, picture.picture.flagged_nsfw)
-                outcome.computed += 1
-            checkpoint(snapshot())
-            progress.advance(PROGRESS, len(batch))
-    finally:
-        progress.finish(PROGRESS)
-    return snapshot(), outcome, fingerprint
+    def _keep(self, job: TraceJob, entry: TraceEntry) -> None:
+        """Write the image into the run folder (unless it is there with these bytes) and list it in its set."""
+        data = entry.png
+        relpath = image_relpath(job.request.prompt_id, job.index)
+        target = self.study.run_dir / relpath
+        if not target.is_file() or target.read_bytes() != data:
+            atomic_write_bytes(target, data)
+        self._images[job.request.prompt_id][job.index] = GeneratedImage(
+            index=job.index, file=relpath, seed=job.seed, sha256=sha256_bytes(data), flagged_nsfw=entry.flagged_nsfw
+        )
+
+    def _checkpoint(self) -> None:
+        self.study.record.prompt_sets = self.prompt_sets()
+        self.study.checkpoint()
