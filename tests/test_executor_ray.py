@@ -1,5 +1,7 @@
 """The Ray executor on a local Ray (two CPUs) with the tiny random models: the sequential executor's
-record and cache, a worker killed mid-run costs only its batch, and runs resume across executors."""
+record and cache, a worker killed mid-run costs only its batch, and runs resume across executors
+(Ray -> in process after a kill; in process -> Ray for a trace). Each Ray run costs tens of seconds
+of worker start-up, so each test checks several things of one run."""
 
 from __future__ import annotations
 
@@ -13,9 +15,9 @@ from auditor.core.cache import ContentCache
 from auditor.core.store import RunStore
 from auditor.records import load_record
 from auditor.studies.progress import QuietProgress, WorkerThroughput
-from auditor.studies.prompt_audit import start_audit
-from tests.test_executors import cache_rows, check_resume_across_executors, options, run_fresh
-from tests.test_prompt_audit import check_run_folder
+from auditor.studies.prompt_audit import resume_audit, start_audit
+from tests.test_executors import cache_rows, options, run_fresh
+from tests.test_prompt_audit import StopAfter, check_run_folder
 
 ray = pytest.importorskip("ray", reason="the Ray executor needs the ray extra: pip install 'auditor[ray]'")
 #: Under pytest-xdist (`make test`) these tests share one worker, so one local Ray serves them all.
@@ -62,17 +64,18 @@ def test_ray_executor_gives_the_sequential_record_and_cache(tiny_models, tmp_pat
         assert all((ray_dir / i.file).read_bytes() == (seq_dir / i.file).read_bytes() for i in prompt_set.images)
 
 
-class KillAWorker(QuietProgress):
-    """Kills (SIGKILL) the first worker of ``stage`` to deliver a batch, as a lost node or an OOM kill
-    would, and remembers every worker that delivered one."""
+class KillAWorker(StopAfter):
+    """Kills (SIGKILL) the first worker of ``kill`` to deliver a batch, as a lost node or an OOM kill
+    would, remembers every worker that delivered one, and presses Ctrl-C once ``stage`` advanced ``count``."""
 
-    def __init__(self, stage: str):
-        self.stage = stage
+    def __init__(self, kill: str, stage: str, count: int):
+        super().__init__(stage, count)
+        self.kill = kill
         self.killed: int | None = None
         self.pids: list[int] = []
 
     def workers(self, stage: str, workers: Sequence[WorkerThroughput]) -> None:
-        if stage != self.stage:
+        if stage != self.kill:
             return
         self.pids = [worker.pid for worker in workers]
         if self.killed is None:
@@ -80,32 +83,42 @@ class KillAWorker(QuietProgress):
             os.kill(self.killed, signal.SIGKILL)
 
 
-def test_a_killed_worker_loses_only_its_batch(tiny_models, tmp_path, sequential):
+def test_a_killed_worker_loses_only_its_batch_and_the_run_resumes_in_process(tiny_models, tmp_path, sequential):
+    """A generation worker killed after its first batch: every image made once, none missing. Then Ctrl-C in
+    the VQA stage, and the run resumed in process recomputes nothing and ends with the sequential results."""
     reference, _, reference_cache = sequential
     store = RunStore(tmp_path / "runs")
     cache = ContentCache(tmp_path / "cache.sqlite")
-    progress = KillAWorker("generate")
+    progress = KillAWorker("generate", "perceive", 4)
     try:  # no embeddings: the kill is in generation, and the answers check the images' readers
-        record = start_audit(options(tiny_models, "ray", embedder=None), store, cache, progress, run_name="r").run()
-        misses = dict(cache.misses)
+        with pytest.raises(KeyboardInterrupt):
+            start_audit(options(tiny_models, "ray", embedder=None), store, cache, progress, run_name="r").run()
+        made, answered = cache.misses["generate"], cache.entries("perceive")
     finally:
         cache.close()
     assert progress.killed is not None and progress.pids[-1] != progress.killed  # Ray restarted it
-    assert record.status == "completed" and record.errors == []
+    images = sum(len(prompt_set.images) for prompt_set in reference.prompt_sets)
+    assert made == images  # each image computed once, though its worker died
+    partial = load_record(store.root / "r" / "record.json")
+    assert partial.status == "interrupted" and partial.errors[-1].stage == "perceive"
+    assert 0 < answered < cache_size(reference_cache, "perceive")
+
+    cache = ContentCache(tmp_path / "cache.sqlite")
+    try:
+        record = resume_audit("r", store, cache, QuietProgress(), executor="sequential").run()
+        misses = dict(cache.misses)
+    finally:
+        cache.close()
+    assert record.status == "completed" and record.errors == [] and record.config.executor == "sequential"
+    assert misses.get("generate", 0) == 0 and misses["perceive"] == cache_size(reference_cache, "perceive") - answered
     assert record.prompt_sets == reference.prompt_sets and record.answers == reference.answers
-    # Every item stored once, none missing: each image and answer cached as in the reference, each computed once.
-    expected = [row for row in reference_cache if row[1] != "embed"]
-    assert cache_rows(tmp_path / "cache.sqlite") == expected
-    assert misses["generate"] == sum(1 for row in expected if row[1] == "generate")
+    # Every item stored once, none missing: each image and answer cached as in the reference.
+    assert cache_rows(tmp_path / "cache.sqlite") == [row for row in reference_cache if row[1] != "embed"]
     check_run_folder(store.root / "r", images=3)
 
 
-@pytest.mark.parametrize(
-    "first, then, stage, stop_at",
-    [("sequential", "ray", "generate", 4), ("ray", "sequential", "perceive", 4)],
-)
-def test_a_run_interrupted_under_one_executor_resumes_under_another(tiny_models, tmp_path, first, then, stage, stop_at):
-    check_resume_across_executors(tiny_models, tmp_path, first, then, stage, stop_at)
+def cache_size(rows, stage: str) -> int:
+    return sum(1 for row in rows if row[1] == stage)
 
 
 def run_round(tiny_models, tmp_path, executor: str):
@@ -183,8 +196,6 @@ def test_a_trace_interrupted_in_process_resumes_on_ray_with_the_sequential_resul
     scores as in process, and the images stored before Ctrl-C are not made again."""
     from auditor.records import TraceRecord
     from auditor.studies.trace import resume_trace
-    from tests.test_prompt_audit import StopAfter
-
     reference = trace_run(tiny_models, tiny_tracing_models, tmp_path / "sequential", "sequential")
     with pytest.raises(KeyboardInterrupt):
         trace_run(tiny_models, tiny_tracing_models, tmp_path / "moved", "sequential", StopAfter("generate", 4))

@@ -59,10 +59,10 @@ def _without_tensor(source: Path, target: Path, component: str, fragment: str) -
     return target, name
 
 
-def _audit(t2i: Path, vqa: Path, cache: ContentCache, runs: Path, name: str):
+def _audit(t2i: Path, vqa: Path, cache: ContentCache, runs: Path, name: str, llm: str = "offline"):
     options = PromptAuditOptions(
         prompt=PROMPT,
-        llm="offline",
+        llm=llm,
         t2i=f"diffusers:{t2i}",
         vqa=f"blip2:{vqa}",
         embedder=None,
@@ -134,27 +134,27 @@ def test_vqa_and_embedding_keys_follow_dtype_and_device_kind(tiny_models):
         assert keys["cuda:0", "float16"] != keys["cuda:0", "float32"]
 
 
-def test_a_cached_plan_is_not_served_for_another_server(tiny_models, fake_openai, tmp_path):
+def test_a_cached_plan_is_not_served_for_another_server(tiny_models, fake_openai, tmp_path, monkeypatch):
     plan = {"gender": ["a photo of a male pharmacist", "a photo of a female pharmacist"]}
     reply = f"```json\n{json.dumps(plan)}\n```"
-    args = [
-        "--llm", "openai:gpt-4o-mini", "--t2i", f"diffusers:{tiny_models.t2i}", "--vqa", str(tiny_models.vqa),
-        "--embedder", "none", "--images", "1", "--steps", "1", "--quiet",
-    ]  # fmt: skip
     fake_openai.chat_replies("axes", "counterfactuals", reply)
-    assert run_auditor("prompt", PROMPT, *args, "--name", "one").returncode == 0
-    assert run_auditor("prompt", PROMPT, *args, "--name", "two").returncode == 0  # same server: the cached plan
-    assert len(fake_openai.chat_requests()) == 3
-
-    other = FakeOpenAI().start()
+    cache = ContentCache(tmp_path / "cache.sqlite")
     try:
-        other.chat_replies("axes", "counterfactuals", reply)
-        result = run_auditor("prompt", PROMPT, *args, "--name", "three", env={"OPENAI_BASE_URL": other.base_url})
-        assert result.returncode == 0, result.stderr
-        assert len(other.chat_requests()) == 3  # another endpoint: planned again
+        for name in ("one", "two"):
+            _audit(tiny_models.t2i, tiny_models.vqa, cache, tmp_path / "runs", name, llm="openai:gpt-4o-mini")
+        assert len(fake_openai.chat_requests()) == 3  # the second run: the same server's cached plan
+
+        other = FakeOpenAI().start()
+        try:
+            other.chat_replies("axes", "counterfactuals", reply)
+            monkeypatch.setenv("OPENAI_BASE_URL", other.base_url)
+            record = _audit(tiny_models.t2i, tiny_models.vqa, cache, tmp_path / "runs", "three", llm="openai:gpt-4o-mini")
+            assert len(other.chat_requests()) == 3  # another endpoint: planned again
+        finally:
+            other.stop()
     finally:
-        other.stop()
-    timings = {t.stage: t for t in load_record(tmp_path / "runs" / "three" / "record.json").timings}
+        cache.close()
+    timings = {t.stage: t for t in record.timings}
     assert timings["plan"].computed == 1 and timings["plan"].cached == 0
 
 
