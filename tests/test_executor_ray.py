@@ -217,3 +217,25 @@ def test_a_trace_interrupted_in_process_resumes_on_ray_with_the_sequential_resul
     assert record.objects == reference.objects and record.chi_square == reference.chi_square
     # Every trace (z0, encodings, 8-bit word maps), answer and embedding cached under the same key, same bytes.
     assert cache_rows(tmp_path / "moved" / "cache.sqlite") == cache_rows(tmp_path / "sequential" / "cache.sqlite")
+
+
+def test_without_a_shared_run_folder_the_images_go_through_the_object_store(tiny_models, tmp_path, sequential):
+    """Readers' workers that do not see the run folder get each chunk's PNG bytes in its dataset row (checked
+    against the recorded sha256 as files are): the sequential run's embeddings, bit for bit."""
+    import shutil
+
+    from auditor.executors.perception import EmbedReader
+    from auditor.executors.ray import RayExecutor, RayOptions
+    from auditor.studies.run import EMBED_BATCH_SIZE, StudyRun
+
+    reference, reference_dir, reference_cache = sequential
+    shutil.copytree(reference_dir, tmp_path / "run")
+    cache = ContentCache(tmp_path / "cache.sqlite")
+    try:
+        study = StudyRun(tmp_path / "run", reference.model_copy(deep=True), cache, QuietProgress())
+        reader = EmbedReader(study, EMBED_BATCH_SIZE)
+        RayExecutor(RayOptions(shared_files=False)).read_stored(study, [reader])
+    finally:
+        cache.close()
+    assert reader.counts.computed == sum(len(s.images) for s in reference.prompt_sets)
+    assert cache_rows(tmp_path / "cache.sqlite") == [row for row in reference_cache if row[1] == "embed"]
