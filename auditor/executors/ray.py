@@ -302,7 +302,8 @@ class _RayRun:
         )
 
     def _chunk_row(self, number: int, chunk: Chunk, shared: bool) -> dict[str, Any]:
-        """A reader chunk as a dataset row: the task, and the images as run-folder paths or PNG bytes."""
+        """A reader chunk as a dataset row: the task, and the images as run-folder paths or, without a
+        shared run folder, a reference to their PNG bytes in Ray's object store."""
         images = chunk.images
         row: dict[str, Any] = {
             "chunk": number,
@@ -313,7 +314,11 @@ class _RayRun:
         if shared:
             row["files"] = [str(folder / image.file) for image in images]
         else:
-            row["png"] = [(folder / image.file).read_bytes() for image in images]
+            import ray
+
+            # One object per chunk, put now: the driver holds one chunk's bytes at a time, and the object
+            # store (which spills to disk) holds the rest until a worker reads them.
+            row["png"] = [ray.put([(folder / image.file).read_bytes() for image in images])]
         return row
 
     # ------------------------------------------------------------------ Ray

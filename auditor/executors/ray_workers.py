@@ -201,8 +201,8 @@ class ReadWorker(_StageWorker):
     """Computes one reader chunk per call (VQA answers, embeddings) with the reader's own ``compute``.
 
     A chunk's images come as files of the shared run folder or, without a shared
-    filesystem, as PNG bytes through Ray's object store; either way checked against the
-    sha256 the driver recorded.
+    filesystem, as PNG bytes through Ray's object store (one object per chunk, put by the
+    driver); either way checked against the sha256 the driver recorded.
     """
 
     def __init__(self, recipe: ModelRecipe, placement: Placement, fingerprint: str, compute: Callable[..., Any]):
@@ -212,7 +212,9 @@ class ReadWorker(_StageWorker):
     def work(self, row: dict[str, Any]) -> dict[str, Any]:
         shas = [str(sha) for sha in row["sha256"]]
         if "png" in row:
-            sources: list[Path | bytes] = [bytes(data) for data in row["png"]]
+            import ray
+
+            sources: list[Path | bytes] = [bytes(data) for data in ray.get(row["png"][0])]
         else:
             sources = [Path(str(path)) for path in row["files"]]
         with ThreadPoolExecutor(max_workers=min(DECODE_THREADS, len(sources))) as pool:
