@@ -131,15 +131,30 @@ def ensure_wordnet(try_download: bool = True) -> Path:
 
 @lru_cache(maxsize=1)
 def load_wordnet() -> WordNetCorpusReader:
-    """The WordNet corpus reader, loaded once per process."""
-    ensure_wordnet()
-    from nltk.corpus import wordnet
+    """The English WordNet corpus reader, loaded once per process.
 
+    Not ``nltk.corpus.wordnet``: its reader also maps every synset to another WordNet
+    version for the multilingual (OMW) functions, reading ``index.sense`` twice, which takes
+    seconds at every start of a process that reads a word; auditor uses no other language.
+    """
+    import warnings
+
+    import nltk
+    from nltk.corpus.reader.wordnet import WordNetCorpusReader
+
+    class EnglishWordNet(WordNetCorpusReader):
+        def map_wn(self, version: str = "wordnet") -> None:
+            """No mapping between WordNet versions: only the multilingual functions need one."""
+            return None
+
+    ensure_wordnet()
     try:
-        wordnet.ensure_loaded()
-    except LookupError as exc:
+        root = nltk.data.find("corpora/wordnet")
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # "the multilingual functions are not available": none are used
+            return EnglishWordNet(root, None)
+    except (LookupError, OSError) as exc:
         raise AuditorError(f"WordNet could not be loaded: {str(exc).strip().splitlines()[0]}") from None
-    return wordnet
 
 
 @lru_cache(maxsize=1)
