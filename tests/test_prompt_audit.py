@@ -169,7 +169,7 @@ def test_unwritable_output_folder_is_one_line(tmp_path):
 
 def test_missing_weights_name_the_model_and_resume_can_point_at_a_local_copy(tiny_models, tmp_path):
     result = run_auditor(
-        "prompt", PROMPT, "--llm", "offline", "--t2i", "diffusers:nobody/no-such-model", "--images", "1",
+        "prompt", PROMPT, "--llm", "offline", "--t2i", "diffusers:nobody/no-such-model", "--images", "1", "--steps", "2",
         "--embedder", "none", "--max-axes", "1", "--max-counterfactuals", "2", "--name", "r",
     )  # fmt: skip
     assert result.returncode == 1
