@@ -29,6 +29,7 @@ from auditor.core.store import RunStore
 from auditor.records import AmplificationRecord, load_record
 from auditor.studies.progress import QuietProgress
 from tests.clitools import run_auditor
+from tests.test_prompt_audit import StopAfter
 
 THRESHOLD = 0.6
 OCCUPATIONS = ["R&D engineer", "nurse"]
@@ -515,18 +516,6 @@ def test_captions_command_bad_input(tmp_path):
 
 # --------------------------------------------------------------------------- resume
 
-
-class StopAfter(QuietProgress):
-    """A progress reporter that presses Ctrl-C once ``stage`` has advanced ``count`` units."""
-
-    def __init__(self, stage: str, count: int):
-        self.stage, self.count, self.seen = stage, count, 0
-
-    def advance(self, stage: str, amount: int = 1) -> None:
-        if stage == self.stage:
-            self.seen += amount
-            if self.seen >= self.count:
-                raise KeyboardInterrupt
 
 
 #: Interrupted stage -> (progress units before Ctrl-C, the cache stage whose entries count the finished work).

@@ -14,6 +14,7 @@ from auditor.studies.batch import BatchOptions, resume_batch, start_batch
 from auditor.studies.progress import QuietProgress
 from auditor.studies.prompt_audit import PromptAuditOptions
 from tests.clitools import run_auditor
+from tests.test_prompt_audit import StopAfter
 
 PROMPTS = ["a photo of a nurse", "a photo of an engineer", "a chef at work"]
 
@@ -104,18 +105,6 @@ def test_models_load_once_for_the_whole_batch(tiny_models, tmp_path, monkeypatch
     assert sorted(loads) == ["t2i", "vqa"]
     assert {t.stage: t.computed for t in record.timings}["generate"] == 3 * 3 * 2  # 3 prompts x 3 sets x 2 images
 
-
-class StopAfter(QuietProgress):
-    """Presses Ctrl-C once ``stage`` has advanced ``count`` units."""
-
-    def __init__(self, stage: str, count: int):
-        self.stage, self.count, self.seen = stage, count, 0
-
-    def advance(self, stage: str, amount: int = 1) -> None:
-        if stage == self.stage:
-            self.seen += amount
-            if self.seen >= self.count:
-                raise KeyboardInterrupt
 
 
 def test_an_interrupted_batch_resumes_without_recomputing(tiny_models, tmp_path):

@@ -24,6 +24,7 @@ from auditor.studies.explore_options import ExploreOptions
 from auditor.studies.progress import QuietProgress
 from tests.clitools import run_auditor
 from tests.fake_openai import FAKE_API_KEY, colour_name
+from tests.test_prompt_audit import StopAfter
 
 RED, BLUE, GREEN = (220, 40, 40), (40, 40, 220), (40, 200, 40)
 FIRST_PROPOSALS = [
@@ -197,18 +198,6 @@ def test_an_explored_prompt_audited_alone_reuses_every_image_answer_and_plan(wor
     assert alone.scores.axes[0].bav == pytest.approx(arm.score.axis.bav)  # the arm is this one-axis audit
     assert alone.scores.axes[0].bav_ci == arm.score.ci
 
-
-class StopAfter(QuietProgress):
-    """Presses Ctrl-C once ``stage`` has advanced ``count`` units (over all its rounds)."""
-
-    def __init__(self, stage: str, count: int):
-        self.stage, self.count, self.seen = stage, count, 0
-
-    def advance(self, stage: str, amount: int = 1) -> None:
-        if stage == self.stage:
-            self.seen += amount
-            if self.seen >= self.count:
-                raise KeyboardInterrupt
 
 
 @pytest.mark.parametrize("stage, stop_at", [("generate", 96), ("perceive", 100)])

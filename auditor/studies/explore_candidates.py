@@ -203,16 +203,7 @@ class CandidateIntake:
         from auditor.planning import transcript_of
 
         config = self.config
-        request = PlanRequest(
-            prompt=candidate.prompt,
-            llm=config.llm,
-            max_axes=config.max_axes,
-            max_counterfactuals=config.max_counterfactuals,
-            retries=config.llm_retries,
-            temperature=config.llm_temperature,
-            seed=config.llm_seed,
-            axes=tuple(config.axes) if config.axes is not None else None,
-        )
+        request = PlanRequest.asked(candidate.prompt, config)
         worst = 0 if request.planner == "offline" or is_cached(self.study.cache, request) else 3 + config.llm_retries
         if worst > llm_calls_left(self.record):
             self._reject(

@@ -10,10 +10,13 @@ LLM nothing.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from auditor.core.cache import ContentCache
 from auditor.records import AuditPlan
+
+if TYPE_CHECKING:  # pragma: no cover
+    from auditor.records import ExploreConfig, RunConfig
 
 STAGE = "plan"
 
@@ -31,6 +34,21 @@ class PlanRequest:
     seed: int | None = None
     #: ``--axes``: the axis library writes these axes' counterfactuals and no LLM is asked.
     axes: tuple[str, ...] | None = None
+
+    @classmethod
+    def asked(cls, prompt: str, config: RunConfig | ExploreConfig) -> PlanRequest:
+        """The plan a run's config asks for ``prompt``: one rule for a prompt audit and an exploration's
+        candidates, so a prompt audited alone gets the plan its exploration cached."""
+        return cls(
+            prompt=prompt,
+            llm=config.llm,
+            max_axes=config.max_axes,
+            max_counterfactuals=config.max_counterfactuals,
+            retries=config.llm_retries,
+            temperature=config.llm_temperature,
+            seed=config.llm_seed,
+            axes=tuple(config.axes) if config.axes is not None else None,
+        )
 
     def cache_inputs(self) -> dict[str, Any]:
         inputs: dict[str, Any] = {

@@ -103,20 +103,6 @@ def _model_registries() -> dict:
     return {"t2i": T2I_BACKENDS, "vqa": VQA_BACKENDS, "embedder": EMBEDDERS}
 
 
-def plan_request(config: RunConfig) -> PlanRequest:
-    """What the run's plan is asked for (the same request, so the same cached plan, wherever it is made)."""
-    return PlanRequest(
-        prompt=config.prompt,
-        llm=config.llm,
-        max_axes=config.max_axes,
-        max_counterfactuals=config.max_counterfactuals,
-        retries=config.llm_retries,
-        temperature=config.llm_temperature,
-        seed=config.llm_seed,
-        axes=tuple(config.axes) if config.axes is not None else None,
-    )
-
-
 def new_config(options: PromptAuditOptions) -> RunConfig:
     return RunConfig(
         prompt=options.prompt.strip(),
@@ -195,7 +181,7 @@ class PromptAudit(StudyRun[RunRecord]):
 
         with self.stage("plan") as outcome:
             try:
-                plan, cached = cached_plan(self.cache, plan_request(self.record.config))
+                plan, cached = cached_plan(self.cache, PlanRequest.asked(self.record.config.prompt, self.record.config))
             except AuditorError as exc:  # an invalid plan or a refused request: keep the conversation so far
                 self._save_transcript(transcript_of(exc))
                 raise
