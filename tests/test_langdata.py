@@ -46,3 +46,27 @@ def test_wordnet_corpus_built_from_system_files_is_readable_by_nltk(tmp_path, mo
     target = build_wordnet_from_system(source, tmp_path / "wordnet")
     reader = WordNetCorpusReader(str(target), None)
     assert reader.synset("pharmacist.n.01").lexname() == "noun.person"
+
+
+def test_an_unreadable_wordnet_is_one_line_naming_nltks_reason(tmp_path, monkeypatch):
+    import zipfile
+
+    import nltk
+
+    from auditor.core.errors import AuditorError
+
+    # A corpus zip without its folder's own entry: present to a glance, unreadable to NLTK.
+    (tmp_path / "corpora").mkdir()
+    with zipfile.ZipFile(tmp_path / "corpora" / "wordnet.zip", "w") as archive:
+        archive.writestr("wordnet/lexnames", lexnames_text())
+    monkeypatch.setenv("AUDITOR_HOME", str(tmp_path / "home"))
+    monkeypatch.setattr(nltk.data, "path", [str(tmp_path)])
+    load_wordnet.cache_clear()
+    try:
+        with pytest.raises(AuditorError) as raised:
+            load_wordnet()
+    finally:
+        load_wordnet.cache_clear()
+    message = str(raised.value)
+    assert message.startswith("WordNet could not be loaded: ") and "\n" not in message and "***" not in message
+    assert "wordnet" in message.split(": ", 1)[1].lower()

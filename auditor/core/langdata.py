@@ -153,8 +153,9 @@ def load_wordnet() -> WordNetCorpusReader:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # "the multilingual functions are not available": none are used
             return EnglishWordNet(root, None)
-    except (LookupError, OSError) as exc:
-        raise AuditorError(f"WordNet could not be loaded: {str(exc).strip().splitlines()[0]}") from None
+    except (LookupError, OSError) as exc:  # NLTK's message opens with a line of asterisks
+        reason = next((line.strip() for line in str(exc).splitlines() if any(c.isalpha() for c in line)), "")
+        raise AuditorError(f"WordNet could not be loaded: {reason or type(exc).__name__}") from None
 
 
 @lru_cache(maxsize=1)
