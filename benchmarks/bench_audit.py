@@ -31,6 +31,11 @@ GPU idle share (NVML utilisation sampled every 50 ms: the time no kernel ran), p
 memory. Results go to ``benchmarks/results/<gpu>-<date>.json`` (written after every
 measurement) with the exact command, versions and device.
 
+``--budget-minutes`` fits a session to a lent GPU's fixed time: the UNet is measured right
+after the warm-ups, and a run starts only while its expected time is left; what did not fit
+is counted in ``left_out_for_budget``. ``benchmarks/on-device.sh`` runs this file on a GPU
+machine that has only CUDA PyTorch and transformers (``make gpu-kit`` packs the rest).
+
 ``--tiny`` runs everything on the CPU with ``auditor.tiny``'s models at a tiny size (the
 test suite runs it); its numbers mean nothing. Usage: ``make bench-gpu`` or
 ``python benchmarks/bench_audit.py [--t2i sd15 sd21] [--only NAME ...] [--sets 31] [--images 48]``.
@@ -563,6 +568,7 @@ def _run(args: argparse.Namespace, root: Path) -> dict:
     results: dict[str, Any] = {**environment(args), "models": {}}
     out = args.out or default_out(results["device"])
     out.parent.mkdir(parents=True, exist_ok=True)
+    budget = Budget(args.budget_minutes)
 
     def write() -> None:
         out.write_text(json.dumps(results, indent=2, default=str) + "\n")
@@ -573,13 +579,20 @@ def _run(args: argparse.Namespace, root: Path) -> dict:
         entry = results["models"].setdefault(t2i, {
             "size_px": setup.size, "steps": setup.steps, "prompt_sets": len(sets), "images_per_set": setup.images,
             "questions_per_image": len(setup.questions(sets)[0]) + 1, "answer_tokens": setup.tokens,
-            "measurements": {}, "errors": {},
+            "measurements": {}, "errors": {}, "left_out_for_budget": {},
         })  # fmt: skip
         names = [name for name in MEASUREMENTS if name in args.only and name != "unet"]
         runs: dict[str, list[dict]] = {name: [] for name in names}
+        warmup_walls: dict[str, float] = {}
 
         def attempt(name: str, count: int | None) -> dict | None:
-            """One run; an error (e.g. out of memory) is recorded and ends that measurement."""
+            """One run, if the budget has room for it; an error (e.g. out of memory) is recorded
+            and ends that measurement."""
+            if not budget.fits(expected_seconds(name, runs[name], warmup_walls.get(name), args, count)):
+                left_out = entry["left_out_for_budget"]
+                left_out[name] = left_out.get(name, 0) + 1
+                write()
+                return None
             try:
                 return measure(setup, name, setup.sets(count), setup.work / name)
             except Exception as exc:  # noqa: BLE001 - reported in the results, the others go on
@@ -590,23 +603,58 @@ def _run(args: argparse.Namespace, root: Path) -> dict:
                 return None
 
         for name in list(names):  # warm-up at a small size: loading, compilation, autotuning, allocator
-            attempt(name, args.warmup_sets)
+            if (warmup := attempt(name, args.warmup_sets)) is not None:
+                warmup_walls[name] = warmup["wall_s"]
+        if "unet" in args.only:  # short, and a target of its own: before the long runs a budget may cut
+            if budget.fits(None):
+                entry["measurements"]["unet"] = unet_throughput(setup, "auto", args.compile, args.unet_iterations)
+            else:
+                entry["left_out_for_budget"]["unet"] = 1
+            write()
         for _ in range(args.repeats):  # interleaved, so drift hits every side alike
             for name in list(names):
                 result = attempt(name, None)
                 if result is not None:
                     runs[name].append(result)
-        entry["checks"] = check_same_work({name: runs[name] for name in names})
-        for name in names:
-            entry["measurements"][name] = summarise(runs[name])
-        write()
-        if "unet" in args.only:
-            entry["measurements"]["unet"] = unet_throughput(setup, "auto", args.compile, args.unet_iterations)
+        measured = {name: runs[name] for name in names if runs[name]}
+        entry["checks"] = check_same_work(measured)
+        for name, name_runs in measured.items():
+            entry["measurements"][name] = summarise(name_runs)
         write()
         print_table(t2i, entry)
     results["out"] = str(out)
     write()
     return results
+
+
+class Budget:
+    """The wall-clock minutes a session may spend (a lent GPU is lent for a fixed time): a run
+    starts only when the time it is expected to take is left, so the results hold every
+    measurement that fitted and say which were left out."""
+
+    def __init__(self, minutes: float | None, clock: Callable[[], float] = time.monotonic):
+        self._clock = clock
+        self._deadline = None if minutes is None else clock() + 60 * minutes
+
+    def fits(self, expected_s: float | None) -> bool:
+        """Whether a run expected to take ``expected_s`` seconds (None: unknown) ends within the budget."""
+        if self._deadline is None:
+            return True
+        left = self._deadline - self._clock()
+        return left > 0 and (expected_s is None or expected_s <= left)
+
+
+def expected_seconds(
+    name: str, done: list[dict], warmup_wall: float | None, args: argparse.Namespace, count: int | None
+) -> float | None:
+    """How long the next run of ``name`` will take: its longest full-size run so far, else its
+    warm-up scaled by prompt sets (an overestimate: the warm-up also loads and compiles);
+    unknown (None) for the warm-up itself."""
+    if count is not None:
+        return None
+    if done:
+        return max(run["wall_s"] for run in done)
+    return None if warmup_wall is None else warmup_wall * args.sets / args.warmup_sets
 
 
 def check_same_work(runs: dict[str, list[dict]]) -> dict:
@@ -659,6 +707,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--repeats", type=int, default=None, help="Timed runs per measurement (default 3).")
     parser.add_argument("--warmup-sets", type=int, default=3, help="Prompt sets of the warm-up run (at least 3).")
     parser.add_argument("--unet-iterations", type=int, default=None, help="Timed UNet forwards (default 20).")
+    parser.add_argument(
+        "--budget-minutes", type=float, default=None,
+        help="Wall-clock minutes for the whole session: a run starts only if its expected time is left (default: none).",
+    )  # fmt: skip
     parser.add_argument("--models", type=Path, default=None, help="Folder to build the models in (kept; reused).")
     parser.add_argument("--out", type=Path, default=None, help="Results file (default benchmarks/results/<gpu>-<date>.json).")
     args = parser.parse_args(argv)

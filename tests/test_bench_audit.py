@@ -2,12 +2,21 @@
 
 from __future__ import annotations
 
+import argparse
+import importlib.util
 import json
 import subprocess
 import sys
 from pathlib import Path
 
 BENCH = Path(__file__).resolve().parent.parent / "benchmarks" / "bench_audit.py"
+
+
+def _bench_module():
+    spec = importlib.util.spec_from_file_location("bench_audit", BENCH)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 def test_bench_audit_tiny_runs_every_measurement_on_the_same_work(tmp_path):
@@ -25,7 +34,8 @@ def test_bench_audit_tiny_runs_every_measurement_on_the_same_work(tmp_path):
     assert sd15["checks"] == {"same_decoded_token_rows": True, "executors_same_answers": True}
     measured = sd15["measurements"]
     names = ["authors", "authors-6x", "auditor-default", "auditor-sequential", "auditor-overlapped"]
-    assert list(measured) == [*names, "unet"]
+    assert list(measured) == ["unet", *names]  # the UNet first: a budget cuts the long runs, not it
+    assert sd15["left_out_for_budget"] == {}
     images = sd15["prompt_sets"] * sd15["images_per_set"]  # 3 sets x 2 images
     for name in names:
         m = measured[name]
@@ -39,3 +49,38 @@ def test_bench_audit_tiny_runs_every_measurement_on_the_same_work(tmp_path):
     unet = measured["unet"]
     assert unet["flops_per_forward"] > 0 and unet["achieved_tflops"] > 0 and unet["unet_batch"] == 8
     assert "sd15" in result.stdout and "auditor-overlapped" in result.stdout
+
+
+def test_budget_lets_a_run_start_only_when_its_expected_time_is_left():
+    bench = _bench_module()
+    now = [100.0]
+    budget = bench.Budget(2, clock=lambda: now[0])  # 120 s from t = 100
+    assert budget.fits(None) and budget.fits(120) and not budget.fits(121)
+    now[0] = 190.0
+    assert budget.fits(30) and not budget.fits(31) and budget.fits(None)
+    now[0] = 220.0  # spent: not even a run of unknown length starts
+    assert not budget.fits(None) and not budget.fits(0)
+    assert bench.Budget(None, clock=lambda: now[0]).fits(10**9)
+
+
+def test_expected_seconds_of_a_run():
+    bench = _bench_module()
+    args = argparse.Namespace(sets=31, warmup_sets=3)
+    assert bench.expected_seconds("authors", [], None, args, 3) is None  # a warm-up: unknown
+    assert bench.expected_seconds("authors", [], None, args, None) is None  # its warm-up failed or was cut
+    assert bench.expected_seconds("authors", [], 6.0, args, None) == 62.0  # the warm-up, 31 / 3 of it
+    runs = [{"wall_s": 50.0}, {"wall_s": 70.0}]
+    assert bench.expected_seconds("authors", runs, 6.0, args, None) == 70.0  # the longest full run
+
+
+def test_bench_audit_records_what_a_spent_budget_left_out(tmp_path):
+    out = tmp_path / "result.json"
+    result = subprocess.run(
+        [sys.executable, str(BENCH), "--tiny", "--models", str(tmp_path / "models"), "--out", str(out),
+         "--only", "authors", "unet", "--repeats", "2", "--budget-minutes", "0.0001"],
+        capture_output=True, text=True, timeout=900,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr[-3000:]
+    sd15 = json.loads(out.read_text())["models"]["sd15"]
+    assert sd15["measurements"] == {} and sd15["errors"] == {}
+    assert sd15["left_out_for_budget"] == {"authors": 3, "unet": 1}  # warm-up and 2 runs; the UNet
