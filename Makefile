@@ -15,7 +15,7 @@ STAMP := $(VENV)/.stamp-$(shell (cat pyproject.toml; echo '$(TORCH)') | sha256su
 #: Debian/Ubuntu packages with the WordNet 3.0 files concept extraction reads offline.
 SYSTEM_PACKAGES := wordnet-base wordnet-sense-index
 
-.PHONY: setup system-packages test audit selftest schemas bench bench-gpu clean
+.PHONY: setup system-packages test audit selftest schemas bench bench-gpu gpu-kit clean
 
 setup: $(STAMP)
 
@@ -52,6 +52,10 @@ bench: setup
 BENCH_ARGS ?=
 bench-gpu: setup
 	PYTHONUNBUFFERED=1 $(BIN)/python benchmarks/bench_audit.py $(BENCH_ARGS)
+
+# .gpu-kit/: what benchmarks/on-device.sh installs on a lent GPU machine that cannot fetch packages.
+gpu-kit: setup
+	scripts/gpu-kit.sh $(BIN)/python
 
 clean:
 	rm -rf $(VENV) build *.egg-info .pytest_cache
