@@ -22,7 +22,8 @@ def build_sd15(folder: Path, device: str = "cuda") -> None:
     """Stable Diffusion 1.5: UNet (860M, 64x64 latents = 512 px), VAE, CLIP ViT-L/14 text encoder; PNDM."""
     from diffusers import PNDMScheduler
 
-    scheduler = PNDMScheduler(beta_start=0.00085, beta_end=0.012, beta_schedule="scaled_linear", skip_prk_steps=True)
+    scheduler = PNDMScheduler(beta_start=0.00085, beta_end=0.012, beta_schedule="scaled_linear", skip_prk_steps=True,
+                              set_alpha_to_one=False, steps_offset=1)  # SD-1.5's own scheduler config
     _save_sd(folder, device, scheduler, **SD15)
 
 
