@@ -256,7 +256,7 @@ def test_bias_score_intervals_match_a_written_out_bootstrap():
 
 def test_chi_square_pair_with_yates_by_hand():
     # expected 20/20 and 30/30; Yates: sum (|O-E| - 0.5)^2 / E = 9.5^2 * (2/20 + 2/30)
-    result = chi_square({"neutral": {"dog": 30, "cat": 20}, "feminine": {"dog": 10, "cat": 40}})
+    result = chi_square({"neutral": {"dog": 30, "cat": 20}, "feminine": {"dog": 10, "cat": 40}}, min_objects=2)
     statistic = 9.5**2 * (2 / 20 + 2 / 30)
     assert result.statistic == pytest.approx(statistic)
     assert result.dof == 1 and result.yates
@@ -274,7 +274,7 @@ TRIPLET = {
 
 def test_chi_square_triplet_by_hand():
     # expected dog 20 per set, cat 30: (100 + 100)/20 + (100 + 100)/30 = 16.67, 2 dof: p = exp(-x/2)
-    result = chi_square(TRIPLET)
+    result = chi_square(TRIPLET, min_objects=2)
     assert result.sets == ("neutral", "feminine", "masculine")
     assert result.statistic == pytest.approx(10 + 20 / 3)
     assert result.dof == 2 and not result.yates
@@ -282,7 +282,7 @@ def test_chi_square_triplet_by_hand():
 
 
 def test_chi_square_tests_run_the_triplet_then_every_pair():
-    results = chi_square_tests(TRIPLET)
+    results = chi_square_tests(TRIPLET, min_objects=2)
     assert [r.sets for r in results] == [
         ("neutral", "feminine", "masculine"),
         ("neutral", "feminine"),
@@ -290,17 +290,35 @@ def test_chi_square_tests_run_the_triplet_then_every_pair():
         ("feminine", "masculine"),
     ]
     assert results[1].statistic == pytest.approx(9.5**2 * (2 / 20 + 2 / 30))
-    assert [r.sets for r in chi_square_tests({"a": {"x": 9}, "b": {"y": 9}})] == [("a", "b")]
+    assert [r.sets for r in chi_square_tests({"a": {"x": 9}, "b": {"y": 9}}, min_objects=2)] == [("a", "b")]
 
 
-def test_chi_square_is_skipped_with_a_note_when_expected_counts_are_small():
-    small = chi_square({"neutral": {"dog": 3, "cat": 1}, "feminine": {"dog": 1, "cat": 3}})
-    assert small.skipped and small.statistic is None
-    assert "4 of 4 expected counts below 5" in small.note and "smallest 2" in small.note
-    assert small.smallest_expected == pytest.approx(2.0)
+FIVE = {  # five objects, two of them rare: ant and bee expect 2 and 3 in each set
+    "neutral": {"dog": 30, "cat": 20, "hat": 15, "ant": 3, "bee": 2},
+    "feminine": {"dog": 10, "cat": 40, "hat": 15, "ant": 1, "bee": 4},
+}
+
+
+def test_chi_square_runs_on_sparse_tables_as_the_paper_did_with_a_note():
+    from scipy.stats import chi2_contingency
+
+    result = chi_square(FIVE)
+    table = [[30, 10], [20, 40], [15, 15], [3, 1], [2, 4]]
+    assert result.p_value == pytest.approx(chi2_contingency(table).pvalue) and result.dof == 4
+    assert result.smallest_expected == pytest.approx(2.0)  # ant: 4 of 140 objects, in two sets of 70
+    assert result.note == "4 of 10 expected counts below 5 (smallest 2): the χ² approximation is rough there"
+    strict = chi_square(FIVE, min_expected=5)  # the textbook rule, on request
+    assert strict.skipped and strict.note.startswith("4 of 10 expected counts below 5") and "--min-expected" in strict.note
+
+
+def test_chi_square_is_skipped_with_a_note_below_five_objects_or_without_counts():
+    four = chi_square({"neutral": {"dog": 30, "cat": 20, "hat": 9, "ant": 9}, "feminine": {"dog": 10, "cat": 40}})
+    assert four.skipped and four.statistic is None and four.objects == 4
+    assert four.note == "4 objects, fewer than 5: χ² not applied (the paper's rule)"
+    assert not chi_square({"neutral": {"dog": 30, "cat": 20}, "feminine": {"dog": 10, "cat": 40}}, min_objects=2).skipped
     single = chi_square({"neutral": {"dog": 30}, "feminine": {"dog": 10, "cat": 0}})
     assert single.skipped and "fewer than two objects" in single.note
-    empty = chi_square({"neutral": {"dog": 30, "cat": 9}, "feminine": {}})
+    empty = chi_square({"neutral": {"dog": 30, "cat": 9, "a": 1, "b": 1, "c": 1}, "feminine": {}})
     assert empty.skipped and "no objects in feminine" in empty.note
     with pytest.raises(AuditorError, match="two prompt sets"):
         chi_square({"neutral": {"dog": 3}})
@@ -313,11 +331,11 @@ def test_chi_square_pooling_rare_objects_by_hand():
         "neutral": {"dog": 30, "cat": 20, "ant": 4, "bee": 2},
         "feminine": {"dog": 10, "cat": 40, "ant": 1, "bee": 5},
     }
-    assert chi_square(counts).skipped  # ant and bee expect 2.5 and 3.5 per set
+    assert chi_square(counts, min_objects=2, min_expected=5).skipped  # ant and bee expect 2.5 and 3.5 per set
     # pooled row (6, 6) expects 6 per set: table dog/cat/pooled, expected 20/30/6 -> (10^2/20 + 10^2/30) * 2
-    pooled = chi_square(counts, pool_rare=True)
-    assert pooled.pooled == 2 and pooled.objects == 3
+    pooled = chi_square(counts, min_objects=2, min_expected=5, pool_rare=True)
+    assert pooled.pooled == 2 and pooled.objects == 3 and pooled.note is None
     assert pooled.statistic == pytest.approx(10 + 20 / 3)
     assert pooled.dof == 2 and pooled.p_value == pytest.approx(math.exp(-(10 + 20 / 3) / 2))
-    tiny = chi_square({"a": {"x": 1, "y": 2}, "b": {"x": 2, "y": 1}}, pool_rare=True)
+    tiny = chi_square({"a": {"x": 1, "y": 2}, "b": {"x": 2, "y": 1}}, min_objects=2, pool_rare=True)
     assert tiny.skipped and "one pooled row" in tiny.note

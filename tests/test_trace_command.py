@@ -39,6 +39,7 @@ def test_trace_a_caption_file_then_resume_it(tiny_models, tiny_tracing_models, t
         "--embedder", f"clip:{tiny_models.clip}", "--embedder", f"dinov2:{tiny_tracing_models.dinov2}",
         "--detector", f"grounding-dino:{tiny_tracing_models.grounding_dino}",
         "--seeds", "2", "--limit", "2", "--show", "1", "--min-count", "1", "--bootstrap", "100",
+        "--min-expected", "5",
     ]  # fmt: skip
     result = run_auditor("trace", *args, "--json", "--name", "captions")
     assert result.returncode == 0, result.stderr
@@ -65,6 +66,8 @@ def test_trace_a_caption_file_then_resume_it(tiny_models, tiny_tracing_models, t
     ]  # fmt: skip
     assert set(report) >= {"masculine_objects", "feminine_objects", "human_words", "chi_square", "dependency_groups"}
     assert report["chi_square"]["correction"] == "holm" and report["chi_square"]["tests"] == 24
+    assert record.config.scoring.min_expected == 5 and record.config.scoring.min_objects == 5
+    assert all(t.note is None for t in record.chi_square if t.p_value is not None)  # the strict rule: no rough test ran
     assert [g["group"] for g in report["dependency_groups"]][-1] == "hidden"
     assert report["pictures"][0]["file"] == "pictures/triplet-0000.png"
     assert (run_dir / "pictures" / "triplet-0000.png").is_file() and (run_dir / "report.html").is_file()

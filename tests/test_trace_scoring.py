@@ -118,7 +118,10 @@ def test_counts_bias_scores_and_the_ranking_by_hand():
 
 
 def test_chi_square_of_the_triplet_and_pairs_with_holm_by_hand():
-    record = _record(IMAGES, [])
+    paper = _record(IMAGES, [])
+    score_trace(paper)
+    assert paper.chi_square[0].note == "3 objects, fewer than 5: χ² not applied (the paper's rule)"
+    record = _record(IMAGES, [], min_objects=2)
     score_trace(record)
     tests = record.chi_square
     assert [(t.scope, t.sets) for t in tests] == [
@@ -138,8 +141,9 @@ def test_chi_square_of_the_triplet_and_pairs_with_holm_by_hand():
     for rank, i in enumerate(order):
         running = max(running, min(1.0, ran[i].p_value * (len(ran) - rank)))
         assert ran[i].p_adjusted == pytest.approx(running)
+    assert all(t.note is None or "the χ² approximation is rough there" in t.note for t in ran)
     skipped = [t for t in tests if t.p_value is None]
-    assert all("expected counts below 5" in t.note or "no objects" in t.note for t in skipped)
+    assert all("no objects" in t.note for t in skipped)
 
 
 def test_the_per_stage_table_from_pairs_by_hand():

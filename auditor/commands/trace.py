@@ -90,6 +90,11 @@ def trace(
     alpha: float = typer.Option(
         0.05, "--alpha", help="A χ² difference is stated only when its Holm-adjusted p is below this."
     ),
+    min_expected: float | None = typer.Option(
+        None, "--min-expected", min=0,
+        help="Skip a χ² test with an expected count below this (the textbook rule; default: off, as in the paper, "
+        "whose tests include sparse tables; those carry a note).",
+    ),
     name: str | None = typer.Option(None, "--name", help="Run folder name (default: date-time-source)."),
     resume: str | None = typer.Option(
         None, "--resume", help="Continue an earlier trace run (id or folder) with its own settings."
@@ -125,8 +130,8 @@ def trace(
         options = _options(
             captions, professions, caption_column, limit, seeds_per_triplet, seed, t2i, vqa, embedders, detector,
             box_threshold, text_threshold, segmenter, min_count, top_k, show, batch_size, steps, guidance, scheduler,
-            width, height, vqa_batch_size, vqa_max_tokens, bootstrap, ci_seed, alpha, device, allow_partial_weights,
-            executor,
+            width, height, vqa_batch_size, vqa_max_tokens, bootstrap, ci_seed, alpha, min_expected, device,
+            allow_partial_weights, executor,
         )  # fmt: skip
     use_ray_address(executor if options is not None else resume_executor, ray_address)
     with common.study_session(quiet, json_output) as (cache, progress):
@@ -141,8 +146,8 @@ def trace(
 def _options(
     captions, professions, caption_column, limit, seeds_per_triplet, seed, t2i, vqa, embedders, detector,
     box_threshold, text_threshold, segmenter, min_count, top_k, show, batch_size, steps, guidance, scheduler,
-    width, height, vqa_batch_size, vqa_max_tokens, bootstrap, ci_seed, alpha, device, allow_partial_weights,
-    executor,
+    width, height, vqa_batch_size, vqa_max_tokens, bootstrap, ci_seed, alpha, min_expected, device,
+    allow_partial_weights, executor,
 ):  # fmt: skip
     """The study's options from the command line (their checks run in ``TraceOptions.validate``)."""
     from pydantic import ValidationError
@@ -159,10 +164,13 @@ def _options(
         chosen = list(embedders) if embedders else list(DEFAULT_TRACE_EMBEDDERS)
     try:
         scoring = TraceScoringSettings(
-            bootstrap=bootstrap, ci_seed=ci_seed, alpha=alpha, min_count=min_count, top_k=top_k
+            bootstrap=bootstrap, ci_seed=ci_seed, alpha=alpha, min_count=min_count, top_k=top_k,
+            min_expected=min_expected,
         )
     except ValidationError as exc:
-        raise AuditorError(f"bad scoring setting: {describe_validation_error(exc)} (--bootstrap, --alpha)") from None
+        raise AuditorError(
+            f"bad scoring setting: {describe_validation_error(exc)} (--bootstrap, --alpha, --min-expected)"
+        ) from None
     options = TraceOptions(
         captions=captions,
         professions=professions,

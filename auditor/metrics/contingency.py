@@ -2,9 +2,12 @@
 
 Do the prompt sets of a triplet (neutral, feminine, masculine) show objects in different
 proportions? scipy's ``chi2_contingency`` answers for the whole triplet and for each
-pair; the paper applies the test only when every expected count is at least 5 and
-otherwise skips it, which is what happens here, with a note saying why. Pure
-arithmetic: no models, no records.
+pair. The paper applies the test to every table of at least 5 objects (§7.1: not to the
+groups whose "numbers of objects ... are less than 5"), sparse ones included (its Tables
+7-9 test the sparse dependency groups); a test that runs while some expected counts are
+below 5, where the χ² approximation is rough, carries a note saying so. The textbook rule
+(no test when an expected count is below 5) is an option. Pure arithmetic: no models, no
+records.
 """
 
 from __future__ import annotations
@@ -17,8 +20,10 @@ import numpy as np
 
 from auditor.core.errors import AuditorError
 
-#: The expected count below which the paper does not apply a χ² test (§7.1).
-MIN_EXPECTED = 5.0
+#: Objects a table needs before the paper applies a χ² test to it (§7.1).
+MIN_OBJECTS = 5
+#: The expected count below which the χ² approximation is held to be rough (Cochran's rule).
+ROUGH_EXPECTED = 5.0
 
 
 @dataclass(frozen=True)
@@ -37,7 +42,7 @@ class ChiSquare:
     """Objects summed into one row by ``pool_rare`` (0 without it)."""
     smallest_expected: float | None
     note: str | None
-    """Why the test was skipped; None when it ran."""
+    """Why the test was skipped, or the caveat on one that ran with small expected counts; else None."""
 
     @property
     def skipped(self) -> bool:
@@ -51,16 +56,21 @@ def _expected(table: np.ndarray) -> np.ndarray:
 
 
 def chi_square(
-    counts: Mapping[str, Mapping[str, float]], *, min_expected: float = MIN_EXPECTED, pool_rare: bool = False
+    counts: Mapping[str, Mapping[str, float]],
+    *,
+    min_objects: int = MIN_OBJECTS,
+    min_expected: float | None = None,
+    pool_rare: bool = False,
 ) -> ChiSquare:
     """χ² test (scipy's ``chi2_contingency``) of objects × the prompt sets of ``counts``.
 
     ``counts`` maps each prompt set to its C(o, P). Rows are the objects seen in any of
-    the sets. The paper's rule: no test when an expected count is below ``min_expected``
-    (5); the result then says so in ``note``. With ``pool_rare`` (ours, off by default)
-    the objects whose expected count is below it in some set are first summed into one
-    row, the usual way to keep a large sparse table testable; the rule then applies to
-    the pooled table.
+    the sets. The paper's rule: no test on fewer than ``min_objects`` (5) objects; the
+    result then says so in ``note``. With ``min_expected`` (ours, off by default) a test
+    with an expected count below it is skipped as well. With ``pool_rare`` (ours, off by
+    default) the objects whose expected count is below 5 in some set are first summed into
+    one row, the usual way to keep a large sparse table's approximation sound; the rules
+    then apply to the pooled table.
     """
     sets = tuple(counts)
     if len(sets) < 2:
@@ -75,12 +85,14 @@ def chi_square(
 
     if len(names) < 2:
         return skipped(f"fewer than two objects in {', '.join(sets)}: nothing to compare", len(names))
+    if len(names) < min_objects:
+        return skipped(f"{len(names)} objects, fewer than {min_objects}: χ² not applied (the paper's rule)", len(names))
     empty = [s for s, total in zip(sets, table.sum(axis=0)) if total == 0]
     if empty:
         return skipped(f"no objects in {', '.join(empty)}", len(names))
     pooled = 0
     if pool_rare:
-        rare = (_expected(table) < min_expected).any(axis=1)
+        rare = (_expected(table) < ROUGH_EXPECTED).any(axis=1)
         pooled = int(rare.sum())
         if pooled:
             table = np.vstack([table[~rare], table[rare].sum(axis=0, keepdims=True)])
@@ -88,28 +100,39 @@ def chi_square(
                 return skipped(f"all {pooled} objects are rare: one pooled row, nothing to compare", 1, pooled)
     expected = _expected(table)
     smallest = float(expected.min())
-    below = int((expected < min_expected).sum())
-    if below:
+    if min_expected is not None and (below := int((expected < min_expected).sum())):
         return skipped(
             f"{below} of {expected.size} expected counts below {min_expected:g} (smallest {smallest:.3g}): "
-            "χ² not applied (the paper's rule)",
+            "χ² not applied (--min-expected)",
             len(table),
             pooled,
             smallest,
         )
+    rough = int((expected < ROUGH_EXPECTED).sum())
+    note = (
+        f"{rough} of {expected.size} expected counts below {ROUGH_EXPECTED:g} (smallest {smallest:.3g}): "
+        "the χ² approximation is rough there"
+        if rough
+        else None
+    )
     from scipy.stats import chi2_contingency
 
     result = chi2_contingency(table, correction=True)
     dof = int(result.dof)
-    return ChiSquare(sets, len(table), float(result.statistic), float(result.pvalue), dof, dof == 1, pooled, smallest, None)
+    return ChiSquare(sets, len(table), float(result.statistic), float(result.pvalue), dof, dof == 1, pooled, smallest, note)
 
 
 def chi_square_tests(
-    counts: Mapping[str, Mapping[str, float]], *, min_expected: float = MIN_EXPECTED, pool_rare: bool = False
+    counts: Mapping[str, Mapping[str, float]],
+    *,
+    min_objects: int = MIN_OBJECTS,
+    min_expected: float | None = None,
+    pool_rare: bool = False,
 ) -> list[ChiSquare]:
     """The χ² test over all sets of ``counts`` (the triplet), then over every pair, in the mapping's order."""
     sets = list(counts)
     groups = [tuple(sets)] + (list(combinations(sets, 2)) if len(sets) > 2 else [])
     return [
-        chi_square({s: counts[s] for s in group}, min_expected=min_expected, pool_rare=pool_rare) for group in groups
+        chi_square({s: counts[s] for s in group}, min_objects=min_objects, min_expected=min_expected, pool_rare=pool_rare)
+        for group in groups
     ]

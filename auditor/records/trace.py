@@ -50,8 +50,15 @@ class TraceScoringSettings(Record):
         "the bias-score ranking (--min-count; the paper: 5 to 20).",
     )
     top_k: int = Field(default=10, ge=1, description="Most masculine and most feminine objects the reports list.")
-    min_expected: float = Field(
-        default=5.0, description="A χ² test is skipped when an expected count falls below this (the paper's rule)."
+    min_objects: int = Field(
+        default=5, ge=2, description="A χ² test is not applied to a table of fewer objects than this (the paper, §7.1)."
+    )
+    min_expected: float | None = Field(
+        default=None,
+        gt=0,
+        description="A χ² test is skipped when an expected count falls below this (--min-expected; the textbook rule). "
+        "None, the default: tests run on sparse tables too, as the paper's did, with a note where the approximation "
+        "is rough. Runs recorded before this default changed hold 5 and keep that rule.",
     )
     correction: Literal["holm"] = Field(
         default="holm", description="How the p-values of the run's χ² tests are adjusted for each other."
@@ -232,7 +239,9 @@ class ChiSquareResult(Record):
     p_value: float | None = Field(description="p-value of the test alone; None when skipped.")
     p_adjusted: float | None = Field(description="Holm-adjusted over every test of the run that ran.")
     smallest_expected: float | None = Field(description="Smallest expected count.")
-    note: str | None = Field(default=None, description="Why the test was skipped.")
+    note: str | None = Field(
+        default=None, description="Why the test was skipped, or the caveat on one that ran with small expected counts."
+    )
 
 
 class GroupSummary(Record):

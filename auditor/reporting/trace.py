@@ -93,6 +93,8 @@ def chi_square_summary(record: TraceRecord) -> str:
     if not ran:
         return summary + "; none could be applied, so no difference in object distributions is claimed."
     summary += f"; p-values are Holm-adjusted over the {len(ran)} tests that ran."
+    if rough := sum(1 for t in ran if t.note):
+        summary += f" {rough} of them had expected counts below 5, where χ² is approximate (see their notes)."
     significant = [t for t in ran if t.p_adjusted is not None and t.p_adjusted < alpha]
     if significant:
         listed = "; ".join(f"{_scope(t)}, {_sets(t)} (adjusted p = {t.p_adjusted:.3g})" for t in significant)
@@ -274,7 +276,7 @@ def render_trace(record: TraceRecord, run_dir: Path, console: Console) -> None:
     console.print(tests)
     _say(console, chi_square_summary(record))
     if any(test.note for test in record.chi_square):
-        _say(console, "Skipped tests and why: in report.html and --json.")
+        _say(console, "Why tests were skipped, and where expected counts were small: in report.html and --json.")
 
     if record.groups is not None:
         _say(console, Text("\nPrompt-image dependency groups (counts n/f/m)", style="bold"))

@@ -389,7 +389,7 @@ def chi_square_results(scoped: Sequence[tuple[str, Tables]], settings: TraceScor
     """χ² of each scope's object x set table: the triplet, then each pair; Holm over every test that ran."""
     results = []
     for scope, tables in scoped:
-        for test in chi_square_tests(tables, min_expected=settings.min_expected):
+        for test in chi_square_tests(tables, min_objects=settings.min_objects, min_expected=settings.min_expected):
             results.append(
                 ChiSquareResult(
                     scope=scope,
