@@ -219,6 +219,14 @@ def test_persistent_http_errors_end_in_one_clear_error(fake_openai, status, text
     assert [m.role for m in transcript_of(caught.value)] == ["user"]  # the conversation so far, for saving
 
 
+def test_a_malformed_reply_is_one_clear_error(fake_openai):
+    fake_openai.chat_replies((200, {"choices": "nope"}))
+    with pytest.raises(BackendError) as caught:
+        make_plan(PROMPT, "openai:gpt-4o-mini")
+    assert str(caught.value) == f"openai:gpt-4o-mini: the reply from {fake_openai.base_url} has no choices"
+    assert len(fake_openai.chat_requests()) == 1
+
+
 def test_an_api_key_echoed_by_the_server_is_blanked(fake_openai):
     fake_openai.chat_replies(http_error(401, f"Incorrect API key provided: {FAKE_API_KEY}.", error_type="invalid_request_error"))
     with pytest.raises(BackendError) as caught:

@@ -189,6 +189,31 @@ def test_bad_request_is_not_retried(fake_openai):
     assert len(fake_openai.chat_requests()) == 1
 
 
+def test_a_reply_echoing_the_api_key_is_redacted(fake_openai):
+    fake_openai.chat_replies(f"echo: Bearer {FAKE_API_KEY}")
+    (answer,) = load().answer([solid("red")], [GENDER])[0]
+    assert FAKE_API_KEY not in answer and answer.startswith("echo: Bearer ")
+
+
+@pytest.mark.parametrize(
+    ("body", "message"),
+    [
+        ({"choices": "nope"}, "has no choices"),
+        ({"choices": []}, "has no choices"),
+        ({"id": "x"}, "has no choices"),
+        ({"choices": [{"index": 0}]}, "is not a chat completion"),
+        ({"choices": [{"message": {"content": ["a", "list"]}}]}, "is not a chat completion"),
+    ],
+)
+def test_a_malformed_reply_is_one_line_naming_the_server(fake_openai, body, message):
+    fake_openai.chat_replies((200, body))
+    with pytest.raises(BackendError) as caught:
+        load().answer([solid("red")], [GENDER])
+    assert str(caught.value) == f"openai:gpt-4o-mini: the reply from {fake_openai.base_url} {message}" + (
+        " (no message text)" if "chat completion" in message else ""
+    )
+
+
 def test_missing_key_or_model_is_one_line(monkeypatch):
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
     with pytest.raises(AuditorError) as caught:

@@ -12,7 +12,7 @@ the functions, never at CLI start-up.
 from __future__ import annotations
 
 import os
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from auditor.core.errors import AuditorError, BackendError
 from auditor.core.redaction import redact
@@ -69,6 +69,22 @@ def public_url(url: str) -> str:
     if parts.port is not None:
         netloc += f":{parts.port}"
     return redact(urlunsplit((parts.scheme, netloc, parts.path.rstrip("/"), "", "")))
+
+
+def reply_text(response: Any, spec: str, base_url: str) -> str:
+    """The text of a chat completion's first choice, redacted (a server may echo what it was sent).
+
+    The SDK builds its response objects without validating them, so an OpenAI-compatible
+    server's malformed reply only shows when it is read: here, as one line naming the server.
+    """
+    choices = getattr(response, "choices", None)
+    if not isinstance(choices, list) or not choices:
+        raise BackendError(f"{spec}: the reply from {base_url} has no choices")
+    message = getattr(choices[0], "message", None)
+    content = getattr(message, "content", None)
+    if message is None or not (content is None or isinstance(content, str)):
+        raise BackendError(f"{spec}: the reply from {base_url} is not a chat completion (no message text)")
+    return redact(content or "")
 
 
 def describe_openai_error(spec: str, exc: Exception, base_url: str, tries: int) -> str:

@@ -25,7 +25,7 @@ from collections.abc import Sequence
 from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
 from typing import TYPE_CHECKING, Any
 
-from auditor.core.errors import AuditorError, BackendError
+from auditor.core.errors import AuditorError
 from auditor.core.fingerprint import settings_fingerprint
 from auditor.core.openai_api import (
     HTTP_RETRIES,
@@ -34,6 +34,7 @@ from auditor.core.openai_api import (
     client_base_url,
     openai_client,
     public_url,
+    reply_text,
     request_failed,
 )
 from auditor.core.registry import Spec
@@ -151,9 +152,7 @@ class OpenAIVqa:
             )
         except openai.OpenAIError as exc:
             raise request_failed(self.ref.spec, exc, self._client) from None
-        if not response.choices:
-            raise BackendError(f"{self.ref.spec}: the reply from {self.base_url} has no choices")
-        return first_line(response.choices[0].message.content or "")
+        return first_line(reply_text(response, self.ref.spec, self.base_url))
 
 
 def _data_url(image: Image.Image) -> str:

@@ -26,6 +26,7 @@ from auditor.core.openai_api import (
     describe_openai_error,
     one_line,
     openai_client,
+    reply_text,
 )
 from auditor.core.registry import Spec
 from auditor.records import ChatMessage
@@ -119,9 +120,7 @@ class OpenAIChat(_SdkChat):
             raise BackendError(describe_openai_error(self.spec, exc, self.base_url, 1)) from None
         except openai.OpenAIError as exc:
             raise BackendError(describe_openai_error(self.spec, exc, self.base_url, self.tries)) from None
-        if not response.choices:
-            raise BackendError(f"{self.spec}: the reply from {self.base_url} has no choices")
-        return response.choices[0].message.content or ""
+        return reply_text(response, self.spec, self.base_url)
 
 
 class LangChainChat(_SdkChat):
