@@ -61,6 +61,10 @@ def test_runs_lists_records(tmp_path):
         (["frobnicate"], "No such command 'frobnicate'"),
         (["plan", "x", "--max-counterfactuals", "1"], "--max-counterfactuals"),
         (["score"], "Missing argument"),
+        (["score", "x.json", "--ci-seed", "-1"], "--ci-seed"),  # numpy takes no negative seed
+        (["t2iat", "run", "--permutation-seed", "-1"], "--permutation-seed"),
+        (["prompt", "x", "--llm", "offline", "--seed", "99999999999999999999"], "--seed takes seeds from 0 to 2^63 - 1"),
+        (["prompt", "x", "--llm", "offline", "--images", "3", "--seed", "4,-1"], "--seed takes seeds from 0 to 2^63 - 1"),
     ],
 )
 def test_usage_errors_are_one_line(args, expected):

@@ -34,7 +34,7 @@ _CAPTION_COLUMN = typer.Option(None, "--caption-column", help="Caption column (d
 _PER_OCCUPATION = typer.Option(
     500, "--per-occupation", help="Captions selected per occupation and method (paper: 500)."
 )
-_SAMPLE_SEED = typer.Option(0, "--sample-seed", help="Seed of the keyword method's sample.")
+_SAMPLE_SEED = typer.Option(0, "--sample-seed", min=0, help="Seed of the keyword method's sample.")
 _NAMES = typer.Option(False, "--names", help="Count first names (gender-guesser) as gender indicators too.")
 _TEXT_EMBEDDER = typer.Option(
     "minilm", "--text-embedder", help="Sentence embedder of the nn methods (minilm = all-MiniLM-L6-v2)."

@@ -72,12 +72,12 @@ _CI_METHOD_HELP = "Interval method: percentile, or bca (falls back to percentile
 _CI_SEED_HELP = "Seed of the bootstrap resampling (the same seed gives the same intervals)."
 BOOTSTRAP = typer.Option(1000, "--bootstrap", min=0, help=_BOOTSTRAP_HELP)
 CI_METHOD = typer.Option(IntervalMethodChoice.percentile, "--ci-method", help=_CI_METHOD_HELP)
-CI_SEED = typer.Option(0, "--ci-seed", help=_CI_SEED_HELP)
+CI_SEED = typer.Option(0, "--ci-seed", min=0, help=_CI_SEED_HELP)
 ALPHA = typer.Option(0.05, "--alpha", help="A T2IAT direction is stated only when its Holm-adjusted p is below this.")
 #: The same options for a command that rescores a run: None keeps the run's own setting.
 BOOTSTRAP_OPTIONAL = typer.Option(None, "--bootstrap", min=0, help=_BOOTSTRAP_HELP + " Default: 1000.")
 CI_METHOD_OPTIONAL = typer.Option(None, "--ci-method", help=_CI_METHOD_HELP + " Default: the run's.")
-CI_SEED_OPTIONAL = typer.Option(None, "--ci-seed", help=_CI_SEED_HELP + " Default: the run's.")
+CI_SEED_OPTIONAL = typer.Option(None, "--ci-seed", min=0, help=_CI_SEED_HELP + " Default: the run's.")
 AXES = typer.Option(
     None,
     "--axes",
@@ -102,6 +102,10 @@ def guidance_option(paper: float | None = None) -> Any:
     return typer.Option(None, "--guidance", help=f"Guidance scale (default: the pipeline's{note}).")
 
 
+#: The largest generation seed (torch generators take 64-bit seeds; numpy's take non-negative ones).
+MAX_SEED = 2**63 - 1
+
+
 def parse_seeds(text: str | None, images: int) -> list[int] | None:
     """``"S"`` -> seeds S..S+images-1; ``"a,b,c"`` -> exactly that list; None -> the default 0..images-1."""
     if text is None:
@@ -110,9 +114,10 @@ def parse_seeds(text: str | None, images: int) -> list[int] | None:
         values = [int(part) for part in text.split(",") if part.strip()]
     except ValueError:
         raise AuditorError(f"--seed takes an integer or a comma-separated list of integers, not {text!r}") from None
-    if len(values) == 1:
-        return list(range(values[0], values[0] + images))
-    return values
+    seeds = list(range(values[0], values[0] + images)) if len(values) == 1 else values
+    if seeds and not 0 <= min(seeds) <= max(seeds) <= MAX_SEED:
+        raise AuditorError(f"--seed takes seeds from 0 to 2^63 - 1, not {text!r} (for {images} images)")
+    return seeds
 
 
 def generation_settings(batch_size: str, compile_models: bool, **settings: Any) -> GenerationSettings:

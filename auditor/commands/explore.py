@@ -73,7 +73,8 @@ def explore(
         DEFAULT_VQA, "--vqa", help="VQA model: blip2:/blip:/instructblip:/hf:<id|path> or openai:<model>."
     ),
     seed: int = typer.Option(
-        0, "--seed", help="First image seed S: exploration uses S.., confirmation the seeds after."
+        0, "--seed", min=0, max=common.MAX_SEED,
+        help="First image seed S: exploration uses S.., confirmation the seeds after.",
     ),
     batch_size: str = common.BATCH_SIZE,
     compile_models: bool = common.COMPILE,

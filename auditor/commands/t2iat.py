@@ -38,7 +38,7 @@ app = typer.Typer(
 _PERMUTATIONS = typer.Option(
     10_000, "--permutations", min=1, help="Monte Carlo permutations when there are more than 200,000 splits."
 )
-_PERMUTATION_SEED = typer.Option(0, "--permutation-seed", help="Seed of the Monte Carlo permutation generator.")
+_PERMUTATION_SEED = typer.Option(0, "--permutation-seed", min=0, help="Seed of the Monte Carlo permutation generator.")
 _EMBEDDER = typer.Option(DEFAULT_EMBEDDER, "--embedder", help="Image/text embedder: clip:<id|path> or a local folder.")
 #: T2IAT (Wang et al.) generated with 50 steps at guidance 7.5.
 _STEPS = common.steps_option(paper=50)

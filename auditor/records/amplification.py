@@ -232,7 +232,7 @@ class AmplificationConfig(StudyConfig):
     caption_column: str | None = Field(description="--caption-column; None = 'caption' or 'TEXT'.")
     image_column: str | None = Field(description="--image-column; None = no images, T is the caption proxy.")
     per_occupation: int = Field(ge=1, description="Captions selected per occupation and method (paper: 500).")
-    sample_seed: int = Field(description="Seed of the keyword method's sample (--sample-seed).")
+    sample_seed: int = Field(ge=0, description="Seed of the keyword method's sample (--sample-seed).")
     names: bool = Field(description="Whether first names (gender-guesser) count as gender indicators (--names).")
     face_detector: FaceDetectorSettings = Field(description="The one-face filter.")
     classifier: ClassifierSettings = Field(description="The zero-shot gender classifier.")
@@ -241,7 +241,7 @@ class AmplificationConfig(StudyConfig):
     )
     bootstrap: int = Field(ge=1, description="Bootstrap resamples behind every interval of A and of its mean.")
     ci_level: float = Field(default=0.95, gt=0, lt=1, description="Coverage of every interval.")
-    ci_seed: int = Field(description="Seed of the bootstrap resampling.")
+    ci_seed: int = Field(ge=0, description="Seed of the bootstrap resampling.")
 
 
 class AmplificationRecord(StudyRecord):

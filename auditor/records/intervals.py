@@ -50,7 +50,7 @@ class IntervalSettings(Record):
     resamples: int = Field(ge=1, description="Bootstrap resamples of the seed indices.")
     level: float = Field(gt=0, lt=1, description="Coverage of every interval.")
     method: IntervalMethod = Field(description="Interval method asked for.")
-    seed: int = Field(description="Seed of the resampling.")
+    seed: int = Field(ge=0, description="Seed of the resampling.")
     seeds: int = Field(ge=1, description="Seed indices resampled (images per prompt set).")
 
 

@@ -106,7 +106,7 @@ class ScoringSettings(Record):
     top_k: int = Field(default=10, ge=1, description="How many concepts the top-K lists keep.")
     include_captions: bool = Field(default=True, description="Whether captions count towards the concept histograms.")
     permutations: int = Field(default=10_000, ge=1, description="Monte Carlo permutations for T2IAT p-values.")
-    permutation_seed: int = Field(default=0, description="Seed of the permutation generator.")
+    permutation_seed: int = Field(default=0, ge=0, description="Seed of the permutation generator.")
     bootstrap: int = Field(
         default=1000,
         ge=0,
@@ -118,7 +118,7 @@ class ScoringSettings(Record):
         description="'percentile', or 'bca' (bias-corrected and accelerated; falls back to percentile, "
         "noted, where it degenerates).",
     )
-    ci_seed: int = Field(default=0, description="Seed of the bootstrap's resampling (--ci-seed).")
+    ci_seed: int = Field(default=0, ge=0, description="Seed of the bootstrap's resampling (--ci-seed).")
     alpha: float = Field(
         default=0.05,
         gt=0,

@@ -127,7 +127,7 @@ class T2IATConfig(StudyConfig):
     embedder: ModelRef = Field(description="The image/text embedder whose cosines define Asc.")
     images_per_prompt: int = Field(ge=1, description="Images generated per prompt (paper: 10).")
     permutations: int = Field(ge=1, description="Monte Carlo permutations when the splits are too many to enumerate.")
-    permutation_seed: int = Field(description="Seed of the permutation generator.")
+    permutation_seed: int = Field(ge=0, description="Seed of the permutation generator.")
 
 
 class T2IATRecord(StudyRecord):
@@ -164,7 +164,7 @@ class OccupationsConfig(StudyConfig):
     embedder: ModelRef = Field(description="The image/text embedder whose cosines define Asc.")
     images_per_prompt: int = Field(ge=1, description="Images per prompt (paper: 100).")
     permutations: int = Field(ge=1, description="Monte Carlo permutations when the splits are too many to enumerate.")
-    permutation_seed: int = Field(description="Seed of the permutation generator.")
+    permutation_seed: int = Field(ge=0, description="Seed of the permutation generator.")
 
     @field_validator("prompt", "male_prompt", "female_prompt")
     @classmethod

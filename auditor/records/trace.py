@@ -36,7 +36,7 @@ class TraceScoringSettings(Record):
 
     bootstrap: int = Field(default=1000, ge=1, description="Bootstrap resamples of the triplets behind every interval.")
     ci_level: float = Field(default=0.95, gt=0, lt=1, description="Coverage of every interval.")
-    ci_seed: int = Field(default=0, description="Seed of the bootstrap's resampling (--ci-seed).")
+    ci_seed: int = Field(default=0, ge=0, description="Seed of the bootstrap's resampling (--ci-seed).")
     alpha: float = Field(
         default=0.05,
         gt=0,
