@@ -142,3 +142,45 @@ def test_list_records_is_newest_first_by_creation_time(tmp_path):
         record = make_record(name).model_copy(update={"created_at": start + timedelta(hours=hours)})
         write_model(store.create(name) / "record.json", record)
     assert [folder.name for folder, _ in store.list_records()] == ["a-new", "c-middle", "b-old"]
+
+
+@pytest.mark.parametrize("config", ['"x"', "null", "[1]"])
+def test_a_malformed_old_record_is_listed_as_unreadable_and_loading_it_is_one_line(tmp_path, config):
+    from auditor.records import load_any_record
+
+    store = RunStore(tmp_path)
+    write_model(store.create("good") / "record.json", make_record("good"))
+    bad = store.create("bad") / "record.json"
+    bad.write_text(f'{{"schema_version": "1", "kind": "prompt_audit", "config": {config}}}')
+    assert {folder.name: record is None for folder, record in store.list_records()} == {"good": False, "bad": True}
+    with pytest.raises(AuditorError) as info:
+        load_any_record(bad)
+    assert "\n" not in str(info.value)
+
+
+def test_a_run_folder_that_cannot_be_read_is_listed_and_named_not_a_traceback(tmp_path, monkeypatch):
+    from pathlib import Path
+
+    from auditor.records import load_any_record
+
+    store = RunStore(tmp_path)
+    write_model(store.create("good") / "record.json", make_record("good"))
+    locked = store.create("locked")
+    write_model(locked / "record.json", make_record("locked"))
+    is_file, read_text = Path.is_file, Path.read_text
+
+    def denied(method):  # what chmod 000 on the folder does for a user other than root
+        def call(path, *args, **kwargs):
+            if locked in path.parents:
+                raise PermissionError(13, "Permission denied", str(path))
+            return method(path, *args, **kwargs)
+
+        return call
+
+    monkeypatch.setattr(Path, "is_file", denied(is_file))
+    monkeypatch.setattr(Path, "read_text", denied(read_text))
+    assert {folder.name: record is None for folder, record in store.list_records()} == {"good": False, "locked": True}
+    assert store.resolve("locked") == locked
+    with pytest.raises(AuditorError, match="Permission denied") as info:
+        load_any_record(locked / "record.json")
+    assert "\n" not in str(info.value)

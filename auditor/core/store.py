@@ -122,12 +122,12 @@ class RunStore:
     def resolve(self, run: str | Path) -> Path:
         """Find a run folder from a run id (looked up here first), a folder path or a record file path."""
         text = str(run)
-        if _RUN_ID_PATTERN.fullmatch(text) and (self.root / text / RECORD_FILE).is_file():
+        if _RUN_ID_PATTERN.fullmatch(text) and _has_record(self.root / text):
             return self.root / text
         candidate = Path(run)
-        if candidate.is_file():
+        if _is_file(candidate):
             candidate = candidate.parent
-        if not (candidate / RECORD_FILE).is_file():
+        if not _has_record(candidate):
             raise AuditorError(f"no run {text!r} in {self.root} (and no record.json at that path)")
         return candidate
 
@@ -142,7 +142,7 @@ class RunStore:
             return []
         found = []
         for folder in self.root.iterdir():
-            if (folder / RECORD_FILE).is_file():
+            if _has_record(folder):
                 try:
                     record = load_any_record(folder / RECORD_FILE)
                     started = record.created_at.timestamp()
@@ -151,6 +151,19 @@ class RunStore:
                 found.append((started, folder, record))
         found.sort(key=lambda entry: (entry[0], entry[1].name), reverse=True)
         return [(folder, record) for _, folder, record in found]
+
+
+def _is_file(path: Path) -> bool:
+    """``path.is_file()``, except that a path in a folder we may not read counts as a file:
+    reading it then fails with one line saying why (``is_file`` raises there)."""
+    try:
+        return path.is_file()
+    except OSError:
+        return True
+
+
+def _has_record(folder: Path) -> bool:
+    return _is_file(folder / RECORD_FILE)
 
 
 def load_json(path: Path) -> Any:

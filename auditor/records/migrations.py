@@ -39,7 +39,8 @@ def _undefined_effect_labels(data: JSON) -> JSON:
 def _version_2(data: JSON) -> JSON:
     """1 -> 2: undefined effect labels; no bootstrap in a prompt audit's scoring settings."""
     data = _undefined_effect_labels(data)
-    scoring = data.get("config", {}).get("scoring") if data.get("kind") == "prompt_audit" else None
+    config = data.get("config") if data.get("kind") == "prompt_audit" else None
+    scoring = config.get("scoring") if isinstance(config, dict) else None  # a malformed one fails validation
     if isinstance(scoring, dict):
         scoring.setdefault("bootstrap", 0)
     return data
