@@ -65,6 +65,8 @@ def test_runs_lists_records(tmp_path):
         (["t2iat", "run", "--permutation-seed", "-1"], "--permutation-seed"),
         (["prompt", "x", "--llm", "offline", "--seed", "99999999999999999999"], "--seed takes seeds from 0 to 2^63 - 1"),
         (["prompt", "x", "--llm", "offline", "--images", "3", "--seed", "4,-1"], "--seed takes seeds from 0 to 2^63 - 1"),
+        (["prompt", "x", "--llm", "offline", "--guidance", "nan"], "--guidance nan: input should be a finite number"),
+        (["trace", "--professions", "--width", "0"], "--width 0: input should be greater than or equal to 8"),
     ],
 )
 def test_usage_errors_are_one_line(args, expected):

@@ -114,6 +114,37 @@ def test_folder_fingerprint_reads_config_and_weight_contents(tiny_models, tmp_pa
     assert folder_fingerprint(copy) not in {reference, changed_config}
 
 
+def test_diffusers_sides_the_vae_cannot_make_are_one_line(t2i, tiny_models):
+    factor = t2i.pipeline.vae_scale_factor
+    side = 4 * factor + 1
+    with pytest.raises(AuditorError) as caught:
+        T2I_BACKENDS.load(f"diffusers:{tiny_models.t2i}", settings=GenerationSettings(width=side, height=4 * factor))
+    assert str(caught.value) == (
+        f"--width {side}: diffusers:{tiny_models.t2i} makes images whose sides are multiples of {factor}"
+    )
+
+
+@pytest.mark.parametrize(
+    ("device", "message"),
+    [
+        ("foo", "--device foo: not a torch device (cpu, cuda, cuda:N, mps)"),
+        ("meta", "--device meta: auditor runs on cpu, cuda or mps"),
+        ("cuda", "sees no CUDA device"),
+    ],
+)
+def test_a_device_this_torch_cannot_use_is_one_line(tiny_models, device, message):
+    import torch
+
+    from auditor.core.devices import check_device
+    from auditor.core.weights import LoadOptions
+
+    if device == "cuda" and torch.cuda.is_available():
+        pytest.skip("this machine has a CUDA device")
+    assert check_device("cpu") == "cpu"
+    with pytest.raises(AuditorError, match=message.replace("(", r"\(").replace(")", r"\)")):
+        T2I_BACKENDS.load(f"diffusers:{tiny_models.t2i}", settings=GenerationSettings(), options=LoadOptions(device=device))
+
+
 def test_diffusers_unknown_scheduler_lists_the_compatible_ones(tiny_models):
     with pytest.raises(AuditorError, match=r"unknown scheduler 'NoSuchScheduler': use one of .*EulerDiscreteScheduler"):
         T2I_BACKENDS.load(f"diffusers:{tiny_models.t2i}", settings=GenerationSettings(scheduler="NoSuchScheduler"))

@@ -135,7 +135,15 @@ def generation_settings(batch_size: str, compile_models: bool, **settings: Any) 
             size = 0
         if size < 1:
             raise AuditorError(f"--batch-size takes a positive integer or 'auto', not {batch_size!r}")
-    return GenerationSettings(batch_size=size, batch_size_auto=auto, compile=compile_models, **settings)
+    from pydantic import ValidationError
+
+    try:
+        return GenerationSettings(batch_size=size, batch_size_auto=auto, compile=compile_models, **settings)
+    except ValidationError as exc:
+        error = exc.errors()[0]
+        field = str(error["loc"][0])
+        option = "--guidance" if field == "guidance_scale" else "--" + field.replace("_", "-")
+        raise AuditorError(f"{option} {error['input']}: {error['msg'][0].lower()}{error['msg'][1:]}") from None
 
 
 def parse_axes(text: str | None) -> list[str] | None:

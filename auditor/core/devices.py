@@ -4,14 +4,40 @@ from __future__ import annotations
 
 from typing import Any
 
+from auditor.core.errors import AuditorError
+
 
 def pick_device(requested: str | None = None) -> str:
-    """``requested`` when given, else ``cuda`` when available, else ``cpu``."""
+    """``requested`` when given (and usable here), else ``cuda`` when available, else ``cpu``."""
     import torch
 
     if requested:
-        return requested
+        return check_device(requested)
     return "cuda" if torch.cuda.is_available() else "cpu"
+
+
+def check_device(requested: str) -> str:
+    """``requested`` when this torch can run on it; else one line saying why (``--device``).
+
+    Checked where the model loads (a Ray worker may have the GPU its driver lacks).
+    """
+    import torch
+
+    try:
+        device = torch.device(requested)
+    except (RuntimeError, ValueError):
+        raise AuditorError(f"--device {requested}: not a torch device (cpu, cuda, cuda:N, mps)") from None
+    if device.type == "cuda":
+        count = torch.cuda.device_count() if torch.cuda.is_available() else 0
+        if count == 0:
+            raise AuditorError(f"--device {requested}: this torch ({torch.__version__}) sees no CUDA device")
+        if device.index is not None and device.index >= count:
+            raise AuditorError(f"--device {requested}: this machine has {count} CUDA device(s), cuda:0 to cuda:{count - 1}")
+    elif device.type == "mps" and not torch.backends.mps.is_available():
+        raise AuditorError(f"--device {requested}: MPS is not available to this torch")
+    elif device.type not in ("cpu", "cuda", "mps"):
+        raise AuditorError(f"--device {requested}: auditor runs on cpu, cuda or mps")
+    return requested
 
 
 def pick_dtype(device: str, requested: str | None = None) -> Any:

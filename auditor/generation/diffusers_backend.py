@@ -295,6 +295,7 @@ def load(spec: Spec, settings: GenerationSettings, options: LoadOptions = LoadOp
     dtype = pick_dtype(device)
     with quiet_libraries("transformers", "diffusers"), explain_load_errors(_WHAT, model_id, _HINT):
         pipeline, partial = _load_pipeline(model_id, dtype, options)
+    _check_sides(pipeline, settings, spec)
     if settings.scheduler:
         pipeline.scheduler = _scheduler(pipeline, settings.scheduler)
     pipeline = pipeline.to(device)
@@ -303,6 +304,14 @@ def load(spec: Spec, settings: GenerationSettings, options: LoadOptions = LoadOp
     ref = loaded_model_ref(spec, "model_index.json", dtype, device, options, partial)
     effective = _effective_settings(pipeline, settings).model_copy(update={"optimizations": applied})
     return DiffusersTextToImage(pipeline, ref, effective)
+
+
+def _check_sides(pipeline: Any, settings: GenerationSettings, spec: Spec) -> None:
+    """--width and --height the pipeline's VAE can decode to (multiples of its scale factor, 8 for SD)."""
+    factor = getattr(pipeline, "vae_scale_factor", None)
+    for option, side in (("--width", settings.width), ("--height", settings.height)):
+        if isinstance(factor, int) and factor > 1 and side is not None and side % factor:
+            raise AuditorError(f"{option} {side}: {spec} makes images whose sides are multiples of {factor}")
 
 
 def _load_pipeline(model_id: str, dtype: Any, options: LoadOptions) -> tuple[Any, list[str]]:
