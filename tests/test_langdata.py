@@ -70,3 +70,22 @@ def test_an_unreadable_wordnet_is_one_line_naming_nltks_reason(tmp_path, monkeyp
     message = str(raised.value)
     assert message.startswith("WordNet could not be loaded: ") and "\n" not in message and "***" not in message
     assert "wordnet" in message.split(": ", 1)[1].lower()
+
+
+def test_an_unwritable_auditor_home_is_one_line(tmp_path, monkeypatch):
+    import nltk
+
+    from auditor.core.errors import AuditorError
+    from auditor.core.langdata import ensure_wordnet
+
+    if find_system_wordnet() is None:
+        pytest.skip("no system WordNet files to copy")
+    home = tmp_path / "a-file"
+    home.write_text("not a folder")
+    monkeypatch.setenv("AUDITOR_HOME", str(home))
+    monkeypatch.setattr(nltk.data, "path", [])  # no corpus anywhere: it must be built under AUDITOR_HOME
+    with pytest.raises(AuditorError) as raised:
+        ensure_wordnet(try_download=False)
+    assert str(raised.value) == (
+        f"cannot write WordNet into {home}/nltk_data: Not a directory (AUDITOR_HOME must be a folder auditor can write)"
+    )

@@ -122,7 +122,13 @@ def ensure_wordnet(try_download: bool = True) -> Path:
         return found
     system = find_system_wordnet()
     if system is not None:
-        return build_wordnet_from_system(system)
+        try:
+            return build_wordnet_from_system(system)
+        except OSError as exc:
+            raise AuditorError(
+                f"cannot write WordNet into {get_settings().nltk_data_dir}: {exc.strerror or exc} "
+                "(AUDITOR_HOME must be a folder auditor can write)"
+            ) from None
     raise AuditorError(
         "WordNet is missing: install it (Debian/Ubuntu: apt-get install wordnet-base wordnet-sense-index, "
         "then run `auditor setup`) or set NLTK_DATA to a folder holding corpora/wordnet"
