@@ -163,9 +163,11 @@ def test_a_prompt_without_a_valid_plan_fails_alone_and_the_batch_goes_on(tiny_mo
         ([], "give a PROMPTS_FILE"),
         (["template.txt", "--resume", "x"], "leave out PROMPTS_FILE"),
         (["list.txt", "--axes", "height"], "unknown axis 'height'"),
+        (["huge.csv"], "huge.csv: not a CSV file auditor can read (field larger than field limit"),
     ],
 )
 def test_bad_batch_input_is_one_line_and_creates_nothing(tmp_path, args, message):
+    (tmp_path / "huge.csv").write_text("prompt\n" + "a" * 200_000 + "\n")  # over the csv module's cell limit
     (tmp_path / "template.txt").write_text("a photo of a {occupation}\n")
     (tmp_path / "list.txt").write_text("a photo of a nurse\n")
     result = run_auditor("batch", *args, "--llm", "offline", cwd=tmp_path)

@@ -67,6 +67,7 @@ def test_runs_lists_records(tmp_path):
         (["prompt", "x", "--llm", "offline", "--images", "3", "--seed", "4,-1"], "--seed takes seeds from 0 to 2^63 - 1"),
         (["prompt", "x", "--llm", "offline", "--guidance", "nan"], "--guidance nan: input should be a finite number"),
         (["trace", "--professions", "--width", "0"], "--width 0: input should be greater than or equal to 8"),
+        (["score", "x.json", "--bootstrap", "99999999999"], "--bootstrap"),  # 1.5 TiB of resamples
     ],
 )
 def test_usage_errors_are_one_line(args, expected):

@@ -81,6 +81,9 @@ def test_schema_check_command_catches_a_stale_schema(tmp_path):
     result = run_auditor("schemas", "--check", "--out", str(folder))
     assert result.returncode == 2
     assert result.stderr.startswith("error: schemas out of date") and "run_record.schema.json" in result.stderr
+    stale.write_bytes(b"\xff\xfe not UTF-8")  # not even text: out of date, not a UnicodeDecodeError
+    result = run_auditor("schemas", "--check", "--out", str(folder))
+    assert result.returncode == 2 and result.stderr.startswith("error: schemas out of date")
 
 
 V1_RECORDS = Path(__file__).parent / "fixtures" / "records"

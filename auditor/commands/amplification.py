@@ -123,7 +123,8 @@ def run(
     guidance: float | None = common.guidance_option(),
     scheduler: str | None = common.SCHEDULER,
     bootstrap: int = typer.Option(
-        10_000, "--bootstrap", help="Bootstrap resamples behind the intervals of A and its mean."
+        10_000, "--bootstrap", min=1, max=common.MAX_BOOTSTRAP,
+        help="Bootstrap resamples behind the intervals of A and its mean.",
     ),
     ci_seed: int = common.CI_SEED,
     name: str | None = typer.Option(None, "--name", help="Run folder name (default: date-time-amplification)."),

@@ -67,15 +67,17 @@ class IntervalMethodChoice(str, Enum):
     bca = "bca"
 
 
+#: The most bootstrap resamples an option takes (100 times the default; each resample costs memory).
+MAX_BOOTSTRAP = 100_000
 _BOOTSTRAP_HELP = "Paired-bootstrap resamples over seeds behind every interval; 0 turns intervals off."
 _CI_METHOD_HELP = "Interval method: percentile, or bca (falls back to percentile, noted, where it degenerates)."
 _CI_SEED_HELP = "Seed of the bootstrap resampling (the same seed gives the same intervals)."
-BOOTSTRAP = typer.Option(1000, "--bootstrap", min=0, help=_BOOTSTRAP_HELP)
+BOOTSTRAP = typer.Option(1000, "--bootstrap", min=0, max=MAX_BOOTSTRAP, help=_BOOTSTRAP_HELP)
 CI_METHOD = typer.Option(IntervalMethodChoice.percentile, "--ci-method", help=_CI_METHOD_HELP)
 CI_SEED = typer.Option(0, "--ci-seed", min=0, help=_CI_SEED_HELP)
 ALPHA = typer.Option(0.05, "--alpha", help="A T2IAT direction is stated only when its Holm-adjusted p is below this.")
 #: The same options for a command that rescores a run: None keeps the run's own setting.
-BOOTSTRAP_OPTIONAL = typer.Option(None, "--bootstrap", min=0, help=_BOOTSTRAP_HELP + " Default: 1000.")
+BOOTSTRAP_OPTIONAL = typer.Option(None, "--bootstrap", min=0, max=MAX_BOOTSTRAP, help=_BOOTSTRAP_HELP + " Default: 1000.")
 CI_METHOD_OPTIONAL = typer.Option(None, "--ci-method", help=_CI_METHOD_HELP + " Default: the run's.")
 CI_SEED_OPTIONAL = typer.Option(None, "--ci-seed", min=0, help=_CI_SEED_HELP + " Default: the run's.")
 AXES = typer.Option(

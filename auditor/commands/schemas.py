@@ -33,7 +33,7 @@ def schemas(
 
 
 def _read(path: Path) -> str | None:
-    return path.read_text(encoding="utf-8") if path.is_file() else None
+    return path.read_text(encoding="utf-8", errors="replace") if path.is_file() else None  # not UTF-8: not current
 
 
 def register(app: typer.Typer) -> None:

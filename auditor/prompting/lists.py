@@ -84,9 +84,12 @@ def _read_lines(path: Path) -> list[str]:
 
 def _csv_rows(text: str, path: Path) -> list[tuple[int, dict[str, str]]]:
     reader = csv.DictReader(io.StringIO(text))
-    if not reader.fieldnames:
-        raise AuditorError(f"{path}: the CSV file has no header row")
-    return [(number, row) for number, row in enumerate(reader, 2) if any((v or "").strip() for v in row.values())]
+    try:
+        if not reader.fieldnames:
+            raise AuditorError(f"{path}: the CSV file has no header row")
+        return [(number, row) for number, row in enumerate(reader, 2) if any((v or "").strip() for v in row.values())]
+    except csv.Error as exc:  # e.g. a cell over the csv module's field size limit
+        raise AuditorError(f"{path}: not a CSV file auditor can read ({exc})") from None
 
 
 def _column(row: dict[str, str], name: str, path: Path, number: int) -> str:
