@@ -184,3 +184,15 @@ def test_a_run_folder_that_cannot_be_read_is_listed_and_named_not_a_traceback(tm
     with pytest.raises(AuditorError, match="Permission denied") as info:
         load_any_record(locked / "record.json")
     assert "\n" not in str(info.value)
+
+
+def test_runs_started_in_the_same_second_get_their_own_folders(tmp_path, monkeypatch):
+    import auditor.core.store as store_module
+
+    monkeypatch.setattr(store_module, "new_run_id", lambda subject: f"20260101-120000-{subject}")
+    store = RunStore(tmp_path)
+    folders = [store.create_run(None, "nurse") for _ in range(3)]
+    assert [f.name for f in folders] == ["20260101-120000-nurse", "20260101-120000-nurse-2", "20260101-120000-nurse-3"]
+    assert store.create_run("mine", "nurse").name == "mine"
+    with pytest.raises(AuditorError, match="'mine' already exists"):
+        store.create_run("mine", "nurse")

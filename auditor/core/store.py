@@ -110,11 +110,30 @@ class RunStore:
 
     def create(self, run_id: str) -> Path:
         """Create a new run folder; refuses to reuse an existing one."""
+        path = self._make(run_id)
+        if path is None:
+            raise AuditorError(f"run {run_id!r} already exists in {self.root}; use --resume {run_id} or another --name")
+        return path
+
+    def create_run(self, name: str | None, subject: str) -> Path:
+        """A new run's folder: ``name`` when the user gave one (refused if taken), else
+        ``YYYYMMDD-HHMMSS-<subject slug>``, with ``-2``, ``-3``, ... for runs started in the same second."""
+        if name:
+            return self.create(name)
+        base = new_run_id(subject)
+        for number in range(1, 1000):
+            path = self._make(base if number == 1 else f"{base}-{number}")
+            if path is not None:
+                return path
+        raise AuditorError(f"999 runs named {base!r} already exist in {self.root}; give one a --name")
+
+    def _make(self, run_id: str) -> Path | None:
+        """Create ``run_id``'s folder; None when it exists."""
         path = self.path_for(run_id)
         try:
             path.mkdir(parents=True, exist_ok=False)
         except FileExistsError:
-            raise AuditorError(f"run {run_id!r} already exists in {self.root}; use --resume {run_id} or another --name")
+            return None
         except OSError as exc:
             raise AuditorError(f"cannot create run folder {path}: {exc.strerror or exc}") from None
         return path

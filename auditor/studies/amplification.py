@@ -32,7 +32,7 @@ import numpy as np
 from auditor.core.cache import ContentCache
 from auditor.core.devices import release_accelerator_memory
 from auditor.core.environment import collect_environment
-from auditor.core.store import RunStore, new_run_id
+from auditor.core.store import RunStore
 from auditor.corpora.readers import BATCH_ROWS
 from auditor.corpora.selection import Selection
 from auditor.executors import check_executor
@@ -224,7 +224,7 @@ def start_amplification(
     """Validate the options, create the run folder and write the first record."""
     options.validate()
     config = options.config()
-    run_dir = store.create(run_name or new_run_id("amplification"))
+    run_dir = store.create_run(run_name, "amplification")
     record = AmplificationRecord(run_id=run_dir.name, config=config, environment=collect_environment())
     study = AmplificationRun(run_dir, record, cache, progress, options.device, options.batch_rows)
     study.save()

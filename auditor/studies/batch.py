@@ -23,7 +23,7 @@ from pathlib import Path
 from auditor.core.cache import ContentCache
 from auditor.core.environment import collect_environment
 from auditor.core.errors import AuditorError
-from auditor.core.store import RECORD_FILE, RunStore, new_run_id, slugify
+from auditor.core.store import RECORD_FILE, RunStore, slugify
 from auditor.records import BatchAudit, BatchConfig, BatchRecord, BatchRow, RunRecord, Stage, load_record
 from auditor.studies.progress import NoticesOnly, ProgressReporter
 from auditor.studies.prompt_audit import (
@@ -75,7 +75,7 @@ def start_batch(
             }
         ),
     )  # fmt: skip
-    run_dir = store.create(run_name or new_run_id(f"batch {Path(options.source).stem}"))
+    run_dir = store.create_run(run_name, f"batch {Path(options.source).stem}")
     record = BatchRecord(run_id=run_dir.name, config=config, environment=collect_environment())
     pool = ModelPool(keep=True)
     audits_store = RunStore(run_dir / AUDITS_FOLDER)

@@ -49,7 +49,7 @@ from pathlib import Path
 
 from auditor.core.cache import ContentCache
 from auditor.core.environment import collect_environment
-from auditor.core.store import RECORD_FILE, RunStore, new_run_id
+from auditor.core.store import RECORD_FILE, RunStore
 from auditor.metrics.allocation import separated
 from auditor.records import ExploreConfig, ExploreRecord, Round, StopReason, load_record
 from auditor.studies.explore_candidates import CandidateIntake
@@ -165,7 +165,7 @@ def start_exploration(
     validate_options(options)
     config = new_config(options)
     subject = options.topic or (options.seeds[0] if options.seeds else "explore")
-    run_dir = store.create(run_name or new_run_id(f"explore {subject}"))
+    run_dir = store.create_run(run_name, f"explore {subject}")
     record = ExploreRecord(run_id=run_dir.name, config=config, environment=collect_environment())
     exploration = Exploration(
         run_dir, record, cache, progress,

@@ -18,7 +18,6 @@ from auditor.core.errors import AuditorError
 from auditor.core.store import (
     TRANSCRIPT_FILE,
     RunStore,
-    new_run_id,
 )
 from auditor.executors.generation import PromptRequest
 from auditor.records import (
@@ -253,8 +252,7 @@ def start_audit(
     if not checked:
         validate_options(options)
     config = new_config(options)
-    run_id = run_name or new_run_id(config.prompt)
-    run_dir = store.create(run_id)
+    run_dir = store.create_run(run_name, config.prompt)
     record = RunRecord(run_id=run_dir.name, config=config, environment=collect_environment())
     audit = PromptAudit(
         run_dir, record, cache, progress,

@@ -19,7 +19,7 @@ import numpy as np
 from auditor.core.cache import ContentCache
 from auditor.core.environment import collect_environment
 from auditor.core.errors import AuditorError
-from auditor.core.store import RunStore, new_run_id
+from auditor.core.store import RunStore
 from auditor.executors.generation import PromptRequest
 from auditor.records import (
     T2IAT_GROUPS,
@@ -103,7 +103,7 @@ def run_t2iat_test(
     options.validate()
     config = T2IATConfig(test=test, source=source, **options.config_fields())
     prompts = all_prompts(test)
-    run_dir = store.create(run_name or new_run_id(f"t2iat {test.name}"))
+    run_dir = store.create_run(run_name, f"t2iat {test.name}")
     record = T2IATRecord(
         run_id=run_dir.name,
         config=config,
@@ -156,7 +156,7 @@ def run_occupations(
     texts = {
         occupation: [template.format(occupation=occupation) for template in templates] for occupation in occupations
     }
-    run_dir = store.create(run_name or new_run_id("t2iat occupations"))
+    run_dir = store.create_run(run_name, "t2iat occupations")
     record = OccupationsRecord(run_id=run_dir.name, config=config, environment=collect_environment())
     study = StudyRun(run_dir, record, cache, progress, options.device)
     text_vectors: dict[str, np.ndarray] = {}

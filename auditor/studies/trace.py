@@ -34,7 +34,7 @@ from auditor.core.cache import ContentCache
 from auditor.core.devices import release_accelerator_memory
 from auditor.core.environment import collect_environment
 from auditor.core.errors import AuditorError
-from auditor.core.store import RunStore, atomic_write_bytes, new_run_id
+from auditor.core.store import RunStore, atomic_write_bytes
 from auditor.executors.base import ModelRecipe
 from auditor.executors.perception import EmbedReader
 from auditor.records import (
@@ -411,7 +411,7 @@ def start_trace(
     found = found[: options.limit] if options.limit else found
     triplets = [trace_triplet(i, triplet, reader, file, row) for i, (triplet, file, row) in enumerate(found)]
     source = "professions" if options.professions else Path(options.captions).stem
-    run_dir = store.create(run_name or new_run_id(f"trace {source}"))
+    run_dir = store.create_run(run_name, f"trace {source}")
     record = TraceRecord(
         run_id=run_dir.name, config=config, selection=selection, triplets=triplets, environment=collect_environment()
     )
