@@ -48,13 +48,17 @@ def test_prompt_lists_in_every_format_and_templates_with_values(tmp_path):
         ),
         ({"p.txt": "a {a} and a {b}\n", "v.txt": "x\n"}, "has 2 placeholders"),
         ({"p.txt": "a {0}\n", "v.txt": "x\n"}, "use plain {name} placeholders"),
+        ({"p.txt": "a {job}\n", "v.yaml": "job: [nurse, null]\n"}, "'job' has the value None; values are words"),
+        ({"p.txt": "a {job}\n", "v.yaml": "job: [{x: 1}]\n"}, "'job' has the value {'x': 1}"),
+        ({"p.txt": "a {job}\n", "v.json": '{"job": ["nurse", ""]}'}, "has an empty value for job"),
+        ({"p.txt": "a {job} in {place}\n", "v.csv": "job,place\nnurse,\n"}, "has an empty value for place"),
     ],
 )
 def test_bad_prompt_lists_are_one_line(tmp_path, files, message):
     for name, text in files.items():
         (tmp_path / name).write_text(text)
     prompts = next(tmp_path / name for name in files if name.startswith("p."))
-    values = tmp_path / "v.txt" if "v.txt" in files else None
+    values = next((tmp_path / name for name in files if name.startswith("v.")), None)
     with pytest.raises(AuditorError, match=None) as caught:
         read_prompt_list(prompts, values)
     assert message in str(caught.value) and "\n" not in str(caught.value)

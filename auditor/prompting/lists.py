@@ -132,6 +132,10 @@ def _read_values(path: Path) -> dict[str, list[str]] | list[dict[str, str]] | li
             raise AuditorError(f"{path} is not valid {suffix[1:].upper()}: {exc}") from None
         if not isinstance(data, dict) or not all(isinstance(v, list) and v for v in data.values()):
             raise AuditorError(f"{path} must map each placeholder to a non-empty list of values")
+        for name, values in data.items():
+            for value in values:  # a null or a nested mapping would read "a photo of a None"
+                if isinstance(value, bool) or not isinstance(value, (str, int, float)):
+                    raise AuditorError(f"{path}: {name!r} has the value {value!r}; values are words or numbers")
         return {str(k): [" ".join(str(v).split()) for v in values] for k, values in data.items()}
     return [" ".join(line.split()) for line in text.splitlines() if line.strip() and not line.lstrip().startswith("#")]
 
@@ -158,6 +162,9 @@ def _fill(template: str, names: list[str], table, values: Path | None) -> list[s
         combinations = [{names[0]: value} for value in table or []]
     if not combinations:
         raise AuditorError(f"{values} gives no values for {template!r}")
+    empty = next((name for combination in combinations for name, value in combination.items() if not value), None)
+    if empty is not None:
+        raise AuditorError(f"{values} has an empty value for {empty} (template {template!r})")
     return [_filled(template, combination) for combination in combinations]
 
 
