@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from auditor.core.cache import ContentCache
+from auditor.core.errors import AuditorError
 from auditor.core.store import RunStore
 from auditor.records import BatchRecord, GenerationSettings, PerceptionSettings, RunRecord, load_record
 from auditor.studies.batch import BatchOptions, resume_batch, start_batch
@@ -129,6 +130,12 @@ def test_an_interrupted_batch_resumes_without_recomputing(tiny_models, tmp_path)
     assert cache.misses["generate"] == 3 * 3 * 2 - made and cache.hits["generate"] == made
     assert cache.misses["plan"] == 0  # the plans are in the audits' records
     assert len(record.leaderboard) == 3
+
+    saved = batch.run_dir / "record.json"  # an audit's folder edited to leave the batch's: one line
+    saved.write_text(saved.read_text().replace('"audits/', '"../', 1))
+    with pytest.raises(AuditorError, match=r"audits\.0\.folder: String should match pattern") as caught:
+        resume_batch("b", store, cache, QuietProgress())
+    assert "\n" not in str(caught.value)
 
 
 def test_a_prompt_without_a_valid_plan_fails_alone_and_the_batch_goes_on(tiny_models, fake_openai, tmp_path):

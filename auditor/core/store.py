@@ -26,7 +26,9 @@ if TYPE_CHECKING:  # pragma: no cover
 
 RECORD_FILE = "record.json"
 TRANSCRIPT_FILE = "transcript.json"
-_RUN_ID_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
+#: A run id: a safe folder name (no separators, no leading dot).
+RUN_ID = r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}"
+_RUN_ID_PATTERN = re.compile(f"^{RUN_ID}$")
 
 
 # --------------------------------------------------------------------------- atomic files

@@ -12,6 +12,7 @@ from typing import ClassVar, Literal
 
 from pydantic import Field
 
+from auditor.core.store import RUN_ID
 from auditor.records.base import RunStatus, StudyConfig, StudyRecord
 from auditor.records.images import PromptSet
 from auditor.records.intervals import Interval
@@ -44,7 +45,10 @@ class BatchAudit(Record):
 
     audit_id: str = Field(description="Run id of the prompt's audit, e.g. '003-a-photo-of-a-nurse'.")
     prompt: str = Field(description="The prompt.")
-    folder: str = Field(description="The audit's run folder, relative to the batch's.")
+    folder: str = Field(
+        pattern=f"^audits/{RUN_ID}$",  # a hand-edited '../x' would leave the batch's folder
+        description="The audit's run folder, relative to the batch's: audits/<run id>.",
+    )
     status: RunStatus = Field(default="running", description="How the audit ended (as its own record says).")
     error: str | None = Field(default=None, description="Why it failed, when it did (e.g. no valid plan).")
 
