@@ -198,3 +198,23 @@ def test_bad_executor_options_are_one_line_before_any_run(tmp_path, args, expect
     assert result.returncode == 2 and result.stderr.startswith("error: ") and expected in result.stderr
     assert len(result.stderr.strip().splitlines()) == 1, result.stderr
     assert not (tmp_path / "runs").exists()
+
+
+def test_a_caption_is_never_served_as_the_short_answer_to_the_same_words(tiny_models, tmp_path):
+    """The caption question gets the caption's template and length: a later run that asks the same
+    words as an axis question must not get the caption back from the cache."""
+    store, cache = RunStore(tmp_path / "runs"), ContentCache(tmp_path / "cache.sqlite")
+    try:
+        small = options(tiny_models, "sequential", images=2, max_axes=1, embedder=None, embedder_required=False)
+        first = start_audit(small, store, cache, QuietProgress(), run_name="a").run()
+        caption = first.plan.caption_question
+        axis = first.plan.axes[0].model_copy(update={"question": caption})
+        audit = start_audit(small, store, cache, QuietProgress(), run_name="b")
+        audit.record.plan = first.plan.model_copy(update={"axes": [axis], "caption_question": "Say what you see."})
+        second = audit.run()
+    finally:
+        cache.close()
+    captions = [answers.caption for answers in first.answers["initial"]]
+    short = [answers.answers[axis.name] for answers in second.answers["initial"]]
+    assert second.status == "completed" and second.prompt_sets[0].images == first.prompt_sets[0].images
+    assert short != captions

@@ -11,7 +11,7 @@ import pytest
 from PIL import Image
 
 from auditor.core.errors import AuditorError, BackendError
-from auditor.core.fingerprint import folder_fingerprint, hub_fingerprint
+from auditor.core.fingerprint import folder_fingerprint
 from auditor.generation.base import GenerationItem
 from auditor.generation.registry import T2I_BACKENDS
 from auditor.records import GenerationSettings
@@ -114,6 +114,29 @@ def test_folder_fingerprint_reads_config_and_weight_contents(tiny_models, tmp_pa
     assert folder_fingerprint(copy) not in {reference, changed_config}
 
 
+def test_folder_fingerprint_counts_every_file_and_follows_linked_folders(tiny_models, tmp_path):
+    pipeline = tmp_path / "pipeline"
+    shutil.copytree(tiny_models.t2i, pipeline)
+    reference = folder_fingerprint(pipeline)
+    (pipeline / "tokenizer" / "chat_template.jinja").write_text("{{ messages }}")  # no known suffix: counted
+    templated = folder_fingerprint(pipeline)
+    assert templated != reference
+    (tmp_path / "unets").mkdir()
+    shutil.move(pipeline / "unet", tmp_path / "unets" / "u1")
+    shutil.copytree(tmp_path / "unets" / "u1", tmp_path / "unets" / "u2")
+    weights = next((tmp_path / "unets" / "u2").glob("*.safetensors"))
+    data = bytearray(weights.read_bytes())
+    data[-1] ^= 0xFF
+    weights.write_bytes(bytes(data))
+    (pipeline / "unet").symlink_to(tmp_path / "unets" / "u1", target_is_directory=True)
+    assert folder_fingerprint(pipeline) == templated  # a linked folder counts as its contents
+    (pipeline / "unet").unlink()
+    (pipeline / "unet").symlink_to(tmp_path / "unets" / "u2", target_is_directory=True)
+    assert folder_fingerprint(pipeline) not in {reference, templated}
+    (pipeline / "vae" / "loop").symlink_to(pipeline, target_is_directory=True)  # a link back up: read once
+    assert folder_fingerprint(pipeline) != templated
+
+
 def test_diffusers_sides_the_vae_cannot_make_are_one_line(t2i, tiny_models):
     factor = t2i.pipeline.vae_scale_factor
     side = 4 * factor + 1
@@ -185,7 +208,11 @@ def test_diffusers_hub_cache_snapshot_gives_the_revision(tiny_models, tmp_path, 
     backend = T2I_BACKENDS.load("diffusers:auditor-tests/tiny-sd", settings=GenerationSettings(steps=1))
     assert backend.ref.model_id == "auditor-tests/tiny-sd"
     assert backend.ref.revision == commit
-    assert backend.ref.fingerprint == hub_fingerprint(commit)
+    assert backend.ref.fingerprint == folder_fingerprint(repo / "snapshots" / commit)  # its contents, not its name
+    config = repo / "snapshots" / commit / "scheduler" / "scheduler_config.json"
+    config.write_text(config.read_text().replace('"beta_end": 0.012', '"beta_end": 0.02'))  # edited in place
+    edited = T2I_BACKENDS.load("diffusers:auditor-tests/tiny-sd", settings=GenerationSettings(steps=1))
+    assert edited.ref.revision == commit and edited.ref.fingerprint != backend.ref.fingerprint
 
 
 def test_diffusers_safety_checker_flags_are_reported(tiny_models, tmp_path):

@@ -94,7 +94,7 @@ def test_two_models_with_the_same_configs_and_sizes_never_share_cached_results(t
     assert {t.stage: t.cached for t in again.timings}["generate"] == 6
 
 
-def test_weight_digests_are_memoised_by_path_size_mtime_and_inode(tmp_path):
+def test_weight_digests_are_memoised_by_path_size_mtime_ctime_and_inode(tmp_path):
     cache = ContentCache(tmp_path / "cache.sqlite")
     weights = tmp_path / "model.safetensors"
     weights.write_bytes(b"a" * 1000)
@@ -117,6 +117,15 @@ def test_weight_digests_are_memoised_by_path_size_mtime_and_inode(tmp_path):
     cache.close()
     reopened = ContentCache(tmp_path / "cache.sqlite")  # remembered across processes
     assert reopened.file_digest(weights, counting) == file_sha256(weights) and len(reads) == 3
+    time.sleep(0.05)  # past the file system's coarse clock tick
+    stat = weights.stat()
+    with weights.open("r+b") as handle:  # rewritten in place, then its mtime put back (as tar and cp -p do)
+        handle.write(b"c" * 1000)
+    os.utime(weights, ns=(stat.st_atime_ns, stat.st_mtime_ns))
+    assert (weights.stat().st_size, weights.stat().st_mtime_ns, weights.stat().st_ino) == (
+        stat.st_size, stat.st_mtime_ns, stat.st_ino
+    )  # fmt: skip
+    assert reopened.file_digest(weights, counting) == file_sha256(weights) and len(reads) == 4  # ctime moved
 
 
 def test_vqa_and_embedding_keys_follow_dtype_and_device_kind(tiny_models):

@@ -82,6 +82,8 @@ def test_an_unchanged_plan_is_not_marked_edited(tmp_path, monkeypatch):
         ('open(path, "w").write("axes: [unclosed")', InvalidPlanError, "not valid YAML"),
         ('open(path, "w").write("")', AuditorError, "review cancelled"),
         ('sys.exit(3)', AuditorError, "exited with status 3"),
+        ('plan["caption_question"] = plan["axes"][0]["question"]\nyaml.safe_dump(plan, open(path, "w"))',
+         InvalidPlanError, "axis 'gender' asks the caption question; give it its own"),
     ],
 )  # fmt: skip
 def test_bad_edits_are_clear_errors(tmp_path, monkeypatch, body, error, message):

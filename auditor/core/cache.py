@@ -41,9 +41,10 @@ class ContentCache:
             self._db = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None)
             self._db.execute("PRAGMA journal_mode=WAL")
             self._db.execute("CREATE TABLE IF NOT EXISTS cache (key TEXT PRIMARY KEY, stage TEXT, value BLOB)")
+            self._db.execute("DROP TABLE IF EXISTS file_digests")  # keyed without ctime: see file_digest
             self._db.execute(
-                "CREATE TABLE IF NOT EXISTS file_digests "
-                "(path TEXT PRIMARY KEY, size INTEGER, mtime_ns INTEGER, inode INTEGER, sha256 TEXT)"
+                "CREATE TABLE IF NOT EXISTS file_digests_v2 "
+                "(path TEXT PRIMARY KEY, size INTEGER, mtime_ns INTEGER, ctime_ns INTEGER, inode INTEGER, sha256 TEXT)"
             )
         except (OSError, sqlite3.Error) as exc:
             raise AuditorError(f"cannot open the cache {self.path}: {exc} (set AUDITOR_CACHE_PATH)") from None
@@ -76,25 +77,27 @@ class ContentCache:
         self.put(stage, fingerprint, inputs, json.dumps(value, ensure_ascii=False).encode("utf-8"))
 
     def file_digest(self, path: Path, compute: Callable[[Path], str] = file_sha256) -> str:
-        """sha256 of a file's bytes, remembered by (resolved path, size, mtime_ns, inode).
+        """sha256 of a file's bytes, remembered by (resolved path, size, mtime_ns, ctime_ns, inode).
 
-        A file that was rewritten or replaced has another size, modification time or
-        inode, so its digest is computed again with ``compute``; an unchanged one is
-        not read at all.
+        A file that was rewritten or replaced has another size, modification time, change
+        time or inode, so its digest is computed again with ``compute``; an unchanged one is
+        not read at all. The change time matters: a rewrite of the same size can put the
+        old modification time back (``tar`` and ``cp -p`` do), but writing always sets ctime.
         """
         resolved = Path(path).resolve()
         stat = resolved.stat()
-        identity = (stat.st_size, stat.st_mtime_ns, stat.st_ino)
+        identity = (stat.st_size, stat.st_mtime_ns, stat.st_ctime_ns, stat.st_ino)
         with self._lock:
             row = self._db.execute(
-                "SELECT size, mtime_ns, inode, sha256 FROM file_digests WHERE path = ?", (str(resolved),)
+                "SELECT size, mtime_ns, ctime_ns, inode, sha256 FROM file_digests_v2 WHERE path = ?", (str(resolved),)
             ).fetchone()
-        if row is not None and tuple(row[:3]) == identity:
-            return row[3]
+        if row is not None and tuple(row[:4]) == identity:
+            return row[4]
         digest = compute(resolved)
         with self._lock:
             self._db.execute(
-                "INSERT OR REPLACE INTO file_digests (path, size, mtime_ns, inode, sha256) VALUES (?, ?, ?, ?, ?)",
+                "INSERT OR REPLACE INTO file_digests_v2 (path, size, mtime_ns, ctime_ns, inode, sha256) "
+                "VALUES (?, ?, ?, ?, ?, ?)",
                 (str(resolved), *identity, digest),
             )
         return digest

@@ -1,18 +1,21 @@
 """Fingerprints: what identifies a model's weights and settings in cache keys.
 
 A cached image or answer may only be served to the model that made it, so identities are
-content-based. A model folder's fingerprint hashes the contents of its config, tokenizer
-and weight files: two fine-tunes with the same architecture and file sizes differ. Weight
-files can be gigabytes, so their digests come through a :data:`FileDigest` function that
-callers memoise (the content cache keeps them by path, size, modification time and inode,
-so a folder is read once). A hub snapshot is identified by its commit instead (see
-:mod:`auditor.core.weights`). Hidden files and folders (markers, ``.cache``) are left out.
+content-based. A model folder's fingerprint hashes the contents of every file in it (configs,
+tokenizers, chat templates, weights), symlinked subfolders included: two fine-tunes with the
+same architecture and file sizes differ. Weight files can be gigabytes, so their digests come
+through a :data:`FileDigest` function that callers memoise (the content cache keeps them by
+path, size, modification and change time and inode, so a folder is read once). A hub
+snapshot is hashed like any folder: its commit name says nothing once a file in it was
+edited, or when a folder elsewhere only looks like a snapshot. Hidden files and folders
+(markers, ``.cache``) are left out.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import os
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -21,6 +24,8 @@ from typing import Any
 CONFIG_SUFFIXES = frozenset({".json", ".txt", ".yaml", ".yml", ".model", ".tiktoken"})
 #: Weight files: hashed through the (memoised) :data:`FileDigest`.
 WEIGHT_SUFFIXES = frozenset({".safetensors", ".bin", ".pt", ".pth", ".ckpt", ".msgpack", ".h5", ".onnx", ".gguf"})
+#: Documentation beside the model, which decides none of its outputs.
+DOCUMENT_SUFFIXES = frozenset({".md", ".rst"})
 #: Bytes read per step while hashing a file.
 CHUNK = 1 << 20
 
@@ -40,7 +45,7 @@ def file_sha256(path: Path, on_bytes: Callable[[int], None] | None = None) -> st
 
 
 def folder_fingerprint(folder: Path, digest: FileDigest = file_sha256) -> str:
-    """sha256 over the relative paths and content digests of a model folder's config and weight files."""
+    """sha256 over the relative paths and content digests of every file of a model folder."""
     folder = Path(folder)
     combined = hashlib.sha256()
     for path, kind in _model_files(folder):
@@ -50,23 +55,30 @@ def folder_fingerprint(folder: Path, digest: FileDigest = file_sha256) -> str:
 
 
 def _model_files(folder: Path) -> list[tuple[Path, str]]:
-    """``(path, 'config' | 'weights')`` of every non-hidden file that decides the model's outputs, sorted."""
+    """``(path, kind)`` of every file under ``folder`` but hidden ones and documentation, sorted by relative path.
+
+    ``kind`` is ``config`` for the small text files read whole, ``weights`` for weight files
+    and ``other`` for any other file (a chat template, a tokenizer model of a new format),
+    both through the memoised digest. Symlinked folders are followed (a pipeline may link
+    its ``unet`` elsewhere), each real folder once.
+    """
     found = []
-    for path in sorted(folder.rglob("*")):
-        relative = path.relative_to(folder)
-        if any(part.startswith(".") for part in relative.parts) or not path.is_file():
+    seen: set[str] = set()
+    for here, folders, files in os.walk(folder, followlinks=True):
+        real = os.path.realpath(here)
+        if real in seen:  # a link back up the tree
+            folders[:] = []
             continue
-        suffix = path.suffix.lower()
-        if suffix in CONFIG_SUFFIXES:
-            found.append((path, "config"))
-        elif suffix in WEIGHT_SUFFIXES:
-            found.append((path, "weights"))
-    return found
-
-
-def hub_fingerprint(revision: str) -> str:
-    """Identity of a hub snapshot: its commit pins every file's contents."""
-    return hashlib.sha256(f"hub commit {revision}".encode()).hexdigest()
+        seen.add(real)
+        folders[:] = [name for name in folders if not name.startswith(".")]
+        for name in files:
+            path = Path(here) / name
+            suffix = path.suffix.lower()
+            if name.startswith(".") or suffix in DOCUMENT_SUFFIXES or not path.is_file():
+                continue
+            kind = "config" if suffix in CONFIG_SUFFIXES else "weights" if suffix in WEIGHT_SUFFIXES else "other"
+            found.append((path, kind))
+    return sorted(found, key=lambda entry: entry[0].relative_to(folder).parts)
 
 
 def settings_fingerprint(model_fingerprint: str | None, **settings: Any) -> str:

@@ -35,7 +35,6 @@ from auditor.core.fingerprint import (
     FileDigest,
     file_sha256,
     folder_fingerprint,
-    hub_fingerprint,
 )
 from auditor.core.registry import Spec
 from auditor.records import ModelRef
@@ -154,9 +153,9 @@ def loaded_model_ref(
 ) -> ModelRef:
     """The record's reference to the model just loaded from ``spec.target`` in ``dtype`` on ``device``.
 
-    Its fingerprint is content-based: the snapshot's commit for a hub model, the digests
-    of every config and weight file for a local folder (``marker`` is a file at the
-    folder's root). Weights that cannot be told apart are an error rather than a
+    Its fingerprint is content-based: the digests of every file of the local folder or
+    hub snapshot (``marker`` is a file at its root); a snapshot's commit is recorded as
+    its revision. Weights that cannot be told apart are an error rather than a
     fingerprint that could collide with another model's.
     """
     files = model_files(spec.target, marker)
@@ -165,7 +164,7 @@ def loaded_model_ref(
             f"cannot tell which weights {spec.target!r} loaded (not a local folder and not in the hub cache), "
             "so its results could not be cached safely; point the option at a local copy of the model"
         )
-    fingerprint = hub_fingerprint(files.revision) if files.revision else folder_fingerprint(files.folder, options.digest)
+    fingerprint = folder_fingerprint(files.folder, options.digest)
     return ModelRef(
         spec=str(spec),
         backend=spec.prefix,

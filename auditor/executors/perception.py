@@ -278,6 +278,11 @@ class AnswerReader(ImageReader):
         self._fingerprint = vqa.cache_fingerprint()
         return True
 
+    def _key(self, sha: str, question: str) -> dict[str, Any]:
+        """The cache inputs of one answer: the caption question is asked with the caption's template
+        and token budget, so its answer is not the short answer to the same words."""
+        return {"image": sha, "question": question, **({"caption": True} if question == self.caption_question else {})}
+
     def missing(self, prompt_id: str, image: GeneratedImage) -> bool:
         sha = image.sha256
         needs = self._needs.setdefault(sha, [])
@@ -289,7 +294,7 @@ class AnswerReader(ImageReader):
             needs.append(question)
             if (sha, question) in self._asked:  # a chunk asks it already (the union of its images' questions)
                 continue
-            hit = self.study.cache.get_json(PERCEIVE, self._fingerprint, {"image": sha, "question": question})
+            hit = self.study.cache.get_json(PERCEIVE, self._fingerprint, self._key(sha, question))
             if hit is None:
                 lacking = True
             else:
@@ -324,9 +329,7 @@ class AnswerReader(ImageReader):
         asked, replies = result
         for image, row in zip(images, replies, strict=True):
             for question, reply in zip(asked, row, strict=True):
-                self.study.cache.put_json(
-                    PERCEIVE, self._fingerprint, {"image": image.sha256, "question": question}, reply
-                )
+                self.study.cache.put_json(PERCEIVE, self._fingerprint, self._key(image.sha256, question), reply)
 
     def complete(self, prompt_id: str, image: GeneratedImage) -> None:
         known = self._known

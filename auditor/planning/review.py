@@ -22,7 +22,7 @@ from auditor.core.console import err
 from auditor.core.errors import AuditorError, InvalidPlanError
 from auditor.planning.proposals import PlanProblem, ProposedAxis
 from auditor.planning.questions import caption_question
-from auditor.planning.rules import checked_axes
+from auditor.planning.rules import check_caption_question, checked_axes
 from auditor.records import AuditPlan, AxisPlan
 
 #: How often an invalid edit is sent back to the person before giving up.
@@ -96,6 +96,7 @@ def _with_axes(
     except PlanProblem as problem:
         raise InvalidPlanError(f"invalid plan: {problem}") from None
     caption = caption.strip() if isinstance(caption, str) and caption.strip() else caption_question()
+    check_caption_question(checked, caption)
     return plan.model_copy(update={"axes": checked, "caption_question": caption})
 
 

@@ -162,4 +162,14 @@ def validate_plan(plan: AuditPlan) -> AuditPlan:
         axes = checked_axes(plan.prompt, proposed, {axis.name: axis.question for axis in plan.axes})
     except PlanProblem as problem:
         raise InvalidPlanError(f"invalid plan: {problem}") from None
+    check_caption_question(axes, plan.caption_question)
     return plan.model_copy(update={"axes": axes})
+
+
+def check_caption_question(axes: Sequence[AxisPlan], caption: str) -> None:
+    """InvalidPlanError when an axis asks the caption question: that question is asked with the
+    caption's template and length, so the axis would get a caption for its answers."""
+    words = " ".join(caption.split()).lower()
+    for axis in axes:
+        if " ".join(axis.question.split()).lower() == words:
+            raise InvalidPlanError(f"invalid plan: axis '{axis.name}' asks the caption question; give it its own")
