@@ -181,6 +181,8 @@ def test_plan_key_follows_the_planner_data(monkeypatch):
 
 
 def test_a_checkpoint_missing_a_tensor_is_refused_unless_partial_weights_are_allowed(tiny_models, tmp_path):
+    import torch
+
     from auditor.core.weights import LoadOptions
     from auditor.generation.registry import T2I_BACKENDS
     from auditor.perception.registry import VQA_BACKENDS
@@ -192,6 +194,12 @@ def test_a_checkpoint_missing_a_tensor_is_refused_unless_partial_weights_are_all
         f"blip2:{broken_vqa}", settings=PerceptionSettings(), options=LoadOptions(allow_partial_weights=True)
     )
     assert loaded.ref.partial_weights == [f"missing {name}"]
+    again = VQA_BACKENDS.load(
+        f"blip2:{broken_vqa}", settings=PerceptionSettings(), options=LoadOptions(allow_partial_weights=True)
+    )
+    assert all(  # the missing layer is initialised from a fixed seed: the same model both times
+        torch.equal(a, b) for a, b in zip(loaded.model.state_dict().values(), again.model.state_dict().values())
+    )
 
     broken_t2i, unet_name = _without_tensor(tiny_models.t2i, tmp_path / "t2i", "unet", "conv_out")
     with pytest.raises(BackendError, match=rf"missing unet\.{unet_name}"):

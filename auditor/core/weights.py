@@ -284,6 +284,18 @@ def dtype_keyword(library: str) -> str:
 
 
 @contextmanager
+def seeded_initialisation(seed: int = 0) -> Iterator[None]:
+    """Layers a checkpoint lacks are randomly initialised while it loads (``--allow-partial-weights``):
+    from ``seed``, so such a run gives the same results every time and its cached results stay
+    true. The caller's random state is restored afterwards."""
+    import torch
+
+    with torch.random.fork_rng():
+        torch.manual_seed(seed)
+        yield
+
+
+@contextmanager
 def quiet_libraries(*libraries: str) -> Iterator[None]:
     """Silence the progress bars, advisory log lines and warnings of ``libraries`` while loading.
 

@@ -38,6 +38,7 @@ from auditor.core.weights import (
     loaded_model_ref,
     loading_problems,
     quiet_libraries,
+    seeded_initialisation,
 )
 from auditor.generation.base import GeneratedPicture, GenerationItem
 from auditor.records import GenerationSettings, ModelRef
@@ -293,7 +294,8 @@ def load(spec: Spec, settings: GenerationSettings, options: LoadOptions = LoadOp
         raise AuditorError("the diffusers backend needs a model: --t2i diffusers:<hub id or folder>")
     device = pick_device(options.device)
     dtype = pick_dtype(device)
-    with quiet_libraries("transformers", "diffusers"), explain_load_errors(_WHAT, model_id, _HINT):
+    loading = explain_load_errors(_WHAT, model_id, _HINT)
+    with quiet_libraries("transformers", "diffusers"), seeded_initialisation(), loading:
         pipeline, partial = _load_pipeline(model_id, dtype, options)
     _check_sides(pipeline, settings, spec)
     if settings.scheduler:

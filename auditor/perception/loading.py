@@ -24,6 +24,7 @@ from auditor.core.weights import (
     loaded_model_ref,
     loading_problems,
     quiet_libraries,
+    seeded_initialisation,
 )
 from auditor.records import ModelRef
 
@@ -67,7 +68,7 @@ def load_pretrained(
     dtype = pick_dtype(device)
     hub = hub_options(model_id)
     hint = f"pass {option} {spec.prefix}:/path/to/local/copy"
-    with quiet_libraries("transformers"), explain_load_errors(what, model_id, hint):
+    with quiet_libraries("transformers"), seeded_initialisation(), explain_load_errors(what, model_id, hint):
         if model_types is not None:
             model_type = transformers.AutoConfig.from_pretrained(model_id, **hub).model_type
             if model_type not in model_types:

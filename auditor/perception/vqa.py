@@ -36,6 +36,7 @@ from auditor.core.weights import (
     loaded_model_ref,
     loading_problems,
     quiet_libraries,
+    seeded_initialisation,
 )
 from auditor.perception.base import first_line
 from auditor.records import ModelRef, PerceptionSettings
@@ -381,7 +382,7 @@ def _load(
     device = pick_device(options.device)
     dtype = pick_dtype(device)
     hub = hub_options(model_id)
-    with quiet_libraries("transformers"), explain_load_errors(_WHAT, model_id, _HINT):
+    with quiet_libraries("transformers"), seeded_initialisation(), explain_load_errors(_WHAT, model_id, _HINT):
         import transformers
 
         config = transformers.AutoConfig.from_pretrained(model_id, **hub)
