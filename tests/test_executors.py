@@ -218,3 +218,39 @@ def test_a_caption_is_never_served_as_the_short_answer_to_the_same_words(tiny_mo
     short = [answers.answers[axis.name] for answers in second.answers["initial"]]
     assert second.status == "completed" and second.prompt_sets[0].images == first.prompt_sets[0].images
     assert short != captions
+
+
+class BatchSpyCache(ContentCache):
+    """Notes how results reach the cache: per stage, the size of each transaction."""
+
+    def __init__(self, path: Path):
+        super().__init__(path)
+        self.transactions: dict[str, list[int]] = {}
+
+    def put(self, stage, fingerprint, inputs, value):
+        self.transactions.setdefault(stage, []).append(-1)  # a lone put: not a batch's transaction
+        super().put(stage, fingerprint, inputs, value)
+
+    def put_many(self, stage, fingerprint, entries):
+        entries = list(entries)
+        self.transactions.setdefault(stage, []).append(len(entries))
+        super().put_many(stage, fingerprint, entries)
+
+
+def test_each_batch_reaches_the_cache_whole_or_not_at_all(tiny_models, tmp_path):
+    """A kill -9 while a batch is being stored must leave all of it or none: a resumed run then
+    computes whole batches again in the same company, so its results are the uninterrupted run's
+    to the last bit (a remainder batched with other images could differ there)."""
+    cache = BatchSpyCache(tmp_path / "cache.sqlite")
+    try:
+        audit = start_audit(options(tiny_models, "sequential"), RunStore(tmp_path / "runs"), cache, QuietProgress(), "r")
+        record = audit.run()
+        assert record.status == "completed"
+        assert cache.transactions["generate"] == [2] * 7 + [1]  # 15 images in batches of 2, each one transaction
+        assert all(size > 0 for stage in ("perceive", "embed") for size in cache.transactions[stage])
+        assert sum(cache.transactions["embed"]) == 15
+        with pytest.raises(sqlite3.Error):  # a failure inside a transaction stores none of it
+            cache.put_many("check", "f", [({"i": 1}, b"one"), ({"i": 2}, {"not": "bytes"})])
+        assert cache.get("check", "f", {"i": 1}) is None and cache.entries("check") == 0
+    finally:
+        cache.close()

@@ -12,7 +12,7 @@ import json
 import sqlite3
 import threading
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +24,11 @@ def cache_key(stage: str, fingerprint: str, inputs: Any) -> str:
     """Key of one cached result: sha256 over the stage, the model fingerprint and the inputs as canonical JSON."""
     payload = json.dumps([stage, fingerprint, inputs], sort_keys=True, separators=(",", ":"), ensure_ascii=False)
     return hashlib.sha256(payload.encode("utf-8")).hexdigest()
+
+
+def json_bytes(value: Any) -> bytes:
+    """How a JSON result is stored."""
+    return json.dumps(value, ensure_ascii=False).encode("utf-8")
 
 
 class ContentCache:
@@ -69,12 +74,26 @@ class ContentCache:
         with self._lock:
             self._db.execute("INSERT OR REPLACE INTO cache (key, stage, value) VALUES (?, ?, ?)", (key, stage, value))
 
+    def put_many(self, stage: str, fingerprint: str, entries: Iterable[tuple[Any, bytes]]) -> None:
+        """Store one batch's results in one transaction: a process killed meanwhile leaves all of them
+        or none. A resumed run then computes whole batches again, in the company they had: a
+        remainder batched with other images could come out different in the last bits."""
+        rows = [(cache_key(stage, fingerprint, inputs), stage, value) for inputs, value in entries]
+        with self._lock:
+            self._db.execute("BEGIN")
+            try:
+                self._db.executemany("INSERT OR REPLACE INTO cache (key, stage, value) VALUES (?, ?, ?)", rows)
+            except BaseException:
+                self._db.execute("ROLLBACK")
+                raise
+            self._db.execute("COMMIT")
+
     def get_json(self, stage: str, fingerprint: str, inputs: Any) -> Any | None:
         raw = self.get(stage, fingerprint, inputs)
         return None if raw is None else json.loads(raw)
 
     def put_json(self, stage: str, fingerprint: str, inputs: Any, value: Any) -> None:
-        self.put(stage, fingerprint, inputs, json.dumps(value, ensure_ascii=False).encode("utf-8"))
+        self.put(stage, fingerprint, inputs, json_bytes(value))
 
     def file_digest(self, path: Path, compute: Callable[[Path], str] = file_sha256) -> str:
         """sha256 of a file's bytes, remembered by (resolved path, size, mtime_ns, ctime_ns, inode).

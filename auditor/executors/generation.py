@@ -303,12 +303,12 @@ class GenerationStage:
         ``images`` are the pictures themselves when they are at hand (the subscribers then
         need not decode the PNG files again).
         """
-        cache = self.study.cache
+        keys = [cache_inputs(self._seeded, item) for item in batch]
+        values = [_pack(picture.png, picture.flagged_nsfw) for picture in encoded]
+        self.study.cache.put_many(STAGE, self._fingerprint, zip(keys, values, strict=True))
         stored = 0
-        for position, (item, picture) in enumerate(zip(batch, encoded, strict=True)):
+        for position, (inputs, picture) in enumerate(zip(keys, encoded, strict=True)):
             data = picture.png
-            inputs = cache_inputs(self._seeded, item)
-            cache.put(STAGE, self._fingerprint, inputs, _pack(data, picture.flagged_nsfw))
             load = partial(decode_png, data) if images is None else partial(images[position].convert, "RGB")
             waiting = self._waiting.pop(_image_key(inputs))
             for request, wanted in waiting:

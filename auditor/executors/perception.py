@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 import numpy as np
 
+from auditor.core.cache import json_bytes
 from auditor.core.errors import AuditorError
 from auditor.executors.base import ModelRecipe
 from auditor.executors.generation import StoredImage
@@ -327,9 +328,12 @@ class AnswerReader(ImageReader):
 
     def store(self, images: list[GeneratedImage], result: Any) -> None:
         asked, replies = result
-        for image, row in zip(images, replies, strict=True):
-            for question, reply in zip(asked, row, strict=True):
-                self.study.cache.put_json(PERCEIVE, self._fingerprint, self._key(image.sha256, question), reply)
+        entries = [
+            (self._key(image.sha256, question), json_bytes(reply))
+            for image, row in zip(images, replies, strict=True)
+            for question, reply in zip(asked, row, strict=True)
+        ]
+        self.study.cache.put_many(PERCEIVE, self._fingerprint, entries)
 
     def complete(self, prompt_id: str, image: GeneratedImage) -> None:
         known = self._known
@@ -440,8 +444,8 @@ class EmbedReader(ImageReader):
             self.by_image[image.sha256] = np.asarray(row, dtype=np.float32)
 
     def store(self, images: list[GeneratedImage], result: Any) -> None:
-        for image in images:
-            self.study.cache.put(EMBED, self.fingerprint, {"image": image.sha256}, self.by_image[image.sha256].tobytes())
+        entries = [({"image": image.sha256}, self.by_image[image.sha256].tobytes()) for image in images]
+        self.study.cache.put_many(EMBED, self.fingerprint, entries)
 
     def complete(self, prompt_id: str, image: GeneratedImage) -> None:
         pass  # the vectors are gathered per prompt set once all are known

@@ -234,8 +234,9 @@ class TracedGeneration:
         return [TraceEntry.from_traced(picture, png_bytes(picture.picture.image)).to_bytes() for picture in traced]
 
     def store(self, batch: list[TraceJob], entries: list[bytes]) -> None:
+        keys = [trace_inputs(job.request, job.seed) for job in batch]
+        self.study.cache.put_many(STAGE, self.fingerprint, zip(keys, entries, strict=True))
         for job, data in zip(batch, entries, strict=True):
-            self.study.cache.put(STAGE, self.fingerprint, trace_inputs(job.request, job.seed), data)
             self._keep(job, TraceEntry.from_bytes(data))
             self.counts.computed += 1
         self._checkpoint()
