@@ -130,10 +130,15 @@ def test_resume_after_interruption_recomputes_nothing_finished(tiny_models, tmp_
     assert 0 < done < 10
     cache.close()
 
+    leftovers = [audit.run_dir / ".record.json.k1ll3d.tmp", audit.run_dir / "images" / ".000.png.k1ll3d.tmp"]
+    for leftover in leftovers:  # what a kill -9 between writing and renaming leaves
+        leftover.parent.mkdir(parents=True, exist_ok=True)
+        leftover.write_bytes(b"half")
     cache = ContentCache(tmp_path / "cache.sqlite")
     resumed = resume_audit("r", store, cache, QuietProgress())
     record = resumed.run()
     assert record.status == "completed" and record.errors == []
+    assert not any(leftover.exists() for leftover in leftovers)
     timing = {t.stage: t for t in record.timings}[stage]
     assert timing.cached == done and timing.computed == 10 - done
     assert cache.hits[stage] == done * per_image and cache.misses[stage] == (10 - done) * per_image

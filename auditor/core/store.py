@@ -68,6 +68,14 @@ def atomic_write_text(path: Path, text: str) -> None:
     atomic_write_bytes(path, text.encode("utf-8"))
 
 
+def remove_partial_writes(folder: Path) -> None:
+    """Delete the temporary files that atomic writes of a killed process left under ``folder``
+    (``.<name>.<random>.tmp``: the files they were to replace are whole, old or new)."""
+    for path in Path(folder).rglob(".*.tmp"):
+        if path.is_file():
+            path.unlink(missing_ok=True)
+
+
 def write_model(path: Path, model: BaseModel) -> None:
     """Write a pydantic model as indented JSON, atomically."""
     atomic_write_text(path, model.model_dump_json(indent=2) + "\n")

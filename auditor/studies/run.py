@@ -26,7 +26,7 @@ from auditor.core.errors import AuditorError
 from auditor.core.fingerprint import CHUNK, file_sha256
 from auditor.core.redaction import redact
 from auditor.core.registry import parse_spec
-from auditor.core.store import RECORD_FILE, write_model
+from auditor.core.store import RECORD_FILE, remove_partial_writes, write_model
 from auditor.core.weights import LoadOptions
 from auditor.executors.generation import PromptRequest
 from auditor.records import (
@@ -224,7 +224,9 @@ class StudyRun(Generic[RecordT]):
         self.finish()
 
     def begin(self) -> None:
-        """Start an attempt: the record says ``running`` and forgets the errors of an earlier one."""
+        """Start an attempt: the record says ``running`` and forgets the errors of an earlier one; what a
+        killed attempt left half-written is removed."""
+        remove_partial_writes(self.run_dir)
         self.record.status = "running"
         self.record.errors = []
         self.record.environment = collect_environment()
