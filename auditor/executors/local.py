@@ -247,8 +247,11 @@ def _own_cuda_stream():
     import contextlib
     import sys
 
-    torch = sys.modules.get("torch")
-    if torch is None or not torch.cuda.is_available():
+    if "torch" not in sys.modules:
+        return contextlib.nullcontext()
+    import torch  # not sys.modules["torch"]: another thread may still be importing it (half initialised)
+
+    if not torch.cuda.is_available():
         return contextlib.nullcontext()
     return torch.cuda.stream(torch.cuda.Stream())
 
