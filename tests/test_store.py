@@ -194,5 +194,7 @@ def test_runs_started_in_the_same_second_get_their_own_folders(tmp_path, monkeyp
     folders = [store.create_run(None, "nurse") for _ in range(3)]
     assert [f.name for f in folders] == ["20260101-120000-nurse", "20260101-120000-nurse-2", "20260101-120000-nurse-3"]
     assert store.create_run("mine", "nurse").name == "mine"
-    with pytest.raises(AuditorError, match="'mine' already exists"):
+    with pytest.raises(AuditorError, match="'mine' already exists .*; use --resume mine or another --name"):
         store.create_run("mine", "nurse")
+    with pytest.raises(AuditorError, match="'mine' already exists .*; give another --name"):  # a command without --resume
+        store.create_run("mine", "nurse", resumable=False)

@@ -118,18 +118,19 @@ class RunStore:
     def path_for(self, run_id: str) -> Path:
         return self.root / check_run_id(run_id)
 
-    def create(self, run_id: str) -> Path:
-        """Create a new run folder; refuses to reuse an existing one."""
+    def create(self, run_id: str, resumable: bool = True) -> Path:
+        """Create a new run folder; refuses to reuse an existing one (``resumable``: its command has --resume)."""
         path = self._make(run_id)
         if path is None:
-            raise AuditorError(f"run {run_id!r} already exists in {self.root}; use --resume {run_id} or another --name")
+            hint = f"use --resume {run_id} or another --name" if resumable else "give another --name (it reuses the cache)"
+            raise AuditorError(f"run {run_id!r} already exists in {self.root}; {hint}")
         return path
 
-    def create_run(self, name: str | None, subject: str) -> Path:
+    def create_run(self, name: str | None, subject: str, resumable: bool = True) -> Path:
         """A new run's folder: ``name`` when the user gave one (refused if taken), else
         ``YYYYMMDD-HHMMSS-<subject slug>``, with ``-2``, ``-3``, ... for runs started in the same second."""
         if name:
-            return self.create(name)
+            return self.create(name, resumable)
         base = new_run_id(subject)
         for number in range(1, 1000):
             path = self._make(base if number == 1 else f"{base}-{number}")

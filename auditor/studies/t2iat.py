@@ -103,7 +103,7 @@ def run_t2iat_test(
     options.validate()
     config = T2IATConfig(test=test, source=source, **options.config_fields())
     prompts = all_prompts(test)
-    run_dir = store.create_run(run_name, f"t2iat {test.name}")
+    run_dir = store.create_run(run_name, f"t2iat {test.name}", resumable=False)
     record = T2IATRecord(
         run_id=run_dir.name,
         config=config,
@@ -156,7 +156,7 @@ def run_occupations(
     texts = {
         occupation: [template.format(occupation=occupation) for template in templates] for occupation in occupations
     }
-    run_dir = store.create_run(run_name, "t2iat occupations")
+    run_dir = store.create_run(run_name, "t2iat occupations", resumable=False)
     record = OccupationsRecord(run_id=run_dir.name, config=config, environment=collect_environment())
     study = StudyRun(run_dir, record, cache, progress, options.device)
     text_vectors: dict[str, np.ndarray] = {}
