@@ -122,7 +122,9 @@ class RunStore:
         """Create a new run folder; refuses to reuse an existing one (``resumable``: its command has --resume)."""
         path = self._make(run_id)
         if path is None:
-            hint = f"use --resume {run_id} or another --name" if resumable else "give another --name (it reuses the cache)"
+            hint = "give another --name (the cache is reused)"
+            if resumable:
+                hint = f"use --resume {run_id} or another --name"
             raise AuditorError(f"run {run_id!r} already exists in {self.root}; {hint}")
         return path
 
