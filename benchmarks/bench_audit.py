@@ -588,7 +588,7 @@ def _run(args: argparse.Namespace, root: Path) -> dict:
         def attempt(name: str, count: int | None) -> dict | None:
             """One run, if the budget has room for it; an error (e.g. out of memory) is recorded
             and ends that measurement."""
-            if not budget.fits(expected_seconds(name, runs[name], warmup_walls.get(name), args, count)):
+            if not budget.fits(expected_seconds(runs[name], warmup_walls.get(name), args, count)):
                 left_out = entry["left_out_for_budget"]
                 left_out[name] = left_out.get(name, 0) + 1
                 write()
@@ -645,10 +645,10 @@ class Budget:
 
 
 def expected_seconds(
-    name: str, done: list[dict], warmup_wall: float | None, args: argparse.Namespace, count: int | None
+    done: list[dict], warmup_wall: float | None, args: argparse.Namespace, count: int | None
 ) -> float | None:
-    """How long the next run of ``name`` will take: its longest full-size run so far, else its
-    warm-up scaled by prompt sets (an overestimate: the warm-up also loads and compiles);
+    """How long a measurement's next run will take: its longest full-size run so far (``done``), else
+    its warm-up scaled by prompt sets (an overestimate: the warm-up also loads and compiles);
     unknown (None) for the warm-up itself."""
     if count is not None:
         return None

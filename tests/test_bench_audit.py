@@ -66,11 +66,11 @@ def test_budget_lets_a_run_start_only_when_its_expected_time_is_left():
 def test_expected_seconds_of_a_run():
     bench = _bench_module()
     args = argparse.Namespace(sets=31, warmup_sets=3)
-    assert bench.expected_seconds("authors", [], None, args, 3) is None  # a warm-up: unknown
-    assert bench.expected_seconds("authors", [], None, args, None) is None  # its warm-up failed or was cut
-    assert bench.expected_seconds("authors", [], 6.0, args, None) == 62.0  # the warm-up, 31 / 3 of it
+    assert bench.expected_seconds([], None, args, 3) is None  # a warm-up: unknown
+    assert bench.expected_seconds([], None, args, None) is None  # its warm-up failed or was cut
+    assert bench.expected_seconds([], 6.0, args, None) == 62.0  # the warm-up, 31 / 3 of it
     runs = [{"wall_s": 50.0}, {"wall_s": 70.0}]
-    assert bench.expected_seconds("authors", runs, 6.0, args, None) == 70.0  # the longest full run
+    assert bench.expected_seconds(runs, 6.0, args, None) == 70.0  # the longest full run
 
 
 def test_bench_audit_records_what_a_spent_budget_left_out(tmp_path):
