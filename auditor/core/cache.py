@@ -26,6 +26,9 @@ def cache_key(stage: str, fingerprint: str, inputs: Any) -> str:
     return hashlib.sha256(payload.encode("utf-8")).hexdigest()
 
 
+_INSERT = "INSERT OR REPLACE INTO cache (key, stage, value) VALUES (?, ?, ?)"
+
+
 def json_bytes(value: Any) -> bytes:
     """How a JSON result is stored."""
     return json.dumps(value, ensure_ascii=False).encode("utf-8")
@@ -72,7 +75,7 @@ class ContentCache:
     def put(self, stage: str, fingerprint: str, inputs: Any, value: bytes) -> None:
         key = cache_key(stage, fingerprint, inputs)
         with self._lock:
-            self._db.execute("INSERT OR REPLACE INTO cache (key, stage, value) VALUES (?, ?, ?)", (key, stage, value))
+            self._db.execute(_INSERT, (key, stage, value))
 
     def put_many(self, stage: str, fingerprint: str, entries: Iterable[tuple[Any, bytes]]) -> None:
         """Store one batch's results in one transaction: a process killed meanwhile leaves all of them
@@ -82,7 +85,7 @@ class ContentCache:
         with self._lock:
             self._db.execute("BEGIN")
             try:
-                self._db.executemany("INSERT OR REPLACE INTO cache (key, stage, value) VALUES (?, ?, ?)", rows)
+                self._db.executemany(_INSERT, rows)
             except BaseException:
                 self._db.execute("ROLLBACK")
                 raise
