@@ -220,6 +220,17 @@ def check_complete(what: str, model_id: str, problems: list[str], options: LoadO
 
 
 @contextmanager
+def loading_model(
+    what: str, model_id: str, hint: str, libraries: tuple[str, ...] = ("transformers",)
+) -> Iterator[None]:
+    """Where every backend loads its model: ``libraries`` quiet (:func:`quiet_libraries`), the layers a
+    checkpoint lacks initialised from a fixed seed (:func:`seeded_initialisation`), and a failure
+    as one line naming the model and how to point at a local copy (:func:`explain_load_errors`)."""
+    with quiet_libraries(*libraries), seeded_initialisation(), explain_load_errors(what, model_id, hint):
+        yield
+
+
+@contextmanager
 def explain_load_errors(what: str, model_id: str, hint: str) -> Iterator[None]:
     """Re-raise a failed ``from_pretrained`` as one :class:`BackendError` line.
 

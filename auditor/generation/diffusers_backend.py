@@ -33,12 +33,10 @@ from auditor.core.weights import (
     check_complete,
     device_kind,
     dtype_keyword,
-    explain_load_errors,
     hub_options,
     loaded_model_ref,
+    loading_model,
     loading_problems,
-    quiet_libraries,
-    seeded_initialisation,
 )
 from auditor.generation.base import GeneratedPicture, GenerationItem
 from auditor.records import GenerationSettings, ModelRef
@@ -294,8 +292,7 @@ def load(spec: Spec, settings: GenerationSettings, options: LoadOptions = LoadOp
         raise AuditorError("the diffusers backend needs a model: --t2i diffusers:<hub id or folder>")
     device = pick_device(options.device)
     dtype = pick_dtype(device)
-    loading = explain_load_errors(_WHAT, model_id, _HINT)
-    with quiet_libraries("transformers", "diffusers"), seeded_initialisation(), loading:
+    with loading_model(_WHAT, model_id, _HINT, ("transformers", "diffusers")):
         pipeline, partial = _load_pipeline(model_id, dtype, options)
     _check_sides(pipeline, settings, spec)
     if settings.scheduler:

@@ -19,12 +19,10 @@ from auditor.core.weights import (
     LoadOptions,
     check_complete,
     dtype_keyword,
-    explain_load_errors,
     hub_options,
     loaded_model_ref,
+    loading_model,
     loading_problems,
-    quiet_libraries,
-    seeded_initialisation,
 )
 from auditor.perception.embedding import PretrainedImageEmbedder, embed_in_batches
 
@@ -86,7 +84,7 @@ def load(spec: Spec, options: LoadOptions = LoadOptions(), batch_size: int = 32)
     device = pick_device(options.device)
     dtype = pick_dtype(device)
     hub = hub_options(model_id)
-    with quiet_libraries("transformers"), seeded_initialisation(), explain_load_errors(_WHAT, model_id, _HINT):
+    with loading_model(_WHAT, model_id, _HINT):
         model, info = CLIPModel.from_pretrained(
             model_id, output_loading_info=True, **{dtype_keyword("transformers"): dtype}, **hub
         )

@@ -19,12 +19,10 @@ from auditor.core.weights import (
     LoadOptions,
     check_complete,
     dtype_keyword,
-    explain_load_errors,
     hub_options,
     loaded_model_ref,
+    loading_model,
     loading_problems,
-    quiet_libraries,
-    seeded_initialisation,
 )
 from auditor.records import ModelRef
 
@@ -68,7 +66,7 @@ def load_pretrained(
     dtype = pick_dtype(device)
     hub = hub_options(model_id)
     hint = f"pass {option} {spec.prefix}:/path/to/local/copy"
-    with quiet_libraries("transformers"), seeded_initialisation(), explain_load_errors(what, model_id, hint):
+    with loading_model(what, model_id, hint):
         if model_types is not None:
             model_type = transformers.AutoConfig.from_pretrained(model_id, **hub).model_type
             if model_type not in model_types:

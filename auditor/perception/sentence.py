@@ -25,11 +25,9 @@ from auditor.core.registry import Spec
 from auditor.core.weights import (
     LoadOptions,
     device_kind,
-    explain_load_errors,
     hub_options,
     loaded_model_ref,
-    quiet_libraries,
-    seeded_initialisation,
+    loading_model,
 )
 from auditor.records import ModelRef
 
@@ -113,7 +111,7 @@ def load(spec: Spec, options: LoadOptions = LoadOptions(), batch_size: int = 64)
 
     model_id = spec.target or str(default_model_folder())
     device = pick_device(options.device)
-    with quiet_libraries("transformers"), seeded_initialisation(), explain_load_errors(_WHAT, model_id, _HINT):
+    with loading_model(_WHAT, model_id, _HINT):
         model = SentenceTransformer(model_id, device=device, **hub_options(model_id))
     model = model.to(torch.float32).eval()
     ref = loaded_model_ref(Spec(spec.prefix, model_id), "modules.json", torch.float32, device, options)

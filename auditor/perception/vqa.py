@@ -31,12 +31,10 @@ from auditor.core.weights import (
     check_complete,
     device_kind,
     dtype_keyword,
-    explain_load_errors,
     hub_options,
     loaded_model_ref,
+    loading_model,
     loading_problems,
-    quiet_libraries,
-    seeded_initialisation,
 )
 from auditor.perception.base import first_line
 from auditor.records import ModelRef, PerceptionSettings
@@ -382,7 +380,7 @@ def _load(
     device = pick_device(options.device)
     dtype = pick_dtype(device)
     hub = hub_options(model_id)
-    with quiet_libraries("transformers"), seeded_initialisation(), explain_load_errors(_WHAT, model_id, _HINT):
+    with loading_model(_WHAT, model_id, _HINT):
         import transformers
 
         config = transformers.AutoConfig.from_pretrained(model_id, **hub)
