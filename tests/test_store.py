@@ -196,5 +196,3 @@ def test_runs_started_in_the_same_second_get_their_own_folders(tmp_path, monkeyp
     assert store.create_run("mine", "nurse").name == "mine"
     with pytest.raises(AuditorError, match="'mine' already exists .*; use --resume mine or another --name"):
         store.create_run("mine", "nurse")
-    with pytest.raises(AuditorError, match="'mine' already exists .*; give another --name"):  # no --resume
-        store.create_run("mine", "nurse", resumable=False)

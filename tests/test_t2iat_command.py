@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from auditor.core.errors import AuditorError, BackendError
-from auditor.records import OccupationsRecord, T2IATRecord
+from auditor.records import GenerationSettings, OccupationsRecord, T2IATRecord
 from auditor.studies.t2iat_tests import (
     all_prompts,
     builtin_names,
@@ -376,6 +376,74 @@ def test_occupations_end_to_end_with_tiny_models(tmp_path, tiny_models, executor
         assert occupation.text_association == pytest.approx(text_asc, rel=1e-4, abs=1e-7)
         assert occupation.amplification == pytest.approx(occupation.image_association - occupation.text_association)
         assert occupation.test is not None and (occupation.test.n_x, occupation.test.n_y) == (3, 6)
+
+
+def test_an_interrupted_test_resumes_without_recomputing_and_matches_a_fresh_run(tmp_path, tiny_models):
+    from auditor.core.cache import ContentCache
+    from auditor.core.store import RunStore
+    from auditor.records import load_record
+    from auditor.studies.progress import QuietProgress
+    from auditor.studies.t2iat import StudyOptions, T2IATTestRun, resume_t2iat, start_t2iat_test
+    from tests.test_prompt_audit import StopAfter
+
+    test, source = resolve_test(str(_write(tmp_path / "tiny.yaml", TINY_TEST)))
+    options = StudyOptions(
+        t2i=f"diffusers:{tiny_models.t2i}", embedder=f"clip:{tiny_models.clip}", images=2,
+        generation=GenerationSettings(steps=2, batch_size=2),
+    )  # fmt: skip
+    store, cache = RunStore(tmp_path / "runs"), ContentCache(tmp_path / "cache.sqlite")
+    study = start_t2iat_test(test, source, options, store, cache, StopAfter("generate", 6), run_name="r")
+    with pytest.raises(KeyboardInterrupt):
+        study.run()
+    partial = load_record(study.run_dir / "record.json", T2IATRecord)
+    assert partial.status == "interrupted" and partial.errors[-1].stage == "generate" and partial.result is None
+    assert cache.entries("generate") == 6
+    cache.close()
+
+    cache = ContentCache(tmp_path / "cache.sqlite")
+    resumed = resume_t2iat(T2IATTestRun, "r", store, cache, QuietProgress()).run()
+    assert resumed.status == "completed" and resumed.errors == [] and resumed.result is not None
+    generate = {t.stage: t for t in resumed.timings}["generate"]
+    assert (generate.cached, generate.computed) == (6, 14)  # 10 prompts x 2 images, 6 made before Ctrl-C
+
+    # The same test started afresh in another folder takes everything from the cache and scores the same.
+    fresh = start_t2iat_test(test, source, options, store, cache, QuietProgress(), run_name="fresh").run()
+    assert all(t.computed == 0 for t in fresh.timings if t.stage in ("generate", "embed"))
+    assert fresh.result == resumed.result and fresh.association_scores == resumed.association_scores
+    cache.close()
+
+
+def test_occupations_resume_takes_only_where_and_how_and_refuses_other_runs(tmp_path, tiny_models):
+    (tmp_path / "jobs.txt").write_text("chef\n")
+    models = ["--t2i", f"diffusers:{tiny_models.t2i}", "--embedder", f"clip:{tiny_models.clip}"]
+    first = run_auditor(
+        "t2iat", "occupations", "--occupations", "jobs.txt", *models, "--images", "2", "--steps", "2",
+        "--name", "occ", "--quiet",
+    )  # fmt: skip
+    assert first.returncode == 0, first.stderr
+    record = OccupationsRecord.model_validate_json((tmp_path / "runs" / "occ" / "record.json").read_text())
+
+    again = run_auditor("t2iat", "occupations", "--resume", "occ", *models, "--json")
+    assert again.returncode == 0, again.stderr
+    resumed = OccupationsRecord.model_validate_json((tmp_path / "runs" / "occ" / "record.json").read_text())
+    timings = {t.stage: t for t in resumed.timings}
+    assert (timings["generate"].computed, timings["generate"].cached) == (0, 6)
+    assert resumed.occupations == record.occupations and json.loads(again.stdout)["run_dir"].endswith("occ")
+
+    taken = run_auditor("t2iat", "occupations", "--occupations", "jobs.txt", *models, "--name", "occ")
+    _assert_one_line_error(taken, "run 'occ' already exists")
+    assert "use --resume occ or another --name" in taken.stderr
+    changed = run_auditor("t2iat", "occupations", "--resume", "occ", "--images", "3", "--prompt", "{occupation}")
+    _assert_one_line_error(changed, "--resume continues a run with its own settings; --images, --prompt cannot")
+    other_kind = run_auditor("t2iat", "run", "--resume", "occ")
+    _assert_one_line_error(other_kind, "is a T2IAT occupation study record; this command reads T2IAT test records")
+    _assert_one_line_error(run_auditor("t2iat", "run"), "name a test")
+    _assert_one_line_error(run_auditor("t2iat", "run", "weat-1", "--resume", "occ"), "name a test")
+
+
+def _write(path: Path, text: str) -> Path:
+    path.write_text(text)
+    return path
 
 
 def test_score_occupation_by_hand_and_with_missing_images():

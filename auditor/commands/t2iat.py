@@ -9,6 +9,7 @@ gender-occupation study (per-occupation distributions and stereotype amplificati
 from __future__ import annotations
 
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -20,10 +21,10 @@ from auditor.core.errors import AuditorError
 from auditor.core.settings import DEFAULT_EMBEDDER
 
 if TYPE_CHECKING:  # pragma: no cover
-
     from auditor.core.cache import ContentCache
     from auditor.core.store import RunStore
     from auditor.studies.progress import ProgressReporter
+    from auditor.studies.run import StudyRun
     from auditor.studies.t2iat import StudyOptions
 
 app = typer.Typer(
@@ -44,6 +45,12 @@ _EMBEDDER = typer.Option(DEFAULT_EMBEDDER, "--embedder", help="Image/text embedd
 _STEPS = common.steps_option(paper=50)
 _GUIDANCE = common.guidance_option(paper=7.5)
 _NAME = typer.Option(None, "--name", help="Run folder name (default: date-time-test).")
+_RESUME = typer.Option(None, "--resume", help="Continue an earlier run of this command (id or folder) with its own settings.")
+#: Options a resumed run takes: where its models are, where they run, and how to show progress.
+RESUME_OPTIONS = frozenset({
+    "resume", "runs_dir", "device", "quiet", "json_output", "t2i", "embedder", "allow_partial_weights", "executor",
+    "ray_address",
+})  # fmt: skip
 _RUNS_DIR = typer.Option(None, "--runs-dir", "--out", help="Runs folder (default: AUDITOR_RUNS_DIR or ./runs).")
 _JSON = typer.Option(False, "--json", help="Print one JSON object.")
 
@@ -136,21 +143,42 @@ def _study_options(
 
 
 def _run_study(
-    start: Callable[[RunStore, ContentCache, ProgressReporter], Any], runs_dir: Path | None, quiet: bool, json_output: bool
-) -> Any:
-    """Run a study with progress on stderr; Ctrl-C keeps the partial run and exits 130."""
+    ctx: typer.Context,
+    start: Callable[[RunStore, ContentCache, ProgressReporter], StudyRun] | None,
+    study_type: type[StudyRun],
+    runs_dir: Path | None,
+    quiet: bool,
+    json_output: bool,
+) -> tuple[Any, Path]:
+    """Start the study (``start``), or reopen the run ``--resume`` names (only ``RESUME_OPTIONS`` may be given),
+    and run it with progress on stderr; Ctrl-C or an error says how to continue it."""
+    from auditor.executors import use_ray_address
+    from auditor.studies.t2iat import resume_t2iat
+
+    given = {}
+    if start is None:
+        given = {option: ctx.params[option] for option in common.resumed_options(ctx, RESUME_OPTIONS)}
+        use_ray_address(given.get("executor"), given.get("ray_address"))
     store = common.run_store(runs_dir)
     with common.study_session(quiet, json_output) as (cache, progress):
-        try:
-            return start(store, cache, progress)
-        except KeyboardInterrupt:
-            common.exit_interrupted("the partial run is kept in its folder")
+        if start is not None:
+            study = start(store, cache, progress)
+        else:
+            study = resume_t2iat(
+                study_type, ctx.params["resume"], store, cache, progress,
+                device=given.get("device"),
+                models={model: given[model] for model in ("t2i", "embedder") if model in given},
+                allow_partial_weights=given.get("allow_partial_weights", False),
+                executor=given.get("executor"),
+            )  # fmt: skip
+        return common.run_resumable(study), study.run_dir
 
 
 @app.command("run")
 def run(
-    test_name: str = typer.Argument(
-        ..., metavar="NAME|FILE.yaml", help="A built-in test (see `t2iat list`) or a YAML file."
+    ctx: typer.Context,
+    test_name: str | None = typer.Argument(
+        None, metavar="NAME|FILE.yaml", help="A built-in test (see `t2iat list`) or a YAML file."
     ),
     t2i: str = common.T2I,
     embedder: str = _EMBEDDER,
@@ -166,6 +194,7 @@ def run(
     permutations: int = _PERMUTATIONS,
     permutation_seed: int = _PERMUTATION_SEED,
     name: str | None = _NAME,
+    resume: str | None = _RESUME,
     runs_dir: Path | None = _RUNS_DIR,
     device: str | None = common.DEVICE,
     allow_partial_weights: bool = common.ALLOW_PARTIAL_WEIGHTS,
@@ -173,20 +202,20 @@ def run(
     json_output: bool = _JSON,
 ) -> None:
     """Run a T2IAT test: generate neutral and attribute-guided images, embed them, report S, d and p."""
-    from auditor.studies.t2iat import run_t2iat_test
+    from auditor.studies.t2iat import T2IATTestRun, start_t2iat_test
     from auditor.studies.t2iat_tests import resolve_test
 
-    test, source = resolve_test(test_name)
-    options = _study_options(
-        t2i, embedder, images, seed, batch_size, compile_models, executor, ray_address, steps, guidance, scheduler,
-        permutations, permutation_seed, device, allow_partial_weights,
-    )
-    record, run_dir = _run_study(
-        lambda store, cache, progress: run_t2iat_test(test, source, options, store, cache, progress, name),
-        runs_dir,
-        quiet,
-        json_output,
-    )
+    if (test_name is None) == (resume is None):
+        raise AuditorError("name a test (see `auditor t2iat list`) or a YAML file, or continue a run with --resume")
+    start = None
+    if resume is None:
+        test, source = resolve_test(test_name)
+        options = _study_options(
+            t2i, embedder, images, seed, batch_size, compile_models, executor, ray_address, steps, guidance,
+            scheduler, permutations, permutation_seed, device, allow_partial_weights,
+        )  # fmt: skip
+        start = partial(start_t2iat_test, test, source, options, run_name=name)
+    record, run_dir = _run_study(ctx, start, T2IATTestRun, runs_dir, quiet, json_output)
     from auditor.reporting.t2iat import render_test_run, test_run_json
 
     _show(record, run_dir, quiet, json_output, test_run_json, render_test_run)
@@ -197,6 +226,7 @@ def run(
 
 @app.command("occupations")
 def occupations(
+    ctx: typer.Context,
     occupations_file: Path | None = typer.Option(
         None, "--occupations", help="Occupations, one per line (default: the paper's eight)."
     ),
@@ -219,6 +249,7 @@ def occupations(
     permutations: int = _PERMUTATIONS,
     permutation_seed: int = _PERMUTATION_SEED,
     name: str | None = _NAME,
+    resume: str | None = _RESUME,
     runs_dir: Path | None = _RUNS_DIR,
     device: str | None = common.DEVICE,
     allow_partial_weights: bool = common.ALLOW_PARTIAL_WEIGHTS,
@@ -227,23 +258,21 @@ def occupations(
 ) -> None:
     """Gender association per occupation: image quartiles (paper Fig. 3) and text vs images (Fig. 4)."""
     from auditor.studies.occupations import builtin_occupations, read_occupations_file
-    from auditor.studies.t2iat import run_occupations
+    from auditor.studies.t2iat import OccupationsRun, start_occupations
 
-    if occupations_file is None:
-        listed = builtin_occupations("t2iat/occupations.txt")
-    else:
-        listed = read_occupations_file(occupations_file)
-    options = _study_options(
-        t2i, embedder, images, seed, batch_size, compile_models, executor, ray_address, steps, guidance, scheduler,
-        permutations, permutation_seed, device, allow_partial_weights,
-    )
-    templates = (prompt_template, male_template, female_template)
-    record, run_dir = _run_study(
-        lambda store, cache, progress: run_occupations(listed, options, store, cache, progress, name, templates),
-        runs_dir,
-        quiet,
-        json_output,
-    )
+    start = None
+    if resume is None:
+        if occupations_file is None:
+            listed = builtin_occupations("t2iat/occupations.txt")
+        else:
+            listed = read_occupations_file(occupations_file)
+        options = _study_options(
+            t2i, embedder, images, seed, batch_size, compile_models, executor, ray_address, steps, guidance,
+            scheduler, permutations, permutation_seed, device, allow_partial_weights,
+        )  # fmt: skip
+        templates = (prompt_template, male_template, female_template)
+        start = partial(start_occupations, listed, options, run_name=name, templates=templates)
+    record, run_dir = _run_study(ctx, start, OccupationsRun, runs_dir, quiet, json_output)
     from auditor.reporting.t2iat import occupations_json, render_occupations
 
     _show(record, run_dir, quiet, json_output, occupations_json, render_occupations)

@@ -118,21 +118,18 @@ class RunStore:
     def path_for(self, run_id: str) -> Path:
         return self.root / check_run_id(run_id)
 
-    def create(self, run_id: str, resumable: bool = True) -> Path:
-        """Create a new run folder; refuses to reuse an existing one (``resumable``: its command has --resume)."""
+    def create(self, run_id: str) -> Path:
+        """Create a new run folder; refuses to reuse an existing one (every study's command has --resume)."""
         path = self._make(run_id)
         if path is None:
-            hint = "give another --name (the cache is reused)"
-            if resumable:
-                hint = f"use --resume {run_id} or another --name"
-            raise AuditorError(f"run {run_id!r} already exists in {self.root}; {hint}")
+            raise AuditorError(f"run {run_id!r} already exists in {self.root}; use --resume {run_id} or another --name")
         return path
 
-    def create_run(self, name: str | None, subject: str, resumable: bool = True) -> Path:
+    def create_run(self, name: str | None, subject: str) -> Path:
         """A new run's folder: ``name`` when the user gave one (refused if taken), else
         ``YYYYMMDD-HHMMSS-<subject slug>``, with ``-2``, ``-3``, ... for runs started in the same second."""
         if name:
-            return self.create(name, resumable)
+            return self.create(name)
         base = new_run_id(subject)
         for number in range(1, 1000):
             path = self._make(base if number == 1 else f"{base}-{number}")

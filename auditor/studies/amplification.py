@@ -38,7 +38,7 @@ from auditor.corpora.selection import Selection
 from auditor.executors import check_executor
 from auditor.perception.faces import FaceBox, FaceVerdict, face_filter
 from auditor.perception.zero_shot import classify, decide
-from auditor.records import AmplificationRecord, StageTiming, TrainingData, load_record
+from auditor.records import AmplificationRecord, StageTiming, TrainingData
 from auditor.scoring.amplification import amplification_rows, summaries
 from auditor.studies.amplification_generated import generated_sides, generation_requests
 from auditor.studies.amplification_options import AmplificationOptions, selection_request
@@ -54,7 +54,7 @@ from auditor.studies.amplification_training import (
 from auditor.studies.caption_selection import EMBED_CAPTIONS, select_training_captions
 from auditor.studies.face_stage import ImageFile, detect_faces, embed_image_files, embed_texts_cached
 from auditor.studies.progress import ProgressReporter, StageCounts
-from auditor.studies.run import EMBED_BATCH_SIZE, StudyRun, spec_ref
+from auditor.studies.run import EMBED_BATCH_SIZE, StudyRun, reopen_run, repoint_models
 
 
 class AmplificationRun(StudyRun[AmplificationRecord]):
@@ -251,18 +251,15 @@ def resume_amplification(
     from auditor.generation.registry import T2I_BACKENDS
     from auditor.perception.registry import EMBEDDERS, SENTENCE_EMBEDDERS
 
-    run_dir = store.resolve(run)
-    record = load_record(run_dir / "record.json", AmplificationRecord)
-    if record.status == "completed":
-        progress.notice(f"run {record.run_id} is already complete; rescoring from cached results")
+    run_dir, record = reopen_run(run, store, AmplificationRecord, progress)
     if allow_partial_weights:
         record.config.allow_partial_weights = True
     if executor is not None:  # where the stages run changes no number: a run may move between executors
         record.config.executor = check_executor(executor)
-    registries = {"t2i": T2I_BACKENDS, "embedder": EMBEDDERS, "text_embedder": SENTENCE_EMBEDDERS}
-    for name, spec in (models or {}).items():
-        registries[name].preflight(spec)
-        if name == "text_embedder" and record.config.text_embedder is None:
-            continue  # the run has no nn method
-        setattr(record.config, name, spec_ref(spec))
+    models = dict(models or {})
+    if record.config.text_embedder is None and "text_embedder" in models:
+        SENTENCE_EMBEDDERS.preflight(models.pop("text_embedder"))  # checked, but the run has no nn method
+    repoint_models(
+        record.config, models, {"t2i": T2I_BACKENDS, "embedder": EMBEDDERS, "text_embedder": SENTENCE_EMBEDDERS}
+    )
     return AmplificationRun(run_dir, record, cache, progress, device)

@@ -27,7 +27,6 @@ from auditor.records import (
     RunRecord,
     ScoringSettings,
     Stage,
-    load_record,
 )
 from auditor.studies.planning_stage import PlanRequest, cached_plan
 from auditor.studies.progress import ProgressReporter
@@ -36,6 +35,8 @@ from auditor.studies.run import (
     StudyRun,
     check_images_and_seeds,
     paired_seeds,
+    reopen_run,
+    repoint_models,
     spec_ref,
 )
 
@@ -284,10 +285,7 @@ def resume_audit(
     ``executor`` runs the rest with another executor (the results are the same; the run records it).
     ``pool`` shares loaded models with other audits (a batch's).
     """
-    run_dir = store.resolve(run)
-    record = load_record(run_dir / "record.json")
-    if record.status == "completed":
-        progress.notice(f"run {record.run_id} is already complete; rescoring from cached results")
+    run_dir, record = reopen_run(run, store, RunRecord, progress)
     point_models(record.config, models, vqa_concurrency, allow_partial_weights, executor)
     return PromptAudit(
         run_dir, record, cache, progress,
@@ -311,13 +309,11 @@ def point_models(
 
     if allow_partial_weights:
         config.allow_partial_weights = True
-    registries = _model_registries()
-    for stage, spec in (models or {}).items():
-        if stage == "embedder" and spec.strip().lower() == "none":
-            config.embedder = None
-            continue
-        registries[stage].preflight(spec)
-        setattr(config, stage, spec_ref(spec))
+    models = dict(models or {})
+    if models.get("embedder", "").strip().lower() == "none":
+        del models["embedder"]
+        config.embedder = None
+    repoint_models(config, models, _model_registries())
     if vqa_concurrency is not None:
         config.perception.concurrency = vqa_concurrency
     if executor is not None:

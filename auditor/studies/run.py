@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
@@ -25,8 +25,8 @@ from auditor.core.environment import collect_environment
 from auditor.core.errors import AuditorError
 from auditor.core.fingerprint import CHUNK, file_sha256
 from auditor.core.redaction import redact
-from auditor.core.registry import parse_spec
-from auditor.core.store import RECORD_FILE, remove_partial_writes, write_model
+from auditor.core.registry import Registry, parse_spec
+from auditor.core.store import RECORD_FILE, RunStore, remove_partial_writes, write_model
 from auditor.core.weights import LoadOptions
 from auditor.executors.generation import PromptRequest
 from auditor.records import (
@@ -36,6 +36,7 @@ from auditor.records import (
     Stage,
     StageTiming,
     StudyRecord,
+    load_record,
     utc_now,
 )
 from auditor.studies.progress import ProgressReporter, StageCounts
@@ -72,6 +73,30 @@ def paired_seeds(images: int, seeds: list[int] | None) -> list[int]:
 
 RecordT = TypeVar("RecordT", bound=StudyRecord)
 ModelT = TypeVar("ModelT")
+
+
+def reopen_run(run: str, store: RunStore, record_type: type[RecordT], progress: ProgressReporter) -> tuple[Path, RecordT]:
+    """For ``--resume``: the run's folder and record (a one-line error when it is another kind of run).
+
+    A completed run is reopened too, with a notice: its stages take everything from the
+    cache and it is scored again, which is how a run moves to a newer scoring.
+    """
+    run_dir = store.resolve(run)
+    record = load_record(run_dir / RECORD_FILE, record_type)
+    if record.status == "completed":
+        progress.notice(f"run {record.run_id} is already complete; rescoring from cached results")
+    return run_dir, record
+
+
+def repoint_models(config: Any, models: Mapping[str, str], registries: Mapping[str, Registry]) -> None:
+    """For ``--resume``: point the run's config at where its models are now (``t2i`` etc. -> spec).
+
+    Each spec is checked by its registry without loading anything. The cache keys on the
+    weights' fingerprints, so other weights never reuse the first attempt's results.
+    """
+    for name, spec in models.items():
+        registries[name].preflight(spec)
+        setattr(config, name, spec_ref(spec))
 
 
 class ModelPool:

@@ -4,15 +4,15 @@ Both go generate -> embed -> score through the stages every study shares
 (:mod:`auditor.executors.generation`: same backends, same content cache, paired seeds;
 :mod:`auditor.executors.perception`: embeddings cached by image sha256), and write a
 typed record atomically into ``<runs>/<run id>/record.json`` after every stage, so a
-failed or interrupted run leaves a valid record saying where it stopped. A rerun with the
-same models and seeds takes every image and embedding from the cache.
+failed or interrupted run leaves a valid record saying where it stopped. Everything a run
+needs is in its record, so ``--resume`` continues it with its own settings, and a rerun
+with the same models and seeds takes every image and embedding from the cache.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 
@@ -32,7 +32,14 @@ from auditor.records import (
 )
 from auditor.scoring.t2iat import occupation_ids, score_occupation, score_test
 from auditor.studies.progress import ProgressReporter
-from auditor.studies.run import StudyRun, check_images_and_seeds, paired_seeds, spec_ref
+from auditor.studies.run import (
+    StudyRun,
+    check_images_and_seeds,
+    paired_seeds,
+    reopen_run,
+    repoint_models,
+    spec_ref,
+)
 from auditor.studies.t2iat_tests import all_prompts
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -90,7 +97,29 @@ class StudyOptions:
 # --------------------------------------------------------------------------- a T2IAT test
 
 
-def run_t2iat_test(
+class T2IATTestRun(StudyRun[T2IATRecord]):
+    """One T2IAT test in its folder: G(X), G(Y), G(X^A), G(X^B), G(Y^A), G(Y^B) -> embeddings -> S, d and p."""
+
+    record_type: ClassVar[type[T2IATRecord]] = T2IATRecord
+
+    def run(self) -> T2IATRecord:
+        """Run (or resume) the test; the record's status says how it ended."""
+        record = self.record
+        embed = self.embed_reader()
+
+        def score() -> None:
+            with self.stage("score") as outcome:
+                record.association_scores, record.result = score_test(
+                    embed.vectors(), record.groups, record.config.permutations, record.config.permutation_seed
+                )
+                outcome.computed = 1
+
+        requests = [PromptRequest(p.prompt_id, p.prompt) for p in all_prompts(record.config.test)]
+        self.execute([("generate", lambda: self.run_images(requests, [embed])), ("score", score)])
+        return record
+
+
+def start_t2iat_test(
     test: T2IATTestDefinition,
     source: str,
     options: StudyOptions,
@@ -98,37 +127,68 @@ def run_t2iat_test(
     cache: ContentCache,
     progress: ProgressReporter,
     run_name: str | None = None,
-) -> tuple[T2IATRecord, Path]:
-    """Generate G(X), G(Y), G(X^A), G(X^B), G(Y^A), G(Y^B), embed them, and compute S, d and p."""
+) -> T2IATTestRun:
+    """Check the options, create the run folder and its first record; nothing is loaded yet."""
     options.validate()
     config = T2IATConfig(test=test, source=source, **options.config_fields())
     prompts = all_prompts(test)
-    run_dir = store.create_run(run_name, f"t2iat {test.name}", resumable=False)
+    run_dir = store.create_run(run_name, f"t2iat {test.name}")
     record = T2IATRecord(
         run_id=run_dir.name,
         config=config,
         groups={group: [p.prompt_id for p in prompts if p.group == group] for group in T2IAT_GROUPS},
         environment=collect_environment(),
     )
-    study = StudyRun(run_dir, record, cache, progress, options.device)
-    embed = study.embed_reader()
-
-    def score() -> None:
-        with study.stage("score") as outcome:
-            record.association_scores, record.result = score_test(
-                embed.vectors(), record.groups, config.permutations, config.permutation_seed
-            )
-            outcome.computed = 1
-
-    requests = [PromptRequest(p.prompt_id, p.prompt) for p in prompts]
-    study.execute([("generate", lambda: study.run_images(requests, [embed])), ("score", score)])
-    return record, run_dir
+    return T2IATTestRun(run_dir, record, cache, progress, options.device)
 
 
 # --------------------------------------------------------------------------- the occupation study
 
 
-def run_occupations(
+class OccupationsRun(StudyRun[OccupationsRecord]):
+    """The occupation study in its folder: neutral, male and female images per occupation, image vs text
+    gender association (paper §5.3-5.4)."""
+
+    record_type: ClassVar[type[OccupationsRecord]] = OccupationsRecord
+
+    def prompt_texts(self) -> dict[str, list[str]]:
+        """Occupation -> its neutral, male and female prompts, from the config's templates."""
+        config = self.record.config
+        templates = (config.prompt, config.male_prompt, config.female_prompt)
+        return {o: [template.format(occupation=o) for template in templates] for o in config.occupations}
+
+    def run(self) -> OccupationsRecord:
+        """Run (or resume) the study; the record's status says how it ended."""
+        record, config = self.record, self.record.config
+        texts = self.prompt_texts()
+        text_vectors: dict[str, np.ndarray] = {}
+
+        def embed_prompts(embedder: Embedder) -> None:
+            rows = embedder.embed_texts([prompt for occupation in config.occupations for prompt in texts[occupation]])
+            for i, occupation in enumerate(config.occupations):
+                text_vectors[occupation] = rows[3 * i : 3 * i + 3]
+
+        embed = self.embed_reader(also=embed_prompts)
+
+        def score() -> None:
+            vectors = embed.vectors()
+            with self.stage("score") as outcome:
+                record.occupations = [
+                    score_occupation(o, vectors, text_vectors[o], config.permutations, config.permutation_seed)
+                    for o in config.occupations
+                ]
+                outcome.computed = len(config.occupations)
+
+        requests = [
+            PromptRequest(occupation_ids(occupation)[kind], prompt)
+            for occupation in config.occupations
+            for kind, prompt in zip(("neutral", "male", "female"), texts[occupation], strict=True)
+        ]
+        self.execute([("generate", lambda: self.run_images(requests, [embed])), ("score", score)])
+        return record
+
+
+def start_occupations(
     occupations: list[str],
     options: StudyOptions,
     store: RunStore,
@@ -136,8 +196,8 @@ def run_occupations(
     progress: ProgressReporter,
     run_name: str | None = None,
     templates: tuple[str, str, str] = (OCCUPATION_PROMPT, OCCUPATION_MALE_PROMPT, OCCUPATION_FEMALE_PROMPT),
-) -> tuple[OccupationsRecord, Path]:
-    """Neutral, male and female images per occupation; image vs text gender association (paper §5.3-5.4)."""
+) -> OccupationsRun:
+    """Check the options, create the run folder and its first record; nothing is loaded yet."""
     options.validate()
     from pydantic import ValidationError
 
@@ -153,35 +213,41 @@ def run_occupations(
         )
     except ValidationError as exc:
         raise AuditorError(f"bad occupation study settings: {describe_validation_error(exc)}") from None
-    texts = {
-        occupation: [template.format(occupation=occupation) for template in templates] for occupation in occupations
-    }
-    run_dir = store.create_run(run_name, "t2iat occupations", resumable=False)
+    run_dir = store.create_run(run_name, "t2iat occupations")
     record = OccupationsRecord(run_id=run_dir.name, config=config, environment=collect_environment())
-    study = StudyRun(run_dir, record, cache, progress, options.device)
-    text_vectors: dict[str, np.ndarray] = {}
+    return OccupationsRun(run_dir, record, cache, progress, options.device)
 
-    def embed_prompts(embedder: Embedder) -> None:
-        flat = [prompt for occupation in occupations for prompt in texts[occupation]]
-        rows = embedder.embed_texts(flat)
-        for i, occupation in enumerate(occupations):
-            text_vectors[occupation] = rows[3 * i : 3 * i + 3]
 
-    embed = study.embed_reader(also=embed_prompts)
+# --------------------------------------------------------------------------- resume
 
-    def score() -> None:
-        vectors = embed.vectors()
-        with study.stage("score") as outcome:
-            record.occupations = [
-                score_occupation(o, vectors, text_vectors[o], config.permutations, config.permutation_seed)
-                for o in occupations
-            ]
-            outcome.computed = len(occupations)
 
-    requests = [
-        PromptRequest(occupation_ids(occupation)[kind], prompt)
-        for occupation in occupations
-        for kind, prompt in zip(("neutral", "male", "female"), texts[occupation], strict=True)
-    ]
-    study.execute([("generate", lambda: study.run_images(requests, [embed])), ("score", score)])
-    return record, run_dir
+def resume_t2iat(
+    study: type[T2IATTestRun] | type[OccupationsRun],
+    run: str,
+    store: RunStore,
+    cache: ContentCache,
+    progress: ProgressReporter,
+    *,
+    device: str | None = None,
+    models: dict[str, str] | None = None,
+    allow_partial_weights: bool = False,
+    executor: str | None = None,
+) -> T2IATTestRun | OccupationsRun:
+    """Reopen a T2IAT test or occupation study with its own settings; finished work comes from the cache.
+
+    ``models`` may say where the run's models are now (``t2i``/``embedder`` -> spec); the
+    cache keys on the weights' fingerprints, so other weights never reuse the first attempt's
+    results. ``executor`` moves the run to another executor (the numbers do not change).
+    """
+    from auditor.executors import check_executor
+    from auditor.generation.registry import T2I_BACKENDS
+    from auditor.perception.registry import EMBEDDERS
+
+    run_dir, record = reopen_run(run, store, study.record_type, progress)
+    config = record.config
+    if allow_partial_weights:
+        config.allow_partial_weights = True
+    if executor is not None:
+        config.executor = check_executor(executor)
+    repoint_models(config, models or {}, {"t2i": T2I_BACKENDS, "embedder": EMBEDDERS})
+    return study(run_dir, record, cache, progress, device)

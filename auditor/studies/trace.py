@@ -43,10 +43,9 @@ from auditor.records import (
     ModelRef,
     TraceRecord,
     TripletPicture,
-    load_record,
 )
 from auditor.studies.progress import ProgressReporter
-from auditor.studies.run import EMBED_BATCH_SIZE, StudyRun
+from auditor.studies.run import EMBED_BATCH_SIZE, StudyRun, reopen_run
 from auditor.studies.trace_options import DEFAULT_TRACE_EMBEDDERS, TraceOptions, check_trace_executor, new_config
 from auditor.studies.trace_triplets import caption_triplets, profession_set, trace_triplet, traced_words
 from auditor.studies.tracing_stage import PromptWords, TraceReader, TraceRequest
@@ -433,10 +432,7 @@ def resume_trace(
 
     ``executor`` moves the run to another executor: where the stages run changes no number.
     """
-    run_dir = store.resolve(run)
-    record = load_record(run_dir / "record.json", TraceRecord)
-    if record.status == "completed":
-        progress.notice(f"run {record.run_id} is already complete; rescoring from cached results")
+    run_dir, record = reopen_run(run, store, TraceRecord, progress)
     if allow_partial_weights:
         record.config.allow_partial_weights = True
     if executor is not None:
