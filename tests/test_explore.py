@@ -155,7 +155,7 @@ def test_a_planted_bias_is_found_in_the_top_k_confirmed_and_everything_is_record
     explored = [r for r in record.rounds if r.phase == "explore"]
     confirm = [r for r in record.rounds if r.phase == "confirm"]
     assert explored and len(confirm) == 1 and all(r.status == "done" for r in record.rounds)
-    assert all(r.images_generated <= r.images_charged for r in record.rounds)
+    assert all(r.images_generated == r.images_charged and r.images_reused == 0 for r in record.rounds)
     assert all(max(indices) < 12 for r in explored for indices in r.allocated.values())
     assert all(min(indices) >= 12 for indices in confirm[0].allocated.values())
     fresh = {s.prompt_id.split("/")[0] for s in record.prompt_sets if any(image.index >= 12 for image in s.images)}
@@ -172,6 +172,15 @@ def test_a_planted_bias_is_found_in_the_top_k_confirmed_and_everything_is_record
         if path.is_file() and path.suffix in {".json", ".html"}:
             assert FAKE_API_KEY not in path.read_text(encoding="utf-8")
     assert isinstance(load_record(exploration.run_dir / "record.json", ExploreRecord), ExploreRecord)
+
+    # Explored again into another folder: round 1's images are all in the cache, so reused and not charged.
+    again = start_exploration(options(), RunStore(tmp_path / "again"), cache, QuietProgress(), "x").run()
+    first = again.rounds[0]
+    assert first.allocated == record.rounds[0].allocated
+    assert (first.images_charged, first.images_generated) == (0, 0)
+    assert first.images_reused == record.rounds[0].images_charged > 0
+    assert again.images_reused == sum(r.images_reused for r in again.rounds)
+    assert cache.misses["generate"] == record.images_spent + again.images_spent  # only charged images were made
 
 
 def test_an_explored_prompt_audited_alone_reuses_every_image_answer_and_plan(world, tmp_path):
@@ -223,6 +232,9 @@ def test_killed_and_resumed_it_recomputes_nothing(world, tmp_path, stage, stop_a
     record = resume_exploration("x", RunStore(tmp_path / "runs"), cache, QuietProgress()).run()
     assert record.status == "completed" and record.errors == []
     assert cache.misses["generate"] == record.images_spent - len(kept)  # nothing the partial record held made again
+    # the killed attempt's images count as generated, not as reused: the cache was empty when each round was planned
+    assert [r.images_generated for r in record.rounds] == [r.images_charged for r in record.rounds]
+    assert record.images_reused == 0 and all(r.images_reused == 0 for r in record.rounds)
     assert len(world.image_requests()) == made + cache.misses["generate"]  # and nothing beyond the misses
     assert cache.misses["perceive"] == 2 * (record.images_spent - len(answered))  # gender + caption of the rest
     assert len(vision_requests(world)) == asked + cache.misses["perceive"]

@@ -186,8 +186,12 @@ class Round(Record):
     images_charged: int = Field(
         ge=0, description="Images the round had to generate, counted against --max-images before any was made."
     )
-    images_generated: int = Field(default=0, ge=0, description="Images generated (over all attempts of the round).")
-    images_reused: int = Field(default=0, ge=0, description="Images the round took from the content cache.")
+    images_generated: int = Field(
+        default=0, ge=0, description="Images generated for the round, over all its attempts (0 until all exist)."
+    )
+    images_reused: int = Field(
+        default=0, ge=0, description="Images the content cache held when the round was planned (not charged)."
+    )
     scores: list[ArmStep] = Field(default_factory=list, description="Every allocated arm's score after the round.")
     eliminated: list[str] = Field(default_factory=list, description="Arms that stopped getting images after it.")
     top: list[str] = Field(default_factory=list, description="The leading arms after it, best first.")

@@ -12,9 +12,9 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from auditor.metrics.multiple_testing import benjamini_hochberg
-from auditor.records import Arm, ArmStep, Confirmation, ExploreRecord, Round
+from auditor.records import Arm, ArmStep, Confirmation, ExploreRecord
 from auditor.scoring.arms import arm_audit, difference_on, direction, score_arm
-from auditor.studies.explore_rounds import fit_images, play_round
+from auditor.studies.explore_rounds import fit_images, play_round, start_round
 from auditor.studies.explore_standings import find_arm, find_candidate, leading_arms
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -37,20 +37,11 @@ def confirm_leaders(study: Exploration) -> None:
             return
         fresh = range(config.max_images_per_prompt, config.max_images_per_prompt + config.confirm_images)
         # best first: if the budget runs short, the strongest are confirmed
-        allocated, charged = fit_images(
-            study, [(arm, fresh) for arm in top], config.max_images - study.record.images_spent
-        )
+        allocation = fit_images(study, [(arm, fresh) for arm in top], config.max_images - study.record.images_spent)
         for arm in top:
-            if arm.arm_id not in allocated:
+            if arm.arm_id not in allocation.arms:
                 arm.confirmation = Confirmation(seeds=0, note=f"--max-images {config.max_images} left no images for it")
-        number = len(study.record.rounds) + 1
-        current = Round(
-            round=number, phase="confirm", status="running", allocated=allocated, images_charged=charged,
-            images_spent=study.record.images_spent + charged,
-        )  # fmt: skip
-        study.record.images_spent += charged
-        study.record.rounds.append(current)
-        study.save()
+        current = start_round(study, len(study.record.rounds) + 1, "confirm", allocation)
     if current.allocated:
         play_round(study, current)
     tested = []

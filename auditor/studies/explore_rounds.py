@@ -9,7 +9,8 @@ confirmation (:mod:`auditor.studies.explore_confirmation`) prices and plays its 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Literal
 
 from auditor.core.errors import AuditorError
 from auditor.executors.generation import PromptRequest, uncached
@@ -59,7 +60,7 @@ def allocate_round(study: Exploration, number: int) -> Round | None:
         sorted((prompt_sets(study.record, arm) for arm in study.record.arms), reverse=True)[: config.top_k]
     )
     left = config.max_images - study.record.images_spent - reserve
-    allocated, charged = fit_images(
+    allocation = fit_images(
         study,
         [
             (arm, range(arm.seeds, min(arm.seeds + config.seeds_per_round, config.max_images_per_prompt)))
@@ -67,23 +68,29 @@ def allocate_round(study: Exploration, number: int) -> Round | None:
         ],
         left,
     )
-    if not allocated:
+    if not allocation.arms:
         study.stop_exploring(
             "max_images",
             f"--max-images {config.max_images}: {study.record.images_spent} spent and {reserve} kept for confirming "
             f"the top {config.top_k}; the next arm needs more than the {max(left, 0)} left",
         )
         return None
-    spent = study.record.images_spent + charged
+    return start_round(study, number, "explore", allocation)
+
+
+def start_round(study: Exploration, number: int, phase: Literal["explore", "confirm"], allocation: Allocation) -> Round:
+    """Charge the allocation to the budget and save the round as running, before any of its images is made."""
     current = Round(
         round=number,
-        phase="explore",
+        phase=phase,
         status="running",
-        allocated=allocated,
-        images_charged=charged,
-        images_spent=spent,
+        allocated=allocation.arms,
+        images_charged=allocation.charged,
+        images_reused=allocation.reused,
+        images_spent=study.record.images_spent + allocation.charged,
     )
-    study.record.images_spent = spent
+    study.record.images_spent = current.images_spent
+    study.record.images_reused += allocation.reused
     study.record.rounds.append(current)
     study.save()
     return current
@@ -116,13 +123,28 @@ def by_priority(arms: Sequence[Arm]) -> list[Arm]:
     return sorted(arms, key=key)
 
 
-def fit_images(study: Exploration, wanted: Sequence[tuple[Arm, range]], left: int) -> tuple[dict[str, list[int]], int]:
-    """Arms (in order) whose new images fit in ``left``; images shared between arms are priced once."""
+@dataclass
+class Allocation:
+    """A round's images per arm, priced before any is made."""
+
+    #: Arm id -> the image indices it gets.
+    arms: dict[str, list[int]] = field(default_factory=dict)
+    #: Images to generate, charged to the budget (one shared by several arms is charged once).
+    charged: int = 0
+    #: Images the content cache already holds: taken from it, never charged.
+    reused: int = 0
+
+
+def fit_images(study: Exploration, wanted: Sequence[tuple[Arm, range]], left: int) -> Allocation:
+    """Arms (in order) whose new images fit in ``left``; images shared between arms are priced once.
+
+    What is new and what the cache holds is decided here, before anything is made, so the
+    counts stay right when a killed round is resumed and finds its first images cached.
+    """
     backend = study.text_to_image()
     present = {(s.prompt_id, image.index) for s in study.record.prompt_sets for image in s.images}
     counted: set[tuple[str, int]] = set()
-    allocated: dict[str, list[int]] = {}
-    charged = 0
+    allocation = Allocation()
     for arm, indices in wanted:
         if not indices:
             continue
@@ -137,12 +159,14 @@ def fit_images(study: Exploration, wanted: Sequence[tuple[Arm, range]], left: in
             for item in request.items(study.config.seeds)
             if (request.prompt_id, item.index) not in present
         ]
-        new = [item for item in uncached(backend, study.cache, items) if (item.prompt, item.index) not in counted]
-        if charged + len(new) <= left:
-            allocated[arm.arm_id] = list(indices)
-            charged += len(new)
-            counted |= {(item.prompt, item.index) for item in new}
-    return allocated, charged
+        items = [item for item in items if (item.prompt, item.index) not in counted]
+        new = uncached(backend, study.cache, items)
+        if allocation.charged + len(new) <= left:
+            allocation.arms[arm.arm_id] = list(indices)
+            allocation.charged += len(new)
+            allocation.reused += len(items) - len(new)
+            counted |= {(item.prompt, item.index) for item in items}
+    return allocation
 
 
 def play_round(study: Exploration, current: Round) -> None:
@@ -202,12 +226,11 @@ def generate_and_perceive(study: Exploration, current: Round) -> None:
     reader = RoundQuestions(study, {key: dict(sorted(q.items())) for key, q in asked.items()}, caption, checkpoint)
     counts = study.run_images(requests, [reader])
     study.record.answers = merge_answers(before, reader.answers())
-    current.images_generated += counts.computed
-    current.images_reused += counts.cached
-    study.record.images_reused += counts.cached
-    if current.images_generated > current.images_charged:
+    if counts.computed > current.images_charged:
         raise AuditorError(
-            f"internal error: round {current.round} generated {current.images_generated} images but was charged "
+            f"internal error: round {current.round} generated {counts.computed} images but was charged "
             f"{current.images_charged}"
         )
+    # Every charged image now exists: made in this attempt or in one a kill or an error cut short.
+    current.images_generated = current.images_charged
     study.save()
