@@ -62,6 +62,7 @@ def test_prompt_audit_end_to_end_and_score_reproduces_it(tiny_models, tmp_path):
     check_run_folder(run_dir, images=2)
     record = load_record(run_dir / "record.json")
     assert any(cf.embedding_similarity is not None for axis in record.scores.axes for cf in axis.counterfactuals)
+    assert record.environment.wordnet == "3.0"  # the concepts came from WordNet 3.0, and the record says so
 
     rescored = run_auditor("score", str(run_dir), "--json")
     assert rescored.returncode == 0, rescored.stderr

@@ -319,6 +319,7 @@ def test_run_a_custom_test_end_to_end_with_tiny_models(tmp_path, tiny_models):
     assert all([image.seed for image in s.images] == [7, 8] for s in record.prompt_sets)  # paired seeds
     assert record.config.embedder.fingerprint and record.config.t2i.fingerprint
     assert record.config.generation.steps == 2
+    assert record.environment.wordnet is None  # a T2IAT test reads no WordNet
     assert record.result.n_x == 4 and record.result.n_y == 2  # 2 prompts x 2 images; 1 prompt x 2 images
     assert summary["association"] == record.result.association
 

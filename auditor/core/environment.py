@@ -28,7 +28,10 @@ def package_versions(names: tuple[str, ...] = TRACKED_PACKAGES) -> dict[str, str
 
 
 def collect_environment() -> Environment:
-    """Describe this process; CUDA and GPU only when torch is already imported (no import cost)."""
+    """Describe this process; CUDA and GPU only when torch is already imported, WordNet's version only when it
+    was read (no import or load cost)."""
+    from auditor.core.langdata import loaded_wordnet_version
+
     cuda = gpu = None
     torch = sys.modules.get("torch")
     if torch is not None:
@@ -42,4 +45,5 @@ def collect_environment() -> Environment:
         packages=package_versions(),
         cuda=cuda,
         gpu=gpu,
+        wordnet=loaded_wordnet_version(),
     )

@@ -164,6 +164,14 @@ def load_wordnet() -> WordNetCorpusReader:
         raise AuditorError(f"WordNet could not be loaded: {reason or type(exc).__name__}") from None
 
 
+def loaded_wordnet_version() -> str | None:
+    """The version of the WordNet this process has read (e.g. '3.0'), None when it has read none (nothing is loaded
+    to find out): concepts depend on it, so a run records it."""
+    if load_wordnet.cache_info().currsize == 0:
+        return None
+    return load_wordnet().get_version()
+
+
 @lru_cache(maxsize=1)
 def english_stopwords() -> frozenset[str]:
     """NLTK's English stopword list (179 words), shipped inside the package."""

@@ -58,6 +58,9 @@ class Environment(Record):
     packages: dict[str, str] = Field(default_factory=dict, description="Versions of the libraries that matter.")
     cuda: str | None = Field(default=None, description="CUDA version torch was built with, if any.")
     gpu: str | None = Field(default=None, description="GPU name when one was used.")
+    wordnet: str | None = Field(
+        default=None, description="Version of the WordNet concept extraction read (e.g. '3.0'), when it read one."
+    )
 
 
 class StudyConfig(Record):
