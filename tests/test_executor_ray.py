@@ -16,6 +16,7 @@ from auditor.core.store import RunStore
 from auditor.records import load_record
 from auditor.studies.progress import QuietProgress, WorkerThroughput
 from auditor.studies.prompt_audit import resume_audit, start_audit
+from auditor.studies.run import Resumption
 from tests.test_executors import cache_rows, options, run_fresh
 from tests.test_prompt_audit import StopAfter, check_run_folder
 
@@ -105,7 +106,7 @@ def test_a_killed_worker_loses_only_its_batch_and_the_run_resumes_in_process(tin
 
     cache = ContentCache(tmp_path / "cache.sqlite")
     try:
-        record = resume_audit("r", store, cache, QuietProgress(), executor="sequential").run()
+        record = resume_audit("r", store, cache, QuietProgress(), Resumption(executor="sequential")).run()
         misses = dict(cache.misses)
     finally:
         cache.close()
@@ -202,7 +203,7 @@ def test_a_trace_interrupted_in_process_resumes_on_ray_with_the_sequential_resul
     store, cache = RunStore(tmp_path / "moved" / "runs"), ContentCache(tmp_path / "moved" / "cache.sqlite")
     try:
         assert cache.entries("trace") == 4
-        record = resume_trace("t", store, cache, QuietProgress(), executor="ray").run()
+        record = resume_trace("t", store, cache, QuietProgress(), Resumption(executor="ray")).run()
     finally:
         cache.close()
     assert record.status == "completed" and record.errors == [] and record.config.executor == "ray"

@@ -16,6 +16,7 @@ from auditor.executors.writer import BackgroundWriter
 from auditor.records import GenerationSettings, PerceptionSettings, load_record
 from auditor.studies.progress import QuietProgress
 from auditor.studies.prompt_audit import PromptAuditOptions, resume_audit, start_audit
+from auditor.studies.run import Resumption
 from tests.clitools import run_auditor
 from tests.test_prompt_audit import StopAfter, check_run_folder
 
@@ -111,7 +112,7 @@ def check_resume_across_executors(tiny_models, tmp_path: Path, first: str, then:
     cache.close()
 
     cache = ContentCache(tmp_path / "cache.sqlite")
-    record = resume_audit("r", store, cache, QuietProgress(), executor=then).run()
+    record = resume_audit("r", store, cache, QuietProgress(), Resumption(executor=then)).run()
     assert record.status == "completed" and record.errors == [] and record.config.executor == then
     timing = {t.stage: t for t in record.timings}
     assert (timing[stage].cached, timing[stage].computed) == (done, 10 - done)

@@ -140,13 +140,12 @@ def run(
     json_output: bool = typer.Option(False, "--json", help="Print the results as one JSON object."),
 ) -> None:
     """Generate images per occupation, select training captions, classify both sides, report G, T and A."""
-    from auditor.executors import check_executor, use_ray_address
+    from auditor.executors import use_ray_address
     from auditor.studies.amplification import resume_amplification, start_amplification
     from auditor.studies.amplification_options import AmplificationOptions, parse_methods
 
     store = common.run_store(runs_dir)
     options = None
-    resume_executor = None
     if resume is None:
         if captions is None:
             raise AuditorError("--captions FILE is required: the training sample to compare the model with")
@@ -163,23 +162,12 @@ def run(
             exclude_flips=exclude_flips, bootstrap=bootstrap, ci_seed=ci_seed, device=device,
             allow_partial_weights=allow_partial_weights, executor=executor,
         )  # fmt: skip
+        use_ray_address(executor, ray_address)
     else:
-        typed = common.resumed_options(ctx, RESUME_OPTIONS)
-        models = {key: ctx.params[key] for key in ("t2i", "embedder", "text_embedder") if key in typed}
-        resume_executor = check_executor(executor) if "executor" in typed else None
-    use_ray_address(executor if options is not None else resume_executor, ray_address)
+        resumption = common.resumption(ctx, RESUME_OPTIONS)
     with common.study_session(quiet, json_output) as (cache, progress):
         if options is None:
-            study = resume_amplification(
-                resume,
-                store,
-                cache,
-                progress,
-                device=device,
-                models=models,
-                allow_partial_weights=allow_partial_weights,
-                executor=resume_executor,
-            )
+            study = resume_amplification(resume, store, cache, progress, resumption)
         else:
             study = start_amplification(options, store, cache, progress, name)
         record = common.run_resumable(study)

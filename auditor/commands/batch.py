@@ -107,17 +107,14 @@ def batch(
         options = BatchOptions(
             source=str(prompts_file), prompts=prompts, audit=template, values=str(values) if values else None
         )
+        use_ray_address(executor, ray_address)
     else:
         if prompts_file is not None:
             raise AuditorError("--resume continues a batch with its own prompts; leave out PROMPTS_FILE")
-        models, concurrency, resume_executor = common.resumed_models(ctx)
-    use_ray_address(executor if options is not None else resume_executor, ray_address)
+        resumption = common.resumption(ctx)
     with common.study_session(quiet, json_output) as (cache, progress):
         if options is None:
-            study = resume_batch(
-                resume, store, cache, progress, device=device, models=models, vqa_concurrency=concurrency,
-                allow_partial_weights=allow_partial_weights, executor=resume_executor,
-            )  # fmt: skip
+            study = resume_batch(resume, store, cache, progress, resumption)
         else:
             study = start_batch(options, store, cache, progress, name)
         record = common.run_resumable(study)

@@ -27,7 +27,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from auditor.core.store import RunStore
     from auditor.records import GenerationSettings
     from auditor.studies.progress import ProgressReporter
-    from auditor.studies.run import RecordT, StudyRun
+    from auditor.studies.run import RecordT, Resumption, StudyRun
 
 T2I = typer.Option(DEFAULT_T2I, "--t2i", help="Model under audit: diffusers:<id|path>, openai:<model>, folder:<dir>.")
 SEED = typer.Option(None, "--seed", help="First seed S (seeds S..S+N-1) or a comma-separated list; default 0..N-1.")
@@ -188,14 +188,27 @@ def resumed_options(ctx: typer.Context, allowed: frozenset[str] = RESUME_OPTIONS
     return typed
 
 
-def resumed_models(ctx: typer.Context) -> tuple[dict[str, str], int | None, str | None]:
-    """For ``--resume`` of a prompt audit: the model specs given again (``t2i``/``vqa``/``embedder``),
-    ``--vqa-concurrency`` and ``--executor`` (None where not given); other options are refused."""
-    typed = resumed_options(ctx)
-    models = {stage: ctx.params[stage] for stage in ("t2i", "vqa", "embedder") if stage in typed}
-    concurrency = ctx.params.get("vqa_concurrency") if "vqa_concurrency" in typed else None
-    executor = ctx.params.get("executor") if "executor" in typed else None
-    return models, concurrency, executor
+#: Options that say where one of the run's models is now (config field -> the model).
+MODEL_OPTIONS = ("t2i", "vqa", "embedder", "text_embedder")
+
+
+def resumption(ctx: typer.Context, allowed: frozenset[str] = RESUME_OPTIONS) -> Resumption:
+    """For ``--resume``: what the command line may change about the run (only ``allowed`` options may be
+    given; see :func:`resumed_options`), with ``--ray-address`` applied for this process."""
+    from auditor.executors import use_ray_address
+    from auditor.studies.run import Resumption
+
+    typed = set(resumed_options(ctx, allowed))
+    params = ctx.params
+    executor = params["executor"] if "executor" in typed else None
+    use_ray_address(executor, params.get("ray_address"))
+    return Resumption(
+        device=params.get("device"),
+        models={name: params[name] for name in MODEL_OPTIONS if name in typed},
+        vqa_concurrency=params["vqa_concurrency"] if "vqa_concurrency" in typed else None,
+        allow_partial_weights=bool(params.get("allow_partial_weights")),
+        executor=executor,
+    )
 
 
 def run_store(runs_dir: Path | None) -> RunStore:

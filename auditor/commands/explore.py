@@ -157,9 +157,9 @@ def explore(
             allow_partial_weights=allow_partial_weights,
             executor=executor,
         )
+        use_ray_address(executor, ray_address)
     else:
-        models, concurrency, resume_executor = common.resumed_models(ctx)
-    use_ray_address(executor if options is not None else resume_executor, ray_address)
+        resumption = common.resumption(ctx)
     holder: dict[str, ExploreRecord] = {}
     with common.study_session(quiet, json_output) as (cache, progress):
         live = None
@@ -172,10 +172,7 @@ def explore(
             progress = live
         on_round = (lambda _record: live.refresh()) if live is not None else None
         if options is None:
-            exploration = resume_exploration(
-                resume, store, cache, progress, device=device, models=models, vqa_concurrency=concurrency,
-                allow_partial_weights=allow_partial_weights, executor=resume_executor, on_round=on_round,
-            )  # fmt: skip
+            exploration = resume_exploration(resume, store, cache, progress, resumption, on_round=on_round)
         else:
             exploration = start_exploration(options, store, cache, progress, name, on_round=on_round)
         holder["record"] = exploration.record

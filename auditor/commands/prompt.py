@@ -95,15 +95,12 @@ def prompt(
             llm_temperature=temperature, llm_seed=llm_seed, review=review, device=device,
             allow_partial_weights=allow_partial_weights, axes=fixed_axes, executor=executor,
         )  # fmt: skip
+        use_ray_address(executor, ray_address)
     else:
-        models, concurrency, resume_executor = common.resumed_models(ctx)
-    use_ray_address(executor if options is not None else resume_executor, ray_address)
+        resumption = common.resumption(ctx)
     with common.study_session(quiet, json_output) as (cache, progress):
         if options is None:
-            audit = resume_audit(
-                resume, store, cache, progress, device=device, models=models, vqa_concurrency=concurrency,
-                allow_partial_weights=allow_partial_weights, executor=resume_executor,
-            )  # fmt: skip
+            audit = resume_audit(resume, store, cache, progress, resumption)
         else:
             audit = start_audit(options, store, cache, progress, name)
         record = common.run_resumable(audit)

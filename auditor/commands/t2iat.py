@@ -152,25 +152,15 @@ def _run_study(
 ) -> tuple[Any, Path]:
     """Start the study (``start``), or reopen the run ``--resume`` names (only ``RESUME_OPTIONS`` may be given),
     and run it with progress on stderr; Ctrl-C or an error says how to continue it."""
-    from auditor.executors import use_ray_address
     from auditor.studies.t2iat import resume_t2iat
 
-    given = {}
-    if start is None:
-        given = {option: ctx.params[option] for option in common.resumed_options(ctx, RESUME_OPTIONS)}
-        use_ray_address(given.get("executor"), given.get("ray_address"))
+    resumption = common.resumption(ctx, RESUME_OPTIONS) if start is None else None
     store = common.run_store(runs_dir)
     with common.study_session(quiet, json_output) as (cache, progress):
-        if start is not None:
+        if resumption is None:
             study = start(store, cache, progress)
         else:
-            study = resume_t2iat(
-                study_type, ctx.params["resume"], store, cache, progress,
-                device=given.get("device"),
-                models={model: given[model] for model in ("t2i", "embedder") if model in given},
-                allow_partial_weights=given.get("allow_partial_weights", False),
-                executor=given.get("executor"),
-            )  # fmt: skip
+            study = resume_t2iat(study_type, ctx.params["resume"], store, cache, progress, resumption)
         return common.run_resumable(study), study.run_dir
 
 

@@ -116,16 +116,13 @@ def trace(
     text encoder, the final latent and the image; objects, bias scores, χ² tests and dependency groups."""
     from auditor.executors import use_ray_address
     from auditor.studies.trace import resume_trace, start_trace
-    from auditor.studies.trace_options import check_trace_executor
 
     store = common.run_store(runs_dir)
     options = None
-    resume_executor = None
     if resume:
-        typed = common.resumed_options(ctx, RESUME_OPTIONS)
         if captions is not None:
             raise AuditorError("--resume continues a run with its own triplets; leave out CAPTIONS_FILE")
-        resume_executor = check_trace_executor(executor) if "executor" in typed else None
+        resumption = common.resumption(ctx, RESUME_OPTIONS)
     else:
         options = _options(
             captions, professions, caption_column, limit, seeds_per_triplet, seed, t2i, vqa, embedders, detector,
@@ -133,10 +130,10 @@ def trace(
             width, height, vqa_batch_size, vqa_max_tokens, bootstrap, ci_seed, alpha, min_expected, device,
             allow_partial_weights, executor,
         )  # fmt: skip
-    use_ray_address(executor if options is not None else resume_executor, ray_address)
+        use_ray_address(executor, ray_address)
     with common.study_session(quiet, json_output) as (cache, progress):
         if options is None:
-            study = resume_trace(resume, store, cache, progress, device, allow_partial_weights, resume_executor)
+            study = resume_trace(resume, store, cache, progress, resumption)
         else:
             study = start_trace(options, store, cache, progress, name)
         record = common.run_resumable(study)

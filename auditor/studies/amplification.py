@@ -35,7 +35,6 @@ from auditor.core.environment import collect_environment
 from auditor.core.store import RunStore
 from auditor.corpora.readers import BATCH_ROWS
 from auditor.corpora.selection import Selection
-from auditor.executors import check_executor
 from auditor.perception.faces import FaceBox, FaceVerdict, face_filter
 from auditor.perception.zero_shot import classify, decide
 from auditor.records import AmplificationRecord, StageTiming, TrainingData
@@ -54,7 +53,7 @@ from auditor.studies.amplification_training import (
 from auditor.studies.caption_selection import EMBED_CAPTIONS, select_training_captions
 from auditor.studies.face_stage import ImageFile, detect_faces, embed_image_files, embed_texts_cached
 from auditor.studies.progress import ProgressReporter, StageCounts
-from auditor.studies.run import EMBED_BATCH_SIZE, StudyRun, reopen_run, repoint_models
+from auditor.studies.run import EMBED_BATCH_SIZE, Resumption, StudyRun, reopen_run
 
 
 class AmplificationRun(StudyRun[AmplificationRecord]):
@@ -232,34 +231,21 @@ def start_amplification(
 
 
 def resume_amplification(
-    run: str,
-    store: RunStore,
-    cache: ContentCache,
-    progress: ProgressReporter,
-    *,
-    device: str | None = None,
-    models: dict[str, str] | None = None,
-    allow_partial_weights: bool = False,
-    executor: str | None = None,
+    run: str, store: RunStore, cache: ContentCache, progress: ProgressReporter, resumption: Resumption = Resumption()
 ) -> AmplificationRun:
     """Reopen a run folder with its own settings; finished work comes from the cache.
 
-    ``models`` may say where the run's models are now (``t2i``, ``embedder``,
-    ``text_embedder`` -> spec); the cache keys on the weights' fingerprints, so other
-    weights never reuse the first attempt's results.
+    ``resumption`` may say where the run's models are now (``t2i``, ``embedder``,
+    ``text_embedder``) and which executor runs the rest.
     """
     from auditor.generation.registry import T2I_BACKENDS
     from auditor.perception.registry import EMBEDDERS, SENTENCE_EMBEDDERS
 
-    run_dir, record = reopen_run(run, store, AmplificationRecord, progress)
-    if allow_partial_weights:
-        record.config.allow_partial_weights = True
-    if executor is not None:  # where the stages run changes no number: a run may move between executors
-        record.config.executor = check_executor(executor)
-    models = dict(models or {})
-    if record.config.text_embedder is None and "text_embedder" in models:
-        SENTENCE_EMBEDDERS.preflight(models.pop("text_embedder"))  # checked, but the run has no nn method
-    repoint_models(
-        record.config, models, {"t2i": T2I_BACKENDS, "embedder": EMBEDDERS, "text_embedder": SENTENCE_EMBEDDERS}
+    run_dir, record = reopen_run(run, store, AmplificationRecord)
+    if record.config.text_embedder is None and "text_embedder" in resumption.models:
+        SENTENCE_EMBEDDERS.preflight(resumption.models["text_embedder"])  # checked, but the run has no nn method
+        resumption = resumption.without_model("text_embedder")
+    resumption.apply(
+        record.config, {"t2i": T2I_BACKENDS, "embedder": EMBEDDERS, "text_embedder": SENTENCE_EMBEDDERS}
     )
-    return AmplificationRun(run_dir, record, cache, progress, device)
+    return AmplificationRun(run_dir, record, cache, progress, resumption.device)

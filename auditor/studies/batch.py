@@ -35,7 +35,7 @@ from auditor.studies.prompt_audit import (
     start_audit,
     validate_options,
 )
-from auditor.studies.run import ModelPool, StudyRun
+from auditor.studies.run import ModelPool, Resumption, StudyRun, reopen_run
 
 #: Where the prompts' audits live inside the batch's run folder.
 AUDITS_FOLDER = "audits"
@@ -94,41 +94,21 @@ def start_batch(
 
 
 def resume_batch(
-    run: str,
-    store: RunStore,
-    cache: ContentCache,
-    progress: ProgressReporter,
-    device: str | None = None,
-    models: dict[str, str] | None = None,
-    vqa_concurrency: int | None = None,
-    allow_partial_weights: bool = False,
-    executor: str | None = None,
+    run: str, store: RunStore, cache: ContentCache, progress: ProgressReporter, resumption: Resumption = Resumption()
 ) -> Batch:
-    """Reopen a batch; its audits continue with their own settings (``models`` etc. as ``auditor prompt --resume``)."""
-    run_dir = store.resolve(run)
-    record = load_record(run_dir / RECORD_FILE, BatchRecord)
-    point_models(record.config, models, vqa_concurrency, allow_partial_weights, executor)
+    """Reopen a batch; its audits continue with their own settings (``resumption`` as ``auditor prompt --resume``)."""
+    run_dir, record = reopen_run(run, store, BatchRecord)
+    point_models(record.config, resumption)
     pool = ModelPool(keep=True)
     audits_store = RunStore(run_dir / AUDITS_FOLDER)
     quiet = NoticesOnly(progress)
     audits = [
-        resume_audit(
-            str(run_dir / entry.folder),
-            audits_store,
-            cache,
-            quiet,
-            device,
-            models,
-            vqa_concurrency,
-            allow_partial_weights,
-            executor,
-            pool=pool,
-        )  # fmt: skip
+        resume_audit(str(run_dir / entry.folder), audits_store, cache, quiet, resumption, pool=pool)
         if entry.status != "completed"
         else _finished(run_dir / entry.folder, cache, quiet)
         for entry in record.audits
     ]
-    return Batch(run_dir, record, cache, progress, device, pool, audits)
+    return Batch(run_dir, record, cache, progress, resumption.device, pool, audits)
 
 
 def _finished(folder: Path, cache: ContentCache, progress: ProgressReporter) -> PromptAudit:

@@ -49,9 +49,9 @@ from pathlib import Path
 
 from auditor.core.cache import ContentCache
 from auditor.core.environment import collect_environment
-from auditor.core.store import RECORD_FILE, RunStore
+from auditor.core.store import RunStore
 from auditor.metrics.allocation import separated
-from auditor.records import ExploreConfig, ExploreRecord, Round, StopReason, load_record
+from auditor.records import ExploreConfig, ExploreRecord, Round, StopReason
 from auditor.studies.explore_candidates import CandidateIntake
 from auditor.studies.explore_confirmation import confirm_leaders
 from auditor.studies.explore_options import ExploreOptions, new_config, validate_options
@@ -59,7 +59,7 @@ from auditor.studies.explore_rounds import allocate_round, play_round
 from auditor.studies.explore_standings import arm_bounds, leader_indices, leading_arms
 from auditor.studies.progress import ProgressReporter
 from auditor.studies.prompt_audit import point_models
-from auditor.studies.run import ModelPool, StudyRun
+from auditor.studies.run import ModelPool, Resumption, StudyRun, reopen_run
 
 #: Seconds between partial saves of the record during a stage.
 CHECKPOINT_SECONDS = 2.0
@@ -180,16 +180,10 @@ def resume_exploration(
     store: RunStore,
     cache: ContentCache,
     progress: ProgressReporter,
-    *,
-    device: str | None = None,
-    models: dict[str, str] | None = None,
-    vqa_concurrency: int | None = None,
-    allow_partial_weights: bool = False,
-    executor: str | None = None,
+    resumption: Resumption = Resumption(),
     on_round: Callable[[ExploreRecord], None] | None = None,
 ) -> Exploration:
     """Reopen an exploration; its own settings are used, and finished work comes from the record and the cache."""
-    run_dir = store.resolve(run)
-    record = load_record(run_dir / RECORD_FILE, ExploreRecord)
-    point_models(record.config, models, vqa_concurrency, allow_partial_weights, executor)
-    return Exploration(run_dir, record, cache, progress, device=device, on_round=on_round)
+    run_dir, record = reopen_run(run, store, ExploreRecord)
+    point_models(record.config, resumption)
+    return Exploration(run_dir, record, cache, progress, device=resumption.device, on_round=on_round)

@@ -32,11 +32,11 @@ from auditor.studies.planning_stage import PlanRequest, cached_plan
 from auditor.studies.progress import ProgressReporter
 from auditor.studies.run import (
     ModelPool,
+    Resumption,
     StudyRun,
     check_images_and_seeds,
     paired_seeds,
     reopen_run,
-    repoint_models,
     spec_ref,
 )
 
@@ -268,53 +268,28 @@ def resume_audit(
     store: RunStore,
     cache: ContentCache,
     progress: ProgressReporter,
-    device: str | None = None,
-    models: dict[str, str] | None = None,
-    vqa_concurrency: int | None = None,
-    allow_partial_weights: bool = False,
-    executor: str | None = None,
+    resumption: Resumption = Resumption(),
     pool: ModelPool | None = None,
 ) -> PromptAudit:
     """Reopen a run folder; its own config is used, and finished work comes from the cache.
 
-    ``models`` may say where the run's models are now (``t2i``/``vqa``/``embedder`` -> spec),
-    e.g. a local copy after the hub failed; the cache keys on the weights' fingerprint, so
-    other weights never reuse the first attempt's results. ``vqa_concurrency`` changes how
-    many requests an API VQA model gets at once (e.g. fewer after rate limits); answers do not change.
-    ``allow_partial_weights`` lets such a copy be an incomplete checkpoint; the run records it.
-    ``executor`` runs the rest with another executor (the results are the same; the run records it).
-    ``pool`` shares loaded models with other audits (a batch's).
+    ``resumption`` may say where the run's models are now (e.g. a local copy after the hub
+    failed, or ``embedder`` ``none``), how many requests an API VQA model gets at once (fewer
+    after rate limits) and which executor runs the rest. ``pool`` shares loaded models with
+    other audits (a batch's).
     """
-    run_dir, record = reopen_run(run, store, RunRecord, progress)
-    point_models(record.config, models, vqa_concurrency, allow_partial_weights, executor)
+    run_dir, record = reopen_run(run, store, RunRecord)
+    point_models(record.config, resumption)
     return PromptAudit(
         run_dir, record, cache, progress,
-        device=device, embedder_required="embedder" in (models or {}), models=pool,
+        device=resumption.device, embedder_required="embedder" in resumption.models, models=pool,
     )  # fmt: skip
 
 
-def point_models(
-    config: Any,
-    models: dict[str, str] | None,
-    vqa_concurrency: int | None,
-    allow_partial_weights: bool,
-    executor: str | None = None,
-) -> None:
-    """Apply a resume's model options to a run's config (any config with ``t2i``/``vqa``/``embedder`` fields).
-
-    ``models`` (``t2i``/``vqa``/``embedder`` -> spec; ``embedder`` may be ``none``) and ``executor``
-    are checked without loading anything.
-    """
-    from auditor.executors import check_executor
-
-    if allow_partial_weights:
-        config.allow_partial_weights = True
-    models = dict(models or {})
-    if models.get("embedder", "").strip().lower() == "none":
-        del models["embedder"]
+def point_models(config: Any, resumption: Resumption) -> None:
+    """Apply a resume's options to a run's config (any config with ``t2i``/``vqa``/``embedder`` fields, as a
+    batch's and an exploration's have); ``embedder`` ``none`` turns the embeddings off."""
+    if resumption.models.get("embedder", "").strip().lower() == "none":
         config.embedder = None
-    repoint_models(config, models, _model_registries())
-    if vqa_concurrency is not None:
-        config.perception.concurrency = vqa_concurrency
-    if executor is not None:
-        config.executor = check_executor(executor)
+        resumption = resumption.without_model("embedder")
+    resumption.apply(config, _model_registries())

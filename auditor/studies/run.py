@@ -16,6 +16,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
@@ -28,6 +29,7 @@ from auditor.core.redaction import redact
 from auditor.core.registry import Registry, parse_spec
 from auditor.core.store import RECORD_FILE, RunStore, remove_partial_writes, write_model
 from auditor.core.weights import LoadOptions
+from auditor.executors import check_executor
 from auditor.executors.generation import PromptRequest
 from auditor.records import (
     ModelRef,
@@ -75,28 +77,46 @@ RecordT = TypeVar("RecordT", bound=StudyRecord)
 ModelT = TypeVar("ModelT")
 
 
-def reopen_run(run: str, store: RunStore, record_type: type[RecordT], progress: ProgressReporter) -> tuple[Path, RecordT]:
-    """For ``--resume``: the run's folder and record (a one-line error when it is another kind of run).
-
-    A completed run is reopened too, with a notice: its stages take everything from the
-    cache and it is scored again, which is how a run moves to a newer scoring.
-    """
+def reopen_run(run: str, store: RunStore, record_type: type[RecordT]) -> tuple[Path, RecordT]:
+    """For ``--resume``: the run's folder and record (a one-line error when it is another kind of run)."""
     run_dir = store.resolve(run)
-    record = load_record(run_dir / RECORD_FILE, record_type)
-    if record.status == "completed":
-        progress.notice(f"run {record.run_id} is already complete; rescoring from cached results")
-    return run_dir, record
+    return run_dir, load_record(run_dir / RECORD_FILE, record_type)
 
 
-def repoint_models(config: Any, models: Mapping[str, str], registries: Mapping[str, Registry]) -> None:
-    """For ``--resume``: point the run's config at where its models are now (``t2i`` etc. -> spec).
+@dataclass(frozen=True)
+class Resumption:
+    """What ``--resume`` may change about a run: where its models are, and where and how its stages run.
 
-    Each spec is checked by its registry without loading anything. The cache keys on the
-    weights' fingerprints, so other weights never reuse the first attempt's results.
+    None of it changes a number: the cache keys on the weights' fingerprints, so other weights
+    never reuse the first attempt's results, and the device, executor and VQA concurrency
+    change where and how fast the same work runs. A run's other settings are its own.
     """
-    for name, spec in models.items():
-        registries[name].preflight(spec)
-        setattr(config, name, spec_ref(spec))
+
+    device: str | None = None
+    #: Config field (``t2i``, ``vqa``, ``embedder``, ``text_embedder``) -> where that model is now.
+    models: Mapping[str, str] = field(default_factory=dict)
+    vqa_concurrency: int | None = None
+    allow_partial_weights: bool = False
+    executor: str | None = None
+
+    def without_model(self, name: str) -> Resumption:
+        """The same, with no new place for the model ``name`` (a study that handles it itself)."""
+        return replace(self, models={key: spec for key, spec in self.models.items() if key != name})
+
+    def apply(
+        self, config: Any, registries: Mapping[str, Registry], executors: Callable[[str], str] = check_executor
+    ) -> None:
+        """Point the run's config at these models and settings, each checked (``executors`` checks the
+        executor's name for this study); nothing is loaded."""
+        if self.allow_partial_weights:
+            config.allow_partial_weights = True
+        if self.executor is not None:
+            config.executor = executors(self.executor)
+        if self.vqa_concurrency is not None:
+            config.perception.concurrency = self.vqa_concurrency
+        for name, spec in self.models.items():
+            registries[name].preflight(spec)
+            setattr(config, name, spec_ref(spec))
 
 
 class ModelPool:
@@ -252,6 +272,8 @@ class StudyRun(Generic[RecordT]):
         """Start an attempt: the record says ``running`` and forgets the errors of an earlier one; what a
         killed attempt left half-written is removed."""
         remove_partial_writes(self.run_dir)
+        if self.record.status == "completed":  # resumed: every stage takes its results from the cache
+            self.progress.notice(f"run {self.record.run_id} is already complete; rescoring from cached results")
         self.record.status = "running"
         self.record.errors = []
         self.record.environment = collect_environment()

@@ -33,11 +33,11 @@ from auditor.records import (
 from auditor.scoring.t2iat import occupation_ids, score_occupation, score_test
 from auditor.studies.progress import ProgressReporter
 from auditor.studies.run import (
+    Resumption,
     StudyRun,
     check_images_and_seeds,
     paired_seeds,
     reopen_run,
-    repoint_models,
     spec_ref,
 )
 from auditor.studies.t2iat_tests import all_prompts
@@ -227,27 +227,16 @@ def resume_t2iat(
     store: RunStore,
     cache: ContentCache,
     progress: ProgressReporter,
-    *,
-    device: str | None = None,
-    models: dict[str, str] | None = None,
-    allow_partial_weights: bool = False,
-    executor: str | None = None,
+    resumption: Resumption = Resumption(),
 ) -> T2IATTestRun | OccupationsRun:
     """Reopen a T2IAT test or occupation study with its own settings; finished work comes from the cache.
 
-    ``models`` may say where the run's models are now (``t2i``/``embedder`` -> spec); the
-    cache keys on the weights' fingerprints, so other weights never reuse the first attempt's
-    results. ``executor`` moves the run to another executor (the numbers do not change).
+    ``resumption`` may say where the run's models are now (``t2i``, ``embedder``) and which
+    executor runs the rest.
     """
-    from auditor.executors import check_executor
     from auditor.generation.registry import T2I_BACKENDS
     from auditor.perception.registry import EMBEDDERS
 
-    run_dir, record = reopen_run(run, store, study.record_type, progress)
-    config = record.config
-    if allow_partial_weights:
-        config.allow_partial_weights = True
-    if executor is not None:
-        config.executor = check_executor(executor)
-    repoint_models(config, models or {}, {"t2i": T2I_BACKENDS, "embedder": EMBEDDERS})
-    return study(run_dir, record, cache, progress, device)
+    run_dir, record = reopen_run(run, store, study.record_type)
+    resumption.apply(record.config, {"t2i": T2I_BACKENDS, "embedder": EMBEDDERS})
+    return study(run_dir, record, cache, progress, resumption.device)

@@ -45,7 +45,7 @@ from auditor.records import (
     TripletPicture,
 )
 from auditor.studies.progress import ProgressReporter
-from auditor.studies.run import EMBED_BATCH_SIZE, StudyRun, reopen_run
+from auditor.studies.run import EMBED_BATCH_SIZE, Resumption, StudyRun, reopen_run
 from auditor.studies.trace_options import DEFAULT_TRACE_EMBEDDERS, TraceOptions, check_trace_executor, new_config
 from auditor.studies.trace_triplets import caption_triplets, profession_set, trace_triplet, traced_words
 from auditor.studies.tracing_stage import PromptWords, TraceReader, TraceRequest
@@ -420,21 +420,12 @@ def start_trace(
 
 
 def resume_trace(
-    run: str,
-    store: RunStore,
-    cache: ContentCache,
-    progress: ProgressReporter,
-    device: str | None = None,
-    allow_partial_weights: bool = False,
-    executor: str | None = None,
+    run: str, store: RunStore, cache: ContentCache, progress: ProgressReporter, resumption: Resumption = Resumption()
 ) -> TraceStudy:
     """Reopen a trace run with its own settings; finished work comes from the cache.
 
-    ``executor`` moves the run to another executor: where the stages run changes no number.
+    ``resumption`` may move the run to another executor: where the stages run changes no number.
     """
-    run_dir, record = reopen_run(run, store, TraceRecord, progress)
-    if allow_partial_weights:
-        record.config.allow_partial_weights = True
-    if executor is not None:
-        record.config.executor = check_trace_executor(executor)
-    return TraceStudy(run_dir, record, cache, progress, device)
+    run_dir, record = reopen_run(run, store, TraceRecord)
+    resumption.apply(record.config, {}, executors=check_trace_executor)
+    return TraceStudy(run_dir, record, cache, progress, resumption.device)
