@@ -39,7 +39,6 @@ _NAMES = typer.Option(False, "--names", help="Count first names (gender-guesser)
 _TEXT_EMBEDDER = typer.Option(
     "minilm", "--text-embedder", help="Sentence embedder of the nn methods (minilm = all-MiniLM-L6-v2)."
 )
-_RUNS_DIR = typer.Option(None, "--runs-dir", help="Runs folder (default: AUDITOR_RUNS_DIR or ./runs).")
 
 #: Options a resumed run takes: where its models are and how to show progress; the rest comes from its record.
 RESUME_OPTIONS = frozenset({
@@ -133,7 +132,7 @@ def run(
         "--resume",
         help="Continue an earlier run (id or folder) with its own settings; --t2i/--embedder/--text-embedder may point at the same models elsewhere.",
     ),
-    runs_dir: Path | None = _RUNS_DIR,
+    runs_dir: Path | None = common.RUNS_DIR,
     device: str | None = common.DEVICE,
     allow_partial_weights: bool = common.ALLOW_PARTIAL_WEIGHTS,
     quiet: bool = common.QUIET,
@@ -247,7 +246,7 @@ def report(
     ),
     html: bool = typer.Option(False, "--html", help="(Re)write report.html in the run folder and print its path."),
     json_output: bool = typer.Option(False, "--json", help="Print the results as one JSON object."),
-    runs_dir: Path | None = _RUNS_DIR,
+    runs_dir: Path | None = common.RUNS_DIR,
 ) -> None:
     """Show a stored amplification run again: terminal, JSON, or a fresh report.html."""
     from auditor.core.store import RECORD_FILE

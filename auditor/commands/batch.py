@@ -38,9 +38,9 @@ def batch(
     steps: int | None = common.steps_option(),
     guidance: float | None = common.guidance_option(),
     scheduler: str | None = common.SCHEDULER,
-    width: int | None = typer.Option(None, "--width", help="Image width in pixels."),
-    height: int | None = typer.Option(None, "--height", help="Image height in pixels."),
-    negative_prompt: str | None = typer.Option(None, "--negative-prompt", help="Negative prompt for every image."),
+    width: int | None = common.WIDTH,
+    height: int | None = common.HEIGHT,
+    negative_prompt: str | None = common.NEGATIVE_PROMPT,
     vqa_batch_size: int = typer.Option(
         16, "--vqa-batch-size", min=1, help="Image-question pairs per VQA forward pass."
     ),
@@ -60,14 +60,14 @@ def batch(
         None, "--max-counterfactuals", min=2, help="Counterfactuals per axis."
     ),
     axes: str | None = common.AXES,
-    llm_retries: int = typer.Option(2, "--llm-retries", min=0, help="Repair turns when the LLM's plan is invalid."),
-    temperature: float | None = typer.Option(None, "--temperature", help="LLM sampling temperature."),
-    llm_seed: int | None = typer.Option(None, "--llm-seed", help="Seed sent to the LLM."),
+    llm_retries: int = common.LLM_RETRIES,
+    temperature: float | None = common.TEMPERATURE,
+    llm_seed: int | None = common.LLM_SEED,
     name: str | None = typer.Option(None, "--name", help="Run folder name (default: date-time-file)."),
     resume: str | None = typer.Option(
         None, "--resume", help="Continue an earlier batch (id or folder) with its own settings."
     ),
-    runs_dir: Path | None = typer.Option(None, "--runs-dir", help="Runs folder (default: AUDITOR_RUNS_DIR or ./runs)."),
+    runs_dir: Path | None = common.RUNS_DIR,
     device: str | None = common.DEVICE,
     allow_partial_weights: bool = common.ALLOW_PARTIAL_WEIGHTS,
     quiet: bool = common.QUIET,

@@ -58,6 +58,13 @@ RAY_ADDRESS = typer.Option(
 SCHEDULER = typer.Option(None, "--scheduler", help="diffusers scheduler class, e.g. DPMSolverMultistepScheduler.")
 DEVICE = typer.Option(None, "--device", help="torch device (default: cuda when available, else cpu).")
 QUIET = typer.Option(False, "--quiet", "-q", help="No progress bars or report; print the run folder.")
+RUNS_DIR = typer.Option(None, "--runs-dir", help="Runs folder (default: AUDITOR_RUNS_DIR or ./runs).")
+WIDTH = typer.Option(None, "--width", help="Image width in pixels.")
+HEIGHT = typer.Option(None, "--height", help="Image height in pixels.")
+NEGATIVE_PROMPT = typer.Option(None, "--negative-prompt", help="Negative prompt for every image.")
+LLM_RETRIES = typer.Option(2, "--llm-retries", min=0, help="Repair turns when the LLM's plan is invalid.")
+TEMPERATURE = typer.Option(None, "--temperature", help="LLM sampling temperature (recorded).")
+LLM_SEED = typer.Option(None, "--llm-seed", help="Seed sent to the LLM (recorded).")
 
 
 class IntervalMethodChoice(str, Enum):

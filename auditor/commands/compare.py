@@ -15,7 +15,7 @@ def compare(
     run_b: str = typer.Argument(..., help="Run B (deltas are B minus A)."),
     html: Path | None = typer.Option(None, "--html", help="Write the comparison as an HTML page here (it links the images inside both run folders)."),
     json_output: bool = typer.Option(False, "--json", help="Print the comparison as JSON, without colour codes."),
-    runs_dir: Path | None = typer.Option(None, "--runs-dir", help="Runs folder (default: AUDITOR_RUNS_DIR or ./runs)."),
+    runs_dir: Path | None = common.RUNS_DIR,
     bootstrap: int = common.BOOTSTRAP,
     ci_seed: int = common.CI_SEED,
 ) -> None:

@@ -100,13 +100,13 @@ def explore(
         None, "--max-counterfactuals", min=2, help="Counterfactuals per axis."
     ),
     llm_retries: int = typer.Option(2, "--llm-retries", min=0, help="Repair turns when an LLM plan is invalid."),
-    temperature: float | None = typer.Option(None, "--temperature", help="LLM sampling temperature."),
-    llm_seed: int | None = typer.Option(None, "--llm-seed", help="Seed sent to the LLM."),
+    temperature: float | None = common.TEMPERATURE,
+    llm_seed: int | None = common.LLM_SEED,
     name: str | None = typer.Option(None, "--name", help="Run folder name (default: date-time-topic)."),
     resume: str | None = typer.Option(
         None, "--resume", help="Continue an earlier exploration (id or folder) with its own settings."
     ),
-    runs_dir: Path | None = typer.Option(None, "--runs-dir", help="Runs folder (default: AUDITOR_RUNS_DIR or ./runs)."),
+    runs_dir: Path | None = common.RUNS_DIR,
     device: str | None = common.DEVICE,
     allow_partial_weights: bool = common.ALLOW_PARTIAL_WEIGHTS,
     quiet: bool = common.QUIET,

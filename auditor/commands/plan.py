@@ -7,6 +7,8 @@ from typing import TYPE_CHECKING
 
 import typer
 
+from auditor.commands import common
+
 if TYPE_CHECKING:  # pragma: no cover
     from auditor.records import AuditPlan, ChatMessage
 
@@ -25,9 +27,9 @@ def plan(
     max_counterfactuals: int | None = typer.Option(
         None, "--max-counterfactuals", min=2, help="Keep the first N counterfactuals per axis."
     ),
-    llm_retries: int = typer.Option(2, "--llm-retries", min=0, help="Repair turns when the LLM's plan is invalid."),
-    temperature: float | None = typer.Option(None, "--temperature", help="LLM sampling temperature (recorded)."),
-    llm_seed: int | None = typer.Option(None, "--llm-seed", help="Seed sent to the LLM (recorded)."),
+    llm_retries: int = common.LLM_RETRIES,
+    temperature: float | None = common.TEMPERATURE,
+    llm_seed: int | None = common.LLM_SEED,
     review: bool = typer.Option(False, "--review", help="Edit the plan ($EDITOR, else interactively) before it is saved."),
     out_dir: Path | None = typer.Option(None, "--out", help="Write plan.json and transcript.json into this folder."),
     json_output: bool = typer.Option(False, "--json", help="Print the plan as one JSON object."),

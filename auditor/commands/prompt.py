@@ -40,9 +40,9 @@ def prompt(
     steps: int | None = common.steps_option(),
     guidance: float | None = common.guidance_option(),
     scheduler: str | None = common.SCHEDULER,
-    width: int | None = typer.Option(None, "--width", help="Image width in pixels."),
-    height: int | None = typer.Option(None, "--height", help="Image height in pixels."),
-    negative_prompt: str | None = typer.Option(None, "--negative-prompt", help="Negative prompt for every image."),
+    width: int | None = common.WIDTH,
+    height: int | None = common.HEIGHT,
+    negative_prompt: str | None = common.NEGATIVE_PROMPT,
     vqa_batch_size: int = typer.Option(16, "--vqa-batch-size", min=1, help="Image-question pairs per VQA forward pass."),
     vqa_concurrency: int = typer.Option(
         8, "--vqa-concurrency", min=1, help="Requests in flight at once to an openai: VQA model (answers do not change)."
@@ -56,15 +56,15 @@ def prompt(
     max_axes: int | None = typer.Option(None, "--max-axes", min=1, help="Keep at most this many axes."),
     max_counterfactuals: int | None = typer.Option(None, "--max-counterfactuals", min=2, help="Counterfactuals per axis."),
     axes: str | None = common.AXES,
-    llm_retries: int = typer.Option(2, "--llm-retries", min=0, help="Repair turns when the LLM's plan is invalid."),
-    temperature: float | None = typer.Option(None, "--temperature", help="LLM sampling temperature."),
-    llm_seed: int | None = typer.Option(None, "--llm-seed", help="Seed sent to the LLM."),
+    llm_retries: int = common.LLM_RETRIES,
+    temperature: float | None = common.TEMPERATURE,
+    llm_seed: int | None = common.LLM_SEED,
     review: bool = typer.Option(False, "--review", help="Edit the plan ($EDITOR) before anything is generated."),
     name: str | None = typer.Option(None, "--name", help="Run folder name (default: date-time-prompt)."),
     resume: str | None = typer.Option(
         None, "--resume", help="Continue an earlier run (id or folder) with its own settings; --t2i/--vqa/--embedder may point at the same models elsewhere."
     ),
-    runs_dir: Path | None = typer.Option(None, "--runs-dir", help="Runs folder (default: AUDITOR_RUNS_DIR or ./runs)."),
+    runs_dir: Path | None = common.RUNS_DIR,
     device: str | None = common.DEVICE,
     allow_partial_weights: bool = common.ALLOW_PARTIAL_WEIGHTS,
     quiet: bool = common.QUIET,

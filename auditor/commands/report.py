@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 
 import typer
 
+from auditor.commands import common
 from auditor.core.console import out, print_json
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -18,7 +19,7 @@ def report(
     run: str = typer.Argument(..., help="Run id (looked up in the runs folder), run folder, or record.json path."),
     html: bool = typer.Option(False, "--html", help="(Re)write report.html in the run folder and print its path."),
     json_output: bool = typer.Option(False, "--json", help="Print the report's content as JSON, without colour codes."),
-    runs_dir: Path | None = typer.Option(None, "--runs-dir", help="Runs folder (default: AUDITOR_RUNS_DIR or ./runs)."),
+    runs_dir: Path | None = common.RUNS_DIR,
 ) -> None:
     """Show what a run found: axes ranked by how much they lean, CAS per counterfactual, concepts
     (for a batch or an exploration: its leaderboard; for a trace: its tables)."""

@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING
 
 import typer
 
+from auditor.commands import common
 from auditor.core.console import out, print_json
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -14,7 +15,7 @@ if TYPE_CHECKING:  # pragma: no cover
 
 
 def runs(
-    runs_dir: Path | None = typer.Option(None, "--runs-dir", help="Runs folder (default: AUDITOR_RUNS_DIR or ./runs)."),
+    runs_dir: Path | None = common.RUNS_DIR,
     json_output: bool = typer.Option(False, "--json", help="Print a JSON list."),
 ) -> None:
     """List runs: id, prompt, date, status and models."""

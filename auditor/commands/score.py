@@ -38,7 +38,7 @@ def score(
     bootstrap: int | None = common.BOOTSTRAP_OPTIONAL,
     ci_method: common.IntervalMethodChoice | None = common.CI_METHOD_OPTIONAL,
     ci_seed: int | None = common.CI_SEED_OPTIONAL,
-    runs_dir: Path | None = typer.Option(None, "--runs-dir", help="Where run ids are looked up (default: ./runs)."),
+    runs_dir: Path | None = common.RUNS_DIR,
     json_output: bool = typer.Option(False, "--json", help="Print one JSON object."),
 ) -> None:
     """Score a TIBET result file or a run from its stored answers: CAS per counterfactual, BAV per axis,

@@ -77,8 +77,8 @@ def trace(
     steps: int | None = common.steps_option(),
     guidance: float | None = common.guidance_option(),
     scheduler: str | None = common.SCHEDULER,
-    width: int | None = typer.Option(None, "--width", help="Image width in pixels."),
-    height: int | None = typer.Option(None, "--height", help="Image height in pixels."),
+    width: int | None = common.WIDTH,
+    height: int | None = common.HEIGHT,
     vqa_batch_size: int = typer.Option(
         16, "--vqa-batch-size", min=1, help="Image-question pairs per VQA forward pass."
     ),
@@ -99,7 +99,7 @@ def trace(
     resume: str | None = typer.Option(
         None, "--resume", help="Continue an earlier trace run (id or folder) with its own settings."
     ),
-    runs_dir: Path | None = typer.Option(None, "--runs-dir", help="Runs folder (default: AUDITOR_RUNS_DIR or ./runs)."),
+    runs_dir: Path | None = common.RUNS_DIR,
     device: str | None = common.DEVICE,
     allow_partial_weights: bool = common.ALLOW_PARTIAL_WEIGHTS,
     executor: str = typer.Option(
