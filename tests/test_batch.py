@@ -131,6 +131,16 @@ def test_an_interrupted_batch_resumes_without_recomputing(tiny_models, tmp_path)
     assert cache.misses["plan"] == 0  # the plans are in the audits' records
     assert len(record.leaderboard) == 3
 
+    class Notices(QuietProgress):
+        said: list[str] = []
+
+        def notice(self, message: str) -> None:
+            self.said.append(message)
+
+    again = resume_batch("b", store, cache, Notices()).run()  # complete: nothing is run, the audits are ranked
+    assert Notices.said == ["run b is already complete; ranking its audits and writing its report again"]
+    assert again.leaderboard == record.leaderboard and cache.misses["generate"] == 3 * 3 * 2 - made
+
     saved = batch.run_dir / "record.json"  # an audit's folder edited to leave the batch's: one line
     saved.write_text(saved.read_text().replace('"audits/', '"../', 1))
     with pytest.raises(AuditorError, match=r"audits\.0\.folder: String should match pattern") as caught:

@@ -100,3 +100,22 @@ def test_unwritable_output_paths_are_one_line(tmp_path, args, env):
     assert "Traceback" not in result.stderr
     assert result.stderr.startswith("error: ") and str(blocker) in result.stderr
     assert len(result.stderr.strip().splitlines()) == 1, result.stderr
+
+
+@pytest.mark.parametrize(
+    "command, refused",
+    [
+        (["prompt", "--executor", "bogus"], "unknown executor 'bogus'"),
+        (["batch", "--executor", "bogus"], "unknown executor 'bogus'"),
+        (["explore", "--executor", "bogus"], "unknown executor 'bogus'"),
+        (["amplification", "run", "--executor", "bogus", "--ray-address", "auto"], "unknown executor 'bogus'"),
+        (["trace", "--executor", "overlapped"], "auditor trace runs its stages one after the other"),
+        (["t2iat", "occupations", "--executor", "bogus"], "unknown executor 'bogus'"),
+    ],
+)
+def test_resume_checks_its_options_before_it_looks_for_the_run_or_opens_the_cache(tmp_path, command, refused):
+    result = run_auditor(*command, "--resume", "no-such-run")
+    assert result.returncode == 2, result.stderr
+    lines = [line for line in result.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1 and refused in lines[0], result.stderr
+    assert not (tmp_path / "cache.sqlite").exists() and not (tmp_path / "runs").exists()

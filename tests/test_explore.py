@@ -219,6 +219,8 @@ def test_killed_and_resumed_it_recomputes_nothing(world, tmp_path, stage, stop_a
     assert partial.rounds[-1].status == "running"  # the round was charged and planned, not finished
     made, asked = len(world.image_requests()), len(vision_requests(world))
     assert 0 < made <= partial.images_spent
+    killed_round_cached = cache.entries("generate") - sum(r.images_generated for r in partial.rounds)
+    assert killed_round_cached > 0
     cache.close()
 
     # What the partial record holds is cached. This Ctrl-C is raised by a progress callback on the writer
@@ -232,9 +234,10 @@ def test_killed_and_resumed_it_recomputes_nothing(world, tmp_path, stage, stop_a
     record = resume_exploration("x", RunStore(tmp_path / "runs"), cache, QuietProgress()).run()
     assert record.status == "completed" and record.errors == []
     assert cache.misses["generate"] == record.images_spent - len(kept)  # nothing the partial record held made again
-    # the killed attempt's images count as generated, not as reused: the cache was empty when each round was planned
-    assert [r.images_generated for r in record.rounds] == [r.images_charged for r in record.rounds]
+    # the images the killed attempt cached are not counted as reused (the cache was empty when each round was
+    # planned), nor as generated: that counts what the attempts that finished a round's images made
     assert record.images_reused == 0 and all(r.images_reused == 0 for r in record.rounds)
+    assert sum(r.images_generated for r in record.rounds) == record.images_spent - killed_round_cached
     assert len(world.image_requests()) == made + cache.misses["generate"]  # and nothing beyond the misses
     assert cache.misses["perceive"] == 2 * (record.images_spent - len(answered))  # gender + caption of the rest
     assert len(vision_requests(world)) == asked + cache.misses["perceive"]

@@ -11,7 +11,7 @@ Not a command itself; like every command module it imports nothing heavy at the 
 from __future__ import annotations
 
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from enum import Enum
 from pathlib import Path
@@ -195,19 +195,25 @@ def resumed_options(ctx: typer.Context, allowed: frozenset[str] = RESUME_OPTIONS
     return typed
 
 
-#: Options that say where one of the run's models is now (config field -> the model).
+#: Options that say where one of the run's models is now (each names a field of the run's config).
 MODEL_OPTIONS = ("t2i", "vqa", "embedder", "text_embedder")
 
 
-def resumption(ctx: typer.Context, allowed: frozenset[str] = RESUME_OPTIONS) -> Resumption:
-    """For ``--resume``: what the command line may change about the run (only ``allowed`` options may be
-    given; see :func:`resumed_options`), with ``--ray-address`` applied for this process."""
-    from auditor.executors import use_ray_address
+def resumption(
+    ctx: typer.Context, allowed: frozenset[str] = RESUME_OPTIONS, executors: Callable[[str], str] | None = None
+) -> Resumption:
+    """For ``--resume``: what the command line may change about the run, checked before any file is opened.
+
+    Only ``allowed`` options may be given (see :func:`resumed_options`); ``--executor`` is
+    checked by ``executors`` (the study's check; default: any installed executor), and
+    ``--ray-address`` applied for this process.
+    """
+    from auditor.executors import check_executor, use_ray_address
     from auditor.studies.run import Resumption
 
     typed = set(resumed_options(ctx, allowed))
     params = ctx.params
-    executor = params["executor"] if "executor" in typed else None
+    executor = (executors or check_executor)(params["executor"]) if "executor" in typed else None
     use_ray_address(executor, params.get("ray_address"))
     return Resumption(
         device=params.get("device"),

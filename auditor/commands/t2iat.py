@@ -24,8 +24,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from auditor.core.cache import ContentCache
     from auditor.core.store import RunStore
     from auditor.studies.progress import ProgressReporter
-    from auditor.studies.run import StudyRun
-    from auditor.studies.t2iat import StudyOptions
+    from auditor.studies.t2iat import StudyOptions, T2IATStudy
 
 app = typer.Typer(
     name="t2iat",
@@ -144,8 +143,8 @@ def _study_options(
 
 def _run_study(
     ctx: typer.Context,
-    start: Callable[[RunStore, ContentCache, ProgressReporter], StudyRun] | None,
-    study_type: type[StudyRun],
+    start: Callable[[RunStore, ContentCache, ProgressReporter], T2IATStudy] | None,
+    study_type: type[T2IATStudy],
     runs_dir: Path | None,
     quiet: bool,
     json_output: bool,
@@ -154,13 +153,12 @@ def _run_study(
     and run it with progress on stderr; Ctrl-C or an error says how to continue it."""
     from auditor.studies.t2iat import resume_t2iat
 
-    resumption = common.resumption(ctx, RESUME_OPTIONS) if start is None else None
+    if start is None:
+        resumption = common.resumption(ctx, RESUME_OPTIONS)
+        start = partial(resume_t2iat, study_type, ctx.params["resume"], resumption=resumption)
     store = common.run_store(runs_dir)
     with common.study_session(quiet, json_output) as (cache, progress):
-        if resumption is None:
-            study = start(store, cache, progress)
-        else:
-            study = resume_t2iat(study_type, ctx.params["resume"], store, cache, progress, resumption)
+        study = start(store, cache, progress)
         return common.run_resumable(study), study.run_dir
 
 
@@ -198,7 +196,7 @@ def run(
     if (test_name is None) == (resume is None):
         raise AuditorError("name a test (see `auditor t2iat list`) or a YAML file, or continue a run with --resume")
     start = None
-    if resume is None:
+    if test_name is not None:
         test, source = resolve_test(test_name)
         options = _study_options(
             t2i, embedder, images, seed, batch_size, compile_models, executor, ray_address, steps, guidance,

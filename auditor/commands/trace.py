@@ -116,13 +116,14 @@ def trace(
     text encoder, the final latent and the image; objects, bias scores, χ² tests and dependency groups."""
     from auditor.executors import use_ray_address
     from auditor.studies.trace import resume_trace, start_trace
+    from auditor.studies.trace_options import check_trace_executor
 
     store = common.run_store(runs_dir)
     options = None
     if resume:
         if captions is not None:
             raise AuditorError("--resume continues a run with its own triplets; leave out CAPTIONS_FILE")
-        resumption = common.resumption(ctx, RESUME_OPTIONS)
+        resumption = common.resumption(ctx, RESUME_OPTIONS, check_trace_executor)
     else:
         options = _options(
             captions, professions, caption_column, limit, seeds_per_triplet, seed, t2i, vqa, embedders, detector,

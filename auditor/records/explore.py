@@ -187,7 +187,10 @@ class Round(Record):
         ge=0, description="Images the round had to generate, counted against --max-images before any was made."
     )
     images_generated: int = Field(
-        default=0, ge=0, description="Images generated for the round, over all its attempts (0 until all exist)."
+        default=0,
+        ge=0,
+        description="Images generated for the round by the attempts that finished its images (generated and asked "
+        "about); those of an attempt cut short are cached, and counted neither here nor in images_reused.",
     )
     images_reused: int = Field(
         default=0, ge=0, description="Images the content cache held when the round was planned (not charged)."

@@ -119,6 +119,8 @@ def _finished(folder: Path, cache: ContentCache, progress: ProgressReporter) -> 
 class Batch(StudyRun[BatchRecord]):
     """The batch's folder and record, and its prompts' audits, run stage by stage."""
 
+    completed_again = "ranking its audits and writing its report again"
+
     def __init__(
         self,
         run_dir: Path,

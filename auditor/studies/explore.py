@@ -68,6 +68,8 @@ CHECKPOINT_SECONDS = 2.0
 class Exploration(StudyRun[ExploreRecord]):
     """One exploration in its run folder: rounds of propose -> guard -> plan -> allocate, then confirm."""
 
+    completed_again = "its rounds and confirmation are done; writing its report again"
+
     def __init__(
         self,
         run_dir: Path,

@@ -226,11 +226,10 @@ def generate_and_perceive(study: Exploration, current: Round) -> None:
     reader = RoundQuestions(study, {key: dict(sorted(q.items())) for key, q in asked.items()}, caption, checkpoint)
     counts = study.run_images(requests, [reader])
     study.record.answers = merge_answers(before, reader.answers())
-    if counts.computed > current.images_charged:
+    current.images_generated += counts.computed
+    if current.images_generated > current.images_charged:
         raise AuditorError(
-            f"internal error: round {current.round} generated {counts.computed} images but was charged "
+            f"internal error: round {current.round} generated {current.images_generated} images but was charged "
             f"{current.images_charged}"
         )
-    # Every charged image now exists: made in this attempt or in one a kill or an error cut short.
-    current.images_generated = current.images_charged
     study.save()

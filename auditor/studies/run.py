@@ -18,7 +18,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Generic, TypeVar
+from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypeVar
 
 from auditor.core.cache import ContentCache
 from auditor.core.devices import release_accelerator_memory
@@ -87,9 +87,10 @@ def reopen_run(run: str, store: RunStore, record_type: type[RecordT]) -> tuple[P
 class Resumption:
     """What ``--resume`` may change about a run: where its models are, and where and how its stages run.
 
-    None of it changes a number: the cache keys on the weights' fingerprints, so other weights
-    never reuse the first attempt's results, and the device, executor and VQA concurrency
-    change where and how fast the same work runs. A run's other settings are its own.
+    The device, executor and VQA concurrency change where and how fast the same work runs, not
+    its results. A model given again is recorded with its own fingerprint, and the cache keys on
+    it, so other weights never reuse the first attempt's results (``--allow-partial-weights``
+    and an embedder turned off are recorded too). Every other setting is the run's own.
     """
 
     device: str | None = None
@@ -163,6 +164,9 @@ class StudyRun(Generic[RecordT]):
     settings and embedder. A study subclasses it (or uses it as it is) with its own
     record type and passes its steps to :meth:`execute`.
     """
+
+    #: What running a completed run again does (said when ``--resume`` names one).
+    completed_again: ClassVar[str] = "rescoring from cached results"
 
     def __init__(
         self,
@@ -261,6 +265,10 @@ class StudyRun(Generic[RecordT]):
                 self._timed.add(name)
                 self.record.timings = [t for t in self.record.timings if t.stage != name] + [timing]
 
+    def run(self) -> RecordT:
+        """Run (or resume) the study's steps with :meth:`execute`; the record's status says how it ended."""
+        raise NotImplementedError(f"{type(self).__name__} names no steps")
+
     def execute(self, steps: Sequence[tuple[Stage, Callable[[], None]]]) -> None:
         """Run the steps in order; the record ends ``completed``, ``failed`` or ``interrupted``."""
         self.begin()
@@ -272,8 +280,8 @@ class StudyRun(Generic[RecordT]):
         """Start an attempt: the record says ``running`` and forgets the errors of an earlier one; what a
         killed attempt left half-written is removed."""
         remove_partial_writes(self.run_dir)
-        if self.record.status == "completed":  # resumed: every stage takes its results from the cache
-            self.progress.notice(f"run {self.record.run_id} is already complete; rescoring from cached results")
+        if self.record.status == "completed":
+            self.progress.notice(f"run {self.record.run_id} is already complete; {self.completed_again}")
         self.record.status = "running"
         self.record.errors = []
         self.record.environment = collect_environment()

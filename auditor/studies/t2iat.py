@@ -12,7 +12,7 @@ with the same models and seeds takes every image and embedding from the cache.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
 import numpy as np
 
@@ -221,14 +221,18 @@ def start_occupations(
 # --------------------------------------------------------------------------- resume
 
 
+#: Either T2IAT study.
+T2IATStudy = TypeVar("T2IATStudy", T2IATTestRun, OccupationsRun)
+
+
 def resume_t2iat(
-    study: type[T2IATTestRun] | type[OccupationsRun],
+    study: type[T2IATStudy],
     run: str,
     store: RunStore,
     cache: ContentCache,
     progress: ProgressReporter,
     resumption: Resumption = Resumption(),
-) -> T2IATTestRun | OccupationsRun:
+) -> T2IATStudy:
     """Reopen a T2IAT test or occupation study with its own settings; finished work comes from the cache.
 
     ``resumption`` may say where the run's models are now (``t2i``, ``embedder``) and which
