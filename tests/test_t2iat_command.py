@@ -436,6 +436,9 @@ def test_occupations_resume_takes_only_where_and_how_and_refuses_other_runs(tmp_
     assert "use --resume occ or another --name" in taken.stderr
     changed = run_auditor("t2iat", "occupations", "--resume", "occ", "--images", "3", "--prompt", "{occupation}")
     _assert_one_line_error(changed, "--resume continues a run with its own settings; --images, --prompt cannot")
+    elsewhere = run_auditor("t2iat", "occupations", "--resume", "occ", "--ray-address", "auto")
+    _assert_one_line_error(elsewhere, "--ray-address is for runs on Ray; this run's executor is sequential")
+    assert OccupationsRecord.model_validate_json((tmp_path / "runs" / "occ" / "record.json").read_text()) == resumed
     other_kind = run_auditor("t2iat", "run", "--resume", "occ")
     _assert_one_line_error(other_kind, "is a T2IAT occupation study record; this command reads T2IAT test records")
     _assert_one_line_error(run_auditor("t2iat", "run"), "name a test")

@@ -221,6 +221,7 @@ def resumption(
         vqa_concurrency=params["vqa_concurrency"] if "vqa_concurrency" in typed else None,
         allow_partial_weights=bool(params.get("allow_partial_weights")),
         executor=executor,
+        ray_address=params.get("ray_address") is not None,
     )
 
 

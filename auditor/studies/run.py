@@ -99,6 +99,8 @@ class Resumption:
     vqa_concurrency: int | None = None
     allow_partial_weights: bool = False
     executor: str | None = None
+    #: Whether ``--ray-address`` was given (it needs the run to be on Ray, by its own config or ``executor``).
+    ray_address: bool = False
 
     def without_model(self, name: str) -> Resumption:
         """The same, with no new place for the model ``name`` (a study that handles it itself)."""
@@ -113,6 +115,8 @@ class Resumption:
             config.allow_partial_weights = True
         if self.executor is not None:
             config.executor = executors(self.executor)
+        if self.ray_address and config.executor != "ray":
+            raise AuditorError(f"--ray-address is for runs on Ray; this run's executor is {config.executor}")
         if self.vqa_concurrency is not None:
             config.perception.concurrency = self.vqa_concurrency
         for name, spec in self.models.items():
