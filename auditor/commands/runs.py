@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shlex
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -26,7 +27,7 @@ def runs(
 
     store = RunStore(runs_dir or get_settings().runs_dir)
     rows = [
-        _row(record) if record is not None else {"run_id": folder.name, "status": "unreadable"}
+        _row(folder, record) if record is not None else {"run_id": folder.name, "status": "unreadable"}
         for folder, record in store.list_records()
     ]
     if json_output:
@@ -43,11 +44,15 @@ def runs(
         models = "\n".join(row.get("models", []))
         table.add_row(row["run_id"], row.get("prompt", ""), row.get("created_at", ""), row["status"], models)
     out.print(table)
+    for row in rows:
+        if "resume" in row:
+            out.print(f"{row['run_id']} ({row['status']}) continues with: {row['resume']}", markup=False, highlight=False, soft_wrap=True)
 
 
-def _row(record: AnyRecord) -> dict:
-    """One listing row: what was audited, when, how it ended, with which models."""
-    return {
+def _row(folder: Path, record: AnyRecord) -> dict:
+    """One listing row: what was audited, when, how it ended, with which models, and for a run that did not
+    complete, the command that continues it (``running`` is also what a killed run says)."""
+    row = {
         "run_id": record.run_id,
         "kind": record.kind,
         "prompt": record.subject(),
@@ -55,6 +60,9 @@ def _row(record: AnyRecord) -> dict:
         "status": record.status,
         "models": [ref.spec for ref in record.models()],
     }
+    if record.status != "completed":
+        row["resume"] = f"{record.made_by} --resume {shlex.quote(str(folder))}"
+    return row
 
 
 def register(app: typer.Typer) -> None:
