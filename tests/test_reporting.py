@@ -278,6 +278,38 @@ def test_html_links_only_images_inside_the_run_folder(tmp_path):
     assert "outside the run folder" in html and "file missing" in html
 
 
+@pytest.mark.parametrize(
+    "largest, bound",
+    [(0.0, 0.01), (0.00013, 0.0002), (0.0099, 0.01), (0.013, 0.02), (0.021, 0.025), (0.3, 0.5), (1.7, 2.0)],
+)
+def test_range_chart_bounds_round_up_to_one_two_two_and_a_half_or_five(largest, bound):
+    from auditor.reporting.html import _nice_bound
+
+    assert _nice_bound(largest) == pytest.approx(bound)
+
+
+def test_range_chart_geometry_is_symmetric_around_zero():
+    from auditor.reporting.html import Spread, range_chart
+
+    chart = range_chart(
+        [
+            Spread("a", (-0.1, 0.0, 0.2), 0.05, "a", reference=-0.3),  # largest |value| 0.3: the scale is [-0.5, 0.5]
+            Spread("b", None, None, "no image"),
+        ],
+        title="t",
+        axis_label="x",
+    )
+    left, width = chart.label_width, chart.plot_width
+
+    def x(value: float) -> float:
+        return pytest.approx(left + (value + 0.5) / 1.0 * width, abs=0.01)
+
+    a, b = chart.rows
+    assert chart.zero == x(0.0) and [t.label for t in chart.ticks] == ["-0.5", "-0.25", "0", "+0.25", "+0.5"]
+    assert a.box == (x(-0.1), x(0.2)) and a.median == x(0.0) and a.mean == x(0.05) and a.reference == x(-0.3)
+    assert (b.box, b.median, b.mean, b.reference) == (None, None, None, None)
+
+
 def test_bar_chart_geometry():
     chart = bar_chart(
         [Bar("a", 0.5, "0.50"), Bar("b", 2.0, "2.00"), Bar("a long label " * 4, 0.25, "0.25")],

@@ -11,6 +11,7 @@ import pytest
 
 from auditor.core.errors import AuditorError, BackendError
 from auditor.records import GenerationSettings, OccupationsRecord, T2IATRecord
+from auditor.reporting.t2iat_html import association_text
 from auditor.studies.t2iat_tests import (
     all_prompts,
     builtin_names,
@@ -323,6 +324,13 @@ def test_run_a_custom_test_end_to_end_with_tiny_models(tmp_path, tiny_models):
     assert record.result.n_x == 4 and record.result.n_y == 2  # 2 prompts x 2 images; 1 prompt x 2 images
     assert summary["association"] == record.result.association
 
+    # report.html: the result in words, the Asc spread of X and Y, the images, every number explained
+    html = Path(summary["report_html"]).read_text(encoding="utf-8")
+    assert Path(summary["report_html"]).parent == run_dir
+    assert association_text(record.result) in html and "T2IAT Roses vs. Ants" in html
+    assert "X: Flowers" in html and "mean " in html and 'src="images/XA/' in html
+    assert "Asc of an image" in html and "Effect size d" in html
+
     # The recorded numbers follow from the images on disk and the same CLIP model.
     asc_x, asc_y = _recompute_asc(record, run_dir, tiny_models.clip)
     np.testing.assert_allclose(record.association_scores["X"], asc_x, rtol=1e-4, atol=1e-7)
@@ -415,7 +423,7 @@ def test_an_interrupted_test_resumes_without_recomputing_and_matches_a_fresh_run
 
 
 def test_occupations_resume_takes_only_where_and_how_and_refuses_other_runs(tmp_path, tiny_models):
-    (tmp_path / "jobs.txt").write_text("chef\n")
+    (tmp_path / "jobs.txt").write_text("chef <i>de cuisine</i>\n")
     models = ["--t2i", f"diffusers:{tiny_models.t2i}", "--embedder", f"clip:{tiny_models.clip}"]
     first = run_auditor(
         "t2iat", "occupations", "--occupations", "jobs.txt", *models, "--images", "2", "--steps", "2",
@@ -430,6 +438,11 @@ def test_occupations_resume_takes_only_where_and_how_and_refuses_other_runs(tmp_
     timings = {t.stage: t for t in resumed.timings}
     assert (timings["generate"].computed, timings["generate"].cached) == (0, 6)
     assert resumed.occupations == record.occupations and json.loads(again.stdout)["run_dir"].endswith("occ")
+    html = Path(json.loads(again.stdout)["report_html"]).read_text(encoding="utf-8")  # the occupation is escaped
+    assert "chef &lt;i&gt;de cuisine&lt;/i&gt;" in html and "<i>de cuisine" not in html
+    assert "a photo of a female chef &lt;i&gt;" in html and html.count('src="images/') == 6
+    occupation = resumed.occupations[0]
+    assert f"image {occupation.image_association:+.3g}, text {occupation.text_association:+.3g}" in html
 
     taken = run_auditor("t2iat", "occupations", "--occupations", "jobs.txt", *models, "--name", "occ")
     _assert_one_line_error(taken, "run 'occ' already exists")

@@ -277,6 +277,112 @@ def scatter_chart(
     )
 
 
+# --------------------------------------------------------------------------- SVG range charts (signed values)
+
+
+@dataclass(frozen=True)
+class Spread:
+    """Input of :func:`range_chart`: one row's values as quartiles and a mean, and optionally a reference value
+    the mean is compared with (drawn as an arrow from the reference to the mean)."""
+
+    label: str
+    quartiles: tuple[float, float, float] | None
+    mean: float | None
+    value_text: str
+    title: str = ""
+    reference: float | None = None
+
+
+@dataclass(frozen=True)
+class PlacedSpread:
+    """A row of a :class:`RangeChart` in SVG user units (None: nothing of that kind to draw)."""
+
+    lines: list[str]
+    title: str
+    value_text: str
+    y: float
+    middle: float
+    box: tuple[float, float] | None
+    median: float | None
+    mean: float | None
+    reference: float | None
+
+
+@dataclass(frozen=True)
+class RangeChart:
+    """Rows of signed values around a zero line: quartile boxes, means and references; the template only draws it."""
+
+    title: str
+    width: float
+    height: float
+    label_width: float
+    plot_width: float
+    zero: float
+    plot_bottom: float
+    rows: list[PlacedSpread]
+    ticks: list[Tick]
+    axis_label: str
+
+
+def _nice_bound(value: float) -> float:
+    """The smallest of 1, 2, 2.5 or 5 times a power of ten that is at least ``value`` (0.01 when it is 0)."""
+    if value <= 0:
+        return 0.01
+    power = 10 ** math.floor(math.log10(value))
+    return next(step * power for step in (1, 2, 2.5, 5, 10) if step * power >= value - 1e-12)
+
+
+def range_chart(spreads: list[Spread], *, title: str, axis_label: str, width: float = 760, wrap: int = 24) -> RangeChart:
+    """Lay out the rows on one symmetric scale around 0, wide enough for every quartile, mean and reference."""
+    values = [
+        abs(v)
+        for s in spreads
+        for v in (*(s.quartiles or ()), s.mean, s.reference)
+        if v is not None and math.isfinite(v)
+    ]
+    bound = _nice_bound(max(values, default=0.0))
+    label_width = min(wrap, label_chars([s.label for s in spreads], wrap)) * CHAR + 16
+    value_room = max((len(s.value_text) for s in spreads), default=4) * VALUE_CHAR + 14
+    plot_width = max(120.0, width - label_width - value_room)
+
+    def x_of(value: float | None) -> float | None:
+        if value is None or not math.isfinite(value):
+            return None
+        return round(label_width + (min(max(value, -bound), bound) + bound) / (2 * bound) * plot_width, 2)
+
+    rows, y = [], 8.0
+    for spread in spreads:
+        lines = _wrap(spread.label, wrap)
+        height = max(26.0, len(lines) * LINE + 10)
+        q = spread.quartiles
+        rows.append(
+            PlacedSpread(
+                lines=lines,
+                title=spread.title or spread.label,
+                value_text=spread.value_text,
+                y=y,
+                middle=y + height / 2,
+                box=(x_of(q[0]), x_of(q[2])) if q else None,  # type: ignore[arg-type]
+                median=x_of(q[1]) if q else None,
+                mean=x_of(spread.mean),
+                reference=x_of(spread.reference),
+            )
+        )
+        y += height
+    return RangeChart(
+        title=title,
+        width=width,
+        height=y + 36,
+        label_width=label_width,
+        plot_width=plot_width,
+        zero=x_of(0.0) or 0.0,
+        plot_bottom=y + 4,
+        rows=rows,
+        ticks=[Tick(x_of(f * bound) or 0.0, f"{f * bound:+g}" if f else "0") for f in (-1, -0.5, 0, 0.5, 1)],
+        axis_label=axis_label,
+    )
+
+
 def concept_charts(columns: list[ConceptColumn], *, axis_label: str) -> list[Chart]:
     """Small multiples, one chart per prompt set on a shared scale (the paper's Figures 19-21)."""
     concepts = [c for column in columns for c in column.concepts]

@@ -19,6 +19,7 @@ from auditor.records import (
     T2IATRecord,
     T2IATTestDefinition,
 )
+from auditor.reporting.html import REPORT_FILE
 
 
 def _say(console: Console, text: str) -> None:
@@ -47,7 +48,12 @@ def test_run_json(record: T2IATRecord, run_dir: Path) -> dict[str, Any]:
     """What ``auditor t2iat run --json`` prints: the test's names and its result's fields."""
     test, result = record.config.test, record.result
     names = {"test": test.name, "x": test.x.name, "y": test.y.name, "a": test.a.name, "b": test.b.name}
-    return {"run_dir": str(run_dir), **names, **(result.model_dump() if result else {})}
+    return {
+        "run_dir": str(run_dir),
+        "report_html": str(run_dir / REPORT_FILE),
+        **names,
+        **(result.model_dump() if result else {}),
+    }
 
 
 def render_test_run(record: T2IATRecord, run_dir: Path, console: Console) -> None:
@@ -62,7 +68,7 @@ def render_test_run(record: T2IATRecord, run_dir: Path, console: Console) -> Non
             f"  reading         S {'>' if result.association > 0 else '<='} 0: {test.x.name} images lean towards "
             f"{lean} more than {test.y.name} images do",
         )
-    _say(console, f"\nrun folder: {run_dir}")
+    _say(console, f"\nrun folder: {run_dir}\nHTML report: {run_dir / REPORT_FILE}")
 
 
 def render_test_list(tests: list[T2IATTestDefinition], console: Console) -> None:
@@ -81,6 +87,7 @@ def occupations_json(record: OccupationsRecord, run_dir: Path) -> dict[str, Any]
     """What ``auditor t2iat occupations --json`` prints: every occupation's numbers, image counts for the scores."""
     return {
         "run_dir": str(run_dir),
+        "report_html": str(run_dir / REPORT_FILE),
         "occupations": [
             result.model_dump(exclude={"image_scores", "prompt_ids"}) | {"images": len(result.image_scores)}
             for result in record.occupations
@@ -117,4 +124,4 @@ def render_occupations(record: OccupationsRecord, run_dir: Path, console: Consol
     for result in record.occupations:
         for warning in result.warnings:
             _say(console, f"note: {result.occupation}: {warning}")
-    _say(console, f"\nrun folder: {run_dir}")
+    _say(console, f"\nrun folder: {run_dir}\nHTML report: {run_dir / REPORT_FILE}")

@@ -33,6 +33,7 @@ from auditor.records import (
 from auditor.scoring.t2iat import occupation_ids, score_occupation, score_test
 from auditor.studies.progress import ProgressReporter
 from auditor.studies.run import (
+    RecordT,
     Resumption,
     StudyRun,
     check_images_and_seeds,
@@ -97,7 +98,19 @@ class StudyOptions:
 # --------------------------------------------------------------------------- a T2IAT test
 
 
-class T2IATTestRun(StudyRun[T2IATRecord]):
+class T2IATStudyRun(StudyRun[RecordT]):
+    """What both T2IAT studies share beyond every study's run: their page."""
+
+    def after_end(self) -> None:
+        """Write ``report.html`` however the run ended."""
+        from auditor.reporting.t2iat_html import write_t2iat_report
+
+        with self.stage("report"):
+            write_t2iat_report(self.record, self.run_dir)
+        self.save()
+
+
+class T2IATTestRun(T2IATStudyRun[T2IATRecord]):
     """One T2IAT test in its folder: G(X), G(Y), G(X^A), G(X^B), G(Y^A), G(Y^B) -> embeddings -> S, d and p."""
 
     record_type: ClassVar[type[T2IATRecord]] = T2IATRecord
@@ -145,7 +158,7 @@ def start_t2iat_test(
 # --------------------------------------------------------------------------- the occupation study
 
 
-class OccupationsRun(StudyRun[OccupationsRecord]):
+class OccupationsRun(T2IATStudyRun[OccupationsRecord]):
     """The occupation study in its folder: neutral, male and female images per occupation, image vs text
     gender association (paper §5.3-5.4)."""
 

@@ -1,0 +1,175 @@
+"""``report.html`` of the T2IAT studies: a test's S, d and p with the spread of its images' Asc, and the
+occupation study's image vs text association per occupation (the paper's Figures 3 and 4), each with
+the images behind the numbers.
+
+Like every page, it reads the record only and escapes every text (test names, stimuli,
+occupations and prompts come from users).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from auditor.records import AssociationResult, OccupationsRecord, PromptSet, T2IATRecord
+from auditor.reporting.glossary import METRICS
+from auditor.reporting.html import GRID_IMAGES, REPORT_FILE, Spread, image_url, range_chart
+
+#: Below this p-value a test's direction is stated without a caveat (the conventional level; the paper reports p).
+SIGNIFICANCE = 0.05
+#: What a test's page explains, in this order.
+TEST_METRICS = ("asc", "test_association", "effect_size", "p_value")
+#: What the occupation study's page explains, in this order.
+OCCUPATION_METRICS = ("asc", "image_association", "text_association", "stereotype_amplification", "p_value")
+
+
+@dataclass(frozen=True)
+class ImageRow:
+    """One prompt set on the page: its prompt and its first images (URL or why missing, and a tooltip)."""
+
+    label: str
+    prompt: str
+    images: list[dict[str, Any]]
+    more: int
+
+
+def association_text(result: AssociationResult) -> str:
+    """``S = +0.01234, d = +0.45 (small), p = 0.031 (exact over 924 splits)``."""
+    d = "undefined" if result.effect_size is None else f"{result.effect_size:+.2f} ({result.effect_label})"
+    how = f"exact over {result.permutations:,} splits" if result.exact else f"{result.permutations:,} permutations"
+    return f"S = {result.association:+.4g}, d = {d}, p = {result.p_value:.3g} ({how})"
+
+
+def _quartiles(values: list[float]) -> tuple[float, float, float] | None:
+    if not values:
+        return None
+    q1, median, q3 = np.percentile(values, [25, 50, 75])
+    return float(q1), float(median), float(q3)
+
+
+def _image_rows(record: T2IATRecord | OccupationsRecord, labelled: list[tuple[str, str]], run_dir: Path) -> list[ImageRow]:
+    """(label, prompt set id) -> rows of thumbnails, the first :data:`GRID_IMAGES` of each set."""
+    sets: dict[str, PromptSet] = {s.prompt_id: s for s in record.prompt_sets}
+    rows = []
+    for label, prompt_id in labelled:
+        prompt_set = sets.get(prompt_id)
+        if prompt_set is None:
+            continue
+        cells = []
+        for image in prompt_set.images[:GRID_IMAGES]:
+            src, missing = image_url(image.file, run_dir, run_dir)
+            seed = "" if image.seed is None else f", seed {image.seed}"
+            cells.append(
+                {
+                    "src": src,
+                    "missing": missing,
+                    "title": f"image {image.index}{seed}{' (flagged NSFW)' if image.flagged_nsfw else ''}",
+                    "alt": f"image {image.index} of {prompt_set.prompt}",
+                    "flagged_nsfw": image.flagged_nsfw,
+                }
+            )
+        rows.append(ImageRow(label, prompt_set.prompt, cells, max(0, len(prompt_set.images) - GRID_IMAGES)))
+    return rows
+
+
+def test_page(record: T2IATRecord, run_dir: Path) -> dict[str, Any]:
+    """What the test's page shows: the result in words, the Asc spread of X's and Y's images, the images."""
+    test = record.config.test
+    names = {"X": test.x.name, "Y": test.y.name, "A": test.a.name, "B": test.b.name}
+    group_names = {
+        "X": names["X"], "Y": names["Y"],
+        "XA": f"{names['X']} + {names['A']}", "XB": f"{names['X']} + {names['B']}",
+        "YA": f"{names['Y']} + {names['A']}", "YB": f"{names['Y']} + {names['B']}",
+    }  # fmt: skip
+    spreads = []
+    for group in ("X", "Y"):
+        scores = record.association_scores.get(group, [])
+        mean = float(np.mean(scores)) if scores else None
+        spreads.append(
+            Spread(
+                label=f"{group}: {names[group]}",
+                quartiles=_quartiles(scores),
+                mean=mean,
+                value_text="no usable image" if mean is None else f"mean {mean:+.3g} (n = {len(scores)})",
+                title=f"Asc of {len(scores)} images of {names[group]} against {group}A and {group}B",
+            )
+        )
+    chart = range_chart(
+        spreads,
+        title=f"Asc of the neutral images: towards {names['A']} (> 0) or {names['B']} (< 0)",
+        axis_label=f"Asc (> 0: closer to the {names['A']}-guided images)",
+    )
+    result = record.result
+    reading = None
+    if result is not None:
+        toward = names["A"] if result.association > 0 else names["B"]
+        reading = (
+            f"{names['X']} images lean towards {toward} more than {names['Y']} images do"
+            if result.association != 0
+            else f"{names['X']} and {names['Y']} images lean the same way"
+        )
+        if result.p_value >= SIGNIFICANCE:
+            reading += f", but regrouping the images at random gives a difference this large as often (p ≥ {SIGNIFICANCE})"
+    groups = [
+        (group_names[group], _image_rows(record, [(pid, pid) for pid in record.groups.get(group, [])], run_dir))
+        for group in ("X", "Y", "XA", "XB", "YA", "YB")
+    ]
+    return {
+        "names": names,
+        "chart": chart,
+        "summary": association_text(result) if result is not None else None,
+        "reading": reading,
+        "groups": groups,
+        "shown": GRID_IMAGES,
+        "glossary": [METRICS[key] for key in TEST_METRICS],
+    }
+
+
+def occupations_page(record: OccupationsRecord, run_dir: Path) -> dict[str, Any]:
+    """What the occupation study's page shows: Fig. 3 and Fig. 4 in one chart, the table, the images."""
+    spreads = [
+        Spread(
+            label=o.occupation,
+            quartiles=tuple(o.quartiles) if len(o.quartiles) == 3 else None,  # type: ignore[arg-type]
+            mean=o.image_association,
+            reference=o.text_association,
+            value_text=(
+                "no usable image"
+                if o.image_association is None
+                else f"image {o.image_association:+.3g}, text {o.text_association:+.3g}"
+            ),
+            title=f"{o.occupation}: {len(o.image_scores)} neutral images",
+        )
+        for o in record.occupations
+    ]
+    chart = range_chart(
+        spreads,
+        title="Gender association per occupation: images (box and dot) against the prompts' text (ring)",
+        axis_label="Asc (> 0: closer to the male images or prompt)",
+    )
+    images = {
+        o.occupation: _image_rows(record, [(kind, o.prompt_ids[kind]) for kind in ("neutral", "male", "female")], run_dir)
+        for o in record.occupations
+    }
+    return {"chart": chart, "images": images, "glossary": [METRICS[key] for key in OCCUPATION_METRICS]}
+
+
+def write_t2iat_report(record: T2IATRecord | OccupationsRecord, run_dir: Path) -> Path:
+    """Write ``run_dir/report.html`` for a T2IAT test or occupation study (atomically) and return its path."""
+    from auditor import __version__
+    from auditor.core.store import atomic_write_text
+    from auditor.reporting.html import template_environment
+
+    run_dir = Path(run_dir)
+    page = test_page(record, run_dir) if isinstance(record, T2IATRecord) else occupations_page(record, run_dir)
+    html = (
+        template_environment()
+        .get_template("t2iat.html.j2")
+        .render(record=record, config=record.config, page=page, auditor_version=__version__)
+    )
+    path = run_dir / REPORT_FILE
+    atomic_write_text(path, html)
+    return path
