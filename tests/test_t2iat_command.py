@@ -330,6 +330,8 @@ def test_run_a_custom_test_end_to_end_with_tiny_models(tmp_path, tiny_models):
     assert association_text(record.result) in html and "T2IAT Roses vs. Ants" in html
     assert "X: Flowers" in html and "mean " in html and 'src="images/XA/' in html
     assert "Asc of an image" in html and "Effect size d" in html
+    shown = run_auditor("t2iat", "report", "first", "--json")  # the stored run shown again, as it was printed
+    assert shown.returncode == 0 and json.loads(shown.stdout) == summary
 
     # The recorded numbers follow from the images on disk and the same CLIP model.
     asc_x, asc_y = _recompute_asc(record, run_dir, tiny_models.clip)
@@ -442,6 +444,9 @@ def test_occupations_resume_takes_only_where_and_how_and_refuses_other_runs(tmp_
     assert "chef &lt;i&gt;de cuisine&lt;/i&gt;" in html and "<i>de cuisine" not in html
     assert "a photo of a female chef &lt;i&gt;" in html and html.count('src="images/') == 6
     occupation = resumed.occupations[0]
+    rewritten = run_auditor("t2iat", "report", "occ", "--html")
+    assert rewritten.returncode == 0 and rewritten.stdout.strip() == json.loads(again.stdout)["report_html"]
+    assert "chef <i>de cuisine</i>" in run_auditor("t2iat", "report", "occ").stdout  # the terminal prints it as is
     assert f"image {occupation.image_association:+.3g}, text {occupation.text_association:+.3g}" in html
 
     taken = run_auditor("t2iat", "occupations", "--occupations", "jobs.txt", *models, "--name", "occ")
@@ -455,6 +460,7 @@ def test_occupations_resume_takes_only_where_and_how_and_refuses_other_runs(tmp_
     other_kind = run_auditor("t2iat", "run", "--resume", "occ")
     _assert_one_line_error(other_kind, "is a T2IAT occupation study record; this command reads T2IAT test records")
     _assert_one_line_error(run_auditor("t2iat", "run"), "name a test")
+    _assert_one_line_error(run_auditor("t2iat", "report", "nope"), "no run 'nope'")
     _assert_one_line_error(run_auditor("t2iat", "run", "weat-1", "--resume", "occ"), "name a test")
 
 
@@ -490,3 +496,12 @@ def test_score_occupation_by_hand_and_with_missing_images():
     flagged = score_occupation("chef", vectors | {"chef/female": np.zeros((0, 0))}, texts, permutations=100, seed=0)
     assert flagged.image_association is None and flagged.amplification is None and flagged.quartiles == []
     assert flagged.text_association == pytest.approx(-0.2) and flagged.warnings
+
+
+def test_report_refuses_a_run_of_another_study(tmp_path):
+    from auditor.core.store import write_model
+    from tests.factories import make_record
+
+    write_model(tmp_path / "runs" / "p" / "record.json", make_record("p"))
+    refused = run_auditor("t2iat", "report", "p")
+    _assert_one_line_error(refused, "is a prompt audit record; auditor t2iat report reads T2IAT runs")

@@ -3,7 +3,7 @@
 ``score`` rescores saved embeddings without any model; ``run`` generates, embeds and
 scores one of the paper's eight tests or a custom YAML test; ``occupations`` runs the
 gender-occupation study (per-occupation distributions and stereotype amplification);
-``list`` shows the built-in tests.
+``report`` shows a stored run of either again; ``list`` shows the built-in tests.
 """
 
 from __future__ import annotations
@@ -264,6 +264,36 @@ def occupations(
     from auditor.reporting.t2iat import occupations_json, render_occupations
 
     _show(record, run_dir, quiet, json_output, occupations_json, render_occupations)
+
+
+# --------------------------------------------------------------------------- report
+
+
+@app.command("report")
+def report(
+    run_id: str = typer.Argument(
+        ..., metavar="RUN", help="Run id (looked up in the runs folder), run folder, or record.json."
+    ),
+    html: bool = typer.Option(False, "--html", help="(Re)write report.html in the run folder and print its path."),
+    json_output: bool = _JSON,
+    runs_dir: Path | None = _RUNS_DIR,
+) -> None:
+    """Show a stored T2IAT test or occupation study again: terminal, JSON, or a fresh report.html."""
+    from auditor.core.store import RECORD_FILE
+    from auditor.records import OccupationsRecord, T2IATRecord, load_any_record
+    from auditor.reporting.t2iat import occupations_json, render_occupations, render_test_run, test_run_json
+    from auditor.reporting.t2iat_html import write_t2iat_report
+
+    folder = common.run_store(runs_dir).resolve(run_id)
+    record = load_any_record(folder / RECORD_FILE)
+    if not isinstance(record, T2IATRecord | OccupationsRecord):
+        raise AuditorError(f"{folder} is a {record.title} record; auditor t2iat report reads T2IAT runs")
+    if html:
+        out.print(str(write_t2iat_report(record, folder)), markup=False, highlight=False, soft_wrap=True)
+    elif isinstance(record, T2IATRecord):
+        _show(record, folder, False, json_output, test_run_json, render_test_run)
+    else:
+        _show(record, folder, False, json_output, occupations_json, render_occupations)
 
 
 def _show(
