@@ -533,3 +533,17 @@ def test_compare_with_a_run_without_some_cas(tmp_path):
     page = write_comparison_html(view, tmp_path / "compare.html", FIXTURES / a.run_id, FIXTURES / a.run_id)
     html = page.read_text(encoding="utf-8")
     assert "no CAS" in html and "no BAV" in html
+
+
+def test_each_glossary_key_is_listed_once_so_no_study_explains_another_studys_number():
+    from importlib import resources
+
+    import yaml
+
+    from auditor.reporting.glossary import METRICS
+
+    entries = yaml.safe_load(resources.files("auditor.reporting").joinpath("glossary.yaml").read_text())["metrics"]
+    keys = [entry["key"] for entry in entries]
+    assert len(keys) == len(set(keys)) == len(METRICS)
+    assert METRICS["difference"].name == "Held-out CAS difference"  # explore's, not the trace's similarity difference
+    assert "Benjamini-Hochberg" in METRICS["p_adjusted"].description and "Holm" in METRICS["trace_p_adjusted"].description

@@ -34,6 +34,10 @@ class MetricInfo:
 
 def _load() -> dict[str, MetricInfo]:
     text = resources.files("auditor.reporting").joinpath("glossary.yaml").read_text(encoding="utf-8")
+    entries = yaml.safe_load(text)["metrics"]
+    keys = [entry["key"] for entry in entries]
+    if repeated := sorted({key for key in keys if keys.count(key) > 1}):
+        raise ValueError(f"glossary.yaml lists {', '.join(repeated)} twice: one would explain the other's number")
     return {
         entry["key"]: MetricInfo(
             key=entry["key"],
@@ -44,7 +48,7 @@ def _load() -> dict[str, MetricInfo]:
             value_range=entry["range"],
             lower_is_better=entry.get("lower_is_better"),
         )
-        for entry in yaml.safe_load(text)["metrics"]
+        for entry in entries
     }
 
 

@@ -32,7 +32,9 @@ REPORT_FILE = "report.html"
 #: Triplets listed in full in the reports (the record holds all of them).
 TRIPLETS_SHOWN = 10
 #: Glossary entries the trace report explains.
-TRACE_METRICS = ("difference", "sign_p", "co_occurrence", "bias_score", "p_adjusted", "dependency_group")
+TRACE_METRICS = (
+    "trace_difference", "sign_p", "co_occurrence", "bias_score", "trace_p_adjusted", "dependency_group",
+)  # fmt: skip
 GROUP_NAMES = {
     "explicitly_guided": "explicitly guided",
     "implicitly_guided": "implicitly guided",
