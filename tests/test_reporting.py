@@ -280,7 +280,10 @@ def test_html_links_only_images_inside_the_run_folder(tmp_path):
 
 @pytest.mark.parametrize(
     "largest, bound",
-    [(0.0, 0.01), (0.00013, 0.0002), (0.0099, 0.01), (0.013, 0.02), (0.021, 0.025), (0.3, 0.5), (1.7, 2.0)],
+    [
+        (0.0, 0.01), (5e-324, 0.01), (float("nan"), 0.01), (3e-13, 5e-13), (0.00013, 0.0002), (0.0099, 0.01),
+        (0.013, 0.02), (0.021, 0.025), (0.3, 0.5), (1.7, 2.0),
+    ],  # fmt: skip
 )
 def test_range_chart_bounds_round_up_to_one_two_two_and_a_half_or_five(largest, bound):
     from auditor.reporting.html import _nice_bound
@@ -308,6 +311,11 @@ def test_range_chart_geometry_is_symmetric_around_zero():
     assert chart.zero == x(0.0) and [t.label for t in chart.ticks] == ["-0.5", "-0.25", "0", "+0.25", "+0.5"]
     assert a.box == (x(-0.1), x(0.2)) and a.median == x(0.0) and a.mean == x(0.05) and a.reference == x(-0.3)
     assert (b.box, b.median, b.mean, b.reference) == (None, None, None, None)
+
+    odd = range_chart([Spread("nan", (float("nan"), 0.0, 0.1), None, "?")], title="t", axis_label="x").rows[0]
+    assert odd.box is None and odd.median is not None  # a box needs both ends
+    empty = range_chart([], title="t", axis_label="x")
+    assert empty.rows == [] and empty.ticks == []  # the template says "nothing recorded" instead
 
 
 def test_bar_chart_geometry():

@@ -461,6 +461,14 @@ def test_occupations_resume_takes_only_where_and_how_and_refuses_other_runs(tmp_
     _assert_one_line_error(other_kind, "is a T2IAT occupation study record; this command reads T2IAT test records")
     _assert_one_line_error(run_auditor("t2iat", "run"), "name a test")
     _assert_one_line_error(run_auditor("t2iat", "report", "nope"), "no run 'nope'")
+
+    # A resume that fails before scoring (a folder that is no CLIP model) keeps no earlier scores.
+    failed = run_auditor("t2iat", "occupations", "--resume", "occ", "--embedder", f"clip:{tiny_models.vqa}")
+    assert failed.returncode != 0
+    stale = OccupationsRecord.model_validate_json((tmp_path / "runs" / "occ" / "record.json").read_text())
+    assert stale.status == "failed" and stale.occupations == [] and stale.errors[-1].stage == "embed"
+    page = (tmp_path / "runs" / "occ" / "report.html").read_text(encoding="utf-8")
+    assert "Not scored" in page and "did not complete (failed)" in page and page.count('src="images/') == 6
     _assert_one_line_error(run_auditor("t2iat", "run", "weat-1", "--resume", "occ"), "name a test")
 
 
@@ -505,3 +513,45 @@ def test_report_refuses_a_run_of_another_study(tmp_path):
     write_model(tmp_path / "runs" / "p" / "record.json", make_record("p"))
     refused = run_auditor("t2iat", "report", "p")
     _assert_one_line_error(refused, "is a prompt audit record; auditor t2iat report reads T2IAT runs")
+
+
+def test_pages_of_unscored_runs_show_their_images_and_escape_every_name(tmp_path):
+    from auditor.core.environment import collect_environment
+    from auditor.records import GeneratedImage, ModelRef, OccupationsConfig, PromptSet, T2IATConfig
+    from auditor.reporting.t2iat_html import write_t2iat_report
+    from auditor.scoring.t2iat import occupation_ids
+
+    refs = {"t2i": ModelRef(spec="diffusers:m", backend="diffusers"), "embedder": ModelRef(spec="clip:c", backend="clip")}
+    common = {**refs, "images_per_prompt": 1, "seeds": [3], "permutations": 10, "permutation_seed": 0}
+    image = GeneratedImage(index=0, file="images/x.png", seed=3, sha256="0" * 64)
+    (tmp_path / "images").mkdir()
+    (tmp_path / "images" / "x.png").write_bytes(b"png")
+
+    hostile = TINY_TEST.replace("title: Roses vs. Ants", 'title: "<script>alert(1)</script>"')
+    hostile = hostile.replace("{name: Flowers,", '{name: "Fl<b>owers",')
+    test = load_file(_write(tmp_path / "hostile.yaml", hostile))
+    prompts = all_prompts(test)
+    record = T2IATRecord(
+        run_id="t", status="interrupted", config=T2IATConfig(test=test, source="hostile.yaml", **common),
+        groups={g: [p.prompt_id for p in prompts if p.group == g] for g in ("X", "Y", "XA", "XB", "YA", "YB")},
+        prompt_sets=[PromptSet(prompt_id=p.prompt_id, prompt=p.prompt, images=[image]) for p in prompts],
+        environment=collect_environment(),
+    )  # fmt: skip
+    html = write_t2iat_report(record, tmp_path).read_text(encoding="utf-8")
+    assert "<script>" not in html and "&lt;script&gt;alert(1)&lt;/script&gt;" in html
+    assert "Fl&lt;b&gt;owers" in html and "<b>owers" not in html
+    assert "No result: the run stopped before scoring." in html and html.count('src="images/x.png"') == len(prompts)
+
+    ids = occupation_ids("chef <b>")
+    occupations = OccupationsRecord(
+        run_id="o", status="failed",
+        config=OccupationsConfig(
+            occupations=["chef <b>"], prompt="a photo of a {occupation}", male_prompt="a male {occupation}",
+            female_prompt="a female {occupation}", **common,
+        ),
+        prompt_sets=[PromptSet(prompt_id=ids["neutral"], prompt="a photo of a chef <b>", images=[image])],
+        environment=collect_environment(),
+    )  # fmt: skip
+    html = write_t2iat_report(occupations, tmp_path).read_text(encoding="utf-8")
+    assert "chef &lt;b&gt;" in html and "<b>" not in html
+    assert "Not scored" in html and "not scored" in html and html.count('src="images/x.png"') == 1

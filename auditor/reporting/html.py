@@ -325,11 +325,12 @@ class RangeChart:
 
 
 def _nice_bound(value: float) -> float:
-    """The smallest of 1, 2, 2.5 or 5 times a power of ten that is at least ``value`` (0.01 when it is 0)."""
-    if value <= 0:
+    """The smallest of 1, 2, 2.5 or 5 times a power of ten that is at least ``value`` (0.01 when it is 0 or too
+    small to draw)."""
+    if not value > 1e-300:  # 0, a subnormal, or NaN: no scale of its own
         return 0.01
-    power = 10 ** math.floor(math.log10(value))
-    return next(step * power for step in (1, 2, 2.5, 5, 10) if step * power >= value - 1e-12)
+    power = 10.0 ** math.floor(math.log10(value))
+    return next(step * power for step in (1, 2, 2.5, 5, 10) if step * power >= value * (1 - 1e-9))
 
 
 def range_chart(spreads: list[Spread], *, title: str, axis_label: str, width: float = 760, wrap: int = 24) -> RangeChart:
@@ -354,7 +355,7 @@ def range_chart(spreads: list[Spread], *, title: str, axis_label: str, width: fl
     for spread in spreads:
         lines = _wrap(spread.label, wrap)
         height = max(26.0, len(lines) * LINE + 10)
-        q = spread.quartiles
+        low, median, high = (x_of(q) for q in spread.quartiles) if spread.quartiles else (None, None, None)
         rows.append(
             PlacedSpread(
                 lines=lines,
@@ -362,23 +363,24 @@ def range_chart(spreads: list[Spread], *, title: str, axis_label: str, width: fl
                 value_text=spread.value_text,
                 y=y,
                 middle=y + height / 2,
-                box=(x_of(q[0]), x_of(q[2])) if q else None,  # type: ignore[arg-type]
-                median=x_of(q[1]) if q else None,
+                box=(low, high) if low is not None and high is not None else None,
+                median=median,
                 mean=x_of(spread.mean),
                 reference=x_of(spread.reference),
             )
         )
         y += height
+    fractions = (-1, -0.5, 0, 0.5, 1) if rows else ()  # no rows: the template says "nothing recorded"
     return RangeChart(
         title=title,
         width=width,
-        height=y + 36,
+        height=y + 36 if rows else 36.0,
         label_width=label_width,
         plot_width=plot_width,
         zero=x_of(0.0) or 0.0,
         plot_bottom=y + 4,
         rows=rows,
-        ticks=[Tick(x_of(f * bound) or 0.0, f"{f * bound:+g}" if f else "0") for f in (-1, -0.5, 0, 0.5, 1)],
+        ticks=[Tick(x_of(f * bound) or 0.0, f"{f * bound:+g}" if f else "0") for f in fractions],
         axis_label=axis_label,
     )
 

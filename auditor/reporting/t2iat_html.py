@@ -17,13 +17,17 @@ import numpy as np
 from auditor.records import AssociationResult, OccupationsRecord, PromptSet, T2IATRecord
 from auditor.reporting.glossary import METRICS
 from auditor.reporting.html import GRID_IMAGES, REPORT_FILE, Spread, image_url, range_chart
+from auditor.reporting.wording import describe_seeds
+from auditor.scoring.t2iat import occupation_ids
 
 #: Below this p-value a test's direction is stated without a caveat (the conventional level; the paper reports p).
 SIGNIFICANCE = 0.05
 #: What a test's page explains, in this order.
 TEST_METRICS = ("asc", "test_association", "effect_size", "p_value")
 #: What the occupation study's page explains, in this order.
-OCCUPATION_METRICS = ("asc", "image_association", "text_association", "stereotype_amplification", "p_value")
+OCCUPATION_METRICS = (
+    "asc", "image_association", "text_association", "stereotype_amplification", "occupation_association", "p_value",
+)  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -129,32 +133,53 @@ def test_page(record: T2IATRecord, run_dir: Path) -> dict[str, Any]:
 
 
 def occupations_page(record: OccupationsRecord, run_dir: Path) -> dict[str, Any]:
-    """What the occupation study's page shows: Fig. 3 and Fig. 4 in one chart, the table, the images."""
-    spreads = [
-        Spread(
-            label=o.occupation,
-            quartiles=tuple(o.quartiles) if len(o.quartiles) == 3 else None,  # type: ignore[arg-type]
-            mean=o.image_association,
-            reference=o.text_association,
-            value_text=(
-                "no usable image"
-                if o.image_association is None
-                else f"image {o.image_association:+.3g}, text {o.text_association:+.3g}"
-            ),
-            title=f"{o.occupation}: {len(o.image_scores)} neutral images",
+    """What the occupation study's page shows: Fig. 3 and Fig. 4 in one chart, the table, the images.
+
+    Every occupation of the config is listed, scored or not (a run that stopped before
+    scoring still shows the images it made).
+    """
+    scored = {o.occupation: o for o in record.occupations}
+    spreads = []
+    for occupation in record.config.occupations:
+        o = scored.get(occupation)
+        if o is None or o.image_association is None:
+            spreads.append(
+                Spread(
+                    label=occupation,
+                    quartiles=None,
+                    mean=None,
+                    reference=None if o is None else o.text_association,
+                    value_text="not scored" if o is None else "no usable image",
+                )
+            )
+            continue
+        spreads.append(
+            Spread(
+                label=occupation,
+                quartiles=(o.quartiles[0], o.quartiles[1], o.quartiles[2]) if len(o.quartiles) == 3 else None,
+                mean=o.image_association,
+                reference=o.text_association,
+                value_text=f"image {o.image_association:+.3g}, text {o.text_association:+.3g}",
+                title=f"{occupation}: {len(o.image_scores)} neutral images",
+            )
         )
-        for o in record.occupations
-    ]
     chart = range_chart(
         spreads,
         title="Gender association per occupation: images (box and dot) against the prompts' text (ring)",
         axis_label="Asc (> 0: closer to the male images or prompt)",
     )
     images = {
-        o.occupation: _image_rows(record, [(kind, o.prompt_ids[kind]) for kind in ("neutral", "male", "female")], run_dir)
-        for o in record.occupations
+        occupation: _image_rows(
+            record, [(kind, prompt_id) for kind, prompt_id in occupation_ids(occupation).items()], run_dir
+        )
+        for occupation in record.config.occupations
     }
-    return {"chart": chart, "images": images, "glossary": [METRICS[key] for key in OCCUPATION_METRICS]}
+    return {
+        "chart": chart,
+        "images": images,
+        "shown": GRID_IMAGES,
+        "glossary": [METRICS[key] for key in OCCUPATION_METRICS],
+    }
 
 
 def write_t2iat_report(record: T2IATRecord | OccupationsRecord, run_dir: Path) -> Path:
@@ -168,7 +193,13 @@ def write_t2iat_report(record: T2IATRecord | OccupationsRecord, run_dir: Path) -
     html = (
         template_environment()
         .get_template("t2iat.html.j2")
-        .render(record=record, config=record.config, page=page, auditor_version=__version__)
+        .render(
+            record=record,
+            config=record.config,
+            page=page,
+            seeds=describe_seeds(record.config.seeds),
+            auditor_version=__version__,
+        )
     )
     path = run_dir / REPORT_FILE
     atomic_write_text(path, html)

@@ -99,7 +99,17 @@ class StudyOptions:
 
 
 class T2IATStudyRun(StudyRun[RecordT]):
-    """What both T2IAT studies share beyond every study's run: their page."""
+    """What both T2IAT studies share beyond every study's run: scores of this attempt only, and their page."""
+
+    def begin(self) -> None:
+        """Start an attempt without an earlier attempt's scores: a resume may point at other models, so a record
+        (and its page) that ends before scoring shows no numbers that this attempt did not compute."""
+        self.clear_scores()
+        super().begin()
+
+    def clear_scores(self) -> None:
+        """Forget the record's scores."""
+        raise NotImplementedError
 
     def after_end(self) -> None:
         """Write ``report.html`` however the run ended."""
@@ -114,6 +124,9 @@ class T2IATTestRun(T2IATStudyRun[T2IATRecord]):
     """One T2IAT test in its folder: G(X), G(Y), G(X^A), G(X^B), G(Y^A), G(Y^B) -> embeddings -> S, d and p."""
 
     record_type: ClassVar[type[T2IATRecord]] = T2IATRecord
+
+    def clear_scores(self) -> None:
+        self.record.association_scores, self.record.result = {}, None
 
     def run(self) -> T2IATRecord:
         """Run (or resume) the test; the record's status says how it ended."""
@@ -163,6 +176,9 @@ class OccupationsRun(T2IATStudyRun[OccupationsRecord]):
     gender association (paper §5.3-5.4)."""
 
     record_type: ClassVar[type[OccupationsRecord]] = OccupationsRecord
+
+    def clear_scores(self) -> None:
+        self.record.occupations = []
 
     def prompt_texts(self) -> dict[str, list[str]]:
         """Occupation -> its neutral, male and female prompts, from the config's templates."""
