@@ -273,8 +273,12 @@ def test_html_links_only_images_inside_the_run_folder(tmp_path):
     data = load_record(run_dir / "record.json").model_dump(mode="json")
     data["prompt_sets"][0]["images"][0]["file"] = "../../secret.png"
     data["prompt_sets"][0]["images"][1]["file"] = "images/initial/gone.png"
+    (tmp_path / "elsewhere.png").write_bytes(b"private")
+    (run_dir / "images" / "initial" / "linked.png").symlink_to(tmp_path / "elsewhere.png")
+    data["prompt_sets"][0]["images"][2]["file"] = "images/initial/linked.png"  # a link out of the folder
     html = write_html_report(RunRecord.model_validate(data), run_dir).read_text(encoding="utf-8")
-    assert "secret.png" not in html and "gone.png" not in html
+    assert "secret.png" not in html and "gone.png" not in html and "elsewhere.png" not in html
+    assert html.count("outside the run folder") >= 2
     assert "outside the run folder" in html and "file missing" in html
 
 

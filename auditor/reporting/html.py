@@ -485,6 +485,8 @@ def image_url(file: str, run_dir: Path, page_dir: Path) -> tuple[str | None, str
     target = run_dir / Path(*posix.parts)
     if not target.is_file():
         return None, "file missing"
+    if not target.resolve().is_relative_to(run_dir.resolve()):  # a link in the folder to a file elsewhere
+        return None, "outside the run folder"
     relative = Path(_relpath(target, page_dir))
     return "/".join(quote(part) for part in relative.parts), None
 

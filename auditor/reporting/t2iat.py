@@ -56,10 +56,19 @@ def test_run_json(record: T2IATRecord, run_dir: Path) -> dict[str, Any]:
     }
 
 
+def _unfinished(record: T2IATRecord | OccupationsRecord, console: Console) -> None:
+    """For a run that did not complete (``auditor t2iat report``): how it ended and its last error."""
+    if record.status != "completed":
+        error = record.errors[-1] if record.errors else None
+        where = f" at {error.stage}: {error.message}" if error is not None and error.stage else ""
+        _say(console, f"this run did not complete ({record.status}{where})")
+
+
 def render_test_run(record: T2IATRecord, run_dir: Path, console: Console) -> None:
-    """A finished test: which test, its numbers, and which way S points."""
+    """A test: which test, how it ended if not completed, its numbers, and which way S points."""
     test, result = record.config.test, record.result
     _say(console, f"T2IAT {test.title or test.name}: {test.x.name} vs {test.y.name} with {test.a.name} vs {test.b.name}")
+    _unfinished(record, console)
     if result is not None:
         render_association(result, test.x.name, test.y.name, console)
         lean = test.a.name if result.association > 0 else test.b.name
@@ -97,6 +106,7 @@ def occupations_json(record: OccupationsRecord, run_dir: Path) -> dict[str, Any]
 
 def render_occupations(record: OccupationsRecord, run_dir: Path, console: Console) -> None:
     """The occupation study's table (paper Fig. 3 quartiles and Fig. 4 text vs image), then its notes."""
+    _unfinished(record, console)
 
     def number(value: float | None) -> str:
         return "—" if value is None else f"{value:+.4f}"
