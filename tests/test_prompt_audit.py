@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from auditor.core.cache import ContentCache
+from auditor.core.errors import AuditorError
 from auditor.core.store import RunStore
 from auditor.records import GenerationSettings, PerceptionSettings, load_record
 from auditor.studies.progress import QuietProgress
@@ -145,6 +146,24 @@ def test_resume_after_interruption_recomputes_nothing_finished(tiny_models, tmp_
     assert cache.hits[stage] == done * per_image and cache.misses[stage] == (10 - done) * per_image
     assert cache.entries("generate") == 10
     check_run_folder(resumed.run_dir, images=2)
+
+
+def test_a_resume_that_fails_before_scoring_keeps_no_earlier_scores(tiny_models, tmp_path):
+    from auditor.studies.run import Resumption
+
+    store, cache = RunStore(tmp_path / "runs"), ContentCache(tmp_path / "cache.sqlite")
+    done = start_audit(tiny_options(tiny_models), store, cache, QuietProgress(), run_name="r").run()
+    assert done.status == "completed" and done.scores is not None and done.concepts
+    elsewhere = Resumption(models={"vqa": f"blip2:{tiny_models.clip}"})  # a folder that is no BLIP-2 model
+    with pytest.raises(AuditorError, match="blip2"):
+        resume_audit("r", store, cache, QuietProgress(), elsewhere).run()
+    failed = load_record(store.resolve("r") / "record.json")
+    assert failed.status == "failed" and failed.errors[-1].stage == "perceive"
+    assert failed.scores is None and failed.concepts == {}  # the page shows no numbers of the earlier models
+    record = resume_audit("r", store, cache, QuietProgress(), Resumption(models={"vqa": f"blip2:{tiny_models.vqa}"}))
+    again = record.run()
+    assert again.status == "completed" and again.scores == done.scores  # back from the cache, the same
+    cache.close()
 
 
 @pytest.mark.parametrize(

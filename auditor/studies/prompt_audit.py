@@ -152,6 +152,9 @@ class PromptAudit(StudyRun[RunRecord]):
         self.execute(self.steps())
         return self.record
 
+    def clear_scores(self) -> None:
+        self.record.concepts, self.record.scores = {}, None
+
     def steps(self) -> list[tuple[Stage, Callable[[], None]]]:
         """The audit's stages in order (a batch runs each stage over all its audits before the next)."""
         return [

@@ -281,17 +281,23 @@ class StudyRun(Generic[RecordT]):
         self.finish()
 
     def begin(self) -> None:
-        """Start an attempt: the record says ``running`` and forgets the errors of an earlier one; what a
-        killed attempt left half-written is removed."""
+        """Start an attempt: the record says ``running`` and forgets the errors and scores of an earlier one;
+        what a killed attempt left half-written is removed."""
         remove_partial_writes(self.run_dir)
         if self.record.status == "completed":
             self.progress.notice(f"run {self.record.run_id} is already complete; {self.completed_again}")
+        self.clear_scores()
         self.record.status = "running"
         self.record.errors = []
         self.record.environment = collect_environment()
         self._timed = set()
         self._failed_stage = None
         self.save()
+
+    def clear_scores(self) -> None:
+        """Forget the scores of an earlier attempt (none by default). A resume may point at other models, so a
+        record (and its report) that ends before the score stage shows no numbers this attempt did not compute;
+        the scores are recomputed from the cache in moments."""
 
     def run_step(self, name: Stage, step: Callable[[], None]) -> None:
         """Run one step; Ctrl-C or an error ends the run (``interrupted``/``failed``, the stage named) and propagates."""

@@ -99,17 +99,7 @@ class StudyOptions:
 
 
 class T2IATStudyRun(StudyRun[RecordT]):
-    """What both T2IAT studies share beyond every study's run: scores of this attempt only, and their page."""
-
-    def begin(self) -> None:
-        """Start an attempt without an earlier attempt's scores: a resume may point at other models, so a record
-        (and its page) that ends before scoring shows no numbers that this attempt did not compute."""
-        self.clear_scores()
-        super().begin()
-
-    def clear_scores(self) -> None:
-        """Forget the record's scores."""
-        raise NotImplementedError
+    """What both T2IAT studies share beyond every study's run: their page."""
 
     def after_end(self) -> None:
         """Write ``report.html`` however the run ended."""
