@@ -41,22 +41,23 @@ def test_doctor_reports_credentials_without_their_values():
 
 
 def test_runs_lists_records(tmp_path):
-    runs = tmp_path / "runs"
+    runs = tmp_path / "my runs"  # a space: the command that continues a run must paste back as one argument
     write_model(runs / "r1" / "record.json", make_record("r1", prompt="a photo of a nurse").model_copy(
         update={"status": "completed"}
     ))
     write_model(runs / "r2" / "record.json", make_record("r2").model_copy(update={"status": "interrupted"}))
     (runs / "broken").mkdir()
     (runs / "broken" / "record.json").write_text("{not json")
-    result = run_auditor("runs", "--json")
+    result = run_auditor("runs", "--json", "--runs-dir", str(runs))
     assert result.returncode == 0, result.stderr
     rows = {row["run_id"]: row for row in json.loads(result.stdout)}
     assert rows["r1"]["prompt"] == "a photo of a nurse"
     assert rows["broken"]["status"] == "unreadable"
-    assert "resume" not in rows["r1"] and rows["r2"]["resume"] == f"auditor prompt --resume {runs / 'r2'}"
-    table = run_auditor("runs")
-    assert "nurse" in table.stdout
-    assert f"r2 (interrupted) continues with: auditor prompt --resume {runs / 'r2'}" in table.stdout
+    command = f"auditor prompt --resume '{runs / 'r2'}'"
+    assert "resume" not in rows["r1"] and rows["r2"]["resume"] == command
+    table = run_auditor("runs", "--runs-dir", str(runs))
+    assert "nurse" in table.stdout  # the prompt column wraps the rest of the prompt
+    assert f"r2 (interrupted) continues with: {command}" in table.stdout
 
 
 @pytest.mark.parametrize(
