@@ -27,7 +27,7 @@ from auditor.records import (
     TBasis,
 )
 from auditor.reporting.glossary import METRICS
-from auditor.reporting.html import REPORT_FILE
+from auditor.reporting.html import GRID_IMAGES, REPORT_FILE, ImageCell, thumbnail
 
 #: What the reader is told whenever T is not image-based.
 CAPTION_PROXY = (
@@ -346,25 +346,21 @@ def _scatters(record: AmplificationRecord) -> dict[tuple[str, int], Any]:
     return charts
 
 
-def _thumbnails(record: AmplificationRecord, run_dir: Path) -> dict[str, list[dict[str, Any]]]:
+def _thumbnails(record: AmplificationRecord, run_dir: Path) -> dict[str, list[ImageCell]]:
     """Prompt id -> its first images with the face verdict and decision as a tooltip."""
-    from auditor.reporting.html import GRID_IMAGES, image_url
 
     verdicts = {side.prompt_id: {image.index: image for image in side.images} for side in record.generated}
     cells = {}
     for prompt_set in record.prompt_sets:
         row = []
         for image in prompt_set.images[:GRID_IMAGES]:
-            src, missing = image_url(image.file, run_dir, run_dir)
             said = verdicts.get(prompt_set.prompt_id, {}).get(image.index)
             title = f"image {image.index}"
             if said is not None:
                 title += f": {said.face or 'not looked at'}"
                 if said.gender is not None:
                     title += f", {said.gender} (P(woman) = {said.p_woman:.3f})"
-            row.append(
-                {"src": src, "missing": missing, "title": title, "alt": f"image {image.index} of {prompt_set.prompt}"}
-            )
+            row.append(thumbnail(image, prompt_set.prompt, run_dir, run_dir, title))
         cells[prompt_set.prompt_id] = row
     return cells
 

@@ -284,7 +284,7 @@ def lineage(record: ExploreRecord) -> list[LineageNode]:
 
 def _strips(record: ExploreRecord, rows: list[Row], run_dir: Path) -> dict[str, list[tuple[str, list[Any]]]]:
     """Arm id -> (prompt, image cells) per prompt set of each top arm: its first exploration images."""
-    from auditor.reporting.html import ImageCell, image_url
+    from auditor.reporting.html import thumbnail
     from auditor.scoring.arms import arm_prompts, set_id
 
     sets = {prompt_set.prompt_id: prompt_set for prompt_set in record.prompt_sets}
@@ -294,21 +294,7 @@ def _strips(record: ExploreRecord, rows: list[Row], run_dir: Path) -> dict[str, 
         for prompt_id, prompt in arm_prompts(row.candidate, row.arm.axis).items():
             found = sets.get(set_id(row.candidate.candidate_id, prompt_id))
             images = [image for image in (found.images if found else []) if image.index < row.arm.seeds][:STRIP_IMAGES]
-            cells = []
-            for image in images:
-                src, missing = image_url(image.file, run_dir, run_dir)
-                cells.append(
-                    ImageCell(
-                        index=image.index,
-                        seed=image.seed,
-                        src=src,
-                        missing=missing,
-                        alt=f"image {image.index} of '{prompt}'",
-                        title=f"seed {image.seed}",
-                        flagged_nsfw=image.flagged_nsfw,
-                    )  # fmt: skip
-                )
-            lines.append((prompt, cells))
+            lines.append((prompt, [thumbnail(image, prompt, run_dir, run_dir, f"seed {image.seed}") for image in images]))
         strips[row.arm.arm_id] = lines
     return strips
 

@@ -18,10 +18,10 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
 from auditor.core.errors import AuditorError
-from auditor.records import RunRecord
+from auditor.records import GeneratedImage, RunRecord
 from auditor.reporting.glossary import METRICS
 from auditor.reporting.prompt_audit import build_view
-from auditor.reporting.views import Concept, ConceptColumn, ReportView, SetView
+from auditor.reporting.views import Concept, ConceptColumn, ImageView, ReportView, SetView
 
 if TYPE_CHECKING:
     import jinja2
@@ -495,26 +495,29 @@ def _relpath(target: Path, start: Path) -> str:
     return os.path.relpath(target.resolve(), start.resolve())
 
 
+def thumbnail(image: GeneratedImage | ImageView, prompt: str, run_dir: Path, page_dir: Path, title: str) -> ImageCell:
+    """One image of ``prompt``'s set as a page shows it, ``title`` as its tooltip."""
+    src, missing = image_url(image.file, run_dir, page_dir)
+    return ImageCell(
+        index=image.index,
+        seed=image.seed,
+        src=src,
+        missing=missing,
+        alt=f"image {image.index} of '{prompt}'",
+        title=title,
+        flagged_nsfw=image.flagged_nsfw,
+    )
+
+
 def image_cells(sets: list[SetView], run_dir: Path, page_dir: Path) -> dict[str, list[ImageCell]]:
-    """Prompt id -> its images ready for the page."""
+    """Prompt id -> its images ready for the page, what the VQA model said about each as its tooltip."""
     cells: dict[str, list[ImageCell]] = {}
     for prompt_set in sets:
         row = []
         for image in prompt_set.images:
-            src, missing = image_url(image.file, run_dir, page_dir)
             said = [f"{axis}: {answer}" for axis, answer in image.answers.items()]
             said += [f"caption: {image.caption}"] if image.caption else []
-            row.append(
-                ImageCell(
-                    index=image.index,
-                    seed=image.seed,
-                    src=src,
-                    missing=missing,
-                    alt=f"image {image.index} of '{prompt_set.prompt}'",
-                    title="\n".join(said) or f"image {image.index}",
-                    flagged_nsfw=image.flagged_nsfw,
-                )
-            )
+            row.append(thumbnail(image, prompt_set.prompt, run_dir, page_dir, "\n".join(said) or f"image {image.index}"))
         cells[prompt_set.prompt_id] = row
     return cells
 

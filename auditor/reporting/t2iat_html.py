@@ -14,9 +14,9 @@ from typing import Any
 
 import numpy as np
 
-from auditor.records import AssociationResult, OccupationsRecord, PromptSet, T2IATRecord
+from auditor.records import AssociationResult, GeneratedImage, OccupationsRecord, PromptSet, T2IATRecord
 from auditor.reporting.glossary import METRICS
-from auditor.reporting.html import GRID_IMAGES, REPORT_FILE, Spread, image_url, range_chart
+from auditor.reporting.html import GRID_IMAGES, REPORT_FILE, ImageCell, Spread, range_chart, thumbnail
 from auditor.reporting.wording import describe_seeds
 from auditor.scoring.t2iat import occupation_ids
 
@@ -36,7 +36,7 @@ class ImageRow:
 
     label: str
     prompt: str
-    images: list[dict[str, Any]]
+    images: list[ImageCell]
     more: int
 
 
@@ -54,6 +54,11 @@ def _quartiles(values: list[float]) -> tuple[float, float, float] | None:
     return float(q1), float(median), float(q3)
 
 
+def _image_title(image: GeneratedImage) -> str:
+    seed = "" if image.seed is None else f", seed {image.seed}"
+    return f"image {image.index}{seed}{' (flagged NSFW)' if image.flagged_nsfw else ''}"
+
+
 def _image_rows(record: T2IATRecord | OccupationsRecord, labelled: list[tuple[str, str]], run_dir: Path) -> list[ImageRow]:
     """(label, prompt set id) -> rows of thumbnails, the first :data:`GRID_IMAGES` of each set."""
     sets: dict[str, PromptSet] = {s.prompt_id: s for s in record.prompt_sets}
@@ -62,19 +67,10 @@ def _image_rows(record: T2IATRecord | OccupationsRecord, labelled: list[tuple[st
         prompt_set = sets.get(prompt_id)
         if prompt_set is None:
             continue
-        cells = []
-        for image in prompt_set.images[:GRID_IMAGES]:
-            src, missing = image_url(image.file, run_dir, run_dir)
-            seed = "" if image.seed is None else f", seed {image.seed}"
-            cells.append(
-                {
-                    "src": src,
-                    "missing": missing,
-                    "title": f"image {image.index}{seed}{' (flagged NSFW)' if image.flagged_nsfw else ''}",
-                    "alt": f"image {image.index} of {prompt_set.prompt}",
-                    "flagged_nsfw": image.flagged_nsfw,
-                }
-            )
+        cells = [
+            thumbnail(image, prompt_set.prompt, run_dir, run_dir, _image_title(image))
+            for image in prompt_set.images[:GRID_IMAGES]
+        ]
         rows.append(ImageRow(label, prompt_set.prompt, cells, max(0, len(prompt_set.images) - GRID_IMAGES)))
     return rows
 
