@@ -167,9 +167,10 @@ def audit_options(
 def show_results(record: RunRecord, run_dir: Path, *, quiet: bool, json_output: bool) -> None:
     """Show the finished run's report (terminal or JSON); report.html is already in the run folder."""
     from auditor.core.console import out, print_json, print_run_folder
+    from auditor.core.store import REPORT_FILE
     from auditor.reporting import render_terminal, report_json
 
-    html = run_dir / "report.html"
+    html = run_dir / REPORT_FILE
     if json_output:
         print_json({"run_dir": str(run_dir), "report_html": str(html), **report_json(record)})
     elif quiet:

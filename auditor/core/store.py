@@ -25,6 +25,8 @@ if TYPE_CHECKING:  # pragma: no cover
     from auditor.records import AnyRecord
 
 RECORD_FILE = "record.json"
+#: The page every run folder gets beside its record.
+REPORT_FILE = "report.html"
 TRANSCRIPT_FILE = "transcript.json"
 #: A run id: a safe folder name (no separators, no leading dot).
 RUN_ID = r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}"

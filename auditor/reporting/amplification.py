@@ -288,7 +288,6 @@ def _occupation_table(rows: Sequence[OccupationAmplification], method: str, temp
 
 def write_amplification_html(record: AmplificationRecord, run_dir: Path) -> Path:
     """Write ``run_dir/report.html`` for ``record`` (atomically) and return its path."""
-    from auditor import __version__
     from auditor.core.store import atomic_write_text
     from auditor.reporting.html import template_environment
 
@@ -307,7 +306,6 @@ def write_amplification_html(record: AmplificationRecord, run_dir: Path) -> Path
             t_label=t_label(record.basis),
             caption_proxy=CAPTION_PROXY,
             glossary=[METRICS[key] for key in METRIC_KEYS],
-            auditor_version=__version__,
         )
     )
     atomic_write_text(path, page)

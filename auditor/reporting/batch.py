@@ -15,11 +15,10 @@ from rich.table import Table
 from rich.text import Text
 
 from auditor.core.errors import AuditorError
+from auditor.core.store import REPORT_FILE
 from auditor.records import BatchRecord, BatchRow
 from auditor.reporting.sentences import span
 from auditor.reporting.wording import quote
-
-REPORT_FILE = "report.html"
 
 
 def headline(record: BatchRecord) -> str:
@@ -100,7 +99,6 @@ def render_batch(record: BatchRecord, run_dir: Path, console: Console) -> None:
 
 def write_batch_report(record: BatchRecord, run_dir: Path) -> Path:
     """Write ``run_dir/report.html`` (the leaderboard, linking every prompt's own report) atomically."""
-    from auditor import __version__
     from auditor.core.store import atomic_write_text
     from auditor.reporting.html import template_environment
 
@@ -115,7 +113,6 @@ def write_batch_report(record: BatchRecord, run_dir: Path) -> Path:
             record=record,
             headline=headline(record),
             links={audit_id: f"{folder}/{REPORT_FILE}" for audit_id, folder in folders.items()},
-            auditor_version=__version__,
         )
     )
     path = run_dir / REPORT_FILE

@@ -289,7 +289,6 @@ def render_comparison_terminal(view: ComparisonView, console: Console) -> None:
 
 def write_comparison_html(view: ComparisonView, path: Path, run_dir_a: Path, run_dir_b: Path) -> Path:
     """Write the comparison page to ``path``; initial images are linked relative to it."""
-    from auditor import __version__
     from auditor.core.store import atomic_write_text
     from auditor.reporting.html import (
         RUN_A_COLOUR,
@@ -323,7 +322,6 @@ def write_comparison_html(view: ComparisonView, path: Path, run_dir_a: Path, run
         images=images,
         charts=charts,
         colours={"a": RUN_A_COLOUR, "b": RUN_B_COLOUR},
-        auditor_version=__version__,
     )
     try:
         atomic_write_text(path, html)

@@ -19,12 +19,12 @@ from rich.table import Table
 from rich.text import Text
 
 from auditor.core.errors import AuditorError
+from auditor.core.store import REPORT_FILE
 from auditor.records import Arm, Candidate, ExploreRecord, Interval
 from auditor.reporting.glossary import METRICS
 from auditor.reporting.sentences import span
 from auditor.reporting.wording import quote
 
-REPORT_FILE = "report.html"
 #: Rows of the terminal leaderboard (the JSON and HTML have them all).
 TERMINAL_ROWS = 15
 #: Images per prompt set in the HTML strips.
@@ -320,7 +320,6 @@ def _spend_chart(record: ExploreRecord):
 
 
 def render_explore_html(record: ExploreRecord, run_dir: Path) -> str:
-    from auditor import __version__
     from auditor.reporting.html import template_environment
 
     rows = leaderboard(record)
@@ -338,7 +337,6 @@ def render_explore_html(record: ExploreRecord, run_dir: Path) -> str:
             lineage=lineage(record),
             spend=_spend_chart(record),
             stop_reasons=STOP_REASONS,
-            auditor_version=__version__,
         )
     )
 

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
 from auditor.core.errors import AuditorError
+from auditor.core.store import REPORT_FILE
 from auditor.records import GeneratedImage, RunRecord
 from auditor.reporting.glossary import METRICS
 from auditor.reporting.prompt_audit import build_view
@@ -26,7 +27,6 @@ from auditor.reporting.views import Concept, ConceptColumn, ImageView, ReportVie
 if TYPE_CHECKING:
     import jinja2
 
-REPORT_FILE = "report.html"
 TEMPLATES = Path(__file__).with_name("templates")
 #: Images per prompt set shown in the seed-aligned grid; the rest sit in a "more" fold.
 GRID_IMAGES = 8
@@ -541,6 +541,8 @@ def template_environment() -> jinja2.Environment:
     """The jinja2 environment of all report templates: autoescape on, undefined names are errors."""
     import jinja2
 
+    from auditor import __version__
+
     env = jinja2.Environment(
         loader=jinja2.FileSystemLoader(TEMPLATES),
         autoescape=True,
@@ -552,12 +554,12 @@ def template_environment() -> jinja2.Environment:
     env.filters["number"] = _number
     env.filters["interval"] = _interval
     env.globals["metrics"] = METRICS
+    env.globals["auditor_version"] = __version__  # every page's generator tag and footer
     return env
 
 
 def render_html(view: ReportView, run_dir: Path) -> str:
     """The report page of ``view`` for a page saved in ``run_dir``."""
-    from auditor import __version__
 
     template = template_environment().get_template("report.html.j2")
     initial = [s for s in (view.set_by_id("initial"),) if s is not None]
@@ -571,7 +573,6 @@ def render_html(view: ReportView, run_dir: Path) -> str:
         charts=_report_charts(view),
         images=image_cells(view.sets, run_dir, run_dir),
         grid_images=GRID_IMAGES,
-        auditor_version=__version__,
     )
 
 

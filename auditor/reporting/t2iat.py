@@ -13,13 +13,13 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from auditor.core.store import REPORT_FILE
 from auditor.records import (
     AssociationResult,
     OccupationsRecord,
     T2IATRecord,
     T2IATTestDefinition,
 )
-from auditor.reporting.html import REPORT_FILE
 
 
 def _say(console: Console, text: str) -> None:

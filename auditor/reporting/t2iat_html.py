@@ -180,7 +180,6 @@ def occupations_page(record: OccupationsRecord, run_dir: Path) -> dict[str, Any]
 
 def write_t2iat_report(record: T2IATRecord | OccupationsRecord, run_dir: Path) -> Path:
     """Write ``run_dir/report.html`` for a T2IAT test or occupation study (atomically) and return its path."""
-    from auditor import __version__
     from auditor.core.store import atomic_write_text
     from auditor.reporting.html import template_environment
 
@@ -194,7 +193,6 @@ def write_t2iat_report(record: T2IATRecord | OccupationsRecord, run_dir: Path) -
             config=record.config,
             page=page,
             seeds=describe_seeds(record.config.seeds),
-            auditor_version=__version__,
         )
     )
     path = run_dir / REPORT_FILE

@@ -24,11 +24,11 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from auditor.core.store import REPORT_FILE
 from auditor.records import TRIPLET_SETS, ChiSquareResult, ObjectCount, StageSimilarity, TraceRecord
 from auditor.reporting.glossary import METRICS
 from auditor.reporting.sentences import STATUS_PHRASES, span
 
-REPORT_FILE = "report.html"
 #: Triplets listed in full in the reports (the record holds all of them).
 TRIPLETS_SHOWN = 10
 #: Glossary entries the trace report explains.
@@ -313,7 +313,6 @@ class PictureView:
 
 def write_trace_report(record: TraceRecord, run_dir: Path) -> Path:
     """Write ``run_dir/report.html`` for ``record`` (atomically) and return its path."""
-    from auditor import __version__
     from auditor.core.store import atomic_write_text
     from auditor.reporting.html import image_url, template_environment
 
@@ -349,7 +348,6 @@ def write_trace_report(record: TraceRecord, run_dir: Path) -> Path:
             status_phrase=STATUS_PHRASES[record.status],
             glossary=[METRICS[key] for key in TRACE_METRICS],
             config=record.config.model_dump(mode="json"),
-            auditor_version=__version__,
         )
     )
     path = run_dir / REPORT_FILE
