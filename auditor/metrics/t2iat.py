@@ -130,6 +130,12 @@ def _as_scores(values: np.ndarray, name: str) -> np.ndarray:
     return array
 
 
+def quartiles(values: np.ndarray | list[float]) -> tuple[float, float, float]:
+    """25th, 50th and 75th percentiles of Asc values (numpy's linear interpolation): the paper's Fig. 3 boxes."""
+    q1, median, q3 = np.percentile(values, [25, 50, 75])
+    return float(q1), float(median), float(q3)
+
+
 def differential_association(asc_x: np.ndarray, asc_y: np.ndarray) -> float:
     """``S = mean Asc over X's images - mean Asc over Y's images`` (T2IAT Eq. 1)."""
     return float(_as_scores(asc_x, "Asc of X").mean() - _as_scores(asc_y, "Asc of Y").mean())

@@ -14,6 +14,7 @@ from typing import Any
 
 import numpy as np
 
+from auditor.metrics.t2iat import quartiles
 from auditor.records import AssociationResult, GeneratedImage, OccupationsRecord, PromptSet, T2IATRecord
 from auditor.reporting.glossary import METRICS
 from auditor.reporting.html import GRID_IMAGES, REPORT_FILE, ImageCell, Spread, range_chart, thumbnail
@@ -45,13 +46,6 @@ def association_text(result: AssociationResult) -> str:
     d = "undefined" if result.effect_size is None else f"{result.effect_size:+.2f} ({result.effect_label})"
     how = f"exact over {result.permutations:,} splits" if result.exact else f"{result.permutations:,} permutations"
     return f"S = {result.association:+.4g}, d = {d}, p = {result.p_value:.3g} ({how})"
-
-
-def _quartiles(values: list[float]) -> tuple[float, float, float] | None:
-    if not values:
-        return None
-    q1, median, q3 = np.percentile(values, [25, 50, 75])
-    return float(q1), float(median), float(q3)
 
 
 def _image_title(image: GeneratedImage) -> str:
@@ -91,7 +85,7 @@ def test_page(record: T2IATRecord, run_dir: Path) -> dict[str, Any]:
         spreads.append(
             Spread(
                 label=f"{group}: {names[group]}",
-                quartiles=_quartiles(scores),
+                quartiles=quartiles(scores) if scores else None,
                 mean=mean,
                 value_text="no usable image" if mean is None else f"mean {mean:+.3g} (n = {len(scores)})",
                 title=f"Asc of {len(scores)} images of {names[group]} against {group}A and {group}B",

@@ -20,6 +20,7 @@ from auditor.metrics.t2iat import (
     Association,
     association_result,
     association_scores,
+    quartiles,
     single_concept_association,
 )
 from auditor.records import T2IAT_GROUPS, AssociationResult, OccupationAssociation
@@ -101,7 +102,7 @@ def score_occupation(
     mean = float(scores.mean())
     result.image_scores = scores.tolist()
     result.image_association = mean
-    result.quartiles = [float(q) for q in np.percentile(scores, [25, 50, 75])]
+    result.quartiles = list(quartiles(scores))
     result.amplification = mean - text_association
     result.test = test
     return result
