@@ -95,9 +95,7 @@ class AmplificationRun(StudyRun[AmplificationRecord]):
         """Write ``report.html`` however the run ended."""
         from auditor.reporting.amplification import write_amplification_html
 
-        with self.stage("report"):
-            write_amplification_html(self.record, self.run_dir)
-        self.save()
+        self.write_page(write_amplification_html)
 
     def select(self) -> None:
         config = self.record.config

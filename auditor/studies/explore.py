@@ -101,9 +101,7 @@ class Exploration(StudyRun[ExploreRecord]):
         from auditor.reporting.explore import write_explore_report
 
         self.models.release()
-        with self.stage("report"):
-            write_explore_report(self.record, self.run_dir)
-        self.save()
+        self.write_page(write_explore_report)
 
     def explore(self) -> None:
         """Rounds until a budget is spent, the leaders are separated, or nothing is left to do."""

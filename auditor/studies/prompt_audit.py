@@ -165,16 +165,9 @@ class PromptAudit(StudyRun[RunRecord]):
 
     def after_end(self) -> None:
         """Write ``report.html`` however the run ended: a failed run's page shows its plan, images and error."""
-        self.write_report()
-
-    def write_report(self) -> Path:
-        """(Re)write ``report.html`` in the run folder from the record."""
         from auditor.reporting import write_html_report
 
-        with self.stage("report"):
-            path = write_html_report(self.record, self.run_dir)
-        self.save()
-        return path
+        self.write_page(write_html_report)
 
     def plan(self) -> None:
         """Plan axes and counterfactuals, through the cache: a rerun asks the LLM nothing and gets the same plan."""

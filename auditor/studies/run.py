@@ -334,6 +334,14 @@ class StudyRun(Generic[RecordT]):
     def after_end(self) -> None:
         """Called once the run has ended, however it ended (e.g. to write a report)."""
 
+    def write_page(self, write: Callable[[RecordT, Path], Path]) -> Path:
+        """Write the run's ``report.html`` with ``write`` (the study's page) as the timed ``report`` stage, then
+        save the record with that timing."""
+        with self.stage("report"):
+            path = write(self.record, self.run_dir)
+        self.save()
+        return path
+
     # ------------------------------------------------------------------ shared stages
 
     def run_images(self, requests: Sequence[PromptRequest], readers: Sequence[ImageReader] = ()) -> StageCounts:

@@ -105,9 +105,7 @@ class T2IATStudyRun(StudyRun[RecordT]):
         """Write ``report.html`` however the run ended."""
         from auditor.reporting.t2iat_html import write_t2iat_report
 
-        with self.stage("report"):
-            write_t2iat_report(self.record, self.run_dir)
-        self.save()
+        self.write_page(write_t2iat_report)
 
 
 class T2IATTestRun(T2IATStudyRun[T2IATRecord]):

@@ -138,9 +138,7 @@ class TraceStudy(StudyRun[TraceRecord]):
         """Write ``report.html`` however the run ended."""
         from auditor.reporting.trace import write_trace_report
 
-        with self.stage("report"):
-            write_trace_report(self.record, self.run_dir)
-        self.save()
+        self.write_page(write_trace_report)
 
     def note(self, message: str) -> None:
         self.record.notes = [*self.record.notes, message]
