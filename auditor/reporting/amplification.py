@@ -27,7 +27,7 @@ from auditor.records import (
     TBasis,
 )
 from auditor.reporting.glossary import METRICS
-from auditor.reporting.html import GRID_IMAGES, REPORT_FILE, ImageCell, thumbnail
+from auditor.reporting.html import GRID_IMAGES, REPORT_FILE, ImageCell, thumbnail, write_run_page
 
 #: What the reader is told whenever T is not image-based.
 CAPTION_PROXY = (
@@ -288,28 +288,20 @@ def _occupation_table(rows: Sequence[OccupationAmplification], method: str, temp
 
 def write_amplification_html(record: AmplificationRecord, run_dir: Path) -> Path:
     """Write ``run_dir/report.html`` for ``record`` (atomically) and return its path."""
-    from auditor.core.store import atomic_write_text
-    from auditor.reporting.html import template_environment
-
-    path = Path(run_dir) / REPORT_FILE
-    page = (
-        template_environment()
-        .get_template("amplification.html.j2")
-        .render(
-            record=record,
-            config=record.config,
-            scatters=_scatters(record),
-            thumbnails=_thumbnails(record, Path(run_dir)),
-            findings={(s.method, s.template): finding(s) for s in record.summary},
-            signed_interval=signed_interval,
-            share_text=share_text,
-            t_label=t_label(record.basis),
-            caption_proxy=CAPTION_PROXY,
-            glossary=[METRICS[key] for key in METRIC_KEYS],
-        )
+    return write_run_page(
+        run_dir,
+        "amplification.html.j2",
+        record=record,
+        config=record.config,
+        scatters=_scatters(record),
+        thumbnails=_thumbnails(record, Path(run_dir)),
+        findings={(s.method, s.template): finding(s) for s in record.summary},
+        signed_interval=signed_interval,
+        share_text=share_text,
+        t_label=t_label(record.basis),
+        caption_proxy=CAPTION_PROXY,
+        glossary=[METRICS[key] for key in METRIC_KEYS],
     )
-    atomic_write_text(path, page)
-    return path
 
 
 def _scatters(record: AmplificationRecord) -> dict[tuple[str, int], Any]:

@@ -14,7 +14,6 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from auditor.core.errors import AuditorError
 from auditor.core.store import REPORT_FILE
 from auditor.records import BatchRecord, BatchRow
 from auditor.reporting.sentences import span
@@ -99,22 +98,12 @@ def render_batch(record: BatchRecord, run_dir: Path, console: Console) -> None:
 
 def write_batch_report(record: BatchRecord, run_dir: Path) -> Path:
     """Write ``run_dir/report.html`` (the leaderboard, linking every prompt's own report) atomically."""
-    from auditor.core.store import atomic_write_text
-    from auditor.reporting.html import template_environment
+    from auditor.reporting.html import write_run_page
 
-    run_dir = Path(run_dir)
-    if not run_dir.is_dir():
-        raise AuditorError(f"run folder {run_dir} does not exist")
-    folders = {a.audit_id: a.folder for a in record.audits}
-    html = (
-        template_environment()
-        .get_template("batch.html.j2")
-        .render(
-            record=record,
-            headline=headline(record),
-            links={audit_id: f"{folder}/{REPORT_FILE}" for audit_id, folder in folders.items()},
-        )
+    return write_run_page(
+        run_dir,
+        "batch.html.j2",
+        record=record,
+        headline=headline(record),
+        links={audit.audit_id: f"{audit.folder}/{REPORT_FILE}" for audit in record.audits},
     )
-    path = run_dir / REPORT_FILE
-    atomic_write_text(path, html)
-    return path

@@ -296,7 +296,7 @@ def write_comparison_html(view: ComparisonView, path: Path, run_dir_a: Path, run
         Bar,
         bar_chart,
         image_url,
-        template_environment,
+        render_page,
     )
 
     path = Path(path)
@@ -317,7 +317,8 @@ def write_comparison_html(view: ComparisonView, path: Path, run_dir_a: Path, run
                     text = _num(value, missing="no CAS")
                     bars.append(Bar(f"{label} ({side})", value, text, f"{cf.prompt}, run {side}", colour))
         charts[axis.axis] = bar_chart(bars, title=f"CAS of {axis.axis}", axis_label="CAS, A and B", scale_max=1.0)
-    html = template_environment().get_template("compare.html.j2").render(
+    html = render_page(
+        "compare.html.j2",
         view=view,
         images=images,
         charts=charts,

@@ -18,7 +18,6 @@ from rich.console import Console, Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
-from auditor.core.errors import AuditorError
 from auditor.core.store import REPORT_FILE
 from auditor.records import Arm, Candidate, ExploreRecord, Interval
 from auditor.reporting.glossary import METRICS
@@ -319,35 +318,23 @@ def _spend_chart(record: ExploreRecord):
     )
 
 
-def render_explore_html(record: ExploreRecord, run_dir: Path) -> str:
-    from auditor.reporting.html import template_environment
-
-    rows = leaderboard(record)
-    top = [row for row in rows if row.arm.confirmation is not None] or rows[: record.config.top_k]
-    return (
-        template_environment()
-        .get_template("explore.html.j2")
-        .render(
-            record=record,
-            rows=rows,
-            top=top,
-            strips=_strips(record, top, run_dir),
-            findings=[(row, text) for row in rows if (text := finding(row, record)) is not None],
-            summary=summary(record),
-            lineage=lineage(record),
-            spend=_spend_chart(record),
-            stop_reasons=STOP_REASONS,
-        )
-    )
-
-
 def write_explore_report(record: ExploreRecord, run_dir: Path) -> Path:
     """Write ``run_dir/report.html`` (atomically) and return its path."""
-    from auditor.core.store import atomic_write_text
+    from auditor.reporting.html import write_run_page
 
     run_dir = Path(run_dir)
-    if not run_dir.is_dir():
-        raise AuditorError(f"run folder {run_dir} does not exist")
-    path = run_dir / REPORT_FILE
-    atomic_write_text(path, render_explore_html(record, run_dir))
-    return path
+    rows = leaderboard(record)
+    top = [row for row in rows if row.arm.confirmation is not None] or rows[: record.config.top_k]
+    return write_run_page(
+        run_dir,
+        "explore.html.j2",
+        record=record,
+        rows=rows,
+        top=top,
+        strips=_strips(record, top, run_dir),
+        findings=[(row, text) for row in rows if (text := finding(row, record)) is not None],
+        summary=summary(record),
+        lineage=lineage(record),
+        spend=_spend_chart(record),
+        stop_reasons=STOP_REASONS,
+    )

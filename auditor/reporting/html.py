@@ -558,31 +558,45 @@ def template_environment() -> jinja2.Environment:
     return env
 
 
-def render_html(view: ReportView, run_dir: Path) -> str:
-    """The report page of ``view`` for a page saved in ``run_dir``."""
-
-    template = template_environment().get_template("report.html.j2")
-    initial = [s for s in (view.set_by_id("initial"),) if s is not None]
-    axis_sets = {
-        axis.name: initial + [s for s in (view.set_by_id(cf.prompt_id) for cf in axis.counterfactuals) if s]
-        for axis in view.axes
-    }
-    return template.render(
-        view=view,
-        axis_sets=axis_sets,
-        charts=_report_charts(view),
-        images=image_cells(view.sets, run_dir, run_dir),
-        grid_images=GRID_IMAGES,
-    )
+def render_page(template: str, **context: Any) -> str:
+    """A page: ``template`` rendered with ``context``."""
+    return template_environment().get_template(template).render(**context)
 
 
-def write_html_report(record: RunRecord, run_dir: Path) -> Path:
-    """Write ``run_dir/report.html`` for ``record`` (atomically) and return its path."""
+def write_run_page(run_dir: Path, template: str, **context: Any) -> Path:
+    """Render ``template`` with ``context`` into ``run_dir/report.html`` (atomically; every study's page is this
+    file of its run folder) and return its path."""
     from auditor.core.store import atomic_write_text
 
     run_dir = Path(run_dir)
     if not run_dir.is_dir():
         raise AuditorError(f"run folder {run_dir} does not exist")
     path = run_dir / REPORT_FILE
-    atomic_write_text(path, render_html(build_view(record), run_dir))
+    atomic_write_text(path, render_page(template, **context))
     return path
+
+
+def _report_context(view: ReportView, run_dir: Path) -> dict[str, Any]:
+    """What the prompt audit's page shows of ``view``, for a page saved in ``run_dir``."""
+    initial = [s for s in (view.set_by_id("initial"),) if s is not None]
+    axis_sets = {
+        axis.name: initial + [s for s in (view.set_by_id(cf.prompt_id) for cf in axis.counterfactuals) if s]
+        for axis in view.axes
+    }
+    return {
+        "view": view,
+        "axis_sets": axis_sets,
+        "charts": _report_charts(view),
+        "images": image_cells(view.sets, run_dir, run_dir),
+        "grid_images": GRID_IMAGES,
+    }
+
+
+def render_html(view: ReportView, run_dir: Path) -> str:
+    """The report page of ``view`` for a page saved in ``run_dir``."""
+    return render_page("report.html.j2", **_report_context(view, run_dir))
+
+
+def write_html_report(record: RunRecord, run_dir: Path) -> Path:
+    """Write ``run_dir/report.html`` for ``record`` (atomically) and return its path."""
+    return write_run_page(run_dir, "report.html.j2", **_report_context(build_view(record), Path(run_dir)))

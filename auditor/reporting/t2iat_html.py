@@ -17,7 +17,7 @@ import numpy as np
 from auditor.metrics.t2iat import quartiles
 from auditor.records import AssociationResult, GeneratedImage, OccupationsRecord, PromptSet, T2IATRecord
 from auditor.reporting.glossary import METRICS
-from auditor.reporting.html import GRID_IMAGES, REPORT_FILE, ImageCell, Spread, range_chart, thumbnail
+from auditor.reporting.html import GRID_IMAGES, ImageCell, Spread, range_chart, thumbnail, write_run_page
 from auditor.reporting.wording import describe_seeds
 from auditor.scoring.t2iat import occupation_ids
 
@@ -174,21 +174,8 @@ def occupations_page(record: OccupationsRecord, run_dir: Path) -> dict[str, Any]
 
 def write_t2iat_report(record: T2IATRecord | OccupationsRecord, run_dir: Path) -> Path:
     """Write ``run_dir/report.html`` for a T2IAT test or occupation study (atomically) and return its path."""
-    from auditor.core.store import atomic_write_text
-    from auditor.reporting.html import template_environment
-
     run_dir = Path(run_dir)
     page = test_page(record, run_dir) if isinstance(record, T2IATRecord) else occupations_page(record, run_dir)
-    html = (
-        template_environment()
-        .get_template("t2iat.html.j2")
-        .render(
-            record=record,
-            config=record.config,
-            page=page,
-            seeds=describe_seeds(record.config.seeds),
-        )
+    return write_run_page(
+        run_dir, "t2iat.html.j2", record=record, config=record.config, page=page, seeds=describe_seeds(record.config.seeds)
     )
-    path = run_dir / REPORT_FILE
-    atomic_write_text(path, html)
-    return path

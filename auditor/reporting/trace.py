@@ -313,8 +313,7 @@ class PictureView:
 
 def write_trace_report(record: TraceRecord, run_dir: Path) -> Path:
     """Write ``run_dir/report.html`` for ``record`` (atomically) and return its path."""
-    from auditor.core.store import atomic_write_text
-    from auditor.reporting.html import image_url, template_environment
+    from auditor.reporting.html import image_url, write_run_page
 
     run_dir = Path(run_dir)
     pictures = []
@@ -328,28 +327,23 @@ def write_trace_report(record: TraceRecord, run_dir: Path) -> Path:
         {"summary": summary, "leans": lean_lists(summary.ranking, top_k), "name": GROUP_NAMES[summary.group]}
         for summary in record.groups or []
     ]
-    page = (
-        template_environment()
-        .get_template("trace.html.j2")
-        .render(
-            record=record,
-            sets=TRIPLET_SETS,
-            findings=[closeness_sentence(row) for row in record.similarity],
-            masculine=masculine,
-            feminine=feminine,
-            humans=sorted(record.humans, key=lambda r: (-(r.neutral + r.feminine + r.masculine), r.name)),
-            chi_square_summary=chi_square_summary(record),
-            scope=_scope,
-            lean_word=lean_word,
-            span=span,
-            groups=groups,
-            pictures=pictures,
-            triplets=record.triplets[:TRIPLETS_SHOWN],
-            status_phrase=STATUS_PHRASES[record.status],
-            glossary=[METRICS[key] for key in TRACE_METRICS],
-            config=record.config.model_dump(mode="json"),
-        )
+    return write_run_page(
+        run_dir,
+        "trace.html.j2",
+        record=record,
+        sets=TRIPLET_SETS,
+        findings=[closeness_sentence(row) for row in record.similarity],
+        masculine=masculine,
+        feminine=feminine,
+        humans=sorted(record.humans, key=lambda r: (-(r.neutral + r.feminine + r.masculine), r.name)),
+        chi_square_summary=chi_square_summary(record),
+        scope=_scope,
+        lean_word=lean_word,
+        span=span,
+        groups=groups,
+        pictures=pictures,
+        triplets=record.triplets[:TRIPLETS_SHOWN],
+        status_phrase=STATUS_PHRASES[record.status],
+        glossary=[METRICS[key] for key in TRACE_METRICS],
+        config=record.config.model_dump(mode="json"),
     )
-    path = run_dir / REPORT_FILE
-    atomic_write_text(path, page)
-    return path
