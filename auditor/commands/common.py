@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any, NoReturn
 
 import typer
 
-from auditor.core.errors import AuditorError
+from auditor.core.errors import AuditorError, RunBusyError
 from auditor.core.settings import DEFAULT_T2I
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -262,6 +262,8 @@ def run_resumable(study: StudyRun[RecordT]) -> RecordT:
         return study.run()
     except KeyboardInterrupt:
         exit_interrupted(f"partial run kept in {study.run_dir}; continue with --resume {study.run_dir}")
+    except RunBusyError:
+        raise  # another process runs it: nothing to continue here
     except AuditorError as exc:
         raise type(exc)(f"{exc} (run kept in {study.run_dir}; continue it with --resume {study.run_dir})") from None
 

@@ -10,6 +10,7 @@ import typer
 
 from auditor.commands import common
 from auditor.core.console import out, print_json
+from auditor.core.runlock import is_running
 
 if TYPE_CHECKING:  # pragma: no cover
     from auditor.records import AnyRecord
@@ -42,16 +43,20 @@ def runs(
         table.add_column(heading)
     for row in rows:
         models = "\n".join(row.get("models", []))
-        table.add_row(row["run_id"], row.get("prompt", ""), row.get("created_at", ""), row["status"], models)
+        table.add_row(row["run_id"], row.get("prompt", ""), row.get("created_at", ""), _shown_status(row), models)
     out.print(table)
+    if any(_shown_status(row) == "stopped" for row in rows):
+        out.print("stopped: the record says running, but no process runs it (killed, or its machine went down)")
     for row in rows:
         if "resume" in row:
-            out.print(f"{row['run_id']} ({row['status']}) continues with: {row['resume']}", markup=False, highlight=False, soft_wrap=True)
+            out.print(f"{row['run_id']} ({_shown_status(row)}) continues with: {row['resume']}", markup=False, highlight=False, soft_wrap=True)
 
 
 def _row(folder: Path, record: AnyRecord) -> dict:
-    """One listing row: what was audited, when, how it ended, with which models, and for a run that did not
-    complete, the command that continues it (``running`` is also what a killed run says)."""
+    """One listing row: what was audited, when, how it ended, with which models. A run whose record says
+    ``running`` also says whether a process still runs it (``alive``; a killed one's record says ``running``
+    too, and the table shows it as stopped); one that is not complete nor alive gets the command that continues
+    it."""
     row = {
         "run_id": record.run_id,
         "kind": record.kind,
@@ -60,9 +65,19 @@ def _row(folder: Path, record: AnyRecord) -> dict:
         "status": record.status,
         "models": [ref.spec for ref in record.models()],
     }
-    if record.status != "completed":
+    if record.status == "running":
+        row["alive"] = is_running(folder)
+    if record.status != "completed" and not row.get("alive"):
         row["resume"] = f"{record.made_by} --resume {shlex.quote(str(folder))}"
     return row
+
+
+def _shown_status(row: dict) -> str:
+    """The status as the table shows it: a ``running`` record no process holds is a run that was stopped
+    without ending (killed, or its machine went down)."""
+    if row["status"] == "running" and row.get("alive") is False:
+        return "stopped"
+    return row["status"]
 
 
 def register(app: typer.Typer) -> None:

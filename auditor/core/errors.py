@@ -21,3 +21,9 @@ class InvalidPlanError(AuditorError):
     """The LLM's plan stayed invalid after the allowed repair attempts."""
 
     exit_code = 1
+
+
+class RunBusyError(AuditorError):
+    """Another process is running this run folder: nothing was changed, and a resume now would be refused too."""
+
+    exit_code = 1

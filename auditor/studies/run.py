@@ -27,6 +27,7 @@ from auditor.core.errors import AuditorError
 from auditor.core.fingerprint import CHUNK, file_sha256
 from auditor.core.redaction import redact
 from auditor.core.registry import Registry, parse_spec
+from auditor.core.runlock import RunLock
 from auditor.core.store import RECORD_FILE, RunStore, remove_partial_writes, write_model
 from auditor.core.weights import LoadOptions
 from auditor.executors import check_executor
@@ -195,6 +196,8 @@ class StudyRun(Generic[RecordT]):
         #: Least seconds between two partial saves during a stage (see :meth:`checkpoint`).
         self.checkpoint_seconds = 0.0
         self._saved_at = float("-inf")
+        #: Held from :meth:`begin` until the attempt ends: one process runs a folder at a time.
+        self._lock_file = RunLock(run_dir)
 
     def save(self) -> None:
         with self._lock:
@@ -281,8 +284,10 @@ class StudyRun(Generic[RecordT]):
         self.finish()
 
     def begin(self) -> None:
-        """Start an attempt: the record says ``running`` and forgets the errors and scores of an earlier one;
-        what a killed attempt left half-written is removed."""
+        """Start an attempt: this process takes the run folder's lock (refused while another process runs it), the
+        record says ``running`` and forgets the errors and scores of an earlier one, and what a killed attempt left
+        half-written is removed."""
+        self._lock_file.acquire()
         remove_partial_writes(self.run_dir)
         if self.record.status == "completed":
             self.progress.notice(f"run {self.record.run_id} is already complete; {self.completed_again}")
@@ -329,7 +334,10 @@ class StudyRun(Generic[RecordT]):
         if error is not None:
             self.record.errors.append(error)
         self.save()
-        self.after_end()
+        try:
+            self.after_end()
+        finally:
+            self._lock_file.release()
 
     def after_end(self) -> None:
         """Called once the run has ended, however it ended (e.g. to write a report)."""

@@ -1,0 +1,91 @@
+"""Which process is running a run folder: an exclusive ``flock`` on ``<run>/.lock``.
+
+A record says ``running`` from the moment an attempt begins until it ends, and a process
+killed with ``kill -9`` (or on a machine that went down) never writes the end, so the record
+alone cannot tell a run that is still going from one that died. The kernel drops a ``flock``
+when its holder exits, however it exits, so the lock can: an attempt holds it while it runs, a
+second attempt on the same folder is refused instead of deleting the first one's half-written
+files and interleaving its saves with the first one's, and ``auditor runs`` asks whether anyone
+holds it. On a filesystem without ``flock`` support the run goes on unguarded.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import socket
+import time
+from pathlib import Path
+from typing import IO
+
+from auditor.core.errors import AuditorError, RunBusyError
+
+LOCK_FILE = ".lock"
+#: How long an attempt waits for the lock before saying another process has it: ``auditor runs``
+#: holds it for an instant when it looks, and must not make a starting run fail.
+WAIT_SECONDS = 1.0
+
+
+class RunLock:
+    """The lock of one run folder, held by this process from :meth:`acquire` to :meth:`release`."""
+
+    def __init__(self, run_dir: Path):
+        self.run_dir = Path(run_dir)
+        self._handle: IO[str] | None = None
+
+    def acquire(self) -> None:
+        """Hold the run's lock (again: nothing), or raise a one-line error naming the process that holds it."""
+        if self._handle is not None:
+            return
+        try:
+            handle = open(self.run_dir / LOCK_FILE, "a+", encoding="utf-8")
+        except OSError as exc:
+            raise AuditorError(f"cannot lock run folder {self.run_dir}: {exc.strerror or exc}") from None
+        deadline = time.monotonic() + WAIT_SECONDS
+        while True:
+            try:
+                fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() < deadline:
+                    time.sleep(0.05)
+                    continue
+                handle.seek(0)
+                holder = handle.read(200).strip() or "another process"
+                handle.close()
+                raise RunBusyError(
+                    f"run {self.run_dir.name} is being run by {holder}; wait for it to end or stop it first"
+                ) from None
+            except OSError:  # no flock on this filesystem: run without the guard
+                handle.close()
+                return
+        handle.seek(0)
+        handle.truncate()
+        handle.write(f"pid {os.getpid()} on {socket.gethostname()}\n")
+        handle.flush()
+        self._handle = handle
+
+    def release(self) -> None:
+        """Let go of the lock (the file stays: removing it would race with a process opening it)."""
+        if self._handle is not None:
+            self._handle.close()
+            self._handle = None
+
+
+def is_running(run_dir: Path) -> bool | None:
+    """Whether a process holds the run's lock now: True, False, or None where this cannot be told
+    (the lock file cannot be opened, or the filesystem has no ``flock``)."""
+    try:
+        handle = open(Path(run_dir) / LOCK_FILE, encoding="utf-8")
+    except FileNotFoundError:
+        return False  # no attempt of this run ever held it
+    except OSError:
+        return None
+    with handle:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return True
+        except OSError:
+            return None
+        return False

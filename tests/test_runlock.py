@@ -1,0 +1,108 @@
+"""One process runs a run folder at a time, and a run killed mid-attempt is told apart from a live one."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+from contextlib import nullcontext
+
+import pytest
+
+from auditor.core.cache import ContentCache
+from auditor.core.errors import AuditorError
+from auditor.core.runlock import RunLock, is_running
+from auditor.core.store import write_model
+from auditor.studies.progress import QuietProgress
+from auditor.studies.run import StudyRun
+from tests.clitools import run_auditor
+from tests.factories import make_record
+
+HOLD = textwrap.dedent(
+    """
+    import sys, time
+    from auditor.core.runlock import RunLock
+    lock = RunLock(sys.argv[1])
+    lock.acquire()
+    print("held", flush=True)
+    time.sleep(600)
+    """
+)
+
+
+def _holder(run_dir) -> subprocess.Popen:
+    """Another process that takes the run's lock and keeps it until it is killed."""
+    process = subprocess.Popen([sys.executable, "-c", HOLD, str(run_dir)], stdout=subprocess.PIPE, text=True)
+    assert process.stdout.readline().strip() == "held"
+    return process
+
+
+def test_a_second_process_is_refused_until_the_holder_is_killed(tmp_path):
+    run_dir = tmp_path / "r"
+    run_dir.mkdir()
+    assert is_running(run_dir) is False  # never run
+    holder = _holder(run_dir)
+    try:
+        assert is_running(run_dir) is True
+        with pytest.raises(AuditorError, match=f"run r is being run by pid {holder.pid} on "):
+            RunLock(run_dir).acquire()
+    finally:
+        holder.send_signal(signal.SIGKILL)  # kill -9: the kernel lets go of its lock
+        holder.wait()
+    assert is_running(run_dir) is False
+    lock = RunLock(run_dir)
+    lock.acquire()
+    lock.acquire()  # held already: nothing
+    assert (run_dir / ".lock").read_text() == f"pid {os.getpid()} on {os.uname().nodename}\n"
+    lock.release()
+    RunLock(run_dir).acquire()  # released: free again
+
+
+def test_a_resume_of_a_run_another_process_runs_is_one_line_and_touches_nothing(tmp_path):
+    runs = tmp_path / "runs"
+    record = make_record("r").model_copy(update={"status": "running"})
+    write_model(runs / "r" / "record.json", record)
+    in_flight = runs / "r" / ".record.json.abc.tmp"  # the live attempt's save, half-written
+    in_flight.write_text("{")
+    before = (runs / "r" / "record.json").read_bytes()
+    holder = _holder(runs / "r")
+    try:
+        result = run_auditor("prompt", "--resume", "r", "--runs-dir", str(runs))
+        listed = run_auditor("runs", "--json", "--runs-dir", str(runs))
+    finally:
+        holder.send_signal(signal.SIGKILL)
+        holder.wait()
+    assert result.returncode == 1
+    assert result.stderr.strip().splitlines() == [
+        f"error: run r is being run by pid {holder.pid} on {os.uname().nodename}; wait for it to end or stop it first"
+    ]
+    assert in_flight.exists() and (runs / "r" / "record.json").read_bytes() == before
+    (row,) = json.loads(listed.stdout)
+    assert row["alive"] is True and "resume" not in row  # a resume would be refused: none is offered
+
+    stopped = run_auditor("runs", "--runs-dir", str(runs))  # the holder was killed; the record still says running
+    assert "r (stopped) continues with: auditor prompt --resume" in stopped.stdout
+    assert "stopped: the record says running, but no process runs it" in stopped.stdout
+
+
+@pytest.mark.parametrize("ending", ["completed", "failed", "interrupted"])
+def test_an_attempt_holds_the_lock_from_begin_until_it_ends_however_it_ends(tmp_path, ending):
+    run_dir = tmp_path / "r"
+    run_dir.mkdir()
+    study = StudyRun(run_dir, make_record("r"), ContentCache(tmp_path / "cache.sqlite"), QuietProgress())
+    seen = []
+
+    def step() -> None:
+        seen.append(is_running(run_dir))  # another open file of this process sees the lock as taken too
+        if ending == "failed":
+            raise AuditorError("no such model")
+        if ending == "interrupted":
+            raise KeyboardInterrupt
+
+    with pytest.raises((AuditorError, KeyboardInterrupt)) if ending != "completed" else nullcontext():
+        study.execute([("generate", step)])
+    assert seen == [True]
+    assert study.record.status == ending and is_running(run_dir) is False
