@@ -444,6 +444,9 @@ def test_occupations_resume_takes_only_where_and_how_and_refuses_other_runs(tmp_
     assert "chef &lt;i&gt;de cuisine&lt;/i&gt;" in html and "<i>de cuisine" not in html
     assert "a photo of a female chef &lt;i&gt;" in html and html.count('src="images/') == 6
     occupation = resumed.occupations[0]
+    (tmp_path / "runs" / "occ" / "report.html").unlink()  # as for a run made before T2IAT runs had pages
+    assert json.loads(run_auditor("t2iat", "report", "occ", "--json").stdout)["report_html"] is None
+    assert "HTML report" not in run_auditor("t2iat", "report", "occ").stdout
     rewritten = run_auditor("t2iat", "report", "occ", "--html")
     assert rewritten.returncode == 0 and rewritten.stdout.strip() == json.loads(again.stdout)["report_html"]
     assert "chef <i>de cuisine</i>" in run_auditor("t2iat", "report", "occ").stdout  # the terminal prints it as is

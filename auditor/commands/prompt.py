@@ -167,17 +167,16 @@ def audit_options(
 def show_results(record: RunRecord, run_dir: Path, *, quiet: bool, json_output: bool) -> None:
     """Show the finished run's report (terminal or JSON); report.html is already in the run folder."""
     from auditor.core.console import out, print_json, print_run_folder
-    from auditor.core.store import REPORT_FILE
+    from auditor.core.store import run_files, run_files_text
     from auditor.reporting import render_terminal, report_json
 
-    html = run_dir / REPORT_FILE
     if json_output:
-        print_json({"run_dir": str(run_dir), "report_html": str(html), **report_json(record)})
+        print_json(run_files(run_dir) | report_json(record))
     elif quiet:
         print_run_folder(run_dir)
     else:
         render_terminal(record, out)
-        out.print(f"\nrun folder: {run_dir}\nHTML report: {html}")
+        out.print(run_files_text(run_dir), markup=False, highlight=False)
 
 
 def register(app: typer.Typer) -> None:

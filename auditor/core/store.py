@@ -184,6 +184,20 @@ class RunStore:
         return [(folder, record) for _, folder, record in found]
 
 
+def run_files(run_dir: Path) -> dict[str, str | None]:
+    """Where a run is, for ``--json``: its folder and its ``report.html`` (None for a run that has no page yet,
+    such as one made before its kind of run had one)."""
+    page = run_dir / REPORT_FILE
+    return {"run_dir": str(run_dir), "report_html": str(page) if page.is_file() else None}
+
+
+def run_files_text(run_dir: Path) -> str:
+    """The same for the terminal: a blank line, the run folder and its page, one per line."""
+    files = run_files(run_dir)
+    page = f"\nHTML report: {files['report_html']}" if files["report_html"] else ""
+    return f"\nrun folder: {files['run_dir']}{page}"
+
+
 def _is_file(path: Path) -> bool:
     """``path.is_file()``, except that a path in a folder we may not read counts as a file:
     reading it then fails with one line saying why (``is_file`` raises there)."""

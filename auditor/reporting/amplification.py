@@ -17,6 +17,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from auditor.core.store import run_files, run_files_text
 from auditor.corpora.selection import Selection
 from auditor.records import (
     AmplificationRecord,
@@ -27,7 +28,7 @@ from auditor.records import (
     TBasis,
 )
 from auditor.reporting.glossary import METRICS
-from auditor.reporting.html import GRID_IMAGES, REPORT_FILE, ImageCell, thumbnail, write_run_page
+from auditor.reporting.html import GRID_IMAGES, ImageCell, thumbnail, write_run_page
 
 #: What the reader is told whenever T is not image-based.
 CAPTION_PROXY = (
@@ -125,8 +126,7 @@ def amplification_json(record: AmplificationRecord, run_dir: Path) -> dict[str, 
     """What ``auditor amplification run --json`` prints: settings, G, T, A and the summaries as flat rows."""
     config = record.config
     return {
-        "run_dir": str(run_dir),
-        "report_html": str(run_dir / REPORT_FILE),
+        **run_files(run_dir),
         "status": record.status,
         "basis": record.basis,
         "caption_proxy": CAPTION_PROXY if record.basis == "caption proxy" else None,
@@ -263,7 +263,7 @@ def render_amplification(record: AmplificationRecord, run_dir: Path, console: Co
         _say(console, "The other prompts' tables are in report.html and in --json.")
     for warning in record.warnings:
         _say(console, f"note: {warning}")
-    _say(console, f"\nrun folder: {run_dir}\nHTML report: {run_dir / REPORT_FILE}")
+    _say(console, run_files_text(run_dir))
 
 
 def _occupation_table(rows: Sequence[OccupationAmplification], method: str, template: str, basis: TBasis) -> Table:

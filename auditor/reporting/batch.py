@@ -14,7 +14,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from auditor.core.store import REPORT_FILE
+from auditor.core.store import REPORT_FILE, run_files, run_files_text
 from auditor.records import BatchRecord, BatchRow
 from auditor.reporting.sentences import span
 from auditor.reporting.wording import quote
@@ -63,7 +63,7 @@ def batch_json(record: BatchRecord, run_dir: Path | None = None) -> dict[str, An
     """What ``auditor batch --json`` prints: the leaderboard, highest BAV first, and every audit's status."""
     data: dict[str, Any] = {"kind": "batch"}
     if run_dir is not None:
-        data |= {"run_dir": str(run_dir), "report_html": str(run_dir / REPORT_FILE)}
+        data |= run_files(run_dir)
     return data | {
         "status": record.status,
         "headline": headline(record),
@@ -93,7 +93,7 @@ def render_batch(record: BatchRecord, run_dir: Path, console: Console) -> None:
     failed = [a for a in record.audits if a.status != "completed"]
     for audit in failed:
         console.print(Text(f"- {quote(audit.prompt)}: {audit.status}" + (f" ({audit.error})" if audit.error else "")))
-    console.print(Text(f"\nrun folder: {run_dir}\nHTML report: {run_dir / REPORT_FILE}"))
+    console.print(Text(run_files_text(run_dir)))
 
 
 def write_batch_report(record: BatchRecord, run_dir: Path) -> Path:

@@ -18,7 +18,7 @@ from rich.console import Console, Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
-from auditor.core.store import REPORT_FILE
+from auditor.core.store import run_files, run_files_text
 from auditor.records import Arm, Candidate, ExploreRecord, Interval
 from auditor.reporting.glossary import METRICS
 from auditor.reporting.sentences import span
@@ -129,7 +129,7 @@ def explore_json(record: ExploreRecord, run_dir: Path | None = None) -> dict[str
     rows = leaderboard(record)
     data: dict[str, Any] = {"kind": "explore"}
     if run_dir is not None:
-        data |= {"run_dir": str(run_dir), "report_html": str(run_dir / REPORT_FILE)}
+        data |= run_files(run_dir)
     return data | {
         "status": record.status,
         "objective": record.config.objective,
@@ -252,7 +252,7 @@ def render_explore(record: ExploreRecord, run_dir: Path, console: Console) -> No
     console.print(Text("\nWhat the numbers mean", style="bold"))
     for key in ("arm_score", "difference", "p_adjusted"):
         console.print(Text(f"- {METRICS[key].name}: {METRICS[key].explanation}"))
-    console.print(Text(f"\nrun folder: {run_dir}\nHTML report: {run_dir / REPORT_FILE}"))
+    console.print(Text(run_files_text(run_dir)))
 
 
 # --------------------------------------------------------------------------- HTML

@@ -13,7 +13,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from auditor.core.store import REPORT_FILE
+from auditor.core.store import run_files, run_files_text
 from auditor.records import (
     AssociationResult,
     OccupationsRecord,
@@ -49,8 +49,7 @@ def test_run_json(record: T2IATRecord, run_dir: Path) -> dict[str, Any]:
     test, result = record.config.test, record.result
     names = {"test": test.name, "x": test.x.name, "y": test.y.name, "a": test.a.name, "b": test.b.name}
     return {
-        "run_dir": str(run_dir),
-        "report_html": str(run_dir / REPORT_FILE),
+        **run_files(run_dir),
         **names,
         **(result.model_dump() if result else {}),
     }
@@ -77,7 +76,7 @@ def render_test_run(record: T2IATRecord, run_dir: Path, console: Console) -> Non
             f"  reading         S {'>' if result.association > 0 else '<='} 0: {test.x.name} images lean towards "
             f"{lean} more than {test.y.name} images do",
         )
-    _say(console, f"\nrun folder: {run_dir}\nHTML report: {run_dir / REPORT_FILE}")
+    _say(console, run_files_text(run_dir))
 
 
 def render_test_list(tests: list[T2IATTestDefinition], console: Console) -> None:
@@ -95,8 +94,7 @@ def render_test_list(tests: list[T2IATTestDefinition], console: Console) -> None
 def occupations_json(record: OccupationsRecord, run_dir: Path) -> dict[str, Any]:
     """What ``auditor t2iat occupations --json`` prints: every occupation's numbers, image counts for the scores."""
     return {
-        "run_dir": str(run_dir),
-        "report_html": str(run_dir / REPORT_FILE),
+        **run_files(run_dir),
         "occupations": [
             result.model_dump(exclude={"image_scores", "prompt_ids"}) | {"images": len(result.image_scores)}
             for result in record.occupations
@@ -134,4 +132,4 @@ def render_occupations(record: OccupationsRecord, run_dir: Path, console: Consol
     for result in record.occupations:
         for warning in result.warnings:
             _say(console, f"note: {result.occupation}: {warning}")
-    _say(console, f"\nrun folder: {run_dir}\nHTML report: {run_dir / REPORT_FILE}")
+    _say(console, run_files_text(run_dir))

@@ -24,7 +24,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from auditor.core.store import REPORT_FILE
+from auditor.core.store import run_files, run_files_text
 from auditor.records import TRIPLET_SETS, ChiSquareResult, ObjectCount, StageSimilarity, TraceRecord
 from auditor.reporting.glossary import METRICS
 from auditor.reporting.sentences import STATUS_PHRASES, span
@@ -158,8 +158,7 @@ def trace_json(record: TraceRecord, run_dir: Path) -> dict[str, Any]:
             )
     ran = [t for t in record.chi_square if t.p_value is not None]
     return {
-        "run_dir": str(run_dir),
-        "report_html": str(run_dir / REPORT_FILE),
+        **run_files(run_dir),
         "status": record.status,
         "triplets": len(record.triplets),
         "seeds": record.config.seeds,
@@ -295,7 +294,7 @@ def render_trace(record: TraceRecord, run_dir: Path, console: Console) -> None:
         )
     for note in record.notes:
         _say(console, Text(f"note: {note}"))
-    _say(console, f"\nrun folder: {run_dir}\nHTML report: {run_dir / REPORT_FILE}")
+    _say(console, run_files_text(run_dir))
 
 
 # --------------------------------------------------------------------------- HTML
