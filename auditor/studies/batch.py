@@ -135,7 +135,12 @@ class Batch(StudyRun[BatchRecord]):
         self.audits = audits
 
     def run(self) -> BatchRecord:
-        """Run (or resume) every unfinished audit stage by stage, then rank; the record's status says how it ended."""
+        """Run (or resume) every unfinished audit stage by stage, then rank; the record's status says how it ended.
+        The batch's lock covers its audits' folders (one lock per audit would hold a file open per prompt)."""
+        with self.holding_lock():
+            return self._run()
+
+    def _run(self) -> BatchRecord:
         self.begin()
         live = [audit for audit in self.audits if audit.record.status != "completed"]
         for audit in live:

@@ -196,7 +196,7 @@ class StudyRun(Generic[RecordT]):
         #: Least seconds between two partial saves during a stage (see :meth:`checkpoint`).
         self.checkpoint_seconds = 0.0
         self._saved_at = float("-inf")
-        #: Held from :meth:`begin` until the attempt ends: one process runs a folder at a time.
+        #: Held for an attempt (:meth:`holding_lock`): one process runs a folder at a time.
         self._lock_file = RunLock(run_dir)
 
     def save(self) -> None:
@@ -278,16 +278,27 @@ class StudyRun(Generic[RecordT]):
 
     def execute(self, steps: Sequence[tuple[Stage, Callable[[], None]]]) -> None:
         """Run the steps in order; the record ends ``completed``, ``failed`` or ``interrupted``."""
-        self.begin()
-        for name, step in steps:
-            self.run_step(name, step)
-        self.finish()
+        with self.holding_lock():
+            self.begin()
+            for name, step in steps:
+                self.run_step(name, step)
+            self.finish()
+
+    @contextmanager
+    def holding_lock(self) -> Iterator[None]:
+        """Hold the run folder's lock for one whole attempt, its last writes included, however it ends; refused
+        (nothing written) while another process runs the folder. A study whose ``run`` does not use
+        :meth:`execute` takes it around its own attempt."""
+        self._lock_file.acquire()
+        try:
+            yield
+        finally:
+            self._lock_file.release()
 
     def begin(self) -> None:
-        """Start an attempt: this process takes the run folder's lock (refused while another process runs it), the
-        record says ``running`` and forgets the errors and scores of an earlier one, and what a killed attempt left
-        half-written is removed."""
-        self._lock_file.acquire()
+        """Start an attempt (under :meth:`holding_lock`, or the lock of the batch it belongs to): the record says
+        ``running`` and forgets the errors and scores of an earlier one, and what a killed attempt left half-written
+        is removed."""
         remove_partial_writes(self.run_dir)
         if self.record.status == "completed":
             self.progress.notice(f"run {self.record.run_id} is already complete; {self.completed_again}")
@@ -334,10 +345,7 @@ class StudyRun(Generic[RecordT]):
         if error is not None:
             self.record.errors.append(error)
         self.save()
-        try:
-            self.after_end()
-        finally:
-            self._lock_file.release()
+        self.after_end()
 
     def after_end(self) -> None:
         """Called once the run has ended, however it ended (e.g. to write a report)."""
