@@ -106,3 +106,24 @@ def test_an_attempt_holds_the_lock_from_begin_until_it_ends_however_it_ends(tmp_
         study.execute([("generate", step)])
     assert seen == [True]
     assert study.record.status == ending and is_running(run_dir) is False
+
+
+def test_an_attempt_whose_first_save_fails_lets_go_of_the_lock(tmp_path, monkeypatch):
+    """A full disk at ``begin``'s save: the error propagates, and the same process can try again at once."""
+    import auditor.studies.run as run_module
+
+    run_dir = tmp_path / "r"
+    run_dir.mkdir()
+    study = StudyRun(run_dir, make_record("r"), ContentCache(tmp_path / "cache.sqlite"), QuietProgress())
+    real_write = run_module.write_model
+
+    def full_disk(*args, **kwargs):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(run_module, "write_model", full_disk)
+    with pytest.raises(OSError, match="No space left"):
+        study.execute([("generate", lambda: None)])
+    assert is_running(run_dir) is False
+    monkeypatch.setattr(run_module, "write_model", real_write)
+    study.execute([("generate", lambda: None)])
+    assert study.record.status == "completed" and is_running(run_dir) is False
