@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from auditor.core.cache import ContentCache
-from auditor.core.errors import AuditorError
+from auditor.core.errors import AuditorError, RunBusyError
 from auditor.core.store import RunStore
 from auditor.records import BatchRecord, GenerationSettings, PerceptionSettings, RunRecord, load_record
 from auditor.studies.batch import BatchOptions, resume_batch, start_batch
@@ -16,6 +16,7 @@ from auditor.studies.progress import QuietProgress
 from auditor.studies.prompt_audit import PromptAuditOptions
 from tests.clitools import run_auditor
 from tests.test_prompt_audit import StopAfter
+from tests.test_runlock import hold_lock
 
 PROMPTS = ["a photo of a nurse", "a photo of an engineer", "a chef at work"]
 
@@ -124,9 +125,26 @@ def test_an_interrupted_batch_resumes_without_recomputing(tiny_models, tmp_path)
     assert made == 2 * 3 * 2  # two prompts' images were made before Ctrl-C
     cache.close()
 
+    # While another process runs the batch, a resume is refused before it writes or removes anything.
+    audit_dir = batch.run_dir / partial.audits[0].folder
+    in_flight = audit_dir / ".record.json.other.tmp"
+    in_flight.write_text("{")
+    before = [(path, path.read_bytes()) for path in (batch.run_dir / "record.json", audit_dir / "record.json")]
+    holder = hold_lock(batch.run_dir)
+    try:
+        cache = ContentCache(tmp_path / "cache.sqlite")
+        with pytest.raises(RunBusyError, match=f"run b is being run by pid {holder.pid}"):
+            resume_batch("b", store, cache, QuietProgress()).run()
+        cache.close()
+    finally:
+        holder.kill()
+        holder.wait()
+    assert in_flight.exists() and all(path.read_bytes() == data for path, data in before)
+
     cache = ContentCache(tmp_path / "cache.sqlite")
     record = resume_batch("b", store, cache, QuietProgress()).run()
     assert record.status == "completed" and all(a.status == "completed" for a in record.audits)
+    assert [path.name for path in batch.run_dir.rglob(".lock")] == [".lock"]  # the batch's lock covers its audits
     assert cache.misses["generate"] == 3 * 3 * 2 - made and cache.hits["generate"] == made
     assert cache.misses["plan"] == 0  # the plans are in the audits' records
     assert len(record.leaderboard) == 3

@@ -33,7 +33,7 @@ HOLD = textwrap.dedent(
 )
 
 
-def _holder(run_dir) -> subprocess.Popen:
+def hold_lock(run_dir) -> subprocess.Popen:
     """Another process that takes the run's lock and keeps it until it is killed."""
     process = subprocess.Popen([sys.executable, "-c", HOLD, str(run_dir)], stdout=subprocess.PIPE, text=True)
     assert process.stdout.readline().strip() == "held"
@@ -44,7 +44,7 @@ def test_a_second_process_is_refused_until_the_holder_is_killed(tmp_path):
     run_dir = tmp_path / "r"
     run_dir.mkdir()
     assert is_running(run_dir) is False  # never run
-    holder = _holder(run_dir)
+    holder = hold_lock(run_dir)
     try:
         assert is_running(run_dir) is True
         with pytest.raises(AuditorError, match=f"run r is being run by pid {holder.pid} on "):
@@ -68,7 +68,7 @@ def test_a_resume_of_a_run_another_process_runs_is_one_line_and_touches_nothing(
     in_flight = runs / "r" / ".record.json.abc.tmp"  # the live attempt's save, half-written
     in_flight.write_text("{")
     before = (runs / "r" / "record.json").read_bytes()
-    holder = _holder(runs / "r")
+    holder = hold_lock(runs / "r")
     try:
         result = run_auditor("prompt", "--resume", "r", "--runs-dir", str(runs))
         listed = run_auditor("runs", "--json", "--runs-dir", str(runs))
