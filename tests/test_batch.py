@@ -9,6 +9,7 @@ import pytest
 
 from auditor.core.cache import ContentCache
 from auditor.core.errors import AuditorError, RunBusyError
+from auditor.core.runlock import is_running
 from auditor.core.store import RunStore
 from auditor.records import BatchRecord, GenerationSettings, PerceptionSettings, RunRecord, load_record
 from auditor.studies.batch import BatchOptions, resume_batch, start_batch
@@ -164,6 +165,36 @@ def test_an_interrupted_batch_resumes_without_recomputing(tiny_models, tmp_path)
     with pytest.raises(AuditorError, match=r"audits\.0\.folder: String should match pattern") as caught:
         resume_batch("b", store, cache, QuietProgress())
     assert "\n" not in str(caught.value)
+
+
+def test_ctrl_c_while_its_audits_finish_ends_the_batch_interrupted_and_resumable(tiny_models, tmp_path, monkeypatch):
+    """Ctrl-C as the second audit writes its page, after every stage ran: the batch record ends ``interrupted``
+    at ``report`` (it used to stay ``running``), its lock is let go, and a resume finishes it without generating."""
+    import auditor.reporting
+
+    real_page, pages = auditor.reporting.write_html_report, []
+
+    def interrupted_second_page(record, run_dir):
+        pages.append(record.run_id)
+        if len(pages) == 2:
+            raise KeyboardInterrupt
+        return real_page(record, run_dir)
+
+    monkeypatch.setattr(auditor.reporting, "write_html_report", interrupted_second_page)
+    store, cache = RunStore(tmp_path / "runs"), ContentCache(tmp_path / "cache.sqlite")
+    batch = start_batch(
+        BatchOptions(source="list", prompts=PROMPTS[:2], audit=tiny_audit(tiny_models)), store, cache, QuietProgress(), "b"
+    )
+    with pytest.raises(KeyboardInterrupt):
+        batch.run()
+    stopped = load_record(batch.run_dir / "record.json", BatchRecord)
+    assert stopped.status == "interrupted" and stopped.errors[-1].stage == "report"
+    assert is_running(batch.run_dir) is False
+    monkeypatch.setattr(auditor.reporting, "write_html_report", real_page)
+    record = resume_batch("b", store, cache, QuietProgress()).run()
+    assert record.status == "completed" and all(a.status == "completed" for a in record.audits)
+    assert cache.misses["generate"] == 2 * 3 * 2  # every image made once, in the first attempt
+    cache.close()
 
 
 def test_a_prompt_without_a_valid_plan_fails_alone_and_the_batch_goes_on(tiny_models, fake_openai, tmp_path):

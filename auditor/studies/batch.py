@@ -143,12 +143,13 @@ class Batch(StudyRun[BatchRecord]):
     def _run(self) -> BatchRecord:
         self.begin()
         live = [audit for audit in self.audits if audit.record.status != "completed"]
-        for audit in live:
-            audit.begin()
         stage: Stage | None = None
         try:
+            for audit in live:
+                audit.begin()
             for stage in STAGES:
                 self.run_step(stage, lambda stage=stage: self._run_stage(stage, live))
+            stage = "report"  # each audit's page is written as it finishes
             for audit in live:
                 audit.finish()
             self._sync()
@@ -158,8 +159,11 @@ class Batch(StudyRun[BatchRecord]):
                 if audit.record.status == "running":  # the others stop where the batch stopped
                     audit.interrupt(stage) if isinstance(exc, KeyboardInterrupt) else audit.fail(stage, exc)
             self._sync()
-            self.save()
-            self.after_end()  # the batch's page again, now with every audit's status
+            if self.record.status == "running":  # stopped outside a step: while finishing its audits' pages
+                self.interrupt(stage) if isinstance(exc, KeyboardInterrupt) else self.fail(stage, exc)
+            else:
+                self.save()
+                self.after_end()  # the batch's page again, now with every audit's status
             raise
         self.finish()
         return self.record
