@@ -127,3 +127,20 @@ def test_an_attempt_whose_first_save_fails_lets_go_of_the_lock(tmp_path, monkeyp
     monkeypatch.setattr(run_module, "write_model", real_write)
     study.execute([("generate", lambda: None)])
     assert study.record.status == "completed" and is_running(run_dir) is False
+
+
+def test_an_audit_of_a_batch_resumed_alone_is_refused_while_its_batch_runs(tmp_path):
+    """A batch runs its audits under its own lock; one of them resumed on its own waits for the batch."""
+    runs = tmp_path / "runs"
+    write_model(runs / "b" / "record.json", make_record("b"))  # any record: the folder is a run
+    audit = runs / "b" / "audits" / "001-a-photo-of-a-pharmacist"
+    write_model(audit / "record.json", make_record(audit.name).model_copy(update={"status": "interrupted"}))
+    holder = hold_lock(runs / "b")
+    try:
+        result = run_auditor("prompt", "--resume", str(audit))
+    finally:
+        holder.kill()
+        holder.wait()
+    assert result.returncode == 1
+    assert result.stderr.startswith(f"error: run {audit.name} belongs to run b, which is being run by pid {holder.pid} on ")
+    assert not (audit / ".lock").exists()

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import IO
 
 from auditor.core.errors import AuditorError, RunBusyError
+from auditor.core.store import AUDITS_FOLDER, RECORD_FILE
 
 LOCK_FILE = ".lock"
 #: How long an attempt waits for the lock before saying another process has it: ``auditor runs``
@@ -26,11 +27,26 @@ LOCK_FILE = ".lock"
 WAIT_SECONDS = 1.0
 
 
+def lock_folder(run_dir: Path) -> Path:
+    """The run folder whose lock covers ``run_dir``: a batch's, for one of the batch's audits (a batch runs them
+    all under its one lock, and an audit resumed alone must not run while its batch does), else its own."""
+    run_dir = Path(run_dir)
+    outer = run_dir.parent.parent
+    if run_dir.parent.name == AUDITS_FOLDER and (outer / RECORD_FILE).is_file():
+        return outer
+    return run_dir
+
+
 class RunLock:
-    """The lock of one run folder, held by this process from :meth:`acquire` to :meth:`release`."""
+    """The lock of a run folder (see :func:`lock_folder`), held by this process from :meth:`acquire` to
+    :meth:`release`."""
 
     def __init__(self, run_dir: Path):
-        self.run_dir = Path(run_dir)
+        self.run_dir = lock_folder(run_dir)
+        #: How a refusal names the run that is busy.
+        self._busy = f"run {self.run_dir.name} is being run"
+        if self.run_dir != Path(run_dir):
+            self._busy = f"run {Path(run_dir).name} belongs to run {self.run_dir.name}, which is being run"
         self._handle: IO[str] | None = None
 
     def acquire(self) -> None:
@@ -54,7 +70,7 @@ class RunLock:
                 holder = handle.read(200).strip() or "another process"
                 handle.close()
                 raise RunBusyError(
-                    f"run {self.run_dir.name} is being run by {holder}; wait for it to end or stop it first"
+                    f"{self._busy} by {holder}; wait for it to end or stop it first"
                 ) from None
             except OSError:  # no flock on this filesystem: run without the guard
                 handle.close()

@@ -28,6 +28,8 @@ RECORD_FILE = "record.json"
 #: The page every run folder gets beside its record.
 REPORT_FILE = "report.html"
 TRANSCRIPT_FILE = "transcript.json"
+#: Where a batch keeps its prompts' audits, each a run folder of its own, inside its run folder.
+AUDITS_FOLDER = "audits"
 #: A run id: a safe folder name (no separators, no leading dot).
 RUN_ID = r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}"
 _RUN_ID_PATTERN = re.compile(f"^{RUN_ID}$")

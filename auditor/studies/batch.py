@@ -23,7 +23,7 @@ from pathlib import Path
 from auditor.core.cache import ContentCache
 from auditor.core.environment import collect_environment
 from auditor.core.errors import AuditorError
-from auditor.core.store import RECORD_FILE, RunStore, slugify
+from auditor.core.store import AUDITS_FOLDER, RECORD_FILE, RunStore, slugify
 from auditor.records import BatchAudit, BatchConfig, BatchRecord, BatchRow, RunRecord, Stage, load_record
 from auditor.studies.progress import NoticesOnly, ProgressReporter
 from auditor.studies.prompt_audit import (
@@ -37,8 +37,6 @@ from auditor.studies.prompt_audit import (
 )
 from auditor.studies.run import ModelPool, Resumption, StudyRun, reopen_run
 
-#: Where the prompts' audits live inside the batch's run folder.
-AUDITS_FOLDER = "audits"
 #: The prompt audit's steps, each run over every prompt before the next.
 STAGES: tuple[Stage, ...] = ("plan", "generate", "score")
 
