@@ -14,7 +14,7 @@ import pytest
 
 from auditor.core.cache import ContentCache
 from auditor.core.errors import AuditorError
-from auditor.core.runlock import RunLock, is_running
+from auditor.core.runlock import RunLock, is_running, lock_folder
 from auditor.core.store import write_model
 from auditor.studies.progress import QuietProgress
 from auditor.studies.run import StudyRun
@@ -38,6 +38,20 @@ def hold_lock(run_dir) -> subprocess.Popen:
     process = subprocess.Popen([sys.executable, "-c", HOLD, str(run_dir)], stdout=subprocess.PIPE, text=True)
     assert process.stdout.readline().strip() == "held"
     return process
+
+
+def test_only_a_batch_locks_the_folders_under_its_audits_folder(tmp_path):
+    """An ``audits`` folder inside another kind of run (or a folder with no record) is no batch's: its runs
+    lock themselves."""
+    audit = tmp_path / "outer" / "audits" / "001-x"
+    audit.mkdir(parents=True)
+    assert lock_folder(audit) == audit  # no record beside it
+    (tmp_path / "outer" / "record.json").write_text(json.dumps({"kind": "prompt_audit"}))
+    assert lock_folder(audit) == audit
+    (tmp_path / "outer" / "record.json").write_text("{not json")
+    assert lock_folder(audit) == audit
+    (tmp_path / "outer" / "record.json").write_text(json.dumps({"kind": "batch"}))
+    assert lock_folder(audit) == tmp_path / "outer"
 
 
 def test_a_second_process_is_refused_until_the_holder_is_killed(tmp_path):
@@ -132,7 +146,8 @@ def test_an_attempt_whose_first_save_fails_lets_go_of_the_lock(tmp_path, monkeyp
 def test_an_audit_of_a_batch_resumed_alone_is_refused_while_its_batch_runs(tmp_path):
     """A batch runs its audits under its own lock; one of them resumed on its own waits for the batch."""
     runs = tmp_path / "runs"
-    write_model(runs / "b" / "record.json", make_record("b"))  # any record: the folder is a run
+    (runs / "b").mkdir(parents=True)
+    (runs / "b" / "record.json").write_text(json.dumps({"kind": "batch"}))  # its kind is all the lock reads
     audit = runs / "b" / "audits" / "001-a-photo-of-a-pharmacist"
     write_model(audit / "record.json", make_record(audit.name).model_copy(update={"status": "interrupted"}))
     holder = hold_lock(runs / "b")

@@ -12,6 +12,7 @@ holds it. On a filesystem without ``flock`` support the run goes on unguarded.
 from __future__ import annotations
 
 import fcntl
+import json
 import os
 import socket
 import time
@@ -32,9 +33,17 @@ def lock_folder(run_dir: Path) -> Path:
     all under its one lock, and an audit resumed alone must not run while its batch does), else its own."""
     run_dir = Path(run_dir)
     outer = run_dir.parent.parent
-    if run_dir.parent.name == AUDITS_FOLDER and (outer / RECORD_FILE).is_file():
+    if run_dir.parent.name == AUDITS_FOLDER and _is_batch(outer):
         return outer
     return run_dir
+
+
+def _is_batch(folder: Path) -> bool:
+    """Whether ``folder`` holds a batch's record (any other run, or none, does not lock an ``audits`` folder)."""
+    try:
+        return json.loads((folder / RECORD_FILE).read_text(encoding="utf-8")).get("kind") == "batch"
+    except (OSError, ValueError, AttributeError):
+        return False
 
 
 class RunLock:
