@@ -31,11 +31,18 @@ def local_ray():
 
     Ray gives a one-CPU worker one torch thread; a CPU matmul's float sums depend on the
     thread count, so the workers get the driver's for embeddings equal to the last bit.
+
+    Ray keeps idle workers up to one per CPU: with two CPUs, a stage's two actors make it end the
+    idle worker that described the stage's model, and every stage's ``describe`` would start a
+    process and import torch again (5 s here). A machine with more CPUs keeps it, as this limit does.
     """
     import torch
 
     env = {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "OMP_NUM_THREADS": str(torch.get_num_threads())}
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, runtime_env={"env_vars": env})
+    ray.init(
+        num_cpus=2, include_dashboard=False, log_to_driver=False, runtime_env={"env_vars": env},
+        _system_config={"num_workers_soft_limit": 8},
+    )  # fmt: skip
     yield
     ray.shutdown()
 
