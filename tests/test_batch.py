@@ -169,7 +169,8 @@ def test_an_interrupted_batch_resumes_without_recomputing(tiny_models, tmp_path)
 
 def test_ctrl_c_while_its_audits_finish_ends_the_batch_interrupted_and_resumable(tiny_models, tmp_path, monkeypatch):
     """Ctrl-C as the second audit writes its page, after every stage ran: the batch record ends ``interrupted``
-    at ``report`` (it used to stay ``running``), its lock is let go, and a resume finishes it without generating."""
+    at ``report`` (it used to stay ``running``), its lock is let go, and a resume finishes it without generating
+    and writes the page the second audit (completed) did not get."""
     import auditor.reporting
 
     real_page, pages = auditor.reporting.write_html_report, []
@@ -190,10 +191,12 @@ def test_ctrl_c_while_its_audits_finish_ends_the_batch_interrupted_and_resumable
     stopped = load_record(batch.run_dir / "record.json", BatchRecord)
     assert stopped.status == "interrupted" and stopped.errors[-1].stage == "report"
     assert is_running(batch.run_dir) is False
+    assert stopped.audits[1].status == "completed" and not (batch.run_dir / stopped.audits[1].folder / "report.html").exists()
     monkeypatch.setattr(auditor.reporting, "write_html_report", real_page)
     record = resume_batch("b", store, cache, QuietProgress()).run()
     assert record.status == "completed" and all(a.status == "completed" for a in record.audits)
     assert cache.misses["generate"] == 2 * 3 * 2  # every image made once, in the first attempt
+    assert all((batch.run_dir / audit.folder / "report.html").is_file() for audit in record.audits)
     cache.close()
 
 

@@ -23,7 +23,7 @@ from pathlib import Path
 from auditor.core.cache import ContentCache
 from auditor.core.environment import collect_environment
 from auditor.core.errors import AuditorError
-from auditor.core.store import AUDITS_FOLDER, RECORD_FILE, RunStore, slugify
+from auditor.core.store import AUDITS_FOLDER, RECORD_FILE, REPORT_FILE, RunStore, slugify
 from auditor.records import BatchAudit, BatchConfig, BatchRecord, BatchRow, RunRecord, Stage, load_record
 from auditor.studies.progress import NoticesOnly, ProgressReporter
 from auditor.studies.prompt_audit import (
@@ -150,6 +150,9 @@ class Batch(StudyRun[BatchRecord]):
             stage = "report"  # each audit's page is written as it finishes
             for audit in live:
                 audit.finish()
+            for audit in self.audits:  # one completed in an earlier attempt that was stopped while writing its page
+                if audit.record.status == "completed" and not (audit.run_dir / REPORT_FILE).is_file():
+                    audit.after_end()
             self._sync()
             self.run_step("report", self.rank)
         except BaseException as exc:
