@@ -99,7 +99,7 @@ def explore(
     max_counterfactuals: int | None = typer.Option(
         None, "--max-counterfactuals", min=2, help="Counterfactuals per axis."
     ),
-    llm_retries: int = typer.Option(2, "--llm-retries", min=0, help="Repair turns when an LLM plan is invalid."),
+    llm_retries: int = common.LLM_RETRIES,
     temperature: float | None = common.TEMPERATURE,
     llm_seed: int | None = common.LLM_SEED,
     name: str | None = typer.Option(None, "--name", help="Run folder name (default: date-time-topic)."),
