@@ -11,6 +11,7 @@ import pytest
 
 from auditor.core.errors import AuditorError, BackendError
 from auditor.records import GenerationSettings, OccupationsRecord, T2IATRecord
+from auditor.reporting.t2iat import association_reading
 from auditor.reporting.t2iat_html import association_text
 from auditor.studies.t2iat_tests import (
     all_prompts,
@@ -344,6 +345,8 @@ def test_run_a_custom_test_end_to_end_with_tiny_models(tmp_path, tiny_models):
     assert again.returncode == 0, again.stderr
     assert "T2IAT Roses vs. Ants: Flowers vs Insects with Pleasant vs Unpleasant" in again.stdout
     assert "effect size d" in again.stdout and "run folder:" in again.stdout
+    reading = association_reading(record.result, "Flowers", "Insects", "Pleasant", "Unpleasant")
+    assert f"reading {reading}" in " ".join(again.stdout.split()) and reading in html  # terminal (wrapped) and page agree
     rerun = T2IATRecord.model_validate_json((run_dir.parent / "second" / "record.json").read_text())
     timings = {t.stage: t for t in rerun.timings}
     assert (timings["generate"].computed, timings["generate"].cached) == (0, 20)
@@ -508,6 +511,23 @@ def test_score_occupation_by_hand_and_with_missing_images():
     flagged = score_occupation("chef", vectors | {"chef/female": np.zeros((0, 0))}, texts, permutations=100, seed=0)
     assert flagged.image_association is None and flagged.amplification is None and flagged.quartiles == []
     assert flagged.text_association == pytest.approx(-0.2) and flagged.warnings
+
+
+def test_the_reading_claims_a_lean_only_where_s_has_one_and_qualifies_it_above_the_significance_level():
+    from auditor.records import AssociationResult
+
+    def reading(association: float, p_value: float) -> str:
+        result = AssociationResult(association=association, effect_size=None, effect_label="undefined",
+                                   p_value=p_value, exact=True, permutations=70, n_x=4, n_y=4)  # fmt: skip
+        return association_reading(result, "X", "Y", "A", "B")
+
+    assert reading(0.2, 0.01) == "X images lean towards A more than Y images do"
+    assert reading(-0.2, 0.049) == "X images lean towards B more than Y images do"
+    assert reading(0.0, 1.0) == (
+        "X and Y images lean the same way, but regrouping the images at random gives a difference this large as often"
+        " (p ≥ 0.05)"
+    )
+    assert reading(-0.2, 0.05).startswith("X images lean towards B more than Y images do, but regrouping")
 
 
 def test_report_refuses_a_run_of_another_study(tmp_path):

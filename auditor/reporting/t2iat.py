@@ -21,6 +21,21 @@ from auditor.records import (
     T2IATTestDefinition,
 )
 
+#: Below this p-value a test's direction is stated without a caveat (the conventional level; the paper reports p).
+SIGNIFICANCE = 0.05
+
+
+def association_reading(result: AssociationResult, x: str, y: str, a: str, b: str) -> str:
+    """Which way S points, in words, for the terminal and the page alike: no direction where S is 0, and the
+    caveat that random regroupings match it where p is not below :data:`SIGNIFICANCE`."""
+    if result.association == 0:
+        reading = f"{x} and {y} images lean the same way"
+    else:
+        reading = f"{x} images lean towards {a if result.association > 0 else b} more than {y} images do"
+    if result.p_value >= SIGNIFICANCE:
+        reading += f", but regrouping the images at random gives a difference this large as often (p ≥ {SIGNIFICANCE})"
+    return reading
+
 
 def _say(console: Console, text: str) -> None:
     console.print(text, markup=False, highlight=False)
@@ -70,12 +85,8 @@ def render_test_run(record: T2IATRecord, run_dir: Path, console: Console) -> Non
     _unfinished(record, console)
     if result is not None:
         render_association(result, test.x.name, test.y.name, console)
-        lean = test.a.name if result.association > 0 else test.b.name
-        _say(
-            console,
-            f"  reading         S {'>' if result.association > 0 else '<='} 0: {test.x.name} images lean towards "
-            f"{lean} more than {test.y.name} images do",
-        )
+        reading = association_reading(result, test.x.name, test.y.name, test.a.name, test.b.name)
+        _say(console, f"  reading         {reading}")
     _say(console, run_files_text(run_dir))
 
 

@@ -18,11 +18,10 @@ from auditor.metrics.t2iat import quartiles
 from auditor.records import AssociationResult, GeneratedImage, OccupationsRecord, PromptSet, T2IATRecord
 from auditor.reporting.glossary import METRICS
 from auditor.reporting.html import GRID_IMAGES, ImageCell, Spread, range_chart, thumbnail, write_run_page
+from auditor.reporting.t2iat import association_reading
 from auditor.reporting.wording import describe_seeds
 from auditor.scoring.t2iat import occupation_ids
 
-#: Below this p-value a test's direction is stated without a caveat (the conventional level; the paper reports p).
-SIGNIFICANCE = 0.05
 #: What a test's page explains, in this order.
 TEST_METRICS = ("asc", "test_association", "effect_size", "p_value")
 #: What the occupation study's page explains, in this order.
@@ -99,14 +98,7 @@ def test_page(record: T2IATRecord, run_dir: Path) -> dict[str, Any]:
     result = record.result
     reading = None
     if result is not None:
-        toward = names["A"] if result.association > 0 else names["B"]
-        reading = (
-            f"{names['X']} images lean towards {toward} more than {names['Y']} images do"
-            if result.association != 0
-            else f"{names['X']} and {names['Y']} images lean the same way"
-        )
-        if result.p_value >= SIGNIFICANCE:
-            reading += f", but regrouping the images at random gives a difference this large as often (p ≥ {SIGNIFICANCE})"
+        reading = association_reading(result, names["X"], names["Y"], names["A"], names["B"])
     groups = [
         (group_names[group], _image_rows(record, [(pid, pid) for pid in record.groups.get(group, [])], run_dir))
         for group in ("X", "Y", "XA", "XB", "YA", "YB")
