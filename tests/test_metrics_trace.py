@@ -16,6 +16,7 @@ from auditor.metrics.trace import (
     bias_ranking,
     bias_score,
     bias_score_intervals,
+    bias_score_swap_p,
     co_occurrence,
     co_occurrence_similarity,
     compare_closeness,
@@ -80,17 +81,38 @@ def test_closeness_averages_pairs_within_a_unit_and_drops_undefined_pairs():
     assert result.sign_p == pytest.approx(1.0)
 
 
-def test_closeness_claims_a_side_only_when_the_interval_excludes_zero():
+def test_closeness_claims_a_side_only_when_the_interval_excludes_zero_and_the_swap_test_agrees():
     masculine = compare_closeness([0.5] * 20, [0.6] * 20)
     assert masculine.interval == pytest.approx((0.1, 0.1))
     assert masculine.closer_to == "masculine"
     assert masculine.sign_p == pytest.approx(2 * 0.5**20)
-    feminine = compare_closeness([0.7, 0.8, 0.9], [0.6, 0.6, 0.8])
-    assert feminine.closer_to == "feminine" and feminine.interval[1] < 0
+    # 2^20 swaps > 10,000: random ones; only the two with every sign alike reach |mean| 0.1, so p is (1 + k) / 10,001.
+    assert masculine.swap_p < 1e-3
+    # Seven triplets, all closer to feminine: 2 of the 2^7 swaps (none, all) are as extreme, p = 1/64.
+    feminine = compare_closeness([0.7, 0.8, 0.9, 0.7, 0.8, 0.9, 0.7], [0.6, 0.6, 0.8, 0.6, 0.6, 0.8, 0.6])
+    assert feminine.closer_to == "feminine" and feminine.interval[1] < 0 and feminine.swap_p == pytest.approx(2 / 128)
+    # Two or three triplets of one sign: the bootstrap interval excludes 0, but the swap test cannot go below 1/4.
+    two = compare_closeness([0.5, 0.5], [0.501, 0.55])
+    assert two.interval[0] > 0 and two.swap_p == pytest.approx(0.5) and two.closer_to == "undecided"
+    three = compare_closeness([0.7, 0.8, 0.9], [0.6, 0.6, 0.8])
+    assert three.interval[1] < 0 and three.swap_p == pytest.approx(0.25) and three.closer_to == "undecided"
     single = compare_closeness([0.5, 0.5], [0.9, 0.9], units=["t", "t"])
-    assert single.interval is None and single.closer_to == "undecided"
+    assert single.interval is None and single.swap_p is None and single.closer_to == "undecided"
     ties = compare_closeness([0.5, 0.5], [0.5, 0.5])
-    assert ties.sign_p is None and ties.ties == 2
+    assert ties.sign_p is None and ties.ties == 2 and ties.closer_to == "undecided"
+
+
+@pytest.mark.parametrize("triplets", [2, 3, 8])
+def test_with_no_effect_a_side_is_claimed_at_most_as_often_as_the_level_allows(triplets):
+    """Differences drawn symmetric around 0: a 95% claim in at most ~5% of data sets (the percentile bootstrap
+    alone claimed one in 50% at two triplets, 26% at three, 14% at eight)."""
+    rng = np.random.default_rng(11)
+    runs = 600
+    claimed = sum(
+        compare_closeness(np.zeros(triplets), rng.normal(size=triplets), resamples=256, seed=i).closer_to != "undecided"
+        for i in range(runs)
+    )
+    assert claimed / runs <= 0.05 + 3 * math.sqrt(0.05 * 0.95 / runs)
 
 
 def test_closeness_is_reproducible_and_batching_does_not_change_the_draws(monkeypatch):
@@ -219,6 +241,20 @@ def test_bias_ranking_filters_by_the_largest_count():
     without_neutral = bias_ranking(masculine, feminine, n_masculine=10, n_feminine=10, min_count=5)
     assert [o.name for o in without_neutral] == ["suit", "dress"]
     assert without_neutral[0].neutral is None
+
+
+def test_bias_score_swap_p_by_hand():
+    """Three triplets, both sides 2 images each. Object 0: C_m 12, C_f 1, BS 12/13; only no swap and all swapped
+    (BS 1/13) are as far from 0.5: p = 2/8. Object 1: C_m 3, C_f 5, BS 3/8; triplet 2 has 2 and 2, so swapping it
+    changes nothing, and swapping triplets 0 and 1 together gives 5/8: p = 4/8."""
+    m = [[3, 0], [4, 1], [5, 2]]
+    f = [[0, 1], [0, 2], [1, 2]]
+    p, exact = bias_score_swap_p(m, f, [2, 2, 2], [2, 2, 2])
+    assert exact and p == pytest.approx([0.25, 0.5])
+    assert bias_score_swap_p([[1, 0]], [[0, 0]], [1], [1]) == ([None, None], False)  # one triplet: no test
+    assert bias_score_swap_p([[0], [0]], [[0], [0]], [1, 1], [1, 1])[0] == [None]  # no BS: no test
+    random, exact = bias_score_swap_p(np.ones((20, 1)), np.zeros((20, 1)), np.ones(20), np.ones(20), resamples=999)
+    assert not exact and random[0] == pytest.approx(1 / 1000, abs=2 / 1000)  # only all-or-none swaps are as extreme
 
 
 def test_bias_score_intervals_by_hand():

@@ -159,9 +159,10 @@ def test_the_per_stage_table_from_pairs_by_hand():
     eos = rows["prompt_eos"]
     assert (eos.mean_neutral_feminine, eos.mean_neutral_masculine) == pytest.approx((0.55, 0.8))
     assert eos.difference == pytest.approx(0.25) and eos.units == 2 and eos.masculine_closer == 2
-    # Two units with d = 0.2 and 0.3: resample means are 0.2, 0.25 or 0.3, so the interval is [0.2, 0.3].
-    assert (eos.ci.low, eos.ci.high) == pytest.approx((0.2, 0.3)) and eos.closer_to == "masculine"
-    assert eos.sign_p == pytest.approx(0.5)
+    # Two units with d = 0.2 and 0.3: resample means are 0.2, 0.25 or 0.3, so the interval is [0.2, 0.3]; but of
+    # the four swaps (none, either, both) two keep |mean| at 0.25 and two give 0.05: swap p = 1/2, so no side.
+    assert (eos.ci.low, eos.ci.high) == pytest.approx((0.2, 0.3)) and eos.closer_to == "undecided"
+    assert eos.sign_p == pytest.approx(0.5) and eos.swap_p == pytest.approx(0.5)
     objects = rows["objects"]
     assert objects.difference is None and objects.dropped_pairs == 2 and objects.closer_to == "undecided"
     assert rows["denoising_z0"].note.startswith("no pair has this similarity")
@@ -241,3 +242,19 @@ def test_groups_are_summed_per_set_with_human_words_apart():
     assert [t.scope for t in record.chi_square][4::4] == [
         "explicitly_guided", "implicitly_guided", "explicitly_independent", "implicitly_independent", "hidden"
     ]  # fmt: skip
+
+
+def test_an_object_leans_only_when_its_interval_excludes_half_and_its_swap_test_agrees():
+    from auditor.records import Interval, ObjectCount
+    from auditor.reporting.trace import lean_word
+
+    def row(low: float, high: float, p: float | None) -> ObjectCount:
+        ci = Interval(low=low, high=high, method="percentile", defined=1.0)
+        return ObjectCount(name="tie", neutral=0, feminine=1, masculine=9, bias_score=0.9, bias_score_ci=ci, bias_score_p=p)
+
+    assert lean_word(row(0.6, 0.95, 0.01), 0.95) == "masculine"
+    assert lean_word(row(0.05, 0.4, 0.049), 0.95) == "feminine"
+    assert lean_word(row(0.6, 0.95, 0.05), 0.95) == "unclear"  # two or three triplets never get below 1/4
+    assert lean_word(row(0.6, 0.95, 0.05), 0.90) == "masculine"
+    assert lean_word(row(0.6, 0.95, None), 0.95) == "unclear"  # scored before the swap test: no claim
+    assert lean_word(row(0.4, 0.95, 0.001), 0.95) == "unclear"

@@ -173,7 +173,8 @@ def test_trace_study_end_to_end_numbers_match_independent_computations(
             for k, table in enumerate(vectors):
                 assert values[f"image_embedding_{k}"] == pytest.approx(_cosine(table[n], table[other]), abs=1e-5)
 
-    # The per-stage table: means of the recorded pairs, intervals and a side only when the interval excludes 0.
+    # The per-stage table: means of the recorded pairs, intervals, and a side only when the interval excludes 0 and
+    # the swap test agrees, which three triplets cannot give (at least 2 of the 8 swaps are as extreme as the data).
     rows = {row.key: row for row in record.similarity}
     assert list(rows) == [
         "prompt_eos", "prompt_mean", "denoising_z0", "image_ssim", "image_embedding_0", "image_embedding_1", "objects"
@@ -182,8 +183,7 @@ def test_trace_study_end_to_end_numbers_match_independent_computations(
         row = rows[key]
         assert row.mean_neutral_feminine == pytest.approx(np.mean([p.neutral_feminine[key] for p in record.pairs]))
         assert row.units == 3 and row.pairs == 6 and row.ci is not None
-        side = "masculine" if row.ci.low > 0 else "feminine" if row.ci.high < 0 else "undecided"
-        assert row.closer_to == side
+        assert row.swap_p >= 0.25 and row.closer_to == "undecided"
 
     # Objects: the VQA answers' nouns, counted by the detector's boxes, human words apart.
     reader = default_noun_reader()

@@ -5,13 +5,21 @@ triplet's neutral prompt and its feminine or masculine counterpart (text-encoder
 final latent z₀, image embeddings), and the mean SSIM of the paired images. The question
 is whether the neutral prompt is closer to one gender: per pair d = s(n,m) − s(n,f), a
 percentile bootstrap interval of its mean over resampled units (triplets) from a seeded
-generator, and a two-sided sign test over the units; "closer to masculine" only when the
-interval lies above 0 (below 0: feminine).
+generator, a two-sided sign test over the units, and a two-sided swap test (below);
+"closer to masculine" only when the interval lies above 0 and the swap test's p is below
+1 − confidence (below 0: feminine).
+
+The swap test is the claims' guard. With few triplets a percentile bootstrap interval is far
+too narrow (with two triplets it is their two differences, so any two of one sign "exclude 0"
+half the time when there is no effect), while swapping the masculine and feminine prompts of
+any triplet is exact under the null: if the model treats the genders alike, each triplet's
+labels could be either way round. Every one of the 2ⁿ swaps is tried when that is at most the
+resamples asked for, else that many at random; p is the share at least as extreme as the data.
 
 Objects (§5.2): C(o, P) = Σ_p cnt(o, p); the co-occurrence similarity s_O (Eq. 5) as the
 mean cosine of paired count vectors; the bias score BS(o) = C(o,P_m) / (C(o,P_m) +
 (|P_m|/|P_f|)·C(o,P_f)) (Eq. 6; 1 masculine, 0 feminine, 0.5 neither) with percentile
-bootstrap intervals over resampled units. The χ² tests of the object × prompt-set tables
+bootstrap intervals over resampled units and the swap test's p of BS ≠ 0.5. The χ² tests of the object × prompt-set tables
 are in :mod:`auditor.metrics.contingency`.
 
 No models, no records, no I/O; sums over objects run in sorted order, so a result never
@@ -21,7 +29,7 @@ depends on dict iteration order.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
@@ -105,8 +113,53 @@ class Closeness:
     """Units whose mean difference is exactly 0: dropped from the sign test."""
     sign_p: float | None
     """Two-sided sign test (binomial, p = 0.5) over the units without ties; None when all tie."""
+    swap_p: float | None
+    """Two-sided swap test of ``difference`` (see the module); None with fewer than two units."""
     closer_to: Closer
-    """"masculine"/"feminine" only when the interval excludes 0; otherwise "undecided"."""
+    """"masculine"/"feminine" only when the interval excludes 0 and ``swap_p`` < 1 − confidence; otherwise
+    "undecided"."""
+
+
+def significance(confidence: float) -> float:
+    """The p-value a claim must stay below at ``confidence``: 1 - confidence, without its float error (1 - 0.95 is
+    0.050000000000000044, which a p of exactly 0.05 would pass)."""
+    return round(1 - confidence, 12)
+
+
+def swap_patterns(units: int, resamples: int, seed: int) -> tuple[np.ndarray, bool]:
+    """Which units' masculine and feminine sides each draw of the swap test swaps (draws x units, bool), and
+    whether they are all 2ⁿ swaps (when that is at most ``resamples``) rather than ``resamples`` random ones."""
+    if units < 63 and 1 << units <= resamples:
+        codes = np.arange(1 << units, dtype=np.int64)
+        return (codes[:, None] >> np.arange(units)) & 1 == 1, True
+    return np.random.default_rng(seed).integers(0, 2, size=(resamples, units)) == 1, False
+
+
+def swap_test(
+    units: int,
+    statistic: Callable[[np.ndarray], np.ndarray],
+    observed: np.ndarray,
+    *,
+    columns: int,
+    resamples: int,
+    seed: int,
+) -> tuple[np.ndarray, bool]:
+    """Two-sided swap-test p of each of ``columns`` numbers, and whether every swap was tried.
+
+    ``statistic(swapped)`` takes draws x units (1.0 where a unit's sides are swapped) and gives
+    draws x columns of how far from "no difference" each number lands; ``observed`` is the data's
+    own. A NaN draw counts as less extreme. Exact draws include the data's own pattern; random
+    ones count it once more ((1 + k) / (1 + draws)), so p is never 0. Draws go in batches, so
+    memory stays bounded at any number of units.
+    """
+    swaps, exact = swap_patterns(units, resamples, seed)
+    tolerance = 1e-12 * np.maximum(1.0, np.abs(observed))  # the data's own draw, summed in another order
+    extreme = np.zeros(columns)
+    batch = max(1, _BOOTSTRAP_BATCH_VALUES // max(units, columns))
+    for start in range(0, len(swaps), batch):
+        far = statistic(swaps[start : start + batch].astype(np.float64))
+        extreme += (far >= observed - tolerance).sum(axis=0)
+    return (extreme / len(swaps) if exact else (1 + extreme) / (1 + len(swaps))), exact
 
 
 def _bootstrap_means(values: np.ndarray, resamples: int, seed: int) -> np.ndarray:
@@ -163,11 +216,19 @@ def compare_closeness(
         alpha = 1 - confidence
         low, high = np.quantile(means, [alpha / 2, 1 - alpha / 2])
         interval = (float(low), float(high))
+    swap_p = None
+    if len(unit_differences) >= 2:  # a swapped triplet's difference changes sign
+        p, _exact = swap_test(
+            len(unit_differences), lambda swapped: np.abs((1 - 2 * swapped) @ unit_differences / len(unit_differences))[:, None],
+            np.array([abs(unit_differences.mean())]), columns=1, resamples=resamples, seed=seed,
+        )  # fmt: skip
+        swap_p = float(p[0])
     closer: Closer = "undecided"
-    if interval is not None and interval[0] > 0:
-        closer = "masculine"
-    elif interval is not None and interval[1] < 0:
-        closer = "feminine"
+    if interval is not None and swap_p is not None and swap_p < significance(confidence):
+        if interval[0] > 0:
+            closer = "masculine"
+        elif interval[1] < 0:
+            closer = "feminine"
 
     positive = int((unit_differences > 0).sum())
     negative = int((unit_differences < 0).sum())
@@ -191,6 +252,7 @@ def compare_closeness(
         feminine_closer=negative,
         ties=len(unit_differences) - positive - negative,
         sign_p=sign_p,
+        swap_p=swap_p,
         closer_to=closer,
     )
 
@@ -336,6 +398,58 @@ def bias_ranking(
     return sorted(ranking, key=lambda item: (-item.score, item.name))
 
 
+def _drawn_bias_scores(
+    kept: np.ndarray, swapped: np.ndarray, m: np.ndarray, f: np.ndarray, size_m: np.ndarray, size_f: np.ndarray
+) -> np.ndarray:
+    """BS of every object in every draw (draws x objects): draw r takes ``kept[r, u]`` copies of unit u as it is
+    and ``swapped[r, u]`` with its masculine and feminine sides swapped; NaN where BS is undefined."""
+    c_m, c_f = kept @ m + swapped @ f, kept @ f + swapped @ m
+    total_m, total_f = kept @ size_m + swapped @ size_f, kept @ size_f + swapped @ size_m
+    ratio = np.divide(total_m, total_f, out=np.full(len(kept), np.nan), where=total_f > 0)
+    denominator = c_m + ratio[:, None] * c_f  # NaN where a draw has no feminine image
+    positive = denominator > 0
+    return np.where(positive, c_m / np.where(positive, denominator, 1.0), np.nan)
+
+
+def _unit_counts(masculine, feminine, n_masculine, n_feminine) -> tuple[np.ndarray, ...]:
+    """The (units x objects) counts and per-unit image counts as float arrays, checked."""
+    m = np.asarray(masculine, dtype=np.float64)
+    f = np.asarray(feminine, dtype=np.float64)
+    size_m = np.asarray(n_masculine, dtype=np.float64).ravel()
+    size_f = np.asarray(n_feminine, dtype=np.float64).ravel()
+    if m.ndim != 2 or m.shape != f.shape or size_m.shape != size_f.shape or size_m.size != m.shape[0]:
+        raise AuditorError("bias scores by unit need (units x objects) counts and one image count per unit and side")
+    if (m < 0).any() or (f < 0).any() or (size_m < 0).any() or (size_f < 0).any():
+        raise AuditorError("co-occurrence counts cannot be negative")
+    return m, f, size_m, size_f
+
+
+def bias_score_swap_p(
+    masculine: np.ndarray | Sequence[Sequence[float]],
+    feminine: np.ndarray | Sequence[Sequence[float]],
+    n_masculine: np.ndarray | Sequence[float],
+    n_feminine: np.ndarray | Sequence[float],
+    *,
+    resamples: int = 10_000,
+    seed: int = 0,
+) -> tuple[list[float | None], bool]:
+    """The swap test's two-sided p of BS(o) ≠ 0.5 for every object (arguments as :func:`bias_score_intervals`),
+    and whether it tried every swap: how often swapping the masculine and feminine sides of triplets puts BS at
+    least as far from 0.5. None for an object with fewer than two units or no BS."""
+    m, f, size_m, size_f = _unit_counts(masculine, feminine, n_masculine, n_feminine)
+    if resamples < 1:
+        raise AuditorError("resamples must be at least 1")
+    units, objects = m.shape
+    if units < 2:
+        return [None] * objects, False
+    observed = np.abs(_drawn_bias_scores(np.ones((1, units)), np.zeros((1, units)), m, f, size_m, size_f)[0] - 0.5)
+    p, exact = swap_test(
+        units, lambda swapped: np.abs(_drawn_bias_scores(1.0 - swapped, swapped, m, f, size_m, size_f) - 0.5),
+        observed, columns=objects, resamples=resamples, seed=seed,
+    )  # fmt: skip
+    return [None if math.isnan(o) else float(v) for o, v in zip(observed, p, strict=True)], exact
+
+
 def bias_score_intervals(
     masculine: np.ndarray | Sequence[Sequence[float]],
     feminine: np.ndarray | Sequence[Sequence[float]],
@@ -355,14 +469,7 @@ def bias_score_intervals(
     counts 0, or no image on a side) are left out. None for an object with fewer than two
     units, or no resample that defines it.
     """
-    m = np.asarray(masculine, dtype=np.float64)
-    f = np.asarray(feminine, dtype=np.float64)
-    size_m = np.asarray(n_masculine, dtype=np.float64).ravel()
-    size_f = np.asarray(n_feminine, dtype=np.float64).ravel()
-    if m.ndim != 2 or m.shape != f.shape or size_m.shape != size_f.shape or size_m.size != m.shape[0]:
-        raise AuditorError("bias score intervals need (units x objects) counts and one image count per unit and side")
-    if (m < 0).any() or (f < 0).any() or (size_m < 0).any() or (size_f < 0).any():
-        raise AuditorError("co-occurrence counts cannot be negative")
+    m, f, size_m, size_f = _unit_counts(masculine, feminine, n_masculine, n_feminine)
     if resamples < 1 or not 0 < confidence < 1:
         raise AuditorError("resamples must be at least 1 and confidence between 0 and 1")
     units, objects = m.shape
@@ -377,12 +484,7 @@ def bias_score_intervals(
         draws = rng.integers(0, units, size=(rows, units))
         weights = np.zeros((rows, units))
         np.add.at(weights, (np.repeat(np.arange(rows), units), draws.ravel()), 1.0)
-        c_m, c_f = weights @ m, weights @ f
-        total_m, total_f = weights @ size_m, weights @ size_f
-        ratio = np.divide(total_m, total_f, out=np.full(rows, np.nan), where=total_f > 0)
-        denominator = c_m + ratio[:, None] * c_f  # NaN where a resample has no feminine image
-        positive = denominator > 0
-        scores[start : start + rows] = np.where(positive, c_m / np.where(positive, denominator, 1.0), np.nan)
+        scores[start : start + rows] = _drawn_bias_scores(weights, np.zeros_like(weights), m, f, size_m, size_f)
     intervals: list[tuple[float, float] | None] = []
     for column in scores.T:
         defined = column[np.isfinite(column)]

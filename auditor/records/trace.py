@@ -209,7 +209,15 @@ class StageSimilarity(Record):
     feminine_closer: int = Field(ge=0, description="Triplets whose difference is < 0.")
     ties: int = Field(ge=0, description="Triplets whose difference is exactly 0.")
     sign_p: float | None = Field(description="Two-sided sign test over the triplets without ties.")
-    closer_to: Closer = Field(description="'masculine'/'feminine' only when the interval excludes 0.")
+    swap_p: float | None = Field(
+        default=None,
+        description="Two-sided swap test of the difference: the share of swaps of triplets' masculine and feminine "
+        "prompts (all 2^n when that is at most the bootstrap's resamples, else that many at random) whose difference "
+        "is at least as far from 0; None with fewer than two triplets, or scored before the test existed.",
+    )
+    closer_to: Closer = Field(
+        description="'masculine'/'feminine' only when the interval excludes 0 and swap_p < 1 - ci_level."
+    )
     note: str | None = Field(default=None, description="Why numbers are missing.")
 
 
@@ -225,6 +233,11 @@ class ObjectCount(Record):
     )
     bias_score_ci: Interval | None = Field(
         default=None, description="Percentile bootstrap interval of BS over triplets (ranked objects only)."
+    )
+    bias_score_p: float | None = Field(
+        default=None,
+        description="Two-sided swap test of BS != 0.5 over triplets, as the stages' swap_p (ranked objects only); "
+        "a lean is named only when the interval excludes 0.5 and this is below 1 - ci_level.",
     )
 
 

@@ -17,6 +17,7 @@ and is autoescaped in HTML.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +26,7 @@ from rich.table import Table
 from rich.text import Text
 
 from auditor.core.store import run_files, run_files_text
+from auditor.metrics.trace import significance
 from auditor.records import TRIPLET_SETS, ChiSquareResult, ObjectCount, StageSimilarity, TraceRecord
 from auditor.reporting.glossary import METRICS
 from auditor.reporting.sentences import STATUS_PHRASES, span
@@ -33,7 +35,7 @@ from auditor.reporting.sentences import STATUS_PHRASES, span
 TRIPLETS_SHOWN = 10
 #: Glossary entries the trace report explains.
 TRACE_METRICS = (
-    "trace_difference", "sign_p", "co_occurrence", "bias_score", "trace_p_adjusted", "dependency_group",
+    "trace_difference", "swap_p", "sign_p", "co_occurrence", "bias_score", "trace_p_adjusted", "dependency_group",
 )  # fmt: skip
 GROUP_NAMES = {
     "explicitly_guided": "explicitly guided",
@@ -49,14 +51,16 @@ SPACE_NAMES = {"prompt": "prompt space", "denoising": "denoising space", "image"
 
 
 def closeness_sentence(row: StageSimilarity) -> str:
-    """Which gender the neutral prompts are closer to at one stage, claimed only when the interval excludes 0."""
+    """Which gender the neutral prompts are closer to at one stage, claimed only when the interval excludes 0 and
+    the swap test agrees."""
     where = f"{SPACE_NAMES[row.space]}, {row.measure}" + (f" ({row.model})" if row.model else "")
     if row.difference is None:
         return f"{where}: {row.note or 'no pairs'}."
     numbers = f"s(n,m) - s(n,f) = {row.difference:+.4f}"
     interval = span(row.ci, 4)
     evidence = f"{numbers} {interval}" if interval else numbers
-    sign = f"; sign test p = {row.sign_p:.3g}" if row.sign_p is not None else ""
+    sign = f"; swap test p = {row.swap_p:.3g}" if row.swap_p is not None else ""
+    sign += f"; sign test p = {row.sign_p:.3g}" if row.sign_p is not None else ""
     counted = f"{row.units} triplet{'s' if row.units != 1 else ''}"
     if row.closer_to == "undecided":
         why = row.note or "no clear difference"
@@ -74,10 +78,13 @@ def lean_lists(ranking: list[ObjectCount], top_k: int) -> tuple[list[ObjectCount
     return masculine, feminine
 
 
-def lean_word(row: ObjectCount) -> str:
-    """ "masculine"/"feminine" when the bias score's interval excludes 0.5, else "unclear"."""
+def lean_word(row: ObjectCount, level: float) -> str:
+    """ "masculine"/"feminine" when the bias score's interval (at ``level``) excludes 0.5 and its swap test's p is
+    below 1 - ``level``, else "unclear" (also for a record scored before the swap test, which has no p)."""
     ci = row.bias_score_ci
     if ci is None or ci.low is None or ci.high is None or not ci.excludes(0.5):
+        return "unclear"
+    if row.bias_score_p is None or row.bias_score_p >= significance(level):
         return "unclear"
     return "masculine" if ci.low > 0.5 else "feminine"
 
@@ -132,13 +139,13 @@ def _bs(row: ObjectCount) -> str:
 # --------------------------------------------------------------------------- JSON
 
 
-def _counts(row: ObjectCount) -> dict[str, Any]:
-    return row.model_dump(mode="json") | {"lean": lean_word(row) if row.bias_score_ci else None}
+def _counts(row: ObjectCount, level: float) -> dict[str, Any]:
+    return row.model_dump(mode="json") | {"lean": lean_word(row, level) if row.bias_score_ci else None}
 
 
 def trace_json(record: TraceRecord, run_dir: Path) -> dict[str, Any]:
     """What ``auditor trace --json`` prints: the findings, with human words apart from objects."""
-    top_k = record.config.scoring.top_k
+    top_k, level = record.config.scoring.top_k, record.config.scoring.ci_level
     masculine, feminine = lean_lists(record.ranking, top_k)
     groups = None
     if record.groups is not None:
@@ -151,9 +158,9 @@ def trace_json(record: TraceRecord, run_dir: Path) -> dict[str, Any]:
                     "objects": {name: sum(getattr(r, name) for r in summary.objects) for name in TRIPLET_SETS},
                     "humans": {name: sum(getattr(r, name) for r in summary.humans) for name in TRIPLET_SETS},
                     "images_with": summary.images_with,
-                    "masculine_objects": [_counts(r) for r in group_m],
-                    "feminine_objects": [_counts(r) for r in group_f],
-                    "human_words": [_counts(r) for r in summary.humans],
+                    "masculine_objects": [_counts(r, level) for r in group_m],
+                    "feminine_objects": [_counts(r, level) for r in group_f],
+                    "human_words": [_counts(r, level) for r in summary.humans],
                 }
             )
     ran = [t for t in record.chi_square if t.p_value is not None]
@@ -165,9 +172,9 @@ def trace_json(record: TraceRecord, run_dir: Path) -> dict[str, Any]:
         "selection": record.selection.model_dump(mode="json") if record.selection else None,
         "similarity": [row.model_dump(mode="json") | {"finding": closeness_sentence(row)} for row in record.similarity],
         "set_sizes": record.set_sizes,
-        "masculine_objects": [_counts(row) for row in masculine],
-        "feminine_objects": [_counts(row) for row in feminine],
-        "human_words": [_counts(row) for row in record.humans],
+        "masculine_objects": [_counts(row, level) for row in masculine],
+        "feminine_objects": [_counts(row, level) for row in feminine],
+        "human_words": [_counts(row, level) for row in record.humans],
         "chi_square": {
             "tests": len(record.chi_square),
             "ran": len(ran),
@@ -215,17 +222,18 @@ def _say(console: Console, text: str | Text) -> None:
     console.print(text if isinstance(text, Text) else Text(text), soft_wrap=False)
 
 
-def _objects(console: Console, title: str, rows: list[ObjectCount], with_lean: bool = True) -> None:
-    """A titled table of objects (or human words) with their counts and bias scores; "none" when empty."""
+def _objects(console: Console, title: str, rows: list[ObjectCount], lean_level: float | None) -> None:
+    """A titled table of objects (or human words) with their counts and bias scores, and each one's lean at
+    ``lean_level`` unless it is None; "none" when empty."""
     _say(console, Text(title, style="bold"))
     if not rows:
         _say(console, "  none")
         return
     columns = [("name", "left"), ("BS [interval]", "right"), ("C n", "right"), ("C f", "right"), ("C m", "right")]
-    table = _table(*columns, *([("lean", "left")] if with_lean else []))
+    table = _table(*columns, *([("lean", "left")] if lean_level is not None else []))
     for row in rows:
         cells = [Text(row.name), _bs(row), str(row.neutral), str(row.feminine), str(row.masculine)]
-        table.add_row(*cells, *([lean_word(row)] if with_lean else []))
+        table.add_row(*cells, *([lean_word(row, lean_level)] if lean_level is not None else []))
     console.print(table)
 
 
@@ -244,29 +252,33 @@ def render_trace(record: TraceRecord, run_dir: Path, console: Console) -> None:
     _say(console, Text("\nIs the neutral prompt closer to the masculine or the feminine one?", style="bold"))
     table = _table(
         ("stage", "left"), ("s(n,f)", "right"), ("s(n,m)", "right"), ("m - f [interval]", "right"),
-        ("sign p", "right"), ("closer", "left"),
+        ("swap p", "right"), ("sign p", "right"), ("closer", "left"),
     )  # fmt: skip
     for row in record.similarity:
         difference = f"{_number(row.difference, 4, signed=True)} {span(row.ci, 4)}".strip()
         table.add_row(
             Text(short_measure(row)), _number(row.mean_neutral_feminine), _number(row.mean_neutral_masculine),
-            difference, _p(row.sign_p), row.closer_to,
+            difference, _p(row.swap_p), _p(row.sign_p), row.closer_to,
         )  # fmt: skip
     console.print(table)
     for row in record.similarity:
         if row.model:
             _say(console, Text(f"  {short_measure(row)}: {row.model}"))
-    _say(console, "closer: the side the interval of s(n,m) - s(n,f) over triplets supports; undecided when it holds 0.")
+    _say(
+        console,
+        "closer: the side the interval of s(n,m) - s(n,f) over triplets supports, when the swap test agrees "
+        f"(p < {1 - record.config.scoring.ci_level:.2g}); undecided otherwise.",
+    )
 
     sizes = ", ".join(f"{name} {record.set_sizes.get(name, 0)}" for name in TRIPLET_SETS)
     _say(
         console, f"\nObjects (images looked at: {sizes}); ranked when seen {config.scoring.min_count:g} times in a set."
     )
     masculine, feminine = lean_lists(record.ranking, config.scoring.top_k)
-    _objects(console, "Most masculine objects (bias score BS near 1)", masculine)
-    _objects(console, "Most feminine objects (BS near 0)", feminine)
+    _objects(console, "Most masculine objects (bias score BS near 1)", masculine, config.scoring.ci_level)
+    _objects(console, "Most feminine objects (BS near 0)", feminine, config.scoring.ci_level)
     humans = sorted(record.humans, key=lambda r: (-(r.neutral + r.feminine + r.masculine), r.name))
-    _objects(console, "Human words (counted apart from objects)", humans[: 2 * config.scoring.top_k], with_lean=False)
+    _objects(console, "Human words (counted apart from objects)", humans[: 2 * config.scoring.top_k], None)
 
     _say(console, Text("\nχ² tests of the object counts (n, f, m: neutral, feminine, masculine)", style="bold"))
     tests = _table(("table", "left"), ("sets", "left"), ("χ²", "right"), ("p", "right"), ("Holm p", "right"))
@@ -337,7 +349,7 @@ def write_trace_report(record: TraceRecord, run_dir: Path) -> Path:
         humans=sorted(record.humans, key=lambda r: (-(r.neutral + r.feminine + r.masculine), r.name)),
         chi_square_summary=chi_square_summary(record),
         scope=_scope,
-        lean_word=lean_word,
+        lean_word=partial(lean_word, level=record.config.scoring.ci_level),
         span=span,
         groups=groups,
         pictures=pictures,

@@ -35,6 +35,7 @@ from auditor.metrics.trace import (
     bias_ranking,
     bias_score,
     bias_score_intervals,
+    bias_score_swap_p,
     compare_closeness,
     count_cosine,
     ssim,
@@ -268,6 +269,7 @@ def stage_row(
         feminine_closer=result.feminine_closer,
         ties=result.ties,
         sign_p=result.sign_p,
+        swap_p=result.swap_p,
         closer_to=result.closer_to,
         note="one triplet: no interval, so no side is claimed" if result.units == 1 else None,
     )
@@ -354,7 +356,7 @@ def ranking(tables: Tables, sizes: Mapping[TripletSet, int], min_count: float) -
 def with_intervals(
     rows: list[ObjectCount], record: TraceRecord, counts_of: Callable[[ImageObjects], Mapping[str, int]]
 ) -> list[ObjectCount]:
-    """``rows`` with the bootstrap interval of each bias score, resampling the triplets."""
+    """``rows`` with the bootstrap interval and the swap test's p of each bias score, over the triplets."""
     if not rows:
         return rows
     settings = record.config.scoring
@@ -371,17 +373,21 @@ def with_intervals(
                 for name, count in counts_of(image).items():
                     if name in column:
                         counts[side][t, column[name]] += count
+    by_unit = (counts["masculine"], counts["feminine"], sizes["masculine"], sizes["feminine"])
     intervals = bias_score_intervals(
-        counts["masculine"], counts["feminine"], sizes["masculine"], sizes["feminine"],
-        resamples=settings.bootstrap, confidence=settings.ci_level, seed=settings.ci_seed,
-    )  # fmt: skip
+        *by_unit, resamples=settings.bootstrap, confidence=settings.ci_level, seed=settings.ci_seed
+    )
+    p_values, _exact = bias_score_swap_p(*by_unit, resamples=settings.bootstrap, seed=settings.ci_seed)
     return [
         row.model_copy(
-            update={"bias_score_ci": Interval(low=bounds[0], high=bounds[1], method="percentile", defined=1.0)}
+            update={
+                "bias_score_ci": Interval(low=bounds[0], high=bounds[1], method="percentile", defined=1.0),
+                "bias_score_p": p,
+            }
         )
         if bounds is not None
         else row
-        for row, bounds in zip(rows, intervals, strict=True)
+        for row, bounds, p in zip(rows, intervals, p_values, strict=True)
     ]
 
 
