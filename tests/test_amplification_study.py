@@ -568,6 +568,31 @@ def test_resume_after_an_interruption_recomputes_nothing(data, tmp_path, monkeyp
     cache.close()
 
 
+def test_a_resume_stopped_before_scoring_keeps_no_earlier_scores(data, tmp_path):
+    """A resume may point at another CLIP: until it scores, the record (and report) must not show the numbers of the
+    attempt before it under the new model's name."""
+    from auditor.studies.amplification import resume_amplification, start_amplification
+    from auditor.studies.amplification_options import AmplificationOptions
+
+    options = AmplificationOptions(
+        t2i=f"folder:{data.generated}", captions=str(data.with_images), occupations=OCCUPATIONS,
+        occupations_source="test", templates=TEMPLATES, methods=["keyword"], embedder=f"clip:{data.clip}", images=4,
+        bootstrap=10,
+    )  # fmt: skip
+    store = RunStore(tmp_path / "runs")
+    cache = ContentCache(tmp_path / "cache.sqlite")
+    try:
+        finished = start_amplification(options, store, cache, QuietProgress(), "r").run()
+        assert finished.status == "completed" and finished.amplification and finished.summary
+        with pytest.raises(KeyboardInterrupt):
+            resume_amplification("r", store, cache, StopAfter("faces", 1)).run()
+    finally:
+        cache.close()
+    stopped = load_record(store.root / "r" / "record.json", AmplificationRecord)
+    assert stopped.status == "interrupted" and stopped.errors[-1].stage == "faces"
+    assert (stopped.generated, stopped.training, stopped.amplification, stopped.summary) == ([], [], [], [])
+
+
 def test_a_resumed_run_refuses_a_changed_training_sample(data, tmp_path):
     from auditor.core.errors import AuditorError
     from auditor.studies.amplification import resume_amplification, start_amplification

@@ -91,6 +91,10 @@ class AmplificationRun(StudyRun[AmplificationRecord]):
         )
         return self.record
 
+    def clear_scores(self) -> None:
+        self.record.generated, self.record.training, self.record.amplification = [], [], []
+        self.record.summary, self.record.warnings = [], []
+
     def after_end(self) -> None:
         """Write ``report.html`` however the run ended."""
         from auditor.reporting.amplification import write_amplification_html
