@@ -486,6 +486,8 @@ def _one_line(result, fragment: str) -> None:
         (["--occupation", " "], "an occupation cannot be empty"),
         (["--image-column", "picture"], "has no image column 'picture'"),
         (["--template", "9"], "the paper has templates 1 to 4"),
+        (["--template", "{occupation} {article.x}"], "may only use {occupation} and {article}, as they are"),
+        (["--template", "a {occupation.title}"], "(not {occupation.title})"),
         (["--embedder", "dinov2:/models/dino"], "--embedder must be a CLIP model"),
     ],
 )

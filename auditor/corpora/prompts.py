@@ -6,6 +6,8 @@ side's nearest-neighbour selection ranks captions by their similarity to them.
 
 from __future__ import annotations
 
+from string import Formatter
+
 from auditor.core.errors import AuditorError
 
 #: Occupations starting with one of these letters take "an" (the authors' rule, lower case only).
@@ -34,11 +36,16 @@ def occupation_prompt(template: str, occupation: str) -> str:
     occupation = occupation.strip()
     if not occupation:
         raise AuditorError("an occupation cannot be empty")
-    if "{occupation}" not in template:
-        raise AuditorError(f"the prompt template {template!r} has no {{occupation}} placeholder")
+    only = f"the prompt template {template!r} may only use {{occupation}} and {{article}}"
     try:
-        return template.format(occupation=occupation, article=article(occupation))
-    except (KeyError, IndexError, ValueError) as exc:
-        raise AuditorError(
-            f"the prompt template {template!r} may only use {{occupation}} and {{article}} ({exc})"
-        ) from exc
+        parsed = list(Formatter().parse(template))
+    except ValueError as exc:  # an unmatched brace
+        raise AuditorError(f"{only} ({exc})") from None
+    fields = [(name, conversion, spec) for _, name, spec, conversion in parsed if name is not None]
+    for name, conversion, spec in fields:  # nothing else: "{occupation.title}" would put a method's repr in the prompt
+        if name not in ("occupation", "article") or conversion or spec:
+            shown = name + (f"!{conversion}" if conversion else "") + (f":{spec}" if spec else "")
+            raise AuditorError(f"{only}, as they are (not {{{shown}}})")
+    if not any(name == "occupation" for name, _, _ in fields):
+        raise AuditorError(f"the prompt template {template!r} has no {{occupation}} placeholder")
+    return template.format(occupation=occupation, article=article(occupation))
