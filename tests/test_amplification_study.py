@@ -484,6 +484,7 @@ def _one_line(result, fragment: str) -> None:
         (["--method", "keyword", "--method", "nearest"], "unknown selection method 'nearest'"),
         (["--occupations", "EMPTY"], "lists no occupations"),
         (["--occupation", " "], "an occupation cannot be empty"),
+        (["--occupation", "***"], "the occupation '***' has no word in it"),
         (["--image-column", "picture"], "has no image column 'picture'"),
         (["--template", "9"], "the paper has templates 1 to 4"),
         (["--template", "{occupation} {article.x}"], "may only use {occupation} and {article}, as they are"),

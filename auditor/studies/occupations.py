@@ -32,12 +32,16 @@ def read_occupations(text: str, where: str) -> list[str]:
 
 
 def check_occupations(occupations: Sequence[str], where: str) -> list[str]:
-    """The occupations, stripped; a one-line error for an empty list, an empty name or two with one slug."""
+    """The occupations, stripped; a one-line error for an empty list, an empty name, one without a word (nothing
+    to search captions for) or two with one slug."""
     cleaned = [o.strip() for o in occupations]
     if not cleaned:
         raise AuditorError(f"{where}: no occupations given")
     if not all(cleaned):
         raise AuditorError(f"{where}: an occupation cannot be empty")
+    for occupation in cleaned:
+        if not any(character.isalnum() for character in occupation):
+            raise AuditorError(f"{where}: the occupation {occupation!r} has no word in it")
     slugs: dict[str, str] = {}
     for occupation in cleaned:
         slug = occupation_slug(occupation)
