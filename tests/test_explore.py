@@ -317,6 +317,7 @@ def test_explore_offline_on_tiny_models_from_the_command_line(tiny_models, tmp_p
             "must be at least --seeds-per-round",
         ),
         (["--topic", "x", "--bootstrap", "0"], "explore needs intervals"),
+        (["--topic", "1234"], "the topic '1234' names no noun WordNet knows"),
     ],
 )
 def test_bad_explore_input_is_one_line_and_creates_nothing(tmp_path, args, message):

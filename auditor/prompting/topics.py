@@ -26,6 +26,8 @@ from auditor.prompting.guard import normalised
 if TYPE_CHECKING:  # pragma: no cover
     from nltk.corpus.reader.wordnet import Synset, WordNetCorpusReader
 
+    from auditor.planning.offline import Reading
+
 TEMPLATES_FILE = "explore/templates.yaml"
 _NOUN = "{noun}"
 
@@ -144,17 +146,35 @@ class OfflineProposer:
 # --------------------------------------------------------------------------- WordNet nouns
 
 
-def topic_nouns(
+def check_topic(topic: str) -> None:
+    """Refuse a topic the offline proposer cannot read (no noun WordNet knows), before a run exists."""
+    from auditor.core.langdata import load_wordnet
+    from auditor.core.resources import read_prompt_yaml
+    from auditor.planning.offline import axis_library
+
+    _read_topic(topic, load_wordnet(), axis_library(), read_prompt_yaml(TEMPLATES_FILE))
+
+
+def _read_topic(
     topic: str, wordnet: WordNetCorpusReader, library: dict[str, Any], data: dict[str, Any]
-) -> tuple[str, list[Noun]]:
-    """The topic's category and its nouns, most frequent first."""
-    from auditor.core.langdata import english_stopwords
+) -> Reading:
+    """The topic read as a prompt (its head noun and category), or a one-line error."""
     from auditor.planning.offline import read_prompt
 
     overrides = {**library.get("category_overrides", {}), **data.get("category_overrides", {})}
     reading = read_prompt(topic, wordnet, {**library, "category_overrides": overrides})
     if reading.head is None or reading.category not in data["categories"]:
         raise AuditorError(f"the topic {topic!r} names no noun WordNet knows: give a noun, e.g. 'people at work'")
+    return reading
+
+
+def topic_nouns(
+    topic: str, wordnet: WordNetCorpusReader, library: dict[str, Any], data: dict[str, Any]
+) -> tuple[str, list[Noun]]:
+    """The topic's category and its nouns, most frequent first."""
+    from auditor.core.langdata import english_stopwords
+
+    reading = _read_topic(topic, wordnet, library, data)
     settings = data["categories"][reading.category]
     lexnames = next(c["lexnames"] for c in library["categories"] if c["name"] == reading.category)
     head = wordnet.synsets(reading.head.lemma, pos="n")[0]

@@ -94,6 +94,10 @@ def validate_options(options: ExploreOptions) -> None:
     for ok, message in checks:
         if not ok:
             raise AuditorError(message)
+    if options.topic and options.llm == "offline":
+        from auditor.prompting.topics import check_topic
+
+        check_topic(options.topic)
     check_executor(options.executor)
     T2I_BACKENDS.preflight(options.t2i)
     VQA_BACKENDS.preflight(options.vqa)
