@@ -596,15 +596,15 @@ def test_a_resume_stopped_before_scoring_keeps_no_earlier_scores(data, tmp_path)
     assert (stopped.generated, stopped.training, stopped.amplification, stopped.summary) == ([], [], [], [])
 
 
-def test_a_resumed_run_refuses_a_changed_training_sample(data, tmp_path):
+def test_a_resumed_run_refuses_a_changed_training_sample(data, tmp_path, monkeypatch):
     from auditor.core.errors import AuditorError
     from auditor.studies.amplification import resume_amplification, start_amplification
     from auditor.studies.amplification_options import AmplificationOptions
 
     captions = tmp_path / "captions.csv"
     captions.write_bytes(data.with_images.read_bytes())
-    options = AmplificationOptions(
-        t2i=f"folder:{data.generated}", captions=str(captions), occupations=OCCUPATIONS, occupations_source="test",
+    options = AmplificationOptions(  # the captions as a relative path (the tests run in tmp_path)
+        t2i=f"folder:{data.generated}", captions="captions.csv", occupations=OCCUPATIONS, occupations_source="test",
         templates=TEMPLATES, methods=["keyword"], embedder=f"clip:{data.clip}", images=4, bootstrap=10,
     )  # fmt: skip
     store = RunStore(tmp_path / "runs")
@@ -612,8 +612,11 @@ def test_a_resumed_run_refuses_a_changed_training_sample(data, tmp_path):
     study = start_amplification(options, store, cache, StopAfter("generate", 1), "r")
     with pytest.raises(KeyboardInterrupt):
         study.run()
+    assert load_record(study.run_dir / "record.json", AmplificationRecord).config.captions == str(captions)
     with captions.open("a", encoding="utf-8") as handle:
         handle.write("a nurse at night,\n")
+    (tmp_path / "elsewhere").mkdir()
+    monkeypatch.chdir(tmp_path / "elsewhere")  # the recorded path still finds the file, which has changed
     with pytest.raises(AuditorError, match="is not what this run started with"):
         resume_amplification("r", store, cache, QuietProgress()).run()
     assert load_record(study.run_dir / "record.json", AmplificationRecord).status == "failed"

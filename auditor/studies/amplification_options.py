@@ -9,6 +9,7 @@ functions.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from auditor.core.errors import AuditorError
 from auditor.core.settings import DEFAULT_EMBEDDER
@@ -95,6 +96,8 @@ class AmplificationOptions:
         FACE_DETECTORS.preflight(self.face_detector)
         if any(m in NN_METHODS for m in self.methods):
             SENTENCE_EMBEDDERS.check(self.text_embedder)
+        # Recorded as an absolute path: a resume from another folder reads the same file.
+        self.captions = str(Path(self.captions).expanduser().absolute())
         selection_request(self, self.batch_rows).reader()
 
     def config(self) -> AmplificationConfig:
