@@ -211,12 +211,23 @@ def test_an_explored_prompt_audited_alone_reuses_every_image_answer_and_plan(wor
 
 @pytest.mark.parametrize("stage, stop_at", [("generate", 96), ("perceive", 100)])
 def test_killed_and_resumed_it_recomputes_nothing(world, tmp_path, stage, stop_at):
-    exploration, cache = explore(tmp_path, StopAfter(stage, stop_at))
+    class Ticking(StopAfter):
+        """One second passes on the exploration's clock with each unit of progress."""
+
+        now = 0.0
+
+        def advance(self, stage: str, amount: int = 1) -> None:
+            Ticking.now += amount
+            super().advance(stage, amount)
+
+    exploration, cache = explore(tmp_path, Ticking(stage, stop_at))
+    exploration.clock = lambda: Ticking.now
     with pytest.raises(KeyboardInterrupt):
         exploration.run()
     partial = load_record(exploration.run_dir / "record.json", ExploreRecord)
     assert partial.status == "interrupted" and partial.errors[-1].stage == stage  # the stage inside the round
     assert partial.rounds[-1].status == "running"  # the round was charged and planned, not finished
+    assert partial.elapsed == Ticking.now  # the interrupted round's seconds count for --time too
     made, asked = len(world.image_requests()), len(vision_requests(world))
     assert 0 < made <= partial.images_spent
     killed_round_cached = cache.entries("generate") - sum(r.images_generated for r in partial.rounds)

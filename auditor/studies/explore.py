@@ -86,6 +86,16 @@ class Exploration(StudyRun[ExploreRecord]):
         self.text_embedder_required = text_embedder_required
         self.on_round = on_round or (lambda _record: None)
         self.intake = CandidateIntake(self)
+        #: While exploring: seconds explored over all attempts, now (every save records it, so a round that is
+        #: interrupted or killed still counts against --time).
+        self._explored: Callable[[], float] | None = None
+        #: Where the seconds explored are read from (a test may give a clock of its own).
+        self.clock: Callable[[], float] = time.monotonic
+
+    def save(self) -> None:
+        if self._explored is not None:
+            self.record.elapsed = self._explored()
+        super().save()
 
     @property
     def config(self) -> ExploreConfig:
@@ -106,10 +116,20 @@ class Exploration(StudyRun[ExploreRecord]):
     def explore(self) -> None:
         """Rounds until a budget is spent, the leaders are separated, or nothing is left to do."""
         record = self.record
-        started, before = time.monotonic(), record.elapsed
+        started, before = self.clock(), record.elapsed
+        self._explored = lambda: before + self.clock() - started
+        try:
+            self._explore_rounds()
+        finally:
+            record.elapsed = self._explored()
+            self._explored = None
+        self.save()
+
+    def _explore_rounds(self) -> None:
+        record = self.record
 
         def tick() -> None:
-            record.elapsed = before + time.monotonic() - started
+            record.elapsed = self._explored()
 
         while record.stop_reason is None:
             current = self.running_round("explore")
@@ -131,7 +151,6 @@ class Exploration(StudyRun[ExploreRecord]):
                 if current is None:
                     break
             play_round(self, current)
-            tick()
             self.save()
             self.on_round(record)
             if separated(arm_bounds(record), leader_indices(record), self.config.top_k):
@@ -139,8 +158,6 @@ class Exploration(StudyRun[ExploreRecord]):
                 self.stop_exploring(
                     "separated", f"the top {self.config.top_k} ({top}) are separated from every other arm"
                 )
-        tick()
-        self.save()
 
     def running_round(self, phase: str) -> Round | None:
         """The last round if it is of this phase and unfinished (an interrupted run resumes it), else None."""
