@@ -16,12 +16,14 @@ from pathlib import Path
 import pytest
 
 from auditor.core.cache import ContentCache
+from auditor.core.errors import AuditorError
 from auditor.core.store import RunStore
 from auditor.records import ExploreRecord, GenerationSettings, PerceptionSettings, ScoringSettings, load_record
 from auditor.reporting.explore import explore_json
 from auditor.studies.explore import resume_exploration, start_exploration
 from auditor.studies.explore_options import ExploreOptions
 from auditor.studies.progress import QuietProgress
+from auditor.studies.run import Resumption
 from tests.clitools import run_auditor
 from tests.fake_openai import FAKE_API_KEY, colour_name
 from tests.test_prompt_audit import StopAfter
@@ -257,6 +259,27 @@ def test_killed_and_resumed_it_recomputes_nothing(world, tmp_path, stage, stop_a
     assert next(c for c in record.candidates if c.candidate_id == nurse.candidate_id).prompt in (
         "a photo of a nurse", "a nurse at work",
     )  # fmt: skip
+
+
+def test_a_resume_with_other_vqa_weights_is_refused_before_it_mixes_two_models_answers(world, tmp_path):
+    """The rounds add answers to the earlier rounds' answers: another VQA model's would be scored with them."""
+    exploration, cache = explore(tmp_path, StopAfter("perceive", 100))
+    with pytest.raises(KeyboardInterrupt):
+        exploration.run()
+    cache.close()
+    before = load_record(exploration.run_dir / "record.json", ExploreRecord)
+    store, cache = RunStore(tmp_path / "runs"), ContentCache(tmp_path / "cache.sqlite")
+    try:
+        other = Resumption(models={"vqa": "openai:gpt-4o"})
+        with pytest.raises(AuditorError, match="answers came from other weights than --vqa openai:gpt-4o "):
+            resume_exploration("x", store, cache, QuietProgress(), other).run()
+        refused = load_record(exploration.run_dir / "record.json", ExploreRecord)
+        assert refused.status == "failed" and refused.answers == before.answers
+        same = Resumption(models={"vqa": "openai:gpt-4o-mini"})  # the same model, named again: goes on
+        record = resume_exploration("x", store, cache, QuietProgress(), same).run()
+    finally:
+        cache.close()
+    assert record.status == "completed" and record.config.vqa.spec == "openai:gpt-4o-mini"
 
 
 @pytest.mark.parametrize("budget", [50, 120])

@@ -236,6 +236,7 @@ class GenerationStage:
         itself, with its defaults filled in.
         """
         config = self.study.record.config
+        self.study.check_model("t2i", backend.ref)
         config.t2i = backend.ref.model_copy(update={"spec": config.t2i.spec})
         self.settle(backend.settings)
 

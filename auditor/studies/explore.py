@@ -49,9 +49,10 @@ from pathlib import Path
 
 from auditor.core.cache import ContentCache
 from auditor.core.environment import collect_environment
+from auditor.core.errors import AuditorError
 from auditor.core.store import RunStore
 from auditor.metrics.allocation import separated
-from auditor.records import ExploreConfig, ExploreRecord, Round, StopReason
+from auditor.records import ExploreConfig, ExploreRecord, ModelRef, Round, StopReason
 from auditor.studies.explore_candidates import CandidateIntake
 from auditor.studies.explore_confirmation import confirm_leaders
 from auditor.studies.explore_options import ExploreOptions, new_config, validate_options
@@ -91,6 +92,18 @@ class Exploration(StudyRun[ExploreRecord]):
         self._explored: Callable[[], float] | None = None
         #: Where the seconds explored are read from (a test may give a clock of its own).
         self.clock: Callable[[], float] = time.monotonic
+        #: Model field -> fingerprint of the weights behind the images and answers the record holds (set on
+        #: resume): the rounds add to them, so other weights would mix two models' results in one score.
+        self.results_of: dict[str, str] = {}
+
+    def check_model(self, field: str, ref: ModelRef) -> None:
+        before = self.results_of.get(field)
+        if before is not None and ref.fingerprint != before:
+            raise AuditorError(
+                f"this exploration's {'images' if field == 't2i' else 'answers'} came from other weights than "
+                f"--{field} {ref.spec} (fingerprint {before[:12]}, now {(ref.fingerprint or 'none')[:12]}); "
+                "point it at the model it ran with, or start a new exploration"
+            )
 
     def save(self) -> None:
         if self._explored is not None:
@@ -202,5 +215,8 @@ def resume_exploration(
 ) -> Exploration:
     """Reopen an exploration; its own settings are used, and finished work comes from the record and the cache."""
     run_dir, record = reopen_run(run, store, ExploreRecord)
+    recorded = {field: getattr(record.config, field).fingerprint for field in ("t2i", "vqa")}
     point_models(record.config, resumption)
-    return Exploration(run_dir, record, cache, progress, device=resumption.device, on_round=on_round)
+    exploration = Exploration(run_dir, record, cache, progress, device=resumption.device, on_round=on_round)
+    exploration.results_of = {field: found for field, found in recorded.items() if found and record.prompt_sets}
+    return exploration

@@ -220,6 +220,11 @@ class StudyRun(Generic[RecordT]):
             if self._failed_stage is None:
                 self._failed_stage = stage
 
+    def check_model(self, field: str, ref: ModelRef) -> None:
+        """A stage is about to record ``ref`` as the run's ``field`` model (``t2i``, ``vqa``), loaded now; a study
+        that keeps earlier attempts' results of that model refuses other weights here (none does by default: a
+        stage reads every image again through the cache, which keys on the model)."""
+
     def load_options(self) -> LoadOptions:
         """How this run's stages load models: its device, whether partial checkpoints are allowed,
         and weight digests memoised in the content cache."""
