@@ -73,6 +73,18 @@ def test_rows_pair_g_with_the_methods_t_by_hand():
     assert by["nn", 2, "ceo"].training.percent == 40 and by["nn", 2, "ceo"].amplification == pytest.approx(20)
 
 
+def test_a_missing_t_says_whether_no_caption_was_selected_or_none_was_classified():
+    generated, training = _sides()
+    nobody = [t if (t.occupation, t.method) != ("tutor", "keyword") else _t("tutor", "keyword", None, 0, 0)
+              for t in training]  # fmt: skip
+    unread = [t.model_copy(update={"selected": 5}) if t.selected == 0 else t for t in nobody]
+    for sides, note in ((nobody, "no caption of the training sample mentions 'tutor'"),
+                        (unread, "no selected training image was classified man or woman")):  # fmt: skip
+        rows = amplification_rows(generated, sides, OCCUPATIONS, ["keyword"], 2, resamples=20, seed=0, level=LEVEL)
+        tutor = next(r for r in rows if (r.occupation, r.template) == ("tutor", 1))
+        assert tutor.amplification is None and tutor.note == note
+
+
 def test_summaries_per_template_and_over_templates_by_hand():
     generated, training = _sides()
     rows = amplification_rows(generated, training, OCCUPATIONS, ["keyword"], 2, resamples=500, seed=0, level=LEVEL)

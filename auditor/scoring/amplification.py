@@ -70,7 +70,7 @@ def amplification_rows(
             for occupation in occupations:
                 g = g_of[occupation, template]
                 t = t_of[occupation, method, training_template(method, template)]
-                rows.append(_row(occupation, method, template, g.share, t.share, t.basis, resamples, seed, level))
+                rows.append(_row(occupation, method, template, g.share, t, resamples, seed, level))
     return rows
 
 
@@ -79,12 +79,12 @@ def _row(
     method: str,
     template: int,
     g: Share,
-    t: Share,
-    basis: TBasis,
+    training: TrainingSide,
     resamples: int,
     seed: int,
     level: float,
 ) -> OccupationAmplification:
+    t, basis = training.share, training.basis
     common = {
         "occupation": occupation,
         "method": method,
@@ -96,7 +96,7 @@ def _row(
     if g.percent is None or t.percent is None:
         lacking = [
             side
-            for side, value in (("no generated image was classified man or woman", g), (_no_t(basis), t))
+            for side, value in (("no generated image was classified man or woman", g), (_no_t(training), t))
             if value.percent is None
         ]
         return OccupationAmplification(**common, amplification=None, flipped=None, note="; ".join(lacking))
@@ -111,8 +111,11 @@ def _row(
     )
 
 
-def _no_t(basis: TBasis) -> str:
-    if basis == "caption proxy":
+def _no_t(training: TrainingSide) -> str:
+    """Why a training side has no T: nothing was selected, or nothing selected was labelled or classified."""
+    if training.selected == 0:
+        return f"no caption of the training sample mentions {training.occupation!r}"
+    if training.basis == "caption proxy":
         return "no selected caption is labelled male or female (caption proxy)"
     return "no selected training image was classified man or woman"
 
