@@ -352,6 +352,7 @@ def test_explore_offline_on_tiny_models_from_the_command_line(tiny_models, tmp_p
         ),
         (["--topic", "x", "--bootstrap", "0"], "explore needs intervals"),
         (["--topic", "1234"], "the topic '1234' names no noun WordNet knows"),
+        (["--topic", "x", "--seed", str(2**63 - 1)], f"--seed {2**63 - 1} leaves no room below 2^63 for the"),
     ],
 )
 def test_bad_explore_input_is_one_line_and_creates_nothing(tmp_path, args, message):

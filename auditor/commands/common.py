@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any, NoReturn
 import typer
 
 from auditor.core.errors import AuditorError, RunBusyError
-from auditor.core.settings import DEFAULT_T2I
+from auditor.core.settings import DEFAULT_T2I, MAX_SEED
 
 if TYPE_CHECKING:  # pragma: no cover
     from auditor.core.cache import ContentCache
@@ -109,10 +109,6 @@ def guidance_option(paper: float | None = None) -> Any:
     """``--guidance``; ``paper`` is the value the method's paper used, named in the help when given."""
     note = "" if paper is None else f"; the paper used {paper}"
     return typer.Option(None, "--guidance", help=f"Guidance scale (default: the pipeline's{note}).")
-
-
-#: The largest generation seed (torch generators take 64-bit seeds; numpy's take non-negative ones).
-MAX_SEED = 2**63 - 1
 
 
 def parse_seeds(text: str | None, images: int) -> list[int] | None:

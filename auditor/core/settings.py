@@ -20,6 +20,8 @@ DEFAULT_VQA = "blip2:Salesforce/blip2-opt-2.7b"
 DEFAULT_EMBEDDER = "clip:openai/clip-vit-large-patch14"
 #: The LLM used for planning when an OpenAI key is present.
 DEFAULT_OPENAI_LLM = "openai:gpt-4o-mini"
+#: The largest generation seed (torch generators take 64-bit seeds; numpy's take non-negative ones).
+MAX_SEED = 2**63 - 1
 
 
 def _default_home() -> Path:

@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from auditor.core.errors import AuditorError
+from auditor.core.settings import MAX_SEED
 from auditor.records import ExploreConfig, GenerationSettings, Objective, PerceptionSettings, ScoringSettings
 from auditor.studies.run import spec_ref
 
@@ -90,6 +91,12 @@ def validate_options(options: ExploreOptions) -> None:
         (options.time_limit is None or options.time_limit > 0, "--time must be more than 0"),
         (0 < options.duplicate_threshold <= 1, "--duplicate-threshold must lie in (0, 1]"),
         (options.scoring.bootstrap >= 1, "explore needs intervals: --bootstrap must be at least 1"),
+        (
+            options.first_seed + options.max_images_per_prompt + options.confirm_images - 1 <= MAX_SEED,
+            f"--seed {options.first_seed} leaves no room below 2^63 for the "
+            f"{options.max_images_per_prompt + options.confirm_images} seeds a prompt may take "
+            "(--max-images-per-prompt + --confirm-images)",
+        ),
     ]
     for ok, message in checks:
         if not ok:
