@@ -1,4 +1,4 @@
-"""The Ray executor on a local Ray (two CPUs) with the tiny random models: the sequential executor's
+"""The Ray executor on a local Ray (one CPU) with the tiny random models: the sequential executor's
 record and cache, a worker killed mid-run costs only its batch, and runs resume across executors
 (Ray -> in process after a kill; in process -> Ray for a trace). Each Ray run costs tens of seconds
 of worker start-up, so each test checks several things of one run."""
@@ -32,15 +32,18 @@ def local_ray():
     Ray gives a one-CPU worker one torch thread; a CPU matmul's float sums depend on the
     thread count, so the workers get the driver's for embeddings equal to the last bit.
 
-    Ray keeps idle workers up to one per CPU: with two CPUs, a stage's two actors make it end the
-    idle worker that described the stage's model, and every stage's ``describe`` would start a
-    process and import torch again (5 s here). A machine with more CPUs keeps it, as this limit does.
+    One CPU, so one worker per stage: every worker is a process that imports torch and loads its
+    model (about 5 s of CPU), and under ``make test`` the two cores are already busy; a killed
+    worker is still restarted and its batch run again, and every result still crosses from a
+    worker to the driver. Ray keeps idle workers up to one per CPU, so a stage's actor would end
+    the idle worker that described the stage's model, and every stage's ``describe`` would start a
+    process and import torch again; a machine with more CPUs keeps it, as this limit does.
     """
     import torch
 
     env = {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "OMP_NUM_THREADS": str(torch.get_num_threads())}
     ray.init(
-        num_cpus=2, include_dashboard=False, log_to_driver=False, runtime_env={"env_vars": env},
+        num_cpus=1, include_dashboard=False, log_to_driver=False, runtime_env={"env_vars": env},
         _system_config={"num_workers_soft_limit": 8},
     )  # fmt: skip
     yield

@@ -55,7 +55,7 @@ def check_run_folder(run_dir: Path, images: int) -> None:
     assert (run_dir / "report.html").is_file()
 
 
-def test_prompt_audit_end_to_end_and_score_reproduces_it(tiny_models, tmp_path):
+def test_prompt_audit_end_to_end_score_reproduces_it_and_a_rerun_computes_nothing_new(tiny_models, tmp_path):
     result = run_auditor("prompt", PROMPT, *tiny_args(tiny_models), "--json", "--name", "e2e")
     assert result.returncode == 0, result.stderr
     report = json.loads(result.stdout)
@@ -72,10 +72,7 @@ def test_prompt_audit_end_to_end_and_score_reproduces_it(tiny_models, tmp_path):
         assert axes[axis.axis]["cas"] == pytest.approx([cf.cas for cf in axis.counterfactuals])
         assert axes[axis.axis]["bav"] == pytest.approx(axis.bav)
 
-
-def test_rerun_with_same_settings_computes_nothing_new(tiny_models, tmp_path):
-    first = run_auditor("prompt", PROMPT, *tiny_args(tiny_models), "--quiet", "--name", "first")
-    assert first.returncode == 0, first.stderr
+    # The same audit again (same cache, another runs folder): everything comes from the cache.
     runs = tmp_path / ("a-long-folder-name-" * 8)  # --quiet prints the run folder on one line, however long
     second = run_auditor(
         "prompt", PROMPT, *tiny_args(tiny_models), "--quiet", "--name", "second", env={"AUDITOR_RUNS_DIR": str(runs)}
