@@ -106,8 +106,9 @@ class Exploration(StudyRun[ExploreRecord]):
             )
 
     def save(self) -> None:
-        if self._explored is not None:
-            self.record.elapsed = self._explored()
+        explored = self._explored  # read once: a stage's thread may save as the exploration ends
+        if explored is not None:
+            self.record.elapsed = explored()
         super().save()
 
     @property
