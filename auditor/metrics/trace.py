@@ -19,8 +19,8 @@ resamples asked for, else that many at random; p is the share at least as extrem
 Objects (§5.2): C(o, P) = Σ_p cnt(o, p); the co-occurrence similarity s_O (Eq. 5) as the
 mean cosine of paired count vectors; the bias score BS(o) = C(o,P_m) / (C(o,P_m) +
 (|P_m|/|P_f|)·C(o,P_f)) (Eq. 6; 1 masculine, 0 feminine, 0.5 neither) with percentile
-bootstrap intervals over resampled units and the swap test's p of BS ≠ 0.5. The χ² tests of the object × prompt-set tables
-are in :mod:`auditor.metrics.contingency`.
+bootstrap intervals over resampled units and the swap test's p of BS ≠ 0.5. The χ² tests of
+the object × prompt-set tables are in :mod:`auditor.metrics.contingency`.
 
 No models, no records, no I/O; sums over objects run in sorted order, so a result never
 depends on dict iteration order.
@@ -217,11 +217,16 @@ def compare_closeness(
         low, high = np.quantile(means, [alpha / 2, 1 - alpha / 2])
         interval = (float(low), float(high))
     swap_p = None
-    if len(unit_differences) >= 2:  # a swapped triplet's difference changes sign
+    if len(unit_differences) >= 2:
+
+        def swapped_means(swapped: np.ndarray) -> np.ndarray:
+            """|mean difference| of each draw (a column): a swapped triplet's difference changes sign."""
+            return np.abs((1 - 2 * swapped) @ unit_differences / len(unit_differences))[:, None]
+
+        observed = np.array([abs(unit_differences.mean())])
         p, _exact = swap_test(
-            len(unit_differences), lambda swapped: np.abs((1 - 2 * swapped) @ unit_differences / len(unit_differences))[:, None],
-            np.array([abs(unit_differences.mean())]), columns=1, resamples=resamples, seed=seed,
-        )  # fmt: skip
+            len(unit_differences), swapped_means, observed, columns=1, resamples=resamples, seed=seed
+        )
         swap_p = float(p[0])
     closer: Closer = "undecided"
     if interval is not None and swap_p is not None and swap_p < significance(confidence):
