@@ -399,6 +399,48 @@ def test_without_axes_the_llm_plans_each_candidate_within_the_request_budget(fak
     assert record.stop_reason in ("max_llm_calls", "max_images", "separated")
 
 
+def test_a_plan_killed_mid_conversation_resumes_it_and_counts_every_request_once(fake_openai, tmp_path):
+    """Ctrl-C arrives while the nurse's second planning turn is answered: that reply is lost, the first is not."""
+    import _thread
+
+    def nurse_turn(body: dict) -> int:
+        """Which turn of the nurse's plan a request asks (0: another conversation)."""
+        users = [m["content"] for m in body["messages"] if m["role"] == "user"]
+        return len(users) if "a photo of a nurse," in users[0] else 0
+
+    def interrupting(body: dict) -> str:
+        if nurse_turn(body) == 2:
+            if not any("Generate many" in r.json["messages"][-1]["content"] for r in text_requests(fake_openai)[:-1]):
+                _thread.interrupt_main()  # the run stops before this reply is cached
+        return llm_planner_and_proposer(body)
+
+    fake_openai.images_from_prompts(planted_colour)
+    fake_openai.answer_from_images(vqa_from_colour)
+    fake_openai.answer_text_with(interrupting)
+    exploration, cache = explore(tmp_path, axes=None, max_llm_calls=8, max_images=200, llm_retries=0)
+    with pytest.raises(KeyboardInterrupt):
+        exploration.run()
+    cache.close()
+    partial = load_record(exploration.run_dir / "record.json", ExploreRecord)
+    assert partial.status == "interrupted"
+    assert partial.llm_calls == len(text_requests(fake_openai)) == 3  # the proposal and the nurse's turns 1 and 2
+    assert [(c.llm_calls, c.accepted) for c in partial.candidates if c.prompt == "a photo of a nurse"] == [(2, False)]
+
+    cache = ContentCache(tmp_path / "cache.sqlite")
+    try:
+        record = resume_exploration("x", RunStore(tmp_path / "runs"), cache, QuietProgress()).run()
+    finally:
+        cache.close()
+    assert record.status == "completed"
+    assert record.llm_calls == len(text_requests(fake_openai)) == 8  # every request counted, and only once
+    asked = [nurse_turn(r.json) for r in text_requests(fake_openai) if nurse_turn(r.json)]
+    assert asked == [1, 2, 2, 3]  # turn 1 replayed from the cache; the lost turn 2 asked again
+    # the budget an uninterrupted run needs (7) and the lost request plan both candidates
+    assert [(c.prompt, c.llm_calls) for c in record.candidates if c.accepted] == [
+        ("a photo of a nurse", 4), ("a photo of a carpenter", 3),
+    ]  # fmt: skip
+
+
 @pytest.mark.parametrize("executor", ["sequential", "overlapped"])
 def test_a_rounds_requests_fill_some_indices_and_make_a_shared_image_once(world, tmp_path, executor):
     from auditor.core.environment import collect_environment

@@ -219,6 +219,43 @@ def test_persistent_http_errors_end_in_one_clear_error(fake_openai, status, text
     assert [m.role for m in transcript_of(caught.value)] == ["user"]  # the conversation so far, for saving
 
 
+def test_each_reply_is_cached_as_it_arrives_so_a_plan_cut_off_sends_only_the_rest(fake_openai, tmp_path):
+    """A plan stopped mid-conversation (here a failed request; a kill alike) keeps its answered turns."""
+    from auditor.core.cache import ContentCache
+    from auditor.planning.turns import TurnCache
+
+    cache = ContentCache(tmp_path / "cache.sqlite")
+    announced: list[int] = []  # requests the server had seen when each new one was announced
+    turns = TurnCache(cache, lambda: announced.append(len(fake_openai.chat_requests())))
+    echoed = f"{TURN1_REPLY} (sent with {FAKE_API_KEY})"
+    fake_openai.chat_replies(echoed, http_error(400, "bad request"))
+    with pytest.raises(BackendError):
+        make_plan(PROMPT, "openai:gpt-4o-mini", seed=11, turns=turns)
+    assert len(fake_openai.chat_requests()) == 2 and announced == [0, 1]  # each announced before it was sent
+
+    fake_openai.chat_replies(TURN2_REPLY, CLEAN)
+    plan = make_plan(PROMPT, "openai:gpt-4o-mini", seed=11, turns=turns)
+    assert _axes(plan) == {"nationality": NATIONALITY, "gender": GENDER}
+    requests = fake_openai.chat_requests()
+    assert len(requests) == 4 and announced == [0, 1, 2, 3]  # turn 1 replayed: turns 2 and 3 were sent
+    assert requests[2].json["messages"] == requests[1].json["messages"]  # the same conversation goes on
+    assert [m.content for m in plan.transcript if m.role == "assistant"][1:] == [TURN2_REPLY, CLEAN]
+    cache.close()
+    assert FAKE_API_KEY.encode() not in (tmp_path / "cache.sqlite").read_bytes()  # the echoed key was not cached
+
+    cache = ContentCache(tmp_path / "cache.sqlite")
+    fewer = make_plan(PROMPT, "openai:gpt-4o-mini", seed=11, max_axes=1, turns=TurnCache(cache))
+    assert len(fewer.axes) == 1 and len(fake_openai.chat_requests()) == 4  # other limits, the same conversation
+
+    def spent() -> None:
+        raise AuditorError("no request left")
+
+    with pytest.raises(AuditorError, match="no request left"):  # another seed, another conversation: refused
+        make_plan(PROMPT, "openai:gpt-4o-mini", seed=12, turns=TurnCache(cache, spent))
+    assert len(fake_openai.chat_requests()) == 4  # before it was sent
+    cache.close()
+
+
 def test_a_malformed_reply_is_one_clear_error(fake_openai):
     fake_openai.chat_replies((200, {"choices": "nope"}))
     with pytest.raises(BackendError) as caught:

@@ -9,6 +9,7 @@ SDKs and WordNet load only when a plan is made.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from auditor.core.errors import AuditorError
 from auditor.planning.questions import question_for_axis
@@ -16,6 +17,9 @@ from auditor.planning.registry import LLM_BACKENDS, check_llm_spec, planner_fing
 from auditor.planning.review import review_plan
 from auditor.planning.rules import PlanLimits, validate_plan
 from auditor.records import AuditPlan, ChatMessage
+
+if TYPE_CHECKING:  # pragma: no cover
+    from auditor.planning.turns import TurnCache
 
 __all__ = [
     "LLM_BACKENDS",
@@ -39,11 +43,13 @@ def make_plan(
     temperature: float | None = None,
     seed: int | None = None,
     axes: Sequence[str] | None = None,
+    turns: TurnCache | None = None,
 ) -> AuditPlan:
     """The validated plan for ``prompt`` from the planner ``llm`` names.
 
     ``axes`` (``--axes``) fixes the axes: the offline planner writes their counterfactuals
-    from the axis library and no LLM is asked, whatever ``llm`` says.
+    from the axis library and no LLM is asked, whatever ``llm`` says. ``turns`` caches each
+    LLM reply as it arrives (see :mod:`auditor.planning.turns`).
 
     Raises InvalidPlanError when the LLM's plan stays invalid after ``retries`` repair
     turns, BackendError when the service fails after bounded retries, AuditorError for a
@@ -60,7 +66,7 @@ def make_plan(
         from auditor.planning.offline import OfflinePlanner
 
         return OfflinePlanner(axes).plan(prompt, limits)
-    planner = LLM_BACKENDS.load(check_llm_spec(llm), temperature=temperature, seed=seed)
+    planner = LLM_BACKENDS.load(check_llm_spec(llm), temperature=temperature, seed=seed, turns=turns)
     return planner.plan(prompt, limits)
 
 

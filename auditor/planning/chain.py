@@ -23,6 +23,7 @@ from auditor.records import AuditPlan, ChatMessage
 
 if TYPE_CHECKING:  # pragma: no cover
     from auditor.planning.llm import ChatModel
+    from auditor.planning.turns import TurnCache
 
 CHAIN_FILE = "planning/tibet_chain.yaml"
 
@@ -43,8 +44,9 @@ def _fill(template: str, **values: str) -> str:
 class ChainPlanner:
     """The three-turn TIBET chain over any :class:`~auditor.planning.llm.ChatModel`."""
 
-    def __init__(self, chat: ChatModel):
-        self.chat = chat
+    def __init__(self, chat: ChatModel, turns: TurnCache | None = None):
+        """``turns``: cache each reply as it arrives, so a conversation cut off is resumed, not asked again."""
+        self.chat = chat if turns is None else turns.wrap(chat)
         self.spec = chat.spec
 
     def plan(self, prompt: str, limits: PlanLimits) -> AuditPlan:

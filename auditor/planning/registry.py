@@ -26,6 +26,7 @@ from auditor.records import AuditPlan
 
 if TYPE_CHECKING:  # pragma: no cover
     from auditor.planning.llm import ChatModel
+    from auditor.planning.turns import TurnCache
 
 
 class Planner(Protocol):
@@ -38,20 +39,20 @@ class Planner(Protocol):
         ...
 
 
-def load_openai(spec: Spec, **settings: Any) -> Planner:
+def load_openai(spec: Spec, *, turns: TurnCache | None = None, **settings: Any) -> Planner:
     """Registry loader of ``openai:<model>``: the TIBET chain over the openai SDK."""
     from auditor.planning.chain import ChainPlanner
     from auditor.planning.llm import OpenAIChat
 
-    return ChainPlanner(OpenAIChat(spec, **settings))
+    return ChainPlanner(OpenAIChat(spec, **settings), turns)
 
 
-def load_langchain(spec: Spec, **settings: Any) -> Planner:
+def load_langchain(spec: Spec, *, turns: TurnCache | None = None, **settings: Any) -> Planner:
     """Registry loader of ``langchain:<provider>:<model>``: the TIBET chain over a langchain chat model."""
     from auditor.planning.chain import ChainPlanner
     from auditor.planning.llm import LangChainChat
 
-    return ChainPlanner(LangChainChat(spec, **settings))
+    return ChainPlanner(LangChainChat(spec, **settings), turns)
 
 
 LLM_BACKENDS = Registry("LLM", "--llm")

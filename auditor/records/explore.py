@@ -113,7 +113,11 @@ class Candidate(Record):
     rejected_for: Rejection | None = Field(default=None, description="Why it was not explored, when it was not.")
     reason: str | None = Field(default=None, description="The rejection in words (the word found, the duplicate, ...).")
     plan: AuditPlan | None = Field(default=None, description="Axes and counterfactuals of an accepted candidate.")
-    llm_calls: int = Field(default=0, ge=0, description="LLM requests its plan took (0 when cached or offline).")
+    llm_calls: int = Field(
+        default=0,
+        ge=0,
+        description="LLM requests sent to plan it (0 when cached or offline; turns a resume replays are not sent).",
+    )
 
 
 class ArmScore(Record):

@@ -28,8 +28,9 @@ that hold there, with Benjamini-Hochberg across the arms, against the winner's c
 found in the content cache costs nothing and is not counted. A round's images are priced
 (a cache look-up per image) and charged before any is generated, so no run, interrupted or
 not, generates more than the budget; a resumed round generates only what its charge
-covered. LLM requests are charged the same way (a plan its worst case, 3 + retries, settled
-once it is made). ``--time`` is checked between rounds.
+covered. Each LLM request is charged (and saved) before it is sent, and a plan starts only
+when the budget covers its worst case, 3 + retries; a plan cut off mid-conversation
+replays its answered turns from the cache. ``--time`` is checked between rounds.
 
 **Resume.** The record holds every candidate, arm and round, the last round's allocation
 included, and every image, answer, plan and proposal comes from the content cache, so an

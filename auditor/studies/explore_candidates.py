@@ -2,7 +2,7 @@
 
 Apart from the loop (:mod:`auditor.studies.explore`) because it owns its own state (the
 proposers and the duplicate finder, made once and kept across rounds) and its own budget
-bookkeeping (LLM requests charged before they are made, then settled).
+bookkeeping (each LLM request charged before it is sent).
 """
 
 from __future__ import annotations
@@ -30,6 +30,10 @@ if TYPE_CHECKING:  # pragma: no cover
 
 #: Arms shown to the LLM proposer (best first).
 LEADERBOARD_LINES = 12
+
+
+class LLMBudgetSpent(AuditorError):
+    """A plan needed a request that ``--max-llm-calls`` no longer covers (its cached turns were lost)."""
 
 
 class CandidateIntake:
@@ -199,33 +203,35 @@ class CandidateIntake:
         return embedder
 
     def _plan(self, candidate: Candidate):
-        """The candidate's plan through the cache; LLM requests charged first (worst case), then settled."""
-        from auditor.planning import transcript_of
+        """The candidate's plan through the cache; each LLM request is charged before it is sent.
 
+        A plan may take 3 + retries requests, so it starts only when the budget holds that many.
+        An attempt cut off mid-conversation charged ``candidate.llm_calls`` requests, and every
+        one but the last (which may have been in flight) has its reply cached and replays for
+        free: the resumed attempt needs that many fewer.
+        """
         config = self.config
         request = PlanRequest.asked(candidate.prompt, config)
-        worst = 0 if request.planner == "offline" or is_cached(self.study.cache, request) else 3 + config.llm_retries
-        if worst > llm_calls_left(self.record):
-            self._reject(
-                candidate, "budget", f"--max-llm-calls {config.max_llm_calls} leaves too few requests to plan it"
-            )
-            return None
-        self.record.llm_calls += worst
-        self.study.save()
+        if request.planner != "offline" and not is_cached(self.study.cache, request):
+            needed = 3 + config.llm_retries - max(0, candidate.llm_calls - 1)
+            if needed > llm_calls_left(self.record):
+                self._reject(
+                    candidate, "budget", f"--max-llm-calls {config.max_llm_calls} leaves too few requests to plan it"
+                )
+                return None
         try:
             with self.study.stage("plan") as outcome:
-                plan, cached = cached_plan(self.study.cache, request)
+                plan, cached = cached_plan(self.study.cache, request, lambda: self._charge(candidate))
                 outcome.cached, outcome.computed = (1, 0) if cached else (0, 1)
         except AuditorError as exc:
-            self._settle(candidate, worst, transcript_of(exc))
-            self._reject(candidate, "plan", str(exc))
+            self._reject(candidate, "budget" if isinstance(exc, LLMBudgetSpent) else "plan", str(exc))
             return None
-        self._settle(candidate, worst, [] if cached else plan.transcript)
         return plan
 
-    def _settle(self, candidate: Candidate, charged: int, transcript) -> None:
-        """Replace a plan's worst-case charge by the requests it made (its LLM replies)."""
-        if charged:
-            made = sum(1 for message in transcript if message.role == "assistant")
-            candidate.llm_calls = made
-            self.record.llm_calls += made - charged
+    def _charge(self, candidate: Candidate) -> None:
+        """Count one plan request before it is sent (saved, so a kill cannot lose it); none past the budget."""
+        if llm_calls_left(self.record) < 1:
+            raise LLMBudgetSpent(f"--max-llm-calls {self.config.max_llm_calls} was spent while planning it")
+        self.record.llm_calls += 1
+        candidate.llm_calls += 1
+        self.study.save()

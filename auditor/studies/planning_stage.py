@@ -9,6 +9,7 @@ LLM nothing.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -76,9 +77,17 @@ def is_cached(cache: ContentCache, request: PlanRequest) -> bool:
     return cache.contains(STAGE, planner_fingerprint(request.planner), request.cache_inputs())
 
 
-def cached_plan(cache: ContentCache, request: PlanRequest) -> tuple[AuditPlan, bool]:
-    """``(plan, came from the cache)``. A planner error carries the conversation (``transcript_of``)."""
+def cached_plan(
+    cache: ContentCache, request: PlanRequest, before_request: Callable[[], None] | None = None
+) -> tuple[AuditPlan, bool]:
+    """``(plan, came from the cache)``. A planner error carries the conversation (``transcript_of``).
+
+    The LLM's replies are cached turn by turn too, so a conversation cut off (a kill, a
+    failed request) is resumed where it stopped; ``before_request`` runs before each
+    request that leaves.
+    """
     from auditor.planning import make_plan, planner_fingerprint
+    from auditor.planning.turns import TurnCache
 
     fingerprint = planner_fingerprint(request.planner)
     cached = cache.get(STAGE, fingerprint, request.cache_inputs())
@@ -93,6 +102,7 @@ def cached_plan(cache: ContentCache, request: PlanRequest) -> tuple[AuditPlan, b
         temperature=request.temperature,
         seed=request.seed,
         axes=request.axes,
+        turns=TurnCache(cache, before_request),
     )
     cache.put(STAGE, fingerprint, request.cache_inputs(), plan.model_dump_json().encode("utf-8"))
     return plan, False

@@ -1,0 +1,67 @@
+"""A chat model whose replies go through the content cache one turn at a time.
+
+A plan is one conversation of 3 + retries requests, and the plan cache holds only whole
+plans. Without this, a run stopped mid-conversation asks every turn again when it resumes.
+It also cannot tell how many requests it made. Here each reply is cached as it arrives,
+keyed on the conversation so far, so a resume replays the answered turns and asks only the
+rest. ``before_request`` runs before every request that is not a replay, so a budget can
+count each one before it is sent (or refuse it).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from auditor.core.redaction import redact
+from auditor.records import ChatMessage
+
+if TYPE_CHECKING:  # pragma: no cover
+    from auditor.core.cache import ContentCache
+    from auditor.planning.llm import ChatModel
+
+#: Content-cache stage of single chat replies.
+STAGE = "chat-turn"
+
+
+@dataclass(frozen=True)
+class TurnCache:
+    """Where a planner's replies are cached, and what runs before each request that leaves."""
+
+    cache: ContentCache
+    before_request: Callable[[], None] | None = None
+
+    def wrap(self, chat: ChatModel) -> CachedChat:
+        return CachedChat(chat, self)
+
+
+class CachedChat:
+    """A :class:`~auditor.planning.llm.ChatModel` that replays cached replies and caches new ones."""
+
+    def __init__(self, chat: ChatModel, turns: TurnCache):
+        self.chat = chat
+        self.turns = turns
+        self.spec = chat.spec
+        self.temperature = chat.temperature
+        self.seed = chat.seed
+
+    def complete(self, messages: Sequence[ChatMessage], *, json_mode: bool) -> str:
+        from auditor.planning.registry import planner_fingerprint
+
+        fingerprint = planner_fingerprint(self.spec)  # the model and its endpoint
+        inputs = {
+            "messages": [message.model_dump() for message in messages],
+            "json_mode": json_mode,
+            "temperature": self.temperature,
+            "seed": self.seed,
+        }
+        cache = self.turns.cache
+        reply = cache.get_json(STAGE, fingerprint, inputs)
+        if reply is None:
+            if self.turns.before_request is not None:
+                self.turns.before_request()
+            # a server may echo the key back: it never reaches the cache
+            reply = redact(self.chat.complete(messages, json_mode=json_mode))
+            cache.put_json(STAGE, fingerprint, inputs, reply)
+        return reply
