@@ -256,6 +256,23 @@ def test_each_reply_is_cached_as_it_arrives_so_a_plan_cut_off_sends_only_the_res
     cache.close()
 
 
+def test_a_conversation_that_ends_without_a_valid_plan_is_not_replayed(fake_openai, tmp_path):
+    """Its replies were a sample that failed: asking again must reach the LLM, not repeat the failure."""
+    from auditor.core.cache import ContentCache
+    from auditor.planning.turns import STAGE, TurnCache
+
+    cache = ContentCache(tmp_path / "cache.sqlite")
+    _script(fake_openai, "no json here")
+    with pytest.raises(InvalidPlanError):
+        make_plan(PROMPT, "openai:gpt-4o-mini", retries=0, turns=TurnCache(cache))
+    assert cache.entries(STAGE) == 0
+    _script(fake_openai, CLEAN)
+    plan = make_plan(PROMPT, "openai:gpt-4o-mini", retries=0, turns=TurnCache(cache))
+    assert _axes(plan)["gender"] == GENDER and len(fake_openai.chat_requests()) == 6  # all three turns asked again
+    assert cache.entries(STAGE) == 3
+    cache.close()
+
+
 def test_a_malformed_reply_is_one_clear_error(fake_openai):
     fake_openai.chat_replies((200, {"choices": "nope"}))
     with pytest.raises(BackendError) as caught:

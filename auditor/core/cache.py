@@ -91,6 +91,12 @@ class ContentCache:
                 raise
             self._db.execute("COMMIT")
 
+    def discard(self, stage: str, fingerprint: str, inputs: Iterable[Any]) -> None:
+        """Remove stored results (absent ones are ignored), e.g. replies that led nowhere."""
+        keys = [(cache_key(stage, fingerprint, item),) for item in inputs]
+        with self._lock:
+            self._db.executemany("DELETE FROM cache WHERE key = ?", keys)
+
     def get_json(self, stage: str, fingerprint: str, inputs: Any) -> Any | None:
         raw = self.get(stage, fingerprint, inputs)
         return None if raw is None else json.loads(raw)

@@ -19,11 +19,11 @@ from auditor.core.redaction import redact
 from auditor.core.resources import read_prompt_yaml
 from auditor.planning.extract import PlanProblem, extract_axes
 from auditor.planning.rules import PlanLimits, attach_transcript, finish_plan
+from auditor.planning.turns import CachedChat, TurnCache
 from auditor.records import AuditPlan, ChatMessage
 
 if TYPE_CHECKING:  # pragma: no cover
     from auditor.planning.llm import ChatModel
-    from auditor.planning.turns import TurnCache
 
 CHAIN_FILE = "planning/tibet_chain.yaml"
 
@@ -71,6 +71,8 @@ class ChainPlanner:
                 )
             except PlanProblem as problem:
                 if attempts > limits.retries:
+                    if isinstance(self.chat, CachedChat):
+                        self.chat.forget()  # another attempt should get new replies, not these again
                     replies = "reply" if attempts == 1 else "replies"
                     error = InvalidPlanError(
                         f"the LLM gave no valid plan in {attempts} {replies} to the JSON request "

@@ -6,6 +6,9 @@ It also cannot tell how many requests it made. Here each reply is cached as it a
 keyed on the conversation so far, so a resume replays the answered turns and asks only the
 rest. ``before_request`` runs before every request that is not a replay, so a budget can
 count each one before it is sent (or refuse it).
+
+A conversation that ends without a valid plan is forgotten (:meth:`CachedChat.forget`): its
+replies are a sample that failed, and asking again is how a user gets another one.
 """
 
 from __future__ import annotations
@@ -45,11 +48,11 @@ class CachedChat:
         self.spec = chat.spec
         self.temperature = chat.temperature
         self.seed = chat.seed
+        #: The cache inputs of every turn this conversation was served, replayed or sent.
+        self._served: list[dict] = []
 
     def complete(self, messages: Sequence[ChatMessage], *, json_mode: bool) -> str:
-        from auditor.planning.registry import planner_fingerprint
-
-        fingerprint = planner_fingerprint(self.spec)  # the model and its endpoint
+        fingerprint = self._fingerprint()
         inputs = {
             "messages": [message.model_dump() for message in messages],
             "json_mode": json_mode,
@@ -64,4 +67,16 @@ class CachedChat:
             # a server may echo the key back: it never reaches the cache
             reply = redact(self.chat.complete(messages, json_mode=json_mode))
             cache.put_json(STAGE, fingerprint, inputs, reply)
+        self._served.append(inputs)
         return reply
+
+    def forget(self) -> None:
+        """Remove this conversation's replies from the cache, so the next attempt asks the LLM afresh."""
+        self.turns.cache.discard(STAGE, self._fingerprint(), self._served)
+        self._served = []
+
+    def _fingerprint(self) -> str:
+        """The model and its endpoint (and the chain's templates)."""
+        from auditor.planning.registry import planner_fingerprint
+
+        return planner_fingerprint(self.spec)
