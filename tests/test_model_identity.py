@@ -170,11 +170,24 @@ def test_a_cached_plan_is_not_served_for_another_server(tiny_models, fake_openai
 def test_plan_key_follows_the_planner_data(monkeypatch):
     import auditor.planning.registry as planning
 
+    for name in ("OPENAI_BASE_URL", "OPENAI_API_BASE", "ANTHROPIC_BASE_URL"):
+        monkeypatch.delenv(name, raising=False)
     offline, llm = planning.planner_fingerprint("offline"), planning.planner_fingerprint("openai:gpt-4o-mini")
     assert offline != llm != planning.planner_fingerprint("openai:gpt-4o")
     monkeypatch.setenv("OPENAI_BASE_URL", "http://127.0.0.1:1/v1")
     assert planning.planner_fingerprint("openai:gpt-4o-mini") != llm
     assert planning.planner_fingerprint("offline") == offline  # no endpoint
+    chain = planning.planner_fingerprint("langchain:openai:gpt-4o-mini")
+    monkeypatch.setenv("OPENAI_API_BASE", "http://127.0.0.1:2/v1")  # langchain-openai's own variable, first
+    assert planning.planner_fingerprint("langchain:openai:gpt-4o-mini") != chain
+    assert planning.planner_fingerprint("openai:gpt-4o-mini") != llm  # the openai SDK ignores it: OPENAI_BASE_URL's
+    monkeypatch.delenv("OPENAI_BASE_URL")
+    assert planning.planner_fingerprint("openai:gpt-4o-mini") == llm
+    anthropic = planning.planner_fingerprint("langchain:anthropic:claude-3-5-haiku-latest")
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "not-an-endpoint")
+    assert planning.planner_fingerprint("langchain:anthropic:claude-3-5-haiku-latest") == anthropic
+    monkeypatch.setenv("ANTHROPIC_BASE_URL", "http://127.0.0.1:3")
+    assert planning.planner_fingerprint("langchain:anthropic:claude-3-5-haiku-latest") != anthropic
     original = planning.read_prompt_text
     monkeypatch.setattr(planning, "read_prompt_text", lambda name: original(name) + "\n# edited")
     assert planning.planner_fingerprint("offline") != offline  # an edited axis library or question table

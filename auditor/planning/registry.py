@@ -11,6 +11,7 @@ made, so checking a spec or keying the cache needs no SDK and no API key.
 
 from __future__ import annotations
 
+import os
 from typing import TYPE_CHECKING, Any, Protocol
 
 from auditor.core.errors import AuditorError
@@ -110,9 +111,26 @@ def planner_fingerprint(llm: str) -> str:
     )
 
 
+#: Words of an environment variable's name that say where a provider's SDK sends requests.
+_ENDPOINT_WORDS = ("URL", "BASE", "HOST", "ENDPOINT")
+
+
 def _endpoint(prefix: str, target: str) -> str | None:
-    """Where the planner's requests go: the OpenAI base URL, or the langchain provider's default."""
+    """Where the planner's requests go, as far as the environment tells without importing any SDK.
+
+    OpenAI: the base URL the client will use (langchain-openai prefers ``OPENAI_API_BASE``;
+    the openai SDK reads only ``OPENAI_BASE_URL``). Another langchain provider: its default,
+    with every ``<PROVIDER>_...URL/BASE/HOST/ENDPOINT`` variable that is set (e.g.
+    ``ANTHROPIC_BASE_URL``, ``OLLAMA_HOST``), so two servers never share cached replies.
+    """
+    if prefix == "offline":
+        return None
     provider = target.partition(":")[0] if prefix == "langchain" else prefix
     if provider == "openai":
-        return configured_base_url()
-    return None if prefix == "offline" else f"{provider} (provider default)"
+        return (prefix == "langchain" and os.environ.get("OPENAI_API_BASE")) or configured_base_url()
+    variables = sorted(
+        f"{name}={value}"
+        for name, value in os.environ.items()
+        if value and name.startswith(f"{provider.upper()}_") and any(word in name for word in _ENDPOINT_WORDS)
+    )
+    return f"{provider} ({', '.join(variables) or 'provider default'})"
