@@ -363,8 +363,12 @@ def _handler_for(fake: FakeOpenAI) -> type[BaseHTTPRequestHandler]:
 @pytest.fixture
 def fake_openai(monkeypatch) -> FakeOpenAI:
     """A running fake server; OPENAI_API_KEY and OPENAI_BASE_URL point at it for the test."""
+    import auditor.planning.llm
+
     server = FakeOpenAI().start()
     for name, value in server.env().items():
         monkeypatch.setenv(name, value)
+    # a new server: nothing this process learnt of an earlier one on the same port applies
+    monkeypatch.setattr(auditor.planning.llm, "_WITHOUT_JSON_MODE", set())
     yield server
     server.stop()

@@ -256,6 +256,29 @@ def test_each_reply_is_cached_as_it_arrives_so_a_plan_cut_off_sends_only_the_res
     cache.close()
 
 
+def test_the_turns_a_plan_would_replay_are_counted_without_sending_anything(fake_openai, tmp_path):
+    """What an exploration's budget check reads: how many requests a plan can still need."""
+    from auditor.core.cache import ContentCache
+    from auditor.studies.planning_stage import PlanRequest, cached_plan, replayable_turns
+
+    cache = ContentCache(tmp_path / "cache.sqlite")
+    request = PlanRequest(prompt=PROMPT, llm="openai:gpt-4o-mini", retries=1, seed=5)
+    assert replayable_turns(cache, request) == 0
+    fake_openai.chat_replies(TURN1_REPLY, http_error(400, "bad request"))
+    with pytest.raises(BackendError):
+        cached_plan(cache, request)
+    assert replayable_turns(cache, request) == 1  # turn 1 answered, turn 2 lost
+    fake_openai.chat_replies(TURN2_REPLY, "no json here", CLEAN)  # one repair turn
+    cached_plan(cache, request)
+    fewer = PlanRequest(prompt=PROMPT, llm="openai:gpt-4o-mini", retries=1, seed=5, max_axes=1)
+    assert replayable_turns(cache, fewer) is None  # another plan of the same conversation: nothing to send
+    # without the repair turn the replayed conversation ends invalid: that attempt fails without a request
+    assert replayable_turns(cache, PlanRequest(prompt=PROMPT, llm="openai:gpt-4o-mini", retries=0, seed=5)) is None
+    assert cache.entries("chat-turn") == 4  # and a count forgets nothing
+    assert len(fake_openai.chat_requests()) == 5  # the three counts sent nothing
+    cache.close()
+
+
 def test_a_conversation_that_ends_without_a_valid_plan_is_not_replayed(fake_openai, tmp_path):
     """Its replies were a sample that failed: asking again must reach the LLM, not repeat the failure."""
     from auditor.core.cache import ContentCache
@@ -307,6 +330,9 @@ def test_a_server_without_json_mode_is_asked_again_in_plain_text(fake_openai):
     final, retried = (r.json for r in fake_openai.chat_requests()[2:])
     assert final["response_format"] == {"type": "json_object"} and "response_format" not in retried
     assert final["messages"] == retried["messages"]
+    _script(fake_openai, CLEAN)  # the next plan asks this server in plain text at once: no request to learn it
+    assert _axes(make_plan(PROMPT, "openai:local-model"))["nationality"] == NATIONALITY
+    assert len(fake_openai.chat_requests()) == 4 + 3 and "response_format" not in fake_openai.chat_requests()[-1].json
 
 
 @pytest.mark.parametrize("case", PROSE_REPLIES, ids=[case["name"] for case in PROSE_REPLIES])

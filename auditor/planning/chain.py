@@ -46,16 +46,18 @@ class ChainPlanner:
 
     def __init__(self, chat: ChatModel, turns: TurnCache | None = None):
         """``turns``: cache each reply as it arrives, so a conversation cut off is resumed, not asked again."""
-        self.chat = chat if turns is None else turns.wrap(chat)
+        self.chat = chat
+        self.turns = turns
         self.spec = chat.spec
 
     def plan(self, prompt: str, limits: PlanLimits) -> AuditPlan:
         templates = chain_templates()
+        chat = self.chat if self.turns is None else self.turns.wrap(self.chat)  # this conversation's turns
         messages: list[ChatMessage] = []
-        turns = templates["turns"]
-        for index, turn in enumerate(turns):
+        user_turns = templates["turns"]
+        for index, turn in enumerate(user_turns):
             messages.append(ChatMessage(role="user", content=_fill(turn, prompt=prompt)))
-            reply = self._ask(messages, json_mode=index == len(turns) - 1)
+            reply = self._ask(chat, messages, json_mode=index == len(user_turns) - 1)
         attempts = 1
         while True:
             try:
@@ -71,8 +73,8 @@ class ChainPlanner:
                 )
             except PlanProblem as problem:
                 if attempts > limits.retries:
-                    if isinstance(self.chat, CachedChat):
-                        self.chat.forget()  # another attempt should get new replies, not these again
+                    if isinstance(chat, CachedChat):
+                        chat.forget()  # another attempt should get new replies, not these again
                     replies = "reply" if attempts == 1 else "replies"
                     error = InvalidPlanError(
                         f"the LLM gave no valid plan in {attempts} {replies} to the JSON request "
@@ -81,12 +83,13 @@ class ChainPlanner:
                     raise attach_transcript(error, messages) from None
                 repair = _fill(templates["repair"], prompt=prompt, error=str(problem))
                 messages.append(ChatMessage(role="user", content=repair))
-                reply = self._ask(messages, json_mode=True)
+                reply = self._ask(chat, messages, json_mode=True)
                 attempts += 1
 
-    def _ask(self, messages: list[ChatMessage], *, json_mode: bool) -> str:
+    @staticmethod
+    def _ask(chat: ChatModel, messages: list[ChatMessage], *, json_mode: bool) -> str:
         try:
-            reply = self.chat.complete(messages, json_mode=json_mode)
+            reply = chat.complete(messages, json_mode=json_mode)
         except AuditorError as error:
             raise attach_transcript(error, messages)
         reply = redact(reply)  # a server may echo the key back: it never reaches the plan or the transcript

@@ -90,13 +90,17 @@ class _SdkChat:
         return options
 
 
+#: Base URLs of servers that refused JSON mode (``response_format``): asked in plain text for the rest of the
+#: process, so each plan does not spend a request to learn it again.
+_WITHOUT_JSON_MODE: set[str] = set()
+
+
 class OpenAIChat(_SdkChat):
     """``openai:<model>`` through the official SDK (chat completions)."""
 
     def _connect(self, spec: Spec, max_retries: int, timeout: float) -> None:
         self.model = spec.target
         self._client = openai_client(MISSING_KEY, max_retries=max_retries, timeout=timeout)
-        self._json_mode = True  # switched off once if the server rejects response_format
 
     @property
     def base_url(self) -> str:
@@ -106,7 +110,7 @@ class OpenAIChat(_SdkChat):
         import openai
 
         options = self._sampling()
-        wants_json = json_mode and self._json_mode
+        wants_json = json_mode and self.base_url not in _WITHOUT_JSON_MODE
         if wants_json:
             options["response_format"] = {"type": "json_object"}
         try:
@@ -115,7 +119,7 @@ class OpenAIChat(_SdkChat):
             )
         except openai.BadRequestError as exc:
             if wants_json and _mentions_response_format(exc):
-                self._json_mode = False  # an OpenAI-compatible server without JSON mode: ask in plain text
+                _WITHOUT_JSON_MODE.add(self.base_url)  # an OpenAI-compatible server without it: ask in plain text
                 return self.complete(messages, json_mode=json_mode)
             raise BackendError(describe_openai_error(self.spec, exc, self.base_url, 1)) from None
         except openai.OpenAIError as exc:

@@ -34,9 +34,20 @@ class TurnCache:
 
     cache: ContentCache
     before_request: Callable[[], None] | None = None
+    #: Replay only: the first turn the cache does not hold raises :class:`NotCached`; nothing is sent or forgotten.
+    dry_run: bool = False
 
     def wrap(self, chat: ChatModel) -> CachedChat:
+        """One conversation's chat (what it forgets is its own turns)."""
         return CachedChat(chat, self)
+
+
+class NotCached(Exception):
+    """A dry run reached a turn the cache does not hold, after replaying ``replayed`` turns."""
+
+    def __init__(self, replayed: int):
+        super().__init__(f"{replayed} turns replayed")
+        self.replayed = replayed
 
 
 class CachedChat:
@@ -62,6 +73,8 @@ class CachedChat:
         cache = self.turns.cache
         reply = cache.get_json(STAGE, fingerprint, inputs)
         if reply is None:
+            if self.turns.dry_run:
+                raise NotCached(len(self._served))
             if self.turns.before_request is not None:
                 self.turns.before_request()
             # a server may echo the key back: it never reaches the cache
@@ -72,6 +85,8 @@ class CachedChat:
 
     def forget(self) -> None:
         """Remove this conversation's replies from the cache, so the next attempt asks the LLM afresh."""
+        if self.turns.dry_run:
+            return
         self.turns.cache.discard(STAGE, self._fingerprint(), self._served)
         self._served = []
 

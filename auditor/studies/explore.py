@@ -29,8 +29,8 @@ found in the content cache costs nothing and is not counted. A round's images ar
 (a cache look-up per image) and charged before any is generated, so no run, interrupted or
 not, generates more than the budget; a resumed round generates only what its charge
 covered. Each LLM request is charged (and saved) before it is sent, and a plan starts only
-when the budget covers its worst case, 3 + retries; a plan cut off mid-conversation
-replays its answered turns from the cache. ``--time`` is checked between rounds.
+when the budget covers its worst case, 3 + retries, less the turns the cache replays (a
+plan cut off mid-conversation asks only the rest). ``--time`` is checked between rounds.
 
 **Resume.** The record holds every candidate, arm and round, the last round's allocation
 included, and every image, answer, plan and proposal comes from the content cache, so an

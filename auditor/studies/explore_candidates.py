@@ -20,7 +20,7 @@ from auditor.studies.explore_standings import (
     prompts_left,
     ranked_arms,
 )
-from auditor.studies.planning_stage import PlanRequest, cached_plan, is_cached
+from auditor.studies.planning_stage import PlanRequest, cached_plan, is_cached, replayable_turns
 
 if TYPE_CHECKING:  # pragma: no cover
     from auditor.planning.proposer import LLMProposer
@@ -33,7 +33,9 @@ LEADERBOARD_LINES = 12
 
 
 class LLMBudgetSpent(AuditorError):
-    """A plan needed a request that ``--max-llm-calls`` no longer covers (its cached turns were lost)."""
+    """A plan needed a request that ``--max-llm-calls`` no longer covers: a safety net, since a plan starts only
+    when the budget covers what it can send (its cached turns could vanish meanwhile, e.g. forgotten by another
+    process)."""
 
 
 class CandidateIntake:
@@ -205,15 +207,15 @@ class CandidateIntake:
     def _plan(self, candidate: Candidate):
         """The candidate's plan through the cache; each LLM request is charged before it is sent.
 
-        A plan may take 3 + retries requests, so it starts only when the budget holds that many.
-        An attempt cut off mid-conversation charged ``candidate.llm_calls`` requests, and every
-        one but the last (which may have been in flight) has its reply cached and replays for
-        free: the resumed attempt needs that many fewer.
+        A plan may take 3 + retries requests, so it starts only when the budget holds that many,
+        less the turns the cache replays (those of an attempt cut off mid-conversation, or of
+        another plan of the same conversation).
         """
         config = self.config
         request = PlanRequest.asked(candidate.prompt, config)
         if request.planner != "offline" and not is_cached(self.study.cache, request):
-            needed = 3 + config.llm_retries - max(0, candidate.llm_calls - 1)
+            replayed = replayable_turns(self.study.cache, request)
+            needed = 0 if replayed is None else 3 + config.llm_retries - replayed
             if needed > llm_calls_left(self.record):
                 self._reject(
                     candidate, "budget", f"--max-llm-calls {config.max_llm_calls} leaves too few requests to plan it"

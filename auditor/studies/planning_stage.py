@@ -17,6 +17,7 @@ from auditor.core.cache import ContentCache
 from auditor.records import AuditPlan
 
 if TYPE_CHECKING:  # pragma: no cover
+    from auditor.planning.turns import TurnCache
     from auditor.records import ExploreConfig, RunConfig
 
 STAGE = "plan"
@@ -86,14 +87,38 @@ def cached_plan(
     failed request) is resumed where it stopped; ``before_request`` runs before each
     request that leaves.
     """
-    from auditor.planning import make_plan, planner_fingerprint
+    from auditor.planning import planner_fingerprint
     from auditor.planning.turns import TurnCache
 
     fingerprint = planner_fingerprint(request.planner)
     cached = cache.get(STAGE, fingerprint, request.cache_inputs())
     if cached is not None:
         return AuditPlan.model_validate_json(cached), True
-    plan = make_plan(
+    plan = _make_plan(request, TurnCache(cache, before_request))
+    cache.put(STAGE, fingerprint, request.cache_inputs(), plan.model_dump_json().encode("utf-8"))
+    return plan, False
+
+
+def replayable_turns(cache: ContentCache, request: PlanRequest) -> int | None:
+    """How many of the plan's LLM turns the turn cache holds: the conversation replayed without sending
+    anything. None when all of it replays (the plan then costs no request, or ends in an error that costs
+    none)."""
+    from auditor.core.errors import AuditorError
+    from auditor.planning.turns import NotCached, TurnCache
+
+    try:
+        _make_plan(request, TurnCache(cache, dry_run=True))
+    except NotCached as stop:
+        return stop.replayed
+    except AuditorError:
+        return None
+    return None
+
+
+def _make_plan(request: PlanRequest, turns: TurnCache) -> AuditPlan:
+    from auditor.planning import make_plan
+
+    return make_plan(
         request.prompt,
         request.llm,
         max_axes=request.max_axes,
@@ -102,7 +127,5 @@ def cached_plan(
         temperature=request.temperature,
         seed=request.seed,
         axes=request.axes,
-        turns=TurnCache(cache, before_request),
+        turns=turns,
     )
-    cache.put(STAGE, fingerprint, request.cache_inputs(), plan.model_dump_json().encode("utf-8"))
-    return plan, False
