@@ -399,6 +399,29 @@ def test_without_axes_the_llm_plans_each_candidate_within_the_request_budget(fak
     assert record.stop_reason in ("max_llm_calls", "max_images", "separated")
 
 
+def test_a_candidate_whose_plan_fails_is_rejected_and_a_later_stop_names_its_own_stage(fake_openai, tmp_path):
+    def no_plan_for_the_carpenter(body: dict) -> str:
+        if "a photo of a carpenter," in body["messages"][0]["content"] and "json" in body["messages"][-1]["content"]:
+            return "I would rather not."
+        return llm_planner_and_proposer(body)
+
+    fake_openai.images_from_prompts(planted_colour)
+    fake_openai.answer_from_images(vqa_from_colour)
+    fake_openai.answer_text_with(no_plan_for_the_carpenter)
+    exploration, cache = explore(
+        tmp_path, StopAfter("generate", 4), axes=None, max_llm_calls=10, max_images=200, llm_retries=0
+    )
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            exploration.run()
+    finally:
+        cache.close()
+    partial = load_record(exploration.run_dir / "record.json", ExploreRecord)
+    carpenter = next(c for c in partial.candidates if c.prompt == "a photo of a carpenter")
+    assert carpenter.rejected_for == "plan" and "no valid plan in 1 reply" in carpenter.reason
+    assert partial.status == "interrupted" and partial.errors[-1].stage == "generate"  # not the rejected plan's
+
+
 def test_a_plan_killed_mid_conversation_resumes_it_and_counts_every_request_once(fake_openai, tmp_path):
     """Ctrl-C arrives while the nurse's second planning turn is answered: that reply is lost, the first is not."""
     import _thread

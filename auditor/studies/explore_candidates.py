@@ -221,13 +221,13 @@ class CandidateIntake:
                     candidate, "budget", f"--max-llm-calls {config.max_llm_calls} leaves too few requests to plan it"
                 )
                 return None
-        try:
-            with self.study.stage("plan") as outcome:
+        with self.study.stage("plan") as outcome:
+            try:  # inside the stage: a rejected candidate is not a failing run (the stage would be named in its error)
                 plan, cached = cached_plan(self.study.cache, request, lambda: self._charge(candidate))
-                outcome.cached, outcome.computed = (1, 0) if cached else (0, 1)
-        except AuditorError as exc:
-            self._reject(candidate, "budget" if isinstance(exc, LLMBudgetSpent) else "plan", str(exc))
-            return None
+            except AuditorError as exc:
+                self._reject(candidate, "budget" if isinstance(exc, LLMBudgetSpent) else "plan", str(exc))
+                return None
+            outcome.cached, outcome.computed = (1, 0) if cached else (0, 1)
         return plan
 
     def _charge(self, candidate: Candidate) -> None:
