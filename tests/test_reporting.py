@@ -391,7 +391,9 @@ def test_compare_aligns_axes_and_counterfactuals():
     for axis in view.axes:
         source_a = next(x for x in a.scores.axes if x.axis == axis.axis)
         source_b = next(x for x in b.scores.axes if x.axis == axis.axis)
-        assert axis.delta == pytest.approx(source_b.bav - source_a.bav)
+        shared = {cf.prompt for cf in source_a.counterfactuals} == {cf.prompt for cf in source_b.counterfactuals}
+        # BAV is a variance over the axis's counterfactuals: compared only over the same ones
+        assert axis.delta == (pytest.approx(source_b.bav - source_a.bav) if shared else None)
         for cf in axis.counterfactuals:
             key = (axis.axis, cf.prompt)
             assert cf.cas_a == cas_a.get(key) and cf.cas_b == cas_b.get(key)
@@ -406,6 +408,39 @@ def test_compare_aligns_axes_and_counterfactuals():
     assert_fits(text, 80)
     assert "only in A: geography" in text and "only in B: setting" in text
     assert "(only in B)" in text
+
+
+def test_compare_shows_the_rescored_change_its_interval_is_about_and_never_colours_no_change():
+    from auditor.reporting.compare import _delta
+    from auditor.scoring.comparison import change_intervals
+    from auditor.scoring.uncertainty import BootstrapSettings
+
+    a = fixture("pharmacist-sd15")
+    data = a.model_dump(mode="json")
+    data["scores"]["axes"][0]["bav"] += 0.001  # a recorded value the answers do not give (an older scorer's)
+    b = RunRecord.model_validate(data)
+    view = compare_records(a, b, change_intervals(a, b, BootstrapSettings(resamples=50, seed=1)))
+    first = next(x for x in view.axes if x.axis == a.scores.axes[0].axis)
+    assert first.delta == 0 and first.delta_ci == (0.0, 0.0)  # the same answers: no change, whatever was recorded
+    assert not any(note.startswith("BAV is not compared") for note in view.notes)
+    assert _delta(0.0, (1e-18, 2e-18), 4, True).style == ""  # noise never makes a change of 0 a worsening
+    assert _delta(0.01, (0.005, 0.02), 4, True).style == "red" and _delta(-0.01, (-0.02, -0.005), 4, True).style == "green"
+    assert _delta(0.01, (-0.005, 0.02), 4, True).style == ""
+
+
+def test_compare_claims_no_change_between_runs_that_make_concepts_differently():
+    from auditor.scoring.comparison import change_intervals
+    from auditor.scoring.uncertainty import BootstrapSettings
+
+    a, b = fixture("pharmacist-sd15"), fixture("pharmacist-sd21")
+    data = b.model_dump(mode="json")
+    data["config"]["scoring"]["include_captions"] = False
+    b = RunRecord.model_validate(data)
+    view = compare_records(a, b, change_intervals(a, b, BootstrapSettings(resamples=50, seed=1)))
+    assert any("include_captions True in A, False in B" in note for note in view.notes)
+    assert any(note.startswith("Deltas are B minus A, without intervals, so no change") for note in view.notes)
+    assert all(x.delta_ci is None and all(cf.delta_ci is None for cf in x.counterfactuals) for x in view.axes)
+    assert any(note.startswith("BAV is not compared on age:") for note in view.notes)
 
 
 def test_compare_matches_counterfactuals_ignoring_case_and_spacing():

@@ -2,8 +2,9 @@
 
 Axes are matched by name and counterfactuals by their prompt text (case and spacing
 ignored); what only one run has is listed as such instead of being dropped. Deltas are
-B minus A. BAV is compared as is: relative BAV is relative within one run and so says
-nothing across runs. A counterfactual without CAS or an axis without BAV in a run (no
+B minus A. BAV is compared as is, on an axis whose counterfactuals both runs share
+(relative BAV is relative within one run and so says nothing across runs). Runs that
+turn answers into concepts differently get deltas without intervals and no claim. A counterfactual without CAS or an axis without BAV in a run (no
 concepts to compare there) has no delta and reads "no CAS" / "no BAV". The comparison
 is a plain view, like the report view, drawn by the terminal, JSON and HTML renderers
 below.
@@ -21,12 +22,12 @@ from rich.table import Table
 from rich.text import Text
 
 from auditor.core.errors import AuditorError
-from auditor.records import INITIAL_PROMPT_ID, AxisScore, RunRecord
+from auditor.records import INITIAL_PROMPT_ID, AxisScore, Interval, RunRecord
 from auditor.reporting.glossary import METRICS, MetricInfo
 from auditor.reporting.sentences import bounds
 from auditor.reporting.views import Bounds
 from auditor.reporting.wording import Segment, prompt_segments
-from auditor.scoring.comparison import ChangeIntervals, counterfactual_key
+from auditor.scoring.comparison import NOISE_DIGITS, ChangeIntervals, counterfactual_key
 
 # --------------------------------------------------------------------------- view
 
@@ -117,6 +118,9 @@ def _side(record: RunRecord) -> RunSide:
 
 
 def _align(prompt: str, a: AxisScore, b: AxisScore, changes: ChangeIntervals | None) -> AxisDelta:
+    """One axis of both runs. With ``changes``, deltas are those rescored with their intervals (the shown
+    change is the one its interval is about); without, B - A of the recorded values. BAV, a variance over the
+    axis's counterfactuals, is compared only when both runs have the same ones."""
     cas_a = {counterfactual_key(cf.prompt): cf for cf in a.counterfactuals}
     cas_b = {counterfactual_key(cf.prompt): cf for cf in b.counterfactuals}
     order = list(cas_a) + [k for k in cas_b if k not in cas_a]
@@ -124,30 +128,41 @@ def _align(prompt: str, a: AxisScore, b: AxisScore, changes: ChangeIntervals | N
     for key in order:
         left, right = cas_a.get(key), cas_b.get(key)
         text = (left or right).prompt  # type: ignore[union-attr]
+        delta, delta_ci = _change(
+            left.cas if left else None, right.cas if right else None, changes.cas.get((a.axis, key)) if changes else None
+        )
         rows.append(
             CounterfactualDelta(
                 prompt=text,
                 segments=prompt_segments(prompt, text),
                 cas_a=left.cas if left else None,
                 cas_b=right.cas if right else None,
-                delta=_difference(left.cas if left else None, right.cas if right else None, 10),
-                delta_ci=bounds(changes.cas.get((a.axis, key))) if changes and left and right else None,
+                delta=delta if left and right else None,
+                delta_ci=delta_ci if left and right else None,
                 only_in=None if left and right else "a" if left else "b",
             )
         )
+    delta, delta_ci = _change(a.bav, b.bav, changes.bav.get(a.axis) if changes else None)
+    same_counterfactuals = cas_a.keys() == cas_b.keys()
     return AxisDelta(
         axis=a.axis,
         bav_a=a.bav,
         bav_b=b.bav,
-        delta=_difference(a.bav, b.bav, 12),
-        delta_ci=bounds(changes.bav.get(a.axis)) if changes else None,
+        delta=delta if same_counterfactuals else None,
+        delta_ci=delta_ci if same_counterfactuals else None,
         counterfactuals=rows,
     )
 
 
-def _difference(a: float | None, b: float | None, digits: int) -> float | None:
-    """B - A, rounded so that equal values give exactly 0; None unless both exist."""
-    return None if a is None or b is None else round(b - a, digits)
+def _change(
+    value_a: float | None, value_b: float | None, rescored: tuple[float | None, Interval] | None
+) -> tuple[float | None, Bounds | None]:
+    """The delta and its interval: the rescored change where there is one, else B - A of the recorded values."""
+    if value_a is None or value_b is None:
+        return None, None
+    if rescored is None:
+        return round(value_b - value_a, NOISE_DIGITS), None  # equal values give exactly 0
+    return rescored[0], bounds(rescored[1])
 
 
 def _unscored(record: RunRecord, label: str) -> AuditorError:
@@ -164,22 +179,30 @@ def compare_records(a: RunRecord, b: RunRecord, changes: ChangeIntervals | None 
         raise _unscored(a, "A")
     if b.scores is None:
         raise _unscored(b, "B")
+    notes = []
+    differing = _concept_settings_differ(a, b)
+    if differing:
+        notes.append(
+            f"The runs turn answers into concepts differently ({differing}); their CAS and BAV values are not "
+            "comparable."
+        )
+        changes = None
     axes_b = {axis.axis: axis for axis in b.scores.axes}
     names_a = {axis.axis for axis in a.scores.axes}
     both = [
         _align(a.config.prompt, axis, axes_b[axis.axis], changes) for axis in a.scores.axes if axis.axis in axes_b
     ]
     both.sort(key=lambda d: -max((v for v in (d.bav_a, d.bav_b) if v is not None), default=-1.0))  # no BAV: last
-    notes = []
     if counterfactual_key(a.config.prompt) != counterfactual_key(b.config.prompt):
         notes.append(
             f"The runs audit different prompts ('{a.config.prompt}' and '{b.config.prompt}'); "
             "only axes and counterfactuals with the same text are compared."
         )
-    if a.scores.cas_normalization != b.scores.cas_normalization:
+    unlike = [d.axis for d in both if any(cf.only_in for cf in d.counterfactuals)]
+    if unlike:
         notes.append(
-            f"The runs normalise CAS differently ({a.scores.cas_normalization} and {b.scores.cas_normalization}); "
-            "their CAS and BAV values are not comparable."
+            f"BAV is not compared on {', '.join(unlike)}: the runs have other counterfactuals there, and BAV is "
+            "their variance; the CAS of the counterfactuals both have are."
         )
     if a.config.images_per_prompt != b.config.images_per_prompt:
         notes.append(
@@ -188,8 +211,8 @@ def compare_records(a: RunRecord, b: RunRecord, changes: ChangeIntervals | None 
         )
     if changes is None:
         notes.append(
-            "Deltas are B minus A, without intervals (--bootstrap 0), so no change is claimed. Relative BAV is "
-            "not compared: it is relative within one run."
+            f"Deltas are B minus A, without intervals{'' if differing else ' (--bootstrap 0)'}, so no change is "
+            "claimed. Relative BAV is not compared: it is relative within one run."
         )
     else:
         how = "paired over their shared seeds" if changes.paired else "independently (the runs used other seeds)"
@@ -209,6 +232,18 @@ def compare_records(a: RunRecord, b: RunRecord, changes: ChangeIntervals | None 
     )
 
 
+def _concept_settings_differ(a: RunRecord, b: RunRecord) -> str:
+    """The settings that change CAS and BAV values (how answers become concept histograms, how CAS is scaled)
+    in which the runs differ, in words; '' when none."""
+    assert a.scores is not None and b.scores is not None
+    settings = {
+        "cas_normalization": (a.scores.cas_normalization, b.scores.cas_normalization),
+        "include_captions": (a.config.scoring.include_captions, b.config.scoring.include_captions),
+        "min_frequency": (a.config.scoring.min_frequency, b.config.scoring.min_frequency),
+    }
+    return "; ".join(f"{name} {first} in A, {second} in B" for name, (first, second) in settings.items() if first != second)
+
+
 def _only(axis: AxisScore) -> AxisOnly:
     return AxisOnly(axis=axis.axis, bav=axis.bav, counterfactuals=[cf.prompt for cf in axis.counterfactuals])
 
@@ -226,7 +261,7 @@ def _delta(value: float | None, ci: Bounds | None, digits: int, lower_is_better:
     if value is None:
         return Text("-")
     text = f"{value:+.{digits}f}" + (f" [{ci[0]:+.{digits}f}, {ci[1]:+.{digits}f}]" if ci else "")
-    if lower_is_better is None or ci is None or ci[0] <= 0 <= ci[1]:
+    if lower_is_better is None or ci is None or ci[0] <= 0 <= ci[1] or value == 0:
         return Text(text)
     better = value < 0 if lower_is_better else value > 0
     return Text(text, style="green" if better else "red")

@@ -20,15 +20,18 @@ from auditor.scoring.intervals import record_counts
 from auditor.scoring.tibet import plan_of
 from auditor.scoring.uncertainty import BootstrapSettings, tibet_samples
 
+#: Decimals a change between two runs is rounded to: what lies below is floating-point noise.
+NOISE_DIGITS = 12
+
 
 @dataclass(frozen=True)
 class ChangeIntervals:
     """Intervals of B - A per axis (BAV) and per counterfactual (CAS), matched by the caller's keys."""
 
-    #: (axis, counterfactual key) -> interval of CAS(B) - CAS(A).
-    cas: dict[tuple[str, str], Interval]
-    #: axis -> interval of BAV(B) - BAV(A).
-    bav: dict[str, Interval]
+    #: (axis, counterfactual key) -> CAS(B) - CAS(A) rescored from the answers (None where undefined), and its interval.
+    cas: dict[tuple[str, str], tuple[float | None, Interval]]
+    #: axis -> BAV(B) - BAV(A), and its interval.
+    bav: dict[str, tuple[float | None, Interval]]
     #: True when both runs were resampled with the same draw of seed indices.
     paired: bool
     settings: BootstrapSettings
@@ -40,7 +43,8 @@ def counterfactual_key(text: str) -> str:
 
 
 def change_intervals(a: RunRecord, b: RunRecord, settings: BootstrapSettings) -> ChangeIntervals:
-    """Percentile intervals of every change between ``a`` and ``b`` that both runs can score.
+    """Every change between ``a`` and ``b`` that both runs can score, rescored from their answers, with its
+    percentile interval.
 
     Axes are matched by name, counterfactuals by :func:`counterfactual_key`.
     """
@@ -59,10 +63,13 @@ def change_intervals(a: RunRecord, b: RunRecord, settings: BootstrapSettings) ->
 
     (found_a, cas_a, axes_a), (found_b, cas_b, axes_b) = samples["a"], samples["b"]
 
-    def interval(change: np.ndarray) -> Interval:
+    def interval(change: np.ndarray) -> tuple[float | None, Interval]:
+        """The change (row 0) and its interval over the resamples; differences below 1e-12 are rounding noise
+        (equal values summed in another order), kept as 0 so an unchanged value never excludes 0."""
+        change = np.round(change, NOISE_DIGITS)
         bounds = bootstrap.intervals(change[:1], change[1:, None], level=settings.level)
         low, high = bounds.low[0], bounds.high[0]
-        return Interval(
+        return None if np.isnan(change[0]) else float(change[0]), Interval(
             low=None if np.isnan(low) else float(low),
             high=None if np.isnan(high) else float(high),
             method="percentile",
