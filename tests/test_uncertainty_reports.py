@@ -99,6 +99,31 @@ def test_auditor_score_gives_intervals_for_the_authors_files_with_a_seed(tmp_pat
     assert bca.returncode == 0 and json.loads(bca.stdout)["intervals"]["method"] == "bca"
 
 
+def test_auditor_score_says_which_intervals_are_not_what_the_method_line_says(tmp_path):
+    """BCa asked for: where it cannot be used the percentile interval stands in, and each one is named."""
+    from auditor.reporting.sentences import interval_notes
+
+    runs = tmp_path / "runs"
+    shutil.copytree(FIXTURES / "runs" / "pharmacist-sd15", runs / "pharmacist-sd15")
+    bca = run_auditor("score", "pharmacist-sd15", "--ci-method", "bca", "--json")
+    assert bca.returncode == 0, bca.stderr
+    notes = json.loads(bca.stdout)["interval_notes"]
+    fallback = "age: the BAV interval is a percentile interval (BCa could not be used: every resample is equal)"
+    assert fallback in notes and f"note: {fallback}" in " ".join(bca.stderr.split())
+    terminal = run_auditor("score", "pharmacist-sd15", "--ci-method", "bca", env={"COLUMNS": "200"})
+    assert "95% bca intervals (percentile where noted)" in terminal.stdout
+    plain = run_auditor("score", "pharmacist-sd15", "--json")
+    assert json.loads(plain.stdout)["interval_notes"] == []  # percentile asked for: nothing stands in
+
+    scores = load_record(runs / "pharmacist-sd15" / "record.json").scores
+    gender = scores.axes[0]
+    partial = scores.model_copy(deep=True)
+    partial.axes[0].lean_ci = gender.lean_ci.model_copy(update={"defined": 0.9})
+    assert interval_notes(partial) == [
+        f"{gender.axis}: the lean interval is over the 90% of resamples in which the number exists"
+    ]
+
+
 def test_terminal_and_json_show_intervals_and_without_them_nothing_is_claimed():
     record = load_record(FIXTURES / "runs" / "pharmacist-sd15" / "record.json")
     data = report_json(record)

@@ -13,6 +13,7 @@ from rich.table import Table
 from rich.text import Text
 
 from auditor.records import Interval, Scores
+from auditor.reporting.sentences import interval_notes, named_intervals
 
 #: Concepts shown per prompt set in the table (``--json`` has the record's top-K).
 TABLE_TOP_CONCEPTS = 5
@@ -51,13 +52,15 @@ def scores_summary(scores: Scores, *, source: str, kind: str, prompt: str | None
         "axis_top_concepts": dump["axis_top_concepts"],
         "intersectionality": dump["intersectionality"],
         "warnings": scores.warnings,
+        "interval_notes": interval_notes(scores),
     }
 
 
 def all_warnings(scores: Scores) -> list[str]:
-    """Every warning of the scores, the per-counterfactual ones prefixed with their prompt set."""
+    """Every warning of the scores, the per-counterfactual ones prefixed with their prompt set, then the
+    intervals that are not what the method line says."""
     per_pair = [f"{cf.prompt_id}: {w}" for axis in scores.axes for cf in axis.counterfactuals for w in cf.warnings]
-    return scores.warnings + per_pair
+    return scores.warnings + per_pair + interval_notes(scores)
 
 
 def render_scores(scores: Scores, prompt: str | None, source: Path, console: Console) -> None:
@@ -82,9 +85,11 @@ def render_scores(scores: Scores, prompt: str | None, source: Path, console: Con
     console.print(table)
     if scores.intervals is not None:
         i = scores.intervals
+        fell_back = any(ci.note for _, ci in named_intervals(scores))
         console.print(
             Text(
-                f"[lo, hi]: {i.level:.0%} {i.method} intervals from {i.resamples} paired-bootstrap resamples of the "
+                f"[lo, hi]: {i.level:.0%} {i.method} intervals{' (percentile where noted)' if fell_back else ''} "
+                f"from {i.resamples} paired-bootstrap resamples of the "
                 f"{i.seeds} seeds (--ci-seed {i.seed}). They show how a score moves with other seeds; CAS is biased "
                 "low at small sizes, so compare counterfactuals through their difference (auditor report).",
                 style="dim",

@@ -258,9 +258,37 @@ def notes(record: RunRecord) -> list[str]:
         for axis in record.scores.axes:
             for cf in axis.counterfactuals:
                 notes += [f"{axis.axis}, {quote(cf.prompt)}: {w}" for w in cf.warnings]
-                if cf.cas_ci is not None and cf.cas_ci.note:
-                    notes.append(f"{axis.axis}, {quote(cf.prompt)}: {cf.cas_ci.note}")
+        notes += interval_notes(record.scores)
     flagged = sum(image.flagged_nsfw for s in record.prompt_sets for image in s.images)
     if flagged:
         notes.append(f"{flagged} images were blacked out by the safety checker and left out of the concepts.")
+    return notes
+
+
+def named_intervals(scores: Scores) -> list[tuple[str, Interval]]:
+    """Every interval of the scores with what it is of, in words."""
+    named: list[tuple[str, Interval | None]] = []
+    for axis in scores.axes:
+        named += [(f"{axis.axis}, {quote(cf.prompt)}: the CAS interval", cf.cas_ci) for cf in axis.counterfactuals]
+        named += [
+            (f"{axis.axis}: the {name} interval", ci)
+            for name, ci in (
+                ("BAV", axis.bav_ci),
+                ("BAV (MAD)", axis.bav_mad_ci),
+                ("relative BAV", axis.relative_bav_ci),
+                ("lean", axis.lean_ci),
+            )
+        ]
+    return [(what, ci) for what, ci in named if ci is not None]
+
+
+def interval_notes(scores: Scores) -> list[str]:
+    """Each interval that is not what the scores' method line says: a BCa interval that fell back to the
+    percentile one (and why), or one over only the resamples in which its number exists."""
+    notes = []
+    for what, ci in named_intervals(scores):
+        if ci.note:
+            notes.append(f"{what} is a {ci.method} interval (BCa could not be used: {ci.note})")
+        if 0 < ci.defined < 1:
+            notes.append(f"{what} is over the {ci.defined:.0%} of resamples in which the number exists")
     return notes
