@@ -471,6 +471,13 @@ def test_compare_command(tmp_path):
     refused = run_auditor("compare", "pharmacist-sd15", "broken")
     assert refused.returncode == 2 and "Traceback" not in refused.stderr
     assert "has no scores" in refused.stderr and len(refused.stderr.strip().splitlines()) == 1
+    unanswered = tmp_path / "runs" / "unanswered"
+    shutil.copytree(tmp_path / "runs" / "pharmacist-sd21", unanswered)
+    record = load_record(unanswered / "record.json")
+    write_model(unanswered / "record.json", record.model_copy(update={"answers": {}}))
+    refused = run_auditor("compare", "pharmacist-sd15", "unanswered")
+    assert refused.returncode == 2 and len(refused.stderr.strip().splitlines()) == 1
+    assert "run B ('pharmacist-sd21'): no answers for prompt set 'initial'" in refused.stderr  # which run, by id
 
 
 def test_empty_chart_has_no_axis():

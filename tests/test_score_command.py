@@ -481,6 +481,11 @@ def test_malformed_files_exit_2_with_one_line(tmp_path):
         "type.json": (_broken(lambda d: d["concepts_cf"]["age"][0][0].__setitem__(1, None)), "concepts_cf.age[0][0][1]: expected a string answer, got null"),
         "other.json": ({"hello": 1}, "neither a TIBET result file"),
         "list.json": ([1, 2], "neither a TIBET result file"),
+        # another study's record, though it has a 'result' key as TIBET files do
+        "t2iat.json": (
+            json.loads((Path(__file__).parent / "fixtures" / "records" / "t2iat_test_v1.json").read_text()),
+            "is a T2IAT test record; this command reads prompt audit records",
+        ),
     }
     for name, (data, message) in cases.items():
         path = tmp_path / name

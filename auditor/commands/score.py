@@ -85,10 +85,11 @@ def _score_source(
     location = Path(source)
     if location.is_file():
         data = load_json(location)
-        if is_tibet_result(data):
+        is_record = isinstance(data, dict) and ("run_id" in data or "schema_version" in data)
+        if not is_record and is_tibet_result(data):  # a record first: another study's may have a 'result' key
             result = load_tibet_file(location)
             return score_tibet_file(result, settings_of(ScoringSettings())), "tibet", result.prompt, location
-        if not (isinstance(data, dict) and ("run_id" in data or "schema_version" in data)):
+        if not is_record:
             raise AuditorError(
                 f"{location} is neither a TIBET result file (keys {', '.join(TIBET_KEYS)}) nor a run record"
             )

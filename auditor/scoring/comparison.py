@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from auditor.core.errors import AuditorError
 from auditor.metrics import bootstrap
 from auditor.records import Interval, RunRecord
 from auditor.scoring.intervals import record_counts
@@ -56,7 +57,10 @@ def change_intervals(a: RunRecord, b: RunRecord, settings: BootstrapSettings) ->
         seeds = record.config.images_per_prompt
         draws = bootstrap.resample_weights(seeds, settings.resamples, settings.seed + offset)
         weights = np.vstack([np.ones((1, seeds)), draws])
-        found = tibet_samples(axes, record_counts(record), record.config.scoring, weights)
+        try:
+            found = tibet_samples(axes, record_counts(record), record.config.scoring, weights)
+        except AuditorError as exc:
+            raise AuditorError(f"run {label.upper()} ({record.run_id!r}): {exc}") from None
         pairs = [(name, counterfactual_key(cf)) for name, cfs in axes for cf in cfs]
         columns = {pair: j for j, pair in enumerate(pairs)}
         samples[label] = (found, columns, {name: i for i, (name, _) in enumerate(axes)})
