@@ -202,7 +202,8 @@ def test_compare_gives_each_change_an_interval_paired_over_shared_seeds(tmp_path
     gender = next(axis for axis in same["axes"] if axis["axis"] == "gender")
     assert gender["delta"] == 0 and gender["delta_ci"] == [0.0, 0.0]  # paired: the same run resampled the same way
     assert all(cf["delta_ci"] == [0.0, 0.0] for cf in gender["counterfactuals"])
-    assert any("paired over their shared seeds" in note for note in same["notes"])
+    assert any("paired over their shared seeds" in note and "(--ci-seed 0)" in note for note in same["notes"])
+    assert same["intervals"] == {"resamples": 200, "level": 0.95, "method": "percentile", "seed": 0, "paired": True}
 
     other = json.loads(run_auditor("compare", "pharmacist-sd15", "pharmacist-sd21", "--json").stdout)
     assert any("independently (the runs used other seeds)" in note for note in other["notes"])
@@ -210,3 +211,4 @@ def test_compare_gives_each_change_an_interval_paired_over_shared_seeds(tmp_path
     assert shared and all(cf["delta"] is None or cf["delta_ci"][0] <= cf["delta_ci"][1] for cf in shared)
     off = json.loads(run_auditor("compare", "pharmacist-sd15", "pharmacist-sd21", "--json", "--bootstrap", "0").stdout)
     assert all(axis["delta_ci"] is None for axis in off["axes"]) and "no change is claimed" in off["notes"][-1]
+    assert off["intervals"] is None

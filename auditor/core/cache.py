@@ -82,10 +82,14 @@ class ContentCache:
         or none. A resumed run then computes whole batches again, in the company they had: a
         remainder batched with other images could come out different in the last bits."""
         rows = [(cache_key(stage, fingerprint, inputs), stage, value) for inputs, value in entries]
+        self._in_transaction(_INSERT, rows)
+
+    def _in_transaction(self, statement: str, rows: list[tuple]) -> None:
+        """Run ``statement`` for every row in one transaction."""
         with self._lock:
             self._db.execute("BEGIN")
             try:
-                self._db.executemany(_INSERT, rows)
+                self._db.executemany(statement, rows)
             except BaseException:
                 self._db.execute("ROLLBACK")
                 raise
@@ -94,8 +98,7 @@ class ContentCache:
     def discard(self, stage: str, fingerprint: str, inputs: Iterable[Any]) -> None:
         """Remove stored results (absent ones are ignored), e.g. replies that led nowhere."""
         keys = [(cache_key(stage, fingerprint, item),) for item in inputs]
-        with self._lock:
-            self._db.executemany("DELETE FROM cache WHERE key = ?", keys)
+        self._in_transaction("DELETE FROM cache WHERE key = ?", keys)  # all of them or, after a kill, none
 
     def get_json(self, stage: str, fingerprint: str, inputs: Any) -> Any | None:
         raw = self.get(stage, fingerprint, inputs)

@@ -93,6 +93,8 @@ class ComparisonView:
     only_a: list[AxisOnly]
     only_b: list[AxisOnly]
     metrics: list[MetricInfo]
+    #: How the deltas' intervals were made (resamples, level, method, seed, paired), None without intervals.
+    intervals: dict[str, Any] | None = None
 
     def as_dict(self) -> dict[str, Any]:
         """Plain JSON-ready data (``auditor compare --json``)."""
@@ -218,7 +220,8 @@ def compare_records(a: RunRecord, b: RunRecord, changes: ChangeIntervals | None 
         how = "paired over their shared seeds" if changes.paired else "independently (the runs used other seeds)"
         notes.append(
             f"Deltas are B minus A with {changes.settings.level:.0%} intervals from {changes.settings.resamples} "
-            f"bootstrap resamples of both runs, {how}; a change is coloured only when its interval excludes 0. "
+            f"bootstrap resamples of both runs (--ci-seed {changes.settings.seed}), {how}; a change is coloured only "
+            "when its interval excludes 0. "
             "Relative BAV is not compared: it is relative within one run."
         )
     return ComparisonView(
@@ -229,6 +232,15 @@ def compare_records(a: RunRecord, b: RunRecord, changes: ChangeIntervals | None 
         only_a=[_only(axis) for axis in a.scores.axes if axis.axis not in axes_b],
         only_b=[_only(axis) for axis in b.scores.axes if axis.axis not in names_a],
         metrics=[METRICS["cas"], METRICS["bav"]],
+        intervals=None
+        if changes is None
+        else {
+            "resamples": changes.settings.resamples,
+            "level": changes.settings.level,
+            "method": "percentile",
+            "seed": changes.settings.seed,
+            "paired": changes.paired,
+        },
     )
 
 
