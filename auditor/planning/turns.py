@@ -54,16 +54,20 @@ class CachedChat:
     """A :class:`~auditor.planning.llm.ChatModel` that replays cached replies and caches new ones."""
 
     def __init__(self, chat: ChatModel, turns: TurnCache):
+        from auditor.planning.registry import planner_fingerprint
+
         self.chat = chat
         self.turns = turns
         self.spec = chat.spec
         self.temperature = chat.temperature
         self.seed = chat.seed
+        #: The model, its endpoint and the chain's templates: read and hashed once per conversation, not per turn.
+        self._fingerprint = planner_fingerprint(chat.spec)
         #: The cache inputs of every turn this conversation was served, replayed or sent.
         self._served: list[dict] = []
 
     def complete(self, messages: Sequence[ChatMessage], *, json_mode: bool) -> str:
-        fingerprint = self._fingerprint()
+        fingerprint = self._fingerprint
         inputs = {
             "messages": [message.model_dump() for message in messages],
             "json_mode": json_mode,
@@ -87,11 +91,5 @@ class CachedChat:
         """Remove this conversation's replies from the cache, so the next attempt asks the LLM afresh."""
         if self.turns.dry_run:
             return
-        self.turns.cache.discard(STAGE, self._fingerprint(), self._served)
+        self.turns.cache.discard(STAGE, self._fingerprint, self._served)
         self._served = []
-
-    def _fingerprint(self) -> str:
-        """The model and its endpoint (and the chain's templates)."""
-        from auditor.planning.registry import planner_fingerprint
-
-        return planner_fingerprint(self.spec)

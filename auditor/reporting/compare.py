@@ -4,10 +4,10 @@ Axes are matched by name and counterfactuals by their prompt text (case and spac
 ignored); what only one run has is listed as such instead of being dropped. Deltas are
 B minus A. BAV is compared as is, on an axis whose counterfactuals both runs share
 (relative BAV is relative within one run and so says nothing across runs). Runs that
-turn answers into concepts differently get deltas without intervals and no claim. A counterfactual without CAS or an axis without BAV in a run (no
-concepts to compare there) has no delta and reads "no CAS" / "no BAV". The comparison
-is a plain view, like the report view, drawn by the terminal, JSON and HTML renderers
-below.
+turn answers into concepts differently get deltas without intervals and no claim. A
+counterfactual without CAS or an axis without BAV in a run (no concepts to compare
+there) has no delta and reads "no CAS" / "no BAV". The comparison is a plain view, like
+the report view, drawn by the terminal, JSON and HTML renderers below.
 """
 
 from __future__ import annotations
