@@ -38,6 +38,9 @@ def test_table2_is_loaded_as_printed():
 
 def test_words_are_letter_runs_in_lower_case():
     assert words("People's U-turn, Mr. X2 café") == ["people", "s", "u", "turn", "mr", "x", "café"]
+    # An initialism is one word: "U.S." is not Table 2's "u", so the caption stays neutral.
+    assert words("A person at the U.S. Open at 9 a.m., U.K") == ["a", "person", "at", "the", "u.s.", "open", "at", "a.m.", "u.k"]
+    assert is_neutral_caption("A person at the U.S. Open") and not is_neutral_caption("A person at the U. S. Open")
 
 
 @pytest.mark.parametrize(

@@ -7,6 +7,7 @@ import pytest
 from scipy.stats import ttest_1samp
 
 from auditor.records import CaptionLabels, GeneratedSide, ImageCounts, TrainingSide
+from auditor.reporting.amplification import finding
 from auditor.scoring.amplification import amplification_rows, share, summaries
 
 LEVEL = 0.95
@@ -100,6 +101,10 @@ def test_summaries_per_template_and_over_templates_by_hand():
     assert first.mean_ci.low <= 20 <= first.mean_ci.high
     # Prompt 2: ceo |20-50| - 20 = 10, nurse 10; tutor has no A.
     assert second.mean == pytest.approx(10) and second.missing == ["tutor"] and second.t_statistic is None
+    # Its interval is [10, 10] (no spread): the sentence claims nothing and names no t-test it did not run.
+    assert (second.mean_ci.low, second.mean_ci.high) == pytest.approx((10, 10))
+    said = finding(second)
+    assert "no clear amplification" in said and "there is no t-test to confirm it" in said and "p is not" not in said
     # Every prompt: each occupation's A averaged over the prompts first, only occupations with A on both.
     assert every.mean == pytest.approx(np.mean([(20 + 10) / 2, (30 + 10) / 2])) and every.missing == ["tutor"]
     # tutor flips wherever it has an A, so it "flips everywhere"; nobody is excluded without --exclude-flips.

@@ -69,8 +69,8 @@ def chi_square(
     result then says so in ``note``. With ``min_expected`` (ours, off by default) a test
     with an expected count below it is skipped as well. With ``pool_rare`` (ours, off by
     default) the objects whose expected count is below 5 in some set are first summed into
-    one row, the usual way to keep a large sparse table's approximation sound; the rules
-    then apply to the pooled table.
+    one row, the usual way to keep a large sparse table's approximation sound; ``min_expected``
+    then applies to the pooled table (``min_objects`` counts the objects before pooling).
     """
     sets = tuple(counts)
     if len(sets) < 2:

@@ -26,11 +26,16 @@ HUMAN_WORDS_FILE = "trace/human_words.yaml"
 #: Table 2's three lists, in the paper's order.
 TABLE2_LISTS = ("gender", "geography", "others")
 
-_WORD = re.compile(r"[^\W\d_]+")
+#: An initialism ("U.S.", "a.m.": single letters joined by dots) is one word; otherwise a word is a run of letters.
+_WORD = re.compile(r"[^\W\d_](?:\.[^\W\d_])+\.?|[^\W\d_]+")
 
 
 def words(text: str) -> list[str]:
-    """The lower-case words of ``text`` in order: maximal runs of letters (any script)."""
+    """The lower-case words of ``text`` in order: maximal runs of letters (any script), an initialism whole.
+
+    Whole so that "U.S." is not read as Table 2's "u" (texting "you"); "U-turn" still is, which leaves
+    a caption out rather than call it neutral wrongly.
+    """
     return _WORD.findall(text.lower())
 
 

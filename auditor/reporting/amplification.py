@@ -108,6 +108,8 @@ def finding(summary: AmplificationSummary) -> str:
         said = "the generated images lean further from parity than the training examples (amplification)"
     elif excludes and rejects:
         said = "the generated images lean less far from parity than the training examples (de-amplification)"
+    elif excludes and summary.p_value is None:
+        said = "no clear amplification or de-amplification (the interval excludes 0, but there is no t-test to confirm it)"
     elif excludes:
         said = f"no clear amplification or de-amplification (the interval excludes 0 but the t-test's p is not below {ALPHA:g})"
     else:
