@@ -46,6 +46,9 @@ def test_runs_lists_records(tmp_path):
         update={"status": "completed"}
     ))
     write_model(runs / "r2" / "record.json", make_record("r2").model_copy(update={"status": "interrupted"}))
+    write_model(runs / "r3" / "record.json", make_record("r3", prompt="[/x] [bold]y").model_copy(
+        update={"status": "completed"}
+    ))  # a prompt is text, not rich markup: neither a crash nor swallowed
     (runs / "broken").mkdir()
     (runs / "broken" / "record.json").write_text("{not json")
     result = run_auditor("runs", "--json", "--runs-dir", str(runs))
@@ -56,7 +59,9 @@ def test_runs_lists_records(tmp_path):
     command = f"auditor prompt --resume '{runs / 'r2'}'"
     assert "resume" not in rows["r1"] and rows["r2"]["resume"] == command
     table = run_auditor("runs", "--runs-dir", str(runs))
+    assert table.returncode == 0, table.stderr
     assert "nurse" in table.stdout  # the prompt column wraps the rest of the prompt
+    assert "[/x] [bold]y" in table.stdout
     assert f"r2 (interrupted) continues with: {command}" in table.stdout
 
 
@@ -74,6 +79,10 @@ def test_runs_lists_records(tmp_path):
         (["prompt", "x", "--llm", "offline", "--guidance", "nan"], "--guidance nan: input should be a finite number"),
         (["trace", "--professions", "--width", "0"], "--width 0: input should be greater than or equal to 8"),
         (["score", "x.json", "--bootstrap", "99999999999"], "--bootstrap"),  # 1.5 TiB of resamples
+        (["prompt", "x", "--llm", "offline", "--images", "99999999999999999999"], "--images"),  # no C ssize_t
+        (["t2iat", "occupations", "--images", "1000000000000"], "--images"),  # a seed list that fills memory
+        (["trace", "--professions", "--seeds", "100001"], "--seeds"),
+        (["amplification", "run", "--captions", "c.csv", "--images", "0"], "--images"),
     ],
 )
 def test_usage_errors_are_one_line(args, expected):
@@ -125,3 +134,26 @@ def test_resume_checks_its_options_before_it_looks_for_the_run_or_opens_the_cach
     lines = [line for line in result.stderr.splitlines() if line.strip()]
     assert len(lines) == 1 and refused in lines[0], result.stderr
     assert not (tmp_path / "cache.sqlite").exists() and not (tmp_path / "runs").exists()
+
+
+def test_out_of_memory_in_a_run_is_one_line_that_says_what_to_change(tmp_path):
+    """A real allocator failure (torch's CPU allocator, asked for an exabyte) ends the command in one line."""
+    import torch
+
+    from auditor.commands.common import run_resumable
+    from auditor.core.errors import BackendError, out_of_memory
+
+    class HugeStudy:
+        run_dir = tmp_path / "run"
+
+        def run(self):
+            return torch.empty(2**60, dtype=torch.uint8)
+
+    with pytest.raises(BackendError) as caught:
+        run_resumable(HugeStudy())
+    message = str(caught.value)
+    assert message.startswith("out of memory ([enforce fail") and "can't allocate memory" in message
+    assert f"a new run reuses everything this one cached (the failed run is kept in {tmp_path / 'run'})" in message
+    assert len(message.splitlines()) == 1
+    assert out_of_memory(MemoryError()) == "MemoryError"
+    assert out_of_memory(RuntimeError("shape mismatch")) is None and out_of_memory(ValueError("can't allocate memory")) is None

@@ -92,7 +92,7 @@ def run(
     template: list[str] | None = typer.Option(
         None, "--template", help="Prompt template: 1-4 (the paper's Table 1), all (default), or text with {occupation}."
     ),
-    images: int = typer.Option(500, "--images", help="Images per occupation and template (the paper uses 500)."),
+    images: int = typer.Option(500, "--images", min=1, max=common.MAX_IMAGES, help="Images per occupation and template (the paper uses 500)."),
     caption_column: str | None = _CAPTION_COLUMN,
     image_column: str | None = typer.Option(
         None, "--image-column", help="Column of image paths on disk; without it T is the caption proxy."

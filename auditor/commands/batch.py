@@ -29,7 +29,7 @@ def batch(
         DEFAULT_VQA, "--vqa", help="VQA model: blip2:/blip:/instructblip:/hf:<id|path> or openai:<model>."
     ),
     embedder: str = typer.Option(DEFAULT_EMBEDDER, "--embedder", help="Image embedder (clip:<id|path>) or 'none'."),
-    images: int = typer.Option(48, "--images", help="Images per prompt set (the paper uses 48)."),
+    images: int = typer.Option(48, "--images", min=1, max=common.MAX_IMAGES, help="Images per prompt set (the paper uses 48)."),
     seed: str | None = common.SEED,
     batch_size: str = common.BATCH_SIZE,
     compile_models: bool = common.COMPILE,

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any, NoReturn
 
 import typer
 
-from auditor.core.errors import AuditorError, RunBusyError
+from auditor.core.errors import AuditorError, BackendError, RunBusyError, out_of_memory
 from auditor.core.settings import DEFAULT_T2I, MAX_SEED
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -74,6 +74,8 @@ class IntervalMethodChoice(str, Enum):
     bca = "bca"
 
 
+#: The most images an option asks per prompt (2,000 times the paper's 48): a larger count is a typo, not an audit.
+MAX_IMAGES = 100_000
 #: The most bootstrap resamples an option takes (100 times the default; each resample costs memory).
 MAX_BOOTSTRAP = 100_000
 _BOOTSTRAP_HELP = "Paired-bootstrap resamples over seeds behind every interval; 0 turns intervals off."
@@ -262,6 +264,13 @@ def run_resumable(study: StudyRun[RecordT]) -> RecordT:
         raise  # another process runs it: nothing to continue here
     except AuditorError as exc:
         raise type(exc)(f"{exc} (run kept in {study.run_dir}; continue it with --resume {study.run_dir})") from None
+    except Exception as exc:
+        if (problem := out_of_memory(exc)) is None:
+            raise  # a fault of ours: the traceback is what a bug report needs
+        raise BackendError(  # batch sizes are the run's own; a new run with smaller ones reuses the cached work
+            f"out of memory ({problem}): start it again with smaller batch sizes or images; a new run reuses "
+            f"everything this one cached (the failed run is kept in {study.run_dir})"
+        ) from None
 
 
 def exit_interrupted(where: str) -> NoReturn:

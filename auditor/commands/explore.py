@@ -54,7 +54,7 @@ def explore(
     time_limit: str | None = typer.Option(
         None, "--time", help="Exploration time, e.g. 30m or 2h (checked between rounds)."
     ),
-    max_images_per_prompt: int = typer.Option(48, "--max-images-per-prompt", min=2, help="Seeds an arm may reach."),
+    max_images_per_prompt: int = typer.Option(48, "--max-images-per-prompt", min=2, max=common.MAX_IMAGES, help="Seeds an arm may reach."),
     confirm_images: int = typer.Option(
         24, "--confirm-images", min=0, help="Fresh seeds per prompt set to confirm the top arms."
     ),
@@ -115,13 +115,14 @@ def explore(
     """Find where the model leans: propose prompts, guard, plan, spend images adaptively, confirm the top arms."""
     from auditor.executors import use_ray_address
     from auditor.studies.explore import resume_exploration, start_exploration
-    from auditor.studies.explore_options import ExploreOptions
+    from auditor.studies.explore_options import ExploreOptions, text_embedder_is_required
 
     store = common.run_store(runs_dir)
     options = None
     if not resume:
         if objective not in ("bav", "lean"):
             raise AuditorError(f"--objective must be 'bav' or 'lean', not {objective!r}")
+        chosen_text_embedder = None if text_embedder.strip().lower() == "none" else text_embedder
         options = ExploreOptions(
             seeds=list(seeds or []),
             topic=topic,
@@ -140,8 +141,8 @@ def explore(
             max_images_per_prompt=max_images_per_prompt,
             confirm_images=confirm_images,
             first_seed=seed,
-            text_embedder=None if text_embedder.strip().lower() == "none" else text_embedder,
-            text_embedder_required=text_embedder.strip().lower() not in ("none", "minilm"),
+            text_embedder=chosen_text_embedder,
+            text_embedder_required=text_embedder_is_required(chosen_text_embedder),
             duplicate_threshold=duplicate_threshold,
             generation=common.generation_settings(
                 batch_size, compile_models, steps=steps, guidance_scale=guidance, scheduler=scheduler

@@ -31,7 +31,7 @@ def prompt(
         help="VQA model: blip2:/blip:/instructblip:/hf:<id|path>, a local folder, or openai:<model> (OPENAI_BASE_URL: any compatible server).",
     ),  # fmt: skip
     embedder: str = typer.Option(DEFAULT_EMBEDDER, "--embedder", help="Image embedder (clip:<id|path>) or 'none'."),
-    images: int = typer.Option(48, "--images", help="Images per prompt (the paper uses 48)."),
+    images: int = typer.Option(48, "--images", min=1, max=common.MAX_IMAGES, help="Images per prompt (the paper uses 48)."),
     seed: str | None = common.SEED,
     batch_size: str = common.BATCH_SIZE,
     compile_models: bool = common.COMPILE,
@@ -139,7 +139,7 @@ def audit_options(
     ``planning_and_device`` passes the remaining :class:`PromptAuditOptions` fields through unchanged.
     """
     from auditor.core.settings import default_llm_spec
-    from auditor.studies.prompt_audit import PromptAuditOptions
+    from auditor.studies.prompt_audit import PromptAuditOptions, embedder_is_required
 
     planner = llm or default_llm_spec()
     if not llm and planner == "offline" and announce:
@@ -153,8 +153,7 @@ def audit_options(
         t2i=t2i,
         vqa=vqa,
         embedder=chosen_embedder,
-        # The default CLIP model is optional (skipped with a note when absent); one the user named is not.
-        embedder_required=chosen_embedder not in (None, DEFAULT_EMBEDDER),
+        embedder_required=embedder_is_required(chosen_embedder),
         images=images,
         seeds=common.parse_seeds(seed, images),
         generation=generation,

@@ -35,6 +35,7 @@ def trace(
         None,
         "--seeds",
         min=1,
+        max=common.MAX_IMAGES,
         help="Seeds per triplet, shared by its three prompts (default: 5 for --professions, "
         "1 for captions; the paper used 5 for GCC and the professions, 1 otherwise).",
     ),  # fmt: skip

@@ -8,10 +8,11 @@ from typing import Any
 
 from rich.console import Console
 
-#: Human-readable output. Width follows the terminal; pipes get 100 columns, never colour codes.
-out = Console(highlight=False, soft_wrap=False)
-#: Notices and errors, kept off stdout so ``--json`` output stays parseable.
-err = Console(stderr=True, highlight=False)
+#: Human-readable output. Width follows the terminal; pipes get 100 columns, never colour codes. Strings print
+#: literally (no rich markup): they carry prompts, paths and model answers, where "[/x]" is text, not a tag.
+out = Console(highlight=False, soft_wrap=False, markup=False)
+#: Notices and errors, kept off stdout so ``--json`` output stays parseable; literal like ``out``.
+err = Console(stderr=True, highlight=False, markup=False)
 
 
 def print_json(data: Any) -> None:

@@ -27,3 +27,16 @@ class RunBusyError(AuditorError):
     """Another process is running this run folder: nothing was changed, and a resume now would be refused too."""
 
     exit_code = 1
+
+
+def out_of_memory(exc: BaseException) -> str | None:
+    """The first line of ``exc`` when it is an allocation failure (Python's, or torch's on the GPU or CPU), else None.
+
+    Smaller batches or images fix it, so the command line says so in one line instead of a traceback.
+    """
+    first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+    if isinstance(exc, MemoryError) or type(exc).__name__ == "OutOfMemoryError":
+        return first
+    if isinstance(exc, RuntimeError) and "can't allocate memory" in first:  # torch's CPU allocator
+        return first
+    return None
