@@ -127,6 +127,13 @@ def test_a_bad_file_is_one_error_line(tmp_path):
     path.write_bytes(b"not parquet at all")
     with pytest.raises(AuditorError, match="cannot read .*broken.parquet"):
         CaptionReader(path)
+    latin = tmp_path / "latin.txt"  # not UTF-8: refused, as by every other reader, not read as other characters
+    latin.write_bytes("a person at a café\n".encode("latin-1"))
+    with pytest.raises(AuditorError, match="cannot read .*latin.txt: 'utf-8' codec can't decode byte 0xe9"):
+        list(CaptionReader(latin))
+    bom = tmp_path / "bom.txt"
+    bom.write_text("\ufeffa person at work\n", encoding="utf-8")
+    assert _all(CaptionReader(bom))[1] == ["a person at work"]
     mixed = tmp_path / "mixed.jsonl"
     mixed.write_text('{"caption": "a"}\n{"caption": 5}\n')
     with pytest.raises(AuditorError, match="cannot read .*mixed.jsonl"):

@@ -255,3 +255,28 @@ def test_each_batch_reaches_the_cache_whole_or_not_at_all(tiny_models, tmp_path)
         assert cache.get("check", "f", {"i": 1}) is None and cache.entries("check") == 0
     finally:
         cache.close()
+
+
+def test_a_named_embedder_that_fails_to_load_fails_every_resume_until_it_is_pointed_elsewhere(tiny_models, tmp_path):
+    """Only the default CLIP model is optional. An embedder the user named (here a folder that is no CLIP model)
+    fails the run, and a resume that does not point it elsewhere fails the same way instead of dropping it."""
+    from auditor.core.errors import AuditorError
+
+    store, cache = RunStore(tmp_path / "runs"), ContentCache(tmp_path / "cache.sqlite")
+    asked = options(tiny_models, "sequential", images=2, max_axes=1, embedder=f"clip:{tiny_models.t2i}")
+    try:
+        for attempt in range(2):
+            with pytest.raises(AuditorError, match="CLIP"):
+                if attempt == 0:
+                    start_audit(asked, store, cache, QuietProgress(), run_name="r").run()
+                else:
+                    resume_audit("r", store, cache, QuietProgress()).run()
+            failed = load_record(store.root / "r" / "record.json")
+            assert failed.status == "failed" and failed.errors[-1].stage == "embed"
+            assert failed.config.embedder is not None and failed.config.embedder.spec == f"clip:{tiny_models.t2i}"
+        pointed = Resumption(models={"embedder": f"clip:{tiny_models.clip}"})
+        record = resume_audit("r", store, cache, QuietProgress(), pointed).run()
+    finally:
+        cache.close()
+    assert record.status == "completed" and record.config.embedder.spec == f"clip:{tiny_models.clip}"
+    assert all(cf.embedding_similarity is not None for cf in record.scores.axes[0].counterfactuals)

@@ -282,6 +282,26 @@ def test_a_resume_with_other_vqa_weights_is_refused_before_it_mixes_two_models_a
     assert record.status == "completed" and record.config.vqa.spec == "openai:gpt-4o-mini"
 
 
+def test_a_named_text_embedder_that_fails_to_load_fails_the_resume_too(world, tmp_path):
+    """Only the default MiniLM is optional (the guard then matches exactly); a resume keeps the one the user named."""
+    (tmp_path / "empty").mkdir()
+    named = f"minilm:{tmp_path / 'empty'}"
+    exploration, cache = explore(tmp_path, text_embedder=named, text_embedder_required=True)
+    try:
+        with pytest.raises(AuditorError):
+            exploration.run()
+    finally:
+        cache.close()
+    store, cache = RunStore(tmp_path / "runs"), ContentCache(tmp_path / "cache.sqlite")
+    try:
+        with pytest.raises(AuditorError):
+            resume_exploration("x", store, cache, QuietProgress()).run()
+    finally:
+        cache.close()
+    record = load_record(exploration.run_dir / "record.json", ExploreRecord)
+    assert record.status == "failed" and record.config.text_embedder.spec == named
+
+
 @pytest.mark.parametrize("budget", [50, 120])
 def test_no_run_generates_more_than_the_image_budget(world, tmp_path, budget):
     exploration, _cache = explore(tmp_path, max_images=budget)

@@ -32,6 +32,13 @@ def test_prompt_lists_in_every_format_and_templates_with_values(tmp_path):
     ]
     (tmp_path / "v.csv").write_text("animal,place\nfox,a den\n")
     assert read_prompt_list(tmp_path / "p.jsonl", tmp_path / "v.csv") == ["a cat", "a fox in a den"]
+    # A byte-order mark (Excel's "CSV UTF-8") is not part of the first prompt or column name.
+    bom = "\ufeff"
+    (tmp_path / "b.txt").write_text(f"{bom}a photo of a nurse\n", encoding="utf-8")
+    (tmp_path / "b.csv").write_text(f"{bom}prompt\na photo of a {{animal}}\n", encoding="utf-8")
+    (tmp_path / "bv.csv").write_text(f"{bom}animal\nfox\n", encoding="utf-8")
+    assert read_prompt_list(tmp_path / "b.txt") == ["a photo of a nurse"]
+    assert read_prompt_list(tmp_path / "b.csv", tmp_path / "bv.csv") == ["a photo of a fox"]
 
 
 @pytest.mark.parametrize(

@@ -484,6 +484,16 @@ def _write(path: Path, text: str) -> Path:
     return path
 
 
+def test_an_occupations_file_from_a_spreadsheet_keeps_no_byte_order_mark(tmp_path):
+    from auditor.studies.occupations import read_occupations_file
+
+    path = _write(tmp_path / "jobs.txt", "\ufeffnurse\nchef\n")
+    assert read_occupations_file(path) == ["nurse", "chef"]
+    path.write_bytes("café owner\n".encode("latin-1"))
+    with pytest.raises(AuditorError, match="cannot read .*jobs.txt: 'utf-8' codec"):
+        read_occupations_file(path)
+
+
 def test_score_occupation_by_hand_and_with_missing_images():
     from auditor.scoring.t2iat import score_occupation
 

@@ -213,14 +213,25 @@ def _has_record(folder: Path) -> bool:
     return _is_file(folder / RECORD_FILE)
 
 
-def load_json(path: Path) -> Any:
-    """Read a JSON file with a one-line error for unreadable or malformed files."""
+def read_text_file(path: Path) -> str:
+    """A file the user names, as UTF-8 text, with a one-line error for a missing or unreadable (non-UTF-8) file.
+
+    A leading byte-order mark (spreadsheet programs write one) is not part of the text: kept, it would become
+    part of the first prompt or column name, where nobody can see it.
+    """
     try:
-        return json.loads(Path(path).read_text(encoding="utf-8"))
+        return Path(path).read_text(encoding="utf-8-sig")
     except FileNotFoundError:
         raise AuditorError(f"no such file: {path}") from None
     except (OSError, UnicodeDecodeError) as exc:
         raise AuditorError(f"cannot read {path}: {exc}") from None
+
+
+def load_json(path: Path) -> Any:
+    """Read a JSON file with a one-line error for unreadable or malformed files."""
+    text = read_text_file(path)
+    try:
+        return json.loads(text)
     except json.JSONDecodeError as exc:
         raise AuditorError(f"{path} is not valid JSON: {exc.msg} at line {exc.lineno}") from None
 

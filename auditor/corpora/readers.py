@@ -229,7 +229,8 @@ def _read_txt(path: Path, batch_rows: int) -> Iterator[_Chunk]:
     import pyarrow as pa
 
     with pa.input_stream(str(path), compression="detect") as raw:
-        text = io.TextIOWrapper(raw, encoding="utf-8", errors="replace", newline=None)
+        # UTF-8 as every other input file (a byte-order mark dropped); other bytes are "cannot read", not guessed at.
+        text = io.TextIOWrapper(raw, encoding="utf-8-sig", newline=None)
         start, lines = 0, []
         for line in text:
             lines.append(line.rstrip("\r\n"))

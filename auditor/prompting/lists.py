@@ -25,6 +25,7 @@ from pathlib import Path
 import yaml
 
 from auditor.core.errors import AuditorError
+from auditor.core.store import read_text_file
 
 
 def read_prompt_list(path: Path, values: Path | None = None) -> list[str]:
@@ -53,17 +54,8 @@ def read_prompt_list(path: Path, values: Path | None = None) -> list[str]:
     return prompts
 
 
-def _text(path: Path) -> str:
-    try:
-        return Path(path).read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise AuditorError(f"no such file: {path}") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise AuditorError(f"cannot read {path}: {exc}") from None
-
-
 def _read_lines(path: Path) -> list[str]:
-    text, suffix = _text(path), Path(path).suffix.lower()
+    text, suffix = read_text_file(path), Path(path).suffix.lower()
     if suffix == ".csv":
         return [_column(row, "prompt", path, number) for number, row in _csv_rows(text, path)]
     if suffix in (".jsonl", ".ndjson"):
@@ -120,7 +112,7 @@ def _placeholders(prompt: str, where: str) -> list[str]:
 
 def _read_values(path: Path) -> dict[str, list[str]] | list[dict[str, str]] | list[str]:
     """A mapping name -> values (json/yaml), rows of combinations (csv), or values for one placeholder (txt)."""
-    text, suffix = _text(path), Path(path).suffix.lower()
+    text, suffix = read_text_file(path), Path(path).suffix.lower()
     if suffix == ".csv":
         return [
             {k.strip(): " ".join((v or "").split()) for k, v in row.items() if k} for _, row in _csv_rows(text, path)

@@ -56,7 +56,7 @@ from auditor.metrics.allocation import separated
 from auditor.records import ExploreConfig, ExploreRecord, ModelRef, Round, StopReason
 from auditor.studies.explore_candidates import CandidateIntake
 from auditor.studies.explore_confirmation import confirm_leaders
-from auditor.studies.explore_options import ExploreOptions, new_config, validate_options
+from auditor.studies.explore_options import ExploreOptions, new_config, text_embedder_is_required, validate_options
 from auditor.studies.explore_rounds import allocate_round, play_round
 from auditor.studies.explore_standings import arm_bounds, leader_indices, leading_arms
 from auditor.studies.progress import ProgressReporter
@@ -219,6 +219,10 @@ def resume_exploration(
     run_dir, record = reopen_run(run, store, ExploreRecord)
     recorded = {field: getattr(record.config, field).fingerprint for field in ("t2i", "vqa")}
     point_models(record.config, resumption)
-    exploration = Exploration(run_dir, record, cache, progress, device=resumption.device, on_round=on_round)
+    named = record.config.text_embedder
+    required = "text_embedder" in resumption.models or text_embedder_is_required(named.spec if named else None)
+    exploration = Exploration(
+        run_dir, record, cache, progress, device=resumption.device, text_embedder_required=required, on_round=on_round
+    )
     exploration.results_of = {field: found for field, found in recorded.items() if found and record.prompt_sets}
     return exploration

@@ -53,13 +53,9 @@ def check_occupations(occupations: Sequence[str], where: str) -> list[str]:
 
 def read_occupations_file(path: Path) -> list[str]:
     """Occupations from a file (see :func:`read_occupations`); a missing or unreadable file is one line."""
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise AuditorError(f"no such file: {path}") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise AuditorError(f"cannot read {path}: {exc}") from None
-    return read_occupations(text, str(path))
+    from auditor.core.store import read_text_file
+
+    return read_occupations(read_text_file(path), str(path))
 
 
 def builtin_occupations(name: str) -> list[str]:

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 from auditor.core.cache import ContentCache
 from auditor.core.environment import collect_environment
 from auditor.core.errors import AuditorError
+from auditor.core.settings import DEFAULT_EMBEDDER
 from auditor.core.store import (
     TRANSCRIPT_FILE,
     RunStore,
@@ -45,6 +46,12 @@ if TYPE_CHECKING:  # pragma: no cover
 
 #: VQA images sent per call (each image's questions are asked together inside the call).
 IMAGES_PER_VQA_CALL = 8
+
+
+def embedder_is_required(spec: str | None) -> bool:
+    """Whether a run fails when its embedder cannot be loaded: the default CLIP model is optional (skipped with a
+    note when absent), one the user named is not, on the first attempt and on every resume."""
+    return spec is not None and spec != DEFAULT_EMBEDDER
 
 
 @dataclass
@@ -276,10 +283,11 @@ def resume_audit(
     """
     run_dir, record = reopen_run(run, store, RunRecord)
     point_models(record.config, resumption)
+    embedder = record.config.embedder
+    required = "embedder" in resumption.models or embedder_is_required(embedder.spec if embedder else None)
     return PromptAudit(
-        run_dir, record, cache, progress,
-        device=resumption.device, embedder_required="embedder" in resumption.models, models=pool,
-    )  # fmt: skip
+        run_dir, record, cache, progress, device=resumption.device, embedder_required=required, models=pool
+    )
 
 
 def point_models(config: Any, resumption: Resumption) -> None:

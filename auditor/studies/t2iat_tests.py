@@ -86,13 +86,9 @@ def load_builtin(name: str) -> T2IATTestDefinition:
 
 def load_file(path: Path) -> T2IATTestDefinition:
     """A custom test from a YAML file."""
-    try:
-        text = Path(path).read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise AuditorError(f"no such file: {path}") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise AuditorError(f"cannot read {path}: {exc}") from None
-    return parse_definition(_parse_yaml(text, str(path)), str(path))
+    from auditor.core.store import read_text_file
+
+    return parse_definition(_parse_yaml(read_text_file(path), str(path)), str(path))
 
 
 def resolve_test(name_or_path: str) -> tuple[T2IATTestDefinition, str]:
