@@ -82,6 +82,7 @@ def test_runs_lists_records(tmp_path):
         (["prompt", "x", "--llm", "offline", "--images", "99999999999999999999"], "--images"),  # no C ssize_t
         (["t2iat", "occupations", "--images", "1000000000000"], "--images"),  # a seed list that fills memory
         (["trace", "--professions", "--seeds", "100001"], "--seeds"),
+        (["prompt", "x", "--llm", "offline", "--scheduler", "Bogus"], "--scheduler Bogus: diffusers has no scheduler"),
         (["amplification", "run", "--captions", "c.csv", "--images", "0"], "--images"),
     ],
 )

@@ -366,6 +366,7 @@ def test_explore_offline_on_tiny_models_from_the_command_line(tiny_models, tmp_p
         (["--topic", "x", "--axes", "age", "--objective", "lean"], "--axes must include gender"),
         (["--topic", "x", "--objective", "max"], "--objective must be 'bav' or 'lean'"),
         (["--topic", "x", "--time", "soon"], "--time takes a duration"),
+        (["--topic", "x", "--scheduler", "Bogus"], "--scheduler Bogus: diffusers has no scheduler of that name"),
         (
             ["--topic", "x", "--max-images-per-prompt", "2", "--seeds-per-round", "4"],
             "must be at least --seeds-per-round",

@@ -202,6 +202,8 @@ def test_missing_weights_name_the_model_and_resume_can_point_at_a_local_copy(tin
 
     refused = run_auditor("prompt", "--resume", "r", "--images", "3")
     assert refused.returncode == 2 and "--images cannot change" in refused.stderr
+    another = run_auditor("prompt", "a photo of a chef", "--resume", "r")  # the argument as --help names it
+    assert another.returncode == 2 and "; PROMPT cannot change them" in another.stderr
 
     resumed = run_auditor(
         "prompt", "--resume", "r", "--t2i", f"diffusers:{tiny_models.t2i}", "--vqa", str(tiny_models.vqa), "--quiet"

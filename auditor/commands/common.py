@@ -14,6 +14,7 @@ import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from enum import Enum
+from importlib.util import find_spec
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
 
@@ -142,6 +143,15 @@ def generation_settings(batch_size: str, compile_models: bool, **settings: Any) 
             size = 0
         if size < 1:
             raise AuditorError(f"--batch-size takes a positive integer or 'auto', not {batch_size!r}")
+    scheduler = settings.get("scheduler")
+    if scheduler is not None and find_spec("diffusers") is not None:  # before a run folder exists to keep
+        from auditor.generation.diffusers_backend import scheduler_class
+
+        if scheduler_class(scheduler) is None:
+            raise AuditorError(
+                f"--scheduler {scheduler}: diffusers has no scheduler of that name (e.g. DDIMScheduler, "
+                "EulerDiscreteScheduler, DPMSolverMultistepScheduler)"
+            )
     from pydantic import ValidationError
 
     try:
@@ -183,7 +193,10 @@ def resumed_options(ctx: typer.Context, allowed: frozenset[str] = RESUME_OPTIONS
     that names the options the command's resume does take.
     """
     typed = [param for param in ctx.params if given(ctx, param)]
-    flags = {param.name: param.opts[0] for param in ctx.command.params}
+    flags = {  # an option by its flag, an argument as --help shows it (PROMPT, not the parameter's name)
+        param.name: param.opts[0] if param.param_type_name == "option" else (param.metavar or param.name.upper())
+        for param in ctx.command.params
+    }
     if refused := [flags[param] for param in typed if param not in allowed]:
         taken = sorted(flags[param] for param in allowed & set(flags) - {"resume"})
         raise AuditorError(

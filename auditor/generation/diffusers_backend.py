@@ -367,12 +367,18 @@ def _model_class(entry: Any) -> tuple[type, str] | None:
     return cls, "diffusers" if issubclass(cls, ModelMixin) else "transformers"
 
 
-def _scheduler(pipeline: Any, name: str) -> Any:
-    """A scheduler of class ``name`` configured from the pipeline's own scheduler config."""
+def scheduler_class(name: str) -> type | None:
+    """diffusers' scheduler class ``name`` (e.g. ``DDIMScheduler``), or None when diffusers has none of that name."""
     import diffusers
 
     cls = getattr(diffusers, name, None)
-    if not (inspect.isclass(cls) and issubclass(cls, diffusers.SchedulerMixin)):
+    return cls if inspect.isclass(cls) and issubclass(cls, diffusers.SchedulerMixin) else None
+
+
+def _scheduler(pipeline: Any, name: str) -> Any:
+    """A scheduler of class ``name`` configured from the pipeline's own scheduler config."""
+    cls = scheduler_class(name)
+    if cls is None:
         compatible = sorted(c.__name__ for c in pipeline.scheduler.compatibles)
         raise AuditorError(f"unknown scheduler {name!r}: use one of {', '.join(compatible)}")
     return cls.from_config(pipeline.scheduler.config)
