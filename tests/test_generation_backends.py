@@ -432,3 +432,33 @@ def test_an_openai_model_without_a_key_is_one_line_before_any_run_folder(tmp_pat
         assert result.returncode == 2, result.stderr
         assert result.stderr.startswith("error: OPENAI_API_KEY is not set") and len(result.stderr.splitlines()) == 1
         assert not (tmp_path / "runs").exists()
+
+
+def test_a_run_names_every_prompt_the_folder_lacks_before_it_reads_the_first_batch(tmp_path):
+    """The generate stage checks all the images it is to make at once: batches of one still give one error."""
+    from auditor.core.cache import ContentCache
+    from auditor.core.environment import collect_environment
+    from auditor.executors.generation import PromptRequest
+    from auditor.records import RunConfig, RunRecord
+    from auditor.studies.progress import QuietProgress
+    from auditor.studies.run import StudyRun, spec_ref
+
+    root = tmp_path / "images"
+    _image(root / "a.png", (0, 0, 0))
+    (root / "manifest.json").write_text(json.dumps({PROMPT: ["a.png"]}))
+    config = RunConfig(
+        prompt=PROMPT, llm="offline", t2i=spec_ref(f"folder:{root}"), vqa=spec_ref("blip2:unused"), embedder=None,
+        images_per_prompt=1, seeds=[0], generation=GenerationSettings(batch_size=1),
+    )  # fmt: skip
+    record = RunRecord(run_id="run", config=config, environment=collect_environment())
+    cache = ContentCache(tmp_path / "cache.sqlite")
+    try:
+        study = StudyRun(tmp_path / "run", record, cache, QuietProgress(), device="cpu")
+        requests = [PromptRequest(f"p{i}", text, indices=(0,)) for i, text in enumerate([PROMPT, OTHER, "a chef"])]
+        with pytest.raises(AuditorError) as caught:
+            study.run_images(requests)
+        assert cache.entries("generate") == 0  # refused before the first batch was read
+    finally:
+        cache.close()
+    message = str(caught.value)
+    assert "2 problem(s)" in message and f"no images for prompt {OTHER!r}" in message and "'a chef'" in message

@@ -286,6 +286,8 @@ class GenerationStage:
             self._release()
 
         writer.submit(store_hits)
+        if (check := getattr(backend, "check", None)) is not None:
+            check(pending)
         return pending
 
     def store(self, batch: Sequence[GenerationItem], pictures: Sequence[GeneratedPicture]) -> None:

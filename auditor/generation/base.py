@@ -36,7 +36,12 @@ class GeneratedPicture:
 
 
 class TextToImage(Protocol):
-    """A text-to-image model under audit."""
+    """A text-to-image model under audit.
+
+    A backend that can tell up front that it cannot make some items (a folder of images lacking some) may
+    have ``check(items)``, raising one error for all of them: the generate stage calls it with every image
+    it is to make before the first batch.
+    """
 
     #: Model identity for the record; ``fingerprint`` (with the settings) keys the cache.
     ref: ModelRef

@@ -64,12 +64,17 @@ class FolderImages:
     def cache_fingerprint(self) -> str:
         return self.ref.fingerprint or ""
 
-    def generate(self, items: Sequence[GenerationItem]) -> list[GeneratedPicture]:
-        from PIL import Image
-
+    def check(self, items: Sequence[GenerationItem]) -> None:
+        """Refuse items the folder has no image for, every one in one error (the generate stage checks all the
+        images it is to make before the first batch, so a rerun need not find them one batch at a time)."""
         problems = [problem for item in items if (problem := self._lacking(item))]
         if problems:
             raise AuditorError(f"folder {self.ref.model_id}: " + _join(list(dict.fromkeys(problems))))
+
+    def generate(self, items: Sequence[GenerationItem]) -> list[GeneratedPicture]:
+        from PIL import Image
+
+        self.check(items)
         pictures = []
         for item in items:
             with Image.open(self._prompts[prompt_key(item.prompt)].files[item.index]) as image:
