@@ -462,3 +462,35 @@ def test_a_run_names_every_prompt_the_folder_lacks_before_it_reads_the_first_bat
         cache.close()
     message = str(caught.value)
     assert "2 problem(s)" in message and f"no images for prompt {OTHER!r}" in message and "'a chef'" in message
+
+
+def test_a_prompt_longer_than_the_text_encoder_reads_gets_a_notice_naming_what_is_cut(tiny_models, tmp_path):
+    """CLIP reads 77 tokens: a counterfactual's last words beyond them cannot change its images, so the stage
+    says which prompt loses what; a short prompt gets no notice."""
+    from auditor.core.cache import ContentCache
+    from auditor.core.environment import collect_environment
+    from auditor.executors.generation import PromptRequest
+    from auditor.records import RunConfig, RunRecord
+    from auditor.studies.progress import QuietProgress
+    from auditor.studies.run import StudyRun, spec_ref
+
+    notices: list[str] = []
+
+    class Notices(QuietProgress):
+        def notice(self, message: str) -> None:
+            notices.append(message)
+
+    long = "a photo of a nurse, " + "very " * 40 + "in a city"
+    config = RunConfig(
+        prompt=PROMPT, llm="offline", t2i=spec_ref(f"diffusers:{tiny_models.t2i}"), vqa=spec_ref("blip2:unused"),
+        embedder=None, images_per_prompt=1, seeds=[0], generation=GenerationSettings(steps=1, batch_size=2),
+    )  # fmt: skip
+    record = RunRecord(run_id="run", config=config, environment=collect_environment())
+    cache = ContentCache(tmp_path / "cache.sqlite")
+    try:
+        study = StudyRun(tmp_path / "run", record, cache, Notices(), device="cpu")
+        study.run_images([PromptRequest("short", PROMPT, indices=(0,)), PromptRequest("long", long, indices=(0,))])
+    finally:
+        cache.close()
+    assert len(notices) == 1 and notices[0].startswith(f"the text encoder reads only the start of {long!r}: '")
+    assert notices[0].endswith("in a city' is cut, so the images cannot show it")

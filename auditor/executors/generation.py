@@ -288,7 +288,19 @@ class GenerationStage:
         writer.submit(store_hits)
         if (check := getattr(backend, "check", None)) is not None:
             check(pending)
+        self._say_cut_prompts(backend, pending)
         return pending
+
+    def _say_cut_prompts(self, backend: TextToImage, pending: Sequence[GenerationItem]) -> None:
+        """A notice for each prompt to generate whose end the model's text encoder never reads (a backend with
+        ``cut_prompts``): its images cannot show what that end says, a counterfactual word included."""
+        cut_prompts = getattr(backend, "cut_prompts", None)
+        if cut_prompts is None:
+            return
+        for prompt, end in cut_prompts(list(dict.fromkeys(item.prompt for item in pending))):
+            self.study.progress.notice(
+                f"the text encoder reads only the start of {prompt!r}: {end!r} is cut, so the images cannot show it"
+            )
 
     def store(self, batch: Sequence[GenerationItem], pictures: Sequence[GeneratedPicture]) -> None:
         """Encode, hash, cache and write one generated batch; rewrite the record (run by the writer)."""

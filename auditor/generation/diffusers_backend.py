@@ -109,6 +109,28 @@ class DiffusersTextToImage:
             )
         return [[word.text for word in prompt_words(tokenizer, prompt)] for prompt in prompts]
 
+    def cut_prompts(self, prompts: Sequence[str]) -> list[tuple[str, str]]:
+        """``(prompt, its end no text encoder reads)`` for each prompt longer than every tokenizer's window.
+
+        CLIP encoders read 77 tokens; a counterfactual word beyond them would make the same images as the
+        prompt without it, so the stage says so. A pipeline with a longer-reading encoder (T5) cuts less.
+        """
+        tokenizers = [
+            tokenizer
+            for name in ("tokenizer", "tokenizer_2", "tokenizer_3")
+            if (tokenizer := getattr(self.pipeline, name, None)) is not None
+        ]
+        widest = max(tokenizers, key=lambda tokenizer: tokenizer.model_max_length, default=None)
+        if widest is None:
+            return []
+        window = widest.model_max_length
+        cut = []
+        for prompt in prompts:
+            ids = widest(prompt, truncation=False, verbose=False).input_ids
+            if len(ids) > window:  # ids end with the end-of-text token; the window keeps it and cuts before
+                cut.append((prompt, widest.decode(ids[window - 1 : -1], skip_special_tokens=True).strip()))
+        return cut
+
     def _call(self, batch: Sequence[GenerationItem], steps: int | None) -> list[GeneratedPicture]:
         """One pipeline call for ``batch`` with ``steps`` denoising steps."""
         import torch
