@@ -259,7 +259,8 @@ def test_folder_manifest_serves_the_ith_file_of_each_prompt(tmp_path):
     _image(root / "b.png", (0, 255, 0))
     _image(root / "a.png", (255, 0, 0))
     _image(root / "sub" / "c.jpg", (0, 0, 255))
-    (root / "manifest.json").write_text(json.dumps({PROMPT: ["a.png", "b.png"], OTHER: ["sub/c.jpg"]}))
+    manifest = json.dumps({PROMPT: ["a.png", "b.png"], OTHER: ["sub/c.jpg"]})
+    (root / "manifest.json").write_text("\ufeff" + manifest, encoding="utf-8")  # as Windows editors save it
     backend = T2I_BACKENDS.load(f"folder:{root}", settings=GenerationSettings())
     assert backend.seeded is False and backend.ref.backend == "folder"
     shouted = "A Photo of a  Female Pharmacist!"  # matched by slug
@@ -274,7 +275,7 @@ def test_folder_manifest_serves_the_ith_file_of_each_prompt(tmp_path):
 def test_folder_yaml_manifest_list_form(tmp_path):
     root = tmp_path / "images"
     _image(root / "x.png", (1, 2, 3))
-    (root / "manifest.yaml").write_text(f"- prompt: {PROMPT}\n  files: [x.png]\n")
+    (root / "manifest.yaml").write_text(f"\ufeff- prompt: {PROMPT}\n  files: [x.png]\n", encoding="utf-8")
     backend = T2I_BACKENDS.load(f"folder:{root}", settings=GenerationSettings())
     assert backend.generate([GenerationItem(PROMPT, 0, 0)])[0].image.getpixel((0, 0)) == (1, 2, 3)
 
@@ -286,7 +287,7 @@ def test_folder_per_prompt_by_slug_or_prompt_txt(tmp_path):
     _image(root / slugify(PROMPT) / "002.png", (0, 0, 9))
     _image(root / slugify(PROMPT) / "001.png", (0, 0, 1))
     _image(root / "set-b" / "img.png", (7, 7, 7))
-    (root / "set-b" / "prompt.txt").write_text(OTHER + "\n")
+    (root / "set-b" / "prompt.txt").write_text("\ufeff" + OTHER + "\n", encoding="utf-8")  # a byte-order mark: not text
     backend = T2I_BACKENDS.load(f"folder:{root}", settings=GenerationSettings())
     items = [GenerationItem(PROMPT, 0, 0), GenerationItem(PROMPT, 1, 0), GenerationItem(OTHER, 0, 0)]
     pictures = backend.generate(items)

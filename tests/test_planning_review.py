@@ -161,3 +161,14 @@ def test_validate_plan_normalises_names_and_fills_questions():
 )
 def test_axis_questions_follow_table_4(axis, question):
     assert question_for_axis(axis) == question
+
+
+def test_review_shows_an_llms_axis_name_literally(monkeypatch, capsys):
+    """An LLM's axis name is text: "[/x]" in it neither crashes the review nor disappears."""
+    monkeypatch.delenv("EDITOR", raising=False)
+    monkeypatch.delenv("VISUAL", raising=False)
+    plan = _plan()
+    plan.axes[0].name = "gender [/x]"
+    monkeypatch.setattr(sys, "stdin", io.StringIO("keep\nkeep\nno\n"))
+    reviewed = review_plan(plan)
+    assert reviewed.axes[0].name == "gender_x" and "axis 1/2: gender [/x] (societal)" in capsys.readouterr().err

@@ -41,6 +41,9 @@ def test_words_are_letter_runs_in_lower_case():
     # An initialism is one word: "U.S." is not Table 2's "u", so the caption stays neutral.
     assert words("A person at the U.S. Open at 9 a.m., U.K") == ["a", "person", "at", "the", "u.s.", "open", "at", "a.m.", "u.k"]
     assert is_neutral_caption("A person at the U.S. Open") and not is_neutral_caption("A person at the U. S. Open")
+    # A full stop without its space is no initialism: "a.man" still has "man", "a.person" still "person".
+    assert words("A person and a.man, U.S.woman") == ["a", "person", "and", "a", "man", "u.s", "woman"]
+    assert not is_neutral_caption("A person and a.man") and has_person_word("a.person on a bench")
 
 
 @pytest.mark.parametrize(

@@ -26,7 +26,7 @@ from typing import Any
 
 from auditor.core.errors import AuditorError
 from auditor.core.registry import Spec
-from auditor.core.store import slugify
+from auditor.core.store import read_text_file, slugify
 from auditor.core.weights import LoadOptions
 from auditor.generation.base import GeneratedPicture, GenerationItem
 from auditor.records import GenerationSettings, ModelRef
@@ -134,10 +134,10 @@ def _read_manifest(root: Path) -> list[tuple[str, list[Path]]] | None:
         return None
     import yaml
 
+    text = read_text_file(path)
     try:
-        text = path.read_text(encoding="utf-8")
         data: Any = json.loads(text) if path.suffix == ".json" else yaml.safe_load(text)
-    except (OSError, ValueError, yaml.YAMLError) as exc:
+    except (ValueError, yaml.YAMLError) as exc:
         raise AuditorError(f"cannot read {path}: {' '.join(str(exc).split())}") from exc
     if isinstance(data, dict):
         entries = [{"prompt": prompt, "files": files} for prompt, files in data.items()]
@@ -162,7 +162,7 @@ def _read_prompt_folders(root: Path) -> list[tuple[str, list[Path]]]:
     listing = []
     for folder in sorted(p for p in root.iterdir() if p.is_dir() and not p.name.startswith(".")):
         prompt_file = folder / PROMPT_FILE
-        label = prompt_file.read_text(encoding="utf-8", errors="replace").strip() if prompt_file.is_file() else ""
+        label = read_text_file(prompt_file).strip() if prompt_file.is_file() else ""
         files = sorted(
             p for p in folder.iterdir() if p.is_file() and not p.name.startswith(".") and p.name != PROMPT_FILE
         )

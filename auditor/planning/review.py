@@ -17,9 +17,11 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+from rich.text import Text
 
 from auditor.core.console import err
 from auditor.core.errors import AuditorError, InvalidPlanError
+from auditor.core.store import read_text_file
 from auditor.planning.proposals import PlanProblem, ProposedAxis
 from auditor.planning.questions import caption_question
 from auditor.planning.rules import check_caption_question, checked_axes
@@ -112,13 +114,13 @@ def _review_in_editor(plan: AuditPlan, editor: str) -> AuditPlan:
                 raise AuditorError(f"--review could not start the editor {editor!r}: {exc.strerror or exc}") from None
             if status != 0:
                 raise AuditorError(f"--review: the editor {editor!r} exited with status {status}; plan not changed")
-            edited = path.read_text(encoding="utf-8")
+            edited = read_text_file(path)
             try:
                 return plan_from_yaml(plan, edited)
             except InvalidPlanError as exc:
                 if attempt == MAX_EDITS or not sys.stdin.isatty():
                     raise
-                err.print(f"[red]{exc}[/red]: opening the plan again", markup=True)
+                err.print(Text.assemble((str(exc), "red"), ": opening the plan again"))
                 kept = "".join(line for line in edited.splitlines(keepends=True) if not line.startswith("# error:"))
                 text = f"# error: {exc}\n{kept}"
     raise AssertionError("unreachable")  # pragma: no cover
@@ -146,7 +148,7 @@ def _ask_lines(title: str) -> list[str]:
 
 
 def _show(axis: AxisPlan | ProposedAxis, index: int, total: int) -> None:
-    err.print(f"\n[bold]axis {index}/{total}: {axis.name}[/bold] ({axis.kind or 'kind not given'})", markup=True)
+    err.print(Text.assemble("\n", (f"axis {index}/{total}: {axis.name}", "bold"), f" ({axis.kind or 'kind not given'})"))
     if isinstance(axis, AxisPlan):
         err.print(f"  question: {axis.question}", markup=False)
     for number, text in enumerate(axis.counterfactuals, start=1):
@@ -180,5 +182,5 @@ def _review_interactively(plan: AuditPlan) -> AuditPlan:
         except InvalidPlanError as exc:
             if attempt == MAX_EDITS:
                 raise
-            err.print(f"[red]{exc}[/red]: review again", markup=True)
+            err.print(Text.assemble((str(exc), "red"), ": review again"))
     raise AssertionError("unreachable")  # pragma: no cover

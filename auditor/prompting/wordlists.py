@@ -26,8 +26,9 @@ HUMAN_WORDS_FILE = "trace/human_words.yaml"
 #: Table 2's three lists, in the paper's order.
 TABLE2_LISTS = ("gender", "geography", "others")
 
-#: An initialism ("U.S.", "a.m.": single letters joined by dots) is one word; otherwise a word is a run of letters.
-_WORD = re.compile(r"[^\W\d_](?:\.[^\W\d_])+\.?|[^\W\d_]+")
+#: An initialism ("U.S.", "a.m.": single letters joined by dots, no letter right after) is one word; otherwise a
+#: word is a run of letters ("a.man", a full stop without its space, is "a" and "man").
+_WORD = re.compile(r"[^\W\d_](?:\.[^\W\d_])+\.?(?![^\W\d_])|[^\W\d_]+")
 
 
 def words(text: str) -> list[str]:
