@@ -153,8 +153,9 @@ def test_out_of_memory_in_a_run_is_one_line_that_says_what_to_change(tmp_path):
     with pytest.raises(BackendError) as caught:
         run_resumable(HugeStudy())
     message = str(caught.value)
-    assert message.startswith("out of memory ([enforce fail") and "can't allocate memory" in message
-    assert f"a new run reuses everything this one cached (the failed run is kept in {tmp_path / 'run'})" in message
+    assert message.startswith("out of memory (") and "can't allocate memory" in message
+    assert "start it again with a smaller --batch-size; a new run with otherwise the same settings reuses" in message
+    assert message.endswith(f"(the failed run is kept in {tmp_path / 'run'})")
     assert len(message.splitlines()) == 1
     assert out_of_memory(MemoryError()) == "MemoryError"
     assert out_of_memory(RuntimeError("shape mismatch")) is None and out_of_memory(ValueError("can't allocate memory")) is None

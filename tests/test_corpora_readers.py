@@ -128,8 +128,8 @@ def test_a_bad_file_is_one_error_line(tmp_path):
     with pytest.raises(AuditorError, match="cannot read .*broken.parquet"):
         CaptionReader(path)
     latin = tmp_path / "latin.txt"  # not UTF-8: refused, as by every other reader, not read as other characters
-    latin.write_bytes("a person at a café\n".encode("latin-1"))
-    with pytest.raises(AuditorError, match="cannot read .*latin.txt: 'utf-8' codec can't decode byte 0xe9"):
+    latin.write_bytes(("a person\n" * 3 + "a person at a café\n").encode("latin-1"))
+    with pytest.raises(AuditorError, match=r"cannot read .*latin.txt: not UTF-8 text at or after line 1 \(byte 0xe9\)"):
         list(CaptionReader(latin))
     bom = tmp_path / "bom.txt"
     bom.write_text("\ufeffa person at work\n", encoding="utf-8")

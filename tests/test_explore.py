@@ -288,13 +288,13 @@ def test_a_named_text_embedder_that_fails_to_load_fails_the_resume_too(world, tm
     named = f"minilm:{tmp_path / 'empty'}"
     exploration, cache = explore(tmp_path, text_embedder=named, text_embedder_required=True)
     try:
-        with pytest.raises(AuditorError):
+        with pytest.raises(AuditorError, match="empty"):
             exploration.run()
     finally:
         cache.close()
     store, cache = RunStore(tmp_path / "runs"), ContentCache(tmp_path / "cache.sqlite")
     try:
-        with pytest.raises(AuditorError):
+        with pytest.raises(AuditorError, match="empty"):
             resume_exploration("x", store, cache, QuietProgress()).run()
     finally:
         cache.close()

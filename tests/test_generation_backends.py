@@ -14,7 +14,7 @@ from auditor.core.errors import AuditorError, BackendError
 from auditor.core.fingerprint import folder_fingerprint
 from auditor.generation.base import GenerationItem
 from auditor.generation.registry import T2I_BACKENDS
-from auditor.records import GenerationSettings
+from auditor.records import GenerationSettings, ModelRef
 from tests.fake_openai import FAKE_API_KEY, http_error, png_base64
 
 PROMPT = "a photo of a pharmacist"
@@ -495,3 +495,39 @@ def test_a_prompt_longer_than_the_text_encoder_reads_gets_a_notice_naming_what_i
         cache.close()
     assert len(notices) == 1 and notices[0].startswith(f"the text encoder reads only the start of {long!r}: '")
     assert notices[0].endswith("in a city' is cut, so the images cannot show it")
+
+
+def test_a_long_reading_encoder_cuts_at_the_pipelines_max_sequence_length(tiny_models):
+    """A T5-style pipeline (PixArt-α: one tokenizer of 512, ``max_sequence_length=120``) cuts at 120 tokens, and a
+    tokenizer that does not say its length cuts nothing known."""
+    from transformers import CLIPTokenizer
+
+    from auditor.generation.diffusers_backend import DiffusersTextToImage
+
+    tokenizer = CLIPTokenizer.from_pretrained(tiny_models.t2i / "tokenizer", model_max_length=512)
+
+    class LongReading:
+        def __init__(self, tokenizer):
+            self.tokenizer = tokenizer
+
+        def __call__(self, prompt, max_sequence_length: int = 120):
+            raise AssertionError("not called")
+
+    def cut(pipeline, prompt: str) -> list:
+        return DiffusersTextToImage(pipeline, ModelRef(spec="diffusers:x", backend="diffusers"), GenerationSettings()).cut_prompts([prompt])
+
+    tokens = lambda text: len(tokenizer(text, verbose=False).input_ids)  # noqa: E731
+    fits = "a photo of a nurse " + "very " * 30
+    long = fits + "very " * 40 + "in a city"
+    assert 77 < tokens(fits) <= 120 < tokens(long)
+    assert cut(LongReading(tokenizer), fits) == []
+    assert [(prompt, end.endswith("in a city")) for prompt, end in cut(LongReading(tokenizer), long)] == [(long, True)]
+    unknown = CLIPTokenizer.from_pretrained(tiny_models.t2i / "tokenizer", model_max_length=int(1e30))
+
+    class Unsaid:
+        tokenizer = unknown
+
+        def __call__(self, prompt):
+            raise AssertionError("not called")
+
+    assert cut(Unsaid(), long) == []

@@ -104,7 +104,7 @@ def test_summaries_per_template_and_over_templates_by_hand():
     # Its interval is [10, 10] (no spread): the sentence claims nothing and names no t-test it did not run.
     assert (second.mean_ci.low, second.mean_ci.high) == pytest.approx((10, 10))
     said = finding(second)
-    assert "no clear amplification" in said and "there is no t-test to confirm it" in said and "p is not" not in said
+    assert "no clear amplification" in said and "a direction needs the t-test too" in said and "p is not" not in said
     # Every prompt: each occupation's A averaged over the prompts first, only occupations with A on both.
     assert every.mean == pytest.approx(np.mean([(20 + 10) / 2, (30 + 10) / 2])) and every.missing == ["tutor"]
     # tutor flips wherever it has an A, so it "flips everywhere"; nobody is excluded without --exclude-flips.

@@ -143,7 +143,8 @@ def generation_settings(batch_size: str, compile_models: bool, **settings: Any) 
             size = 0
         if size < 1:
             raise AuditorError(f"--batch-size takes a positive integer or 'auto', not {batch_size!r}")
-    scheduler = settings.get("scheduler")
+    scheduler = settings.get("scheduler") or None  # "" is the model's own, as no --scheduler
+    settings["scheduler"] = scheduler
     if scheduler is not None and find_spec("diffusers") is not None:  # before a run folder exists to keep
         from auditor.generation.diffusers_backend import scheduler_class
 
@@ -281,8 +282,8 @@ def run_resumable(study: StudyRun[RecordT]) -> RecordT:
         if (problem := out_of_memory(exc)) is None:
             raise  # a fault of ours: the traceback is what a bug report needs
         raise BackendError(  # batch sizes are the run's own; a new run with smaller ones reuses the cached work
-            f"out of memory ({problem}): start it again with smaller batch sizes or images; a new run reuses "
-            f"everything this one cached (the failed run is kept in {study.run_dir})"
+            f"out of memory ({problem}): start it again with a smaller --batch-size; a new run with otherwise the same "
+            f"settings reuses everything this one cached (the failed run is kept in {study.run_dir})"
         ) from None
 
 

@@ -232,11 +232,17 @@ def _read_txt(path: Path, batch_rows: int) -> Iterator[_Chunk]:
         # UTF-8 as every other input file (a byte-order mark dropped); other bytes are "cannot read", not guessed at.
         text = io.TextIOWrapper(raw, encoding="utf-8-sig", newline=None)
         start, lines = 0, []
-        for line in text:
-            lines.append(line.rstrip("\r\n"))
-            if len(lines) == batch_rows:
-                yield _chunk(start, lines, None)
-                start, lines = start + len(lines), []
+        try:
+            for line in text:
+                lines.append(line.rstrip("\r\n"))
+                if len(lines) == batch_rows:
+                    yield _chunk(start, lines, None)
+                    start, lines = start + len(lines), []
+        except UnicodeDecodeError as exc:  # text is decoded a block ahead: the line read next is where it starts
+            bad = exc.object[exc.start : exc.start + 1].hex()
+            raise AuditorError(
+                f"cannot read {path}: not UTF-8 text at or after line {start + len(lines) + 1} (byte 0x{bad})"
+            ) from None
         if lines:
             yield _chunk(start, lines, None)
 

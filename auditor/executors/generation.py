@@ -27,7 +27,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from auditor.core.store import atomic_write_bytes, sha256_bytes
 from auditor.executors.base import ModelRecipe
@@ -124,6 +124,18 @@ def load_text_to_image(study: StudyRun) -> TextToImage:
     if config.generation.compile and (problem := compile_backend(backend)) is not None:
         study.progress.notice(problem)
     return backend
+
+
+def say_cut_prompts(study: StudyRun, backend: Any, prompts: Sequence[str]) -> None:
+    """A notice for each prompt to generate whose end the model's text encoder never reads (a model loaded in this
+    process with ``cut_prompts``): its images cannot show what that end says, a counterfactual word included."""
+    cut_prompts = getattr(backend, "cut_prompts", None)
+    if cut_prompts is None:
+        return
+    for prompt, end in cut_prompts(list(dict.fromkeys(prompts))):
+        study.progress.notice(
+            f"the text encoder reads only the start of {prompt!r}: {end!r} is cut, so the images cannot show it"
+        )
 
 
 def give_batch_size(study: StudyRun, backend: TextToImage) -> None:
@@ -288,19 +300,8 @@ class GenerationStage:
         writer.submit(store_hits)
         if (check := getattr(backend, "check", None)) is not None:
             check(pending)
-        self._say_cut_prompts(backend, pending)
+        say_cut_prompts(self.study, backend, [item.prompt for item in pending])
         return pending
-
-    def _say_cut_prompts(self, backend: TextToImage, pending: Sequence[GenerationItem]) -> None:
-        """A notice for each prompt to generate whose end the model's text encoder never reads (a backend with
-        ``cut_prompts``): its images cannot show what that end says, a counterfactual word included."""
-        cut_prompts = getattr(backend, "cut_prompts", None)
-        if cut_prompts is None:
-            return
-        for prompt, end in cut_prompts(list(dict.fromkeys(item.prompt for item in pending))):
-            self.study.progress.notice(
-                f"the text encoder reads only the start of {prompt!r}: {end!r} is cut, so the images cannot show it"
-            )
 
     def store(self, batch: Sequence[GenerationItem], pictures: Sequence[GeneratedPicture]) -> None:
         """Encode, hash, cache and write one generated batch; rewrite the record (run by the writer)."""

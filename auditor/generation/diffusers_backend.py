@@ -46,6 +46,8 @@ _HINT = "pass --t2i diffusers:/path/to/local/copy"
 #: torch.compile mode of --compile: autotuned kernels; no CUDA graphs, whose capture the pipeline's
 #: Python-side scheduler steps would split, and which would hold one graph's memory per shape.
 COMPILE_MODE = "max-autotune-no-cudagraphs"
+#: A tokenizer's ``model_max_length`` above this is transformers' "not set" (about 1e30), not a real window.
+MAX_KNOWN_WINDOW = 1 << 20
 #: Denoising steps of the short pipeline calls that probe a batch size or warm a compiled model up.
 PROBE_STEPS = 2
 #: The largest batch ``--batch-size auto`` tries on a GPU (the paper's 48 images of a prompt set fit in one).
@@ -113,7 +115,9 @@ class DiffusersTextToImage:
         """``(prompt, its end no text encoder reads)`` for each prompt longer than every tokenizer's window.
 
         CLIP encoders read 77 tokens; a counterfactual word beyond them would make the same images as the
-        prompt without it, so the stage says so. A pipeline with a longer-reading encoder (T5) cuts less.
+        prompt without it, so the stage says so. A pipeline with a longer-reading encoder (T5) cuts less: at
+        its ``max_sequence_length`` (SD3 256, Flux 512, PixArt-α 120), which the pipeline applies to that
+        encoder's tokenizer, the one with the largest ``model_max_length``.
         """
         tokenizers = [
             tokenizer
@@ -124,6 +128,11 @@ class DiffusersTextToImage:
         if widest is None:
             return []
         window = widest.model_max_length
+        sequence = inspect.signature(self.pipeline.__call__).parameters.get("max_sequence_length")
+        if sequence is not None and isinstance(sequence.default, int):
+            window = min(window, sequence.default)
+        if window > MAX_KNOWN_WINDOW:  # a tokenizer that does not say its length: nothing known to be cut
+            return []
         cut = []
         for prompt in prompts:
             ids = widest(prompt, truncation=False, verbose=False).input_ids
@@ -394,7 +403,8 @@ def scheduler_class(name: str) -> type | None:
     import diffusers
 
     cls = getattr(diffusers, name, None)
-    return cls if inspect.isclass(cls) and issubclass(cls, diffusers.SchedulerMixin) else None
+    is_scheduler = inspect.isclass(cls) and issubclass(cls, diffusers.SchedulerMixin) and cls is not diffusers.SchedulerMixin
+    return cls if is_scheduler else None
 
 
 def _scheduler(pipeline: Any, name: str) -> Any:

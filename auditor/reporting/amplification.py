@@ -109,7 +109,7 @@ def finding(summary: AmplificationSummary) -> str:
     elif excludes and rejects:
         said = "the generated images lean less far from parity than the training examples (de-amplification)"
     elif excludes and summary.p_value is None:
-        said = "no clear amplification or de-amplification (the interval excludes 0, but there is no t-test to confirm it)"
+        said = "no clear amplification or de-amplification (the interval excludes 0, but a direction needs the t-test too)"
     elif excludes:
         said = f"no clear amplification or de-amplification (the interval excludes 0 but the t-test's p is not below {ALPHA:g})"
     else:

@@ -195,7 +195,7 @@ class TracedGeneration:
         return ModelRecipe("t2i", self.study.record.config.t2i.spec, self._asked)
 
     def open(self, model: DiffusersTextToImage) -> list[list[TraceJob]]:
-        from auditor.executors.generation import give_batch_size
+        from auditor.executors.generation import give_batch_size, say_cut_prompts
         from auditor.generation.tracing import trace_fingerprint
 
         study, config = self.study, self.study.record.config
@@ -221,6 +221,7 @@ class TracedGeneration:
                 self.counts.cached += 1
                 study.progress.advance(PROGRESS)
         self._checkpoint()
+        say_cut_prompts(study, model, [job.request.prompt for job in pending])
         size = model.settings.batch_size
         return [pending[start : start + size] for start in range(0, len(pending), size)]
 
