@@ -167,7 +167,7 @@ def test_a_resume_that_fails_before_scoring_keeps_no_earlier_scores(tiny_models,
     "args, message",
     [
         (["", "--llm", "offline"], "prompt is empty"),
-        ([PROMPT, "--images", "0", "--llm", "offline"], "--images must be at least 1"),
+        ([PROMPT, "--images", "0", "--llm", "offline"], "'--images': Input should be greater than or equal to 1"),
         ([PROMPT, "--t2i", "nosuch:model", "--llm", "offline"], "unknown text-to-image backend 'nosuch:model'"),
         ([PROMPT, "--vqa", "nosuch:model", "--llm", "offline"], "unknown VQA backend"),
         ([PROMPT, "--llm", "offline", "--seed", "x"], "--seed takes an integer"),
