@@ -34,7 +34,8 @@ def out_of_memory(exc: BaseException) -> str | None:
 
     Smaller batches or images fix it, so the command line says so in one line instead of a traceback.
     """
-    first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+    message = str(exc).strip()
+    first = message.splitlines()[0] if message else type(exc).__name__
     if isinstance(exc, MemoryError) or type(exc).__name__ == "OutOfMemoryError":
         return first
     if isinstance(exc, RuntimeError) and "can't allocate memory" in first:  # torch's CPU allocator

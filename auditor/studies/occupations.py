@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from auditor.core.errors import AuditorError
-from auditor.core.store import slugify
+from auditor.core.store import read_text_file, slugify
 
 #: Longest slug of an occupation in prompt set ids.
 SLUG_LENGTH = 80
@@ -53,8 +53,6 @@ def check_occupations(occupations: Sequence[str], where: str) -> list[str]:
 
 def read_occupations_file(path: Path) -> list[str]:
     """Occupations from a file (see :func:`read_occupations`); a missing or unreadable file is one line."""
-    from auditor.core.store import read_text_file
-
     return read_occupations(read_text_file(path), str(path))
 
 

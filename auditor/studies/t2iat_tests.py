@@ -28,7 +28,7 @@ from pydantic import ValidationError
 
 from auditor.core.errors import AuditorError
 from auditor.core.resources import prompt_file
-from auditor.core.store import describe_validation_error
+from auditor.core.store import describe_validation_error, read_text_file
 from auditor.records import T2IAT_GROUPS, T2IATGroup, T2IATStimuli, T2IATTestDefinition
 
 #: Folder of the built-in definitions under ``prompts/``.
@@ -86,8 +86,6 @@ def load_builtin(name: str) -> T2IATTestDefinition:
 
 def load_file(path: Path) -> T2IATTestDefinition:
     """A custom test from a YAML file."""
-    from auditor.core.store import read_text_file
-
     return parse_definition(_parse_yaml(read_text_file(path), str(path)), str(path))
 
 
