@@ -12,6 +12,7 @@ import pytest
 
 from auditor.core.cache import ContentCache
 from auditor.core.store import RunStore
+from auditor.executors.recall import STAGE as RECALL
 from auditor.executors.writer import BackgroundWriter
 from auditor.records import GenerationSettings, PerceptionSettings, load_record
 from auditor.studies.progress import QuietProgress
@@ -44,8 +45,9 @@ def options(tiny_models, executor: str, **changes) -> PromptAuditOptions:
 
 
 def cache_rows(path: Path) -> list[tuple[str, str, bytes]]:
+    """Every cached result; not the descriptions of models loaded in process, which runs on Ray do not write."""
     with sqlite3.connect(path) as db:
-        return db.execute("SELECT key, stage, value FROM cache ORDER BY key").fetchall()
+        return db.execute("SELECT key, stage, value FROM cache WHERE stage != ? ORDER BY key", (RECALL,)).fetchall()
 
 
 def run_fresh(tiny_models, tmp_path: Path, executor: str):

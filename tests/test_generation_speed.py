@@ -50,14 +50,14 @@ def test_probe_doubles_the_batch_with_real_pipeline_calls(tiny_models):
     assert key["device"] == "cpu" and key["memory"] is None
 
 
-def audit_options(tiny_models, **generation) -> PromptAuditOptions:
+def audit_options(tiny_models, images: int = 1, **generation) -> PromptAuditOptions:
     return PromptAuditOptions(
         prompt="a photo of a pharmacist",
         llm="offline",
         t2i=f"diffusers:{tiny_models.t2i}",
         vqa=f"blip2:{tiny_models.vqa}",
         embedder=None,
-        images=1,
+        images=images,
         generation=GenerationSettings(steps=2, **generation),
         max_axes=1,
         max_counterfactuals=2,
@@ -73,11 +73,18 @@ def test_batch_size_auto_is_probed_once_per_model_and_device_and_recorded(tiny_m
     assert cache.misses[BATCH_SIZE_STAGE] == 1 and cache.entries(BATCH_SIZE_STAGE) == 1
     cache.close()
 
-    cache = ContentCache(tmp_path / "cache.sqlite")  # a later run reads the remembered size: no probe
-    second = start_audit(audit_options(tiny_models, batch_size_auto=True), store, cache, QuietProgress(), "b").run()
+    cache = ContentCache(tmp_path / "cache.sqlite")  # a later run with images to make reads the size: no probe
+    second = start_audit(audit_options(tiny_models, 2, batch_size_auto=True), store, cache, QuietProgress(), "b").run()
     assert second.config.generation.batch_size == 4
     assert cache.hits[BATCH_SIZE_STAGE] == 1 and cache.misses[BATCH_SIZE_STAGE] == 0
-    assert second.prompt_sets == first.prompt_sets  # the batch size is no part of the images' keys
+    # The batch size is no part of the images' keys: the first run's images were reused.
+    assert [s.images[:1] for s in second.prompt_sets] == [s.images for s in first.prompt_sets]
+    cache.close()
+
+    cache = ContentCache(tmp_path / "cache.sqlite")  # nothing to make: the size comes with the model's description
+    third = start_audit(audit_options(tiny_models, 2, batch_size_auto=True), store, cache, QuietProgress(), "c").run()
+    assert third.config.generation == second.config.generation
+    assert cache.hits[BATCH_SIZE_STAGE] == 0 and cache.misses[BATCH_SIZE_STAGE] == 0
     cache.close()
 
 

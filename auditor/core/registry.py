@@ -42,7 +42,10 @@ class Registry:
     ``infer`` turns a spec without a known prefix (typically a bare local path such as
     ``./tiny-vqa``) into a full spec by looking at the folder, or returns None. A backend
     may also register a ``preflight``: a cheap check of what its loader will need (a
-    model name, an API key), run before a study generates anything.
+    model name, an API key), run before a study generates anything, and an ``identify``: the
+    identity of the weights its loader would read, found without loading them (a local
+    model's file digests), which lets a study reuse what an earlier load of the same
+    weights said about the model instead of loading it again.
     """
 
     def __init__(self, kind: str, option: str, infer: Callable[[str], str | None] | None = None):
@@ -51,11 +54,16 @@ class Registry:
         self.infer = infer
         self._loaders: dict[str, str] = {}
         self._preflights: dict[str, str] = {}
+        self._identifiers: dict[str, str] = {}
 
-    def register(self, prefix: str, loader_path: str, preflight_path: str | None = None) -> None:
+    def register(
+        self, prefix: str, loader_path: str, preflight_path: str | None = None, identify_path: str | None = None
+    ) -> None:
         self._loaders[prefix] = loader_path
         if preflight_path is not None:
             self._preflights[prefix] = preflight_path
+        if identify_path is not None:
+            self._identifiers[prefix] = identify_path
 
     @property
     def prefixes(self) -> list[str]:
@@ -80,6 +88,13 @@ class Registry:
         if spec.prefix in self._preflights:
             _resolve(self._preflights[spec.prefix])(spec)
         return spec
+
+    def identify(self, text: str, **options: Any) -> str | None:
+        """The identity of the weights the loader of ``text`` would read, without loading them; None when the
+        backend cannot tell it beforehand (it has no ``identify``, or the weights are not on this machine)."""
+        spec = self.check(text)
+        identify = self._identifiers.get(spec.prefix)
+        return None if identify is None else _resolve(identify)(spec, **options)
 
     def load(self, text: str, **options: Any) -> Any:
         """Import the backend serving ``text`` and call its loader with the spec and ``options``."""

@@ -35,6 +35,8 @@ from auditor.core.fingerprint import (
     FileDigest,
     file_sha256,
     folder_fingerprint,
+    settings_fingerprint,
+    text_fingerprint,
 )
 from auditor.core.registry import Spec
 from auditor.records import ModelRef
@@ -174,6 +176,30 @@ def loaded_model_ref(
         dtype=str(dtype).removeprefix("torch."),
         device=device,
         partial_weights=partial_weights or [],
+    )
+
+
+def weights_identity(spec: Spec, marker: str, options: LoadOptions, library: str, code: str) -> str | None:
+    """What a loader of ``library`` models would read for ``spec``, told without loading: the fingerprint of the
+    model's files (the one :func:`loaded_model_ref` records), the library's version (its defaults fill a model's
+    settings in) and the digest of the loader's source file ``code`` (its templates and rules go into cache keys).
+
+    None for a hub id while the hub answers (a load may fetch a newer snapshot than the cached one) and for
+    weights that are not on this machine (a load says why).
+    """
+    from importlib.metadata import version
+
+    model_id = spec.target
+    local = bool(model_id) and Path(model_id).expanduser().is_dir()
+    if not local and (not model_id or looks_like_path(model_id) or "local_files_only" not in hub_options(model_id)):
+        return None
+    files = model_files(model_id, marker)
+    if files is None:
+        return None
+    return settings_fingerprint(
+        folder_fingerprint(files.folder, options.digest),
+        library=f"{library} {version(library)}",
+        code=text_fingerprint(Path(code).read_text(encoding="utf-8")),
     )
 
 

@@ -116,14 +116,28 @@ def decode_png(data: bytes) -> Image.Image:
 
 def load_text_to_image(study: StudyRun) -> TextToImage:
     """Load the run's model under audit in this process, ready to generate: its batch size set
-    (:func:`give_batch_size`) and, with ``--compile``, compiled (with a notice where it cannot). Done
-    once per load: a study's model pool (:class:`~auditor.studies.run.ModelPool`) may keep it for later stages."""
+    (:func:`give_batch_size`), what it says about itself remembered (:mod:`auditor.executors.recall`) and, with
+    ``--compile``, compiled (with a notice where it cannot). Done once per load: a study's model pool
+    (:class:`~auditor.studies.run.ModelPool`) may keep it for later stages."""
+    from auditor.executors.recall import remember
+
     config = study.record.config
-    backend = ModelRecipe("t2i", config.t2i.spec, config.generation).load(study.load_options())
+    recipe = ModelRecipe("t2i", config.t2i.spec, config.generation)
+    backend = recipe.load(study.load_options())
     give_batch_size(study, backend)
+    remember(study, recipe, backend)
     if config.generation.compile and (problem := compile_backend(backend)) is not None:
         study.progress.notice(problem)
     return backend
+
+
+def described_text_to_image(study: StudyRun) -> Any:
+    """What keys the run's images in the cache (``seeded``, ``cache_fingerprint``): the description an earlier load
+    of the same model left (:mod:`auditor.executors.recall`), else the model loaded here."""
+    from auditor.executors.recall import recall
+
+    config = study.record.config
+    return recall(study, ModelRecipe("t2i", config.t2i.spec, config.generation)) or study.text_to_image()
 
 
 def say_cut_prompts(study: StudyRun, backend: Any, prompts: Sequence[str]) -> None:
@@ -234,9 +248,18 @@ class GenerationStage:
         return ModelRecipe("t2i", config.t2i.spec, self._asked)
 
     def open(self) -> TextToImage:
-        """The model under audit in this process, from the study's pool (loaded, given its batch size and
-        compiled the first time: :func:`load_text_to_image`), recorded as it runs (:meth:`adopt`)."""
-        backend = self.study.text_to_image()
+        """The model under audit, recorded as it runs (:meth:`adopt`).
+
+        When the cache holds every image this stage wants and an earlier load of the same weights with the same
+        settings was remembered, that load's description (:mod:`auditor.executors.recall`): nothing is loaded.
+        Otherwise the model in this process, from the study's pool (loaded, given its batch size and compiled the
+        first time: :func:`load_text_to_image`).
+        """
+        from auditor.executors.recall import recall
+
+        backend: Any = recall(self.study, self.recipe())
+        if backend is None or uncached(backend, self.study.cache, [item for _, item in self._wanted]):
+            backend = self.study.text_to_image()
         self.adopt(backend)
         return backend
 

@@ -28,6 +28,7 @@ from auditor.core.cache import json_bytes
 from auditor.core.errors import AuditorError
 from auditor.executors.base import ModelRecipe
 from auditor.executors.generation import StoredImage
+from auditor.executors.recall import RecalledModel, check_recalled, recall, remember
 from auditor.records import GeneratedImage, ImageAnswers, PromptSet, Stage
 from auditor.studies.progress import StageCounts
 
@@ -74,12 +75,31 @@ class ImageReader(ABC):
         self.study.models.done(self.kind)
 
     def _load(self, load: Callable[[ModelRecipe], Any] | None) -> Any:
-        """The model: with ``load`` (the Ray executor's workers) as it loads the recipe, else in this
-        process from the study's pool (loaded the first time)."""
+        """The model to record: with ``load`` (the Ray executor's workers) as it loads the recipe; in this process
+        as an earlier load described it when that was remembered (:mod:`auditor.executors.recall`; the model
+        itself is loaded by :meth:`loaded` once a result is missing), else from the study's pool."""
         recipe = self.recipe()
         if load is not None:
             return load(recipe)
-        return self.study.models.get(self.kind, recipe.spec, partial(recipe.load, self.study.load_options()))
+        return recall(self.study, recipe) or self._from_pool(recipe)
+
+    def loaded(self) -> Any:
+        """The model to compute with: loaded now if only its remembered description was at hand."""
+        if isinstance(self.model, RecalledModel):
+            loaded = self._from_pool(self.recipe())
+            check_recalled(self.model, loaded)
+            self.model = loaded
+        return self.model
+
+    def _from_pool(self, recipe: ModelRecipe) -> Any:
+        """The model loaded in this process, from the study's pool (loaded and remembered the first time)."""
+
+        def load() -> Any:
+            model = recipe.load(self.study.load_options())
+            remember(self.study, recipe, model)
+            return model
+
+        return self.study.models.get(self.kind, recipe.spec, load)
 
     @abstractmethod
     def missing(self, prompt_id: str, image: GeneratedImage) -> bool:
@@ -193,7 +213,7 @@ class Feed:
             return
         with ThreadPoolExecutor(max_workers=min(DECODE_THREADS, len(stored))) as pool:
             pictures = list(pool.map(lambda entry: entry.picture(), stored))
-        self.store(chunk, self.reader.compute(self.reader.model, pictures, chunk.task))
+        self.store(chunk, self.reader.compute(self.reader.loaded(), pictures, chunk.task))
 
     def store(self, chunk: Chunk, result: Any) -> None:
         """Keep a computed chunk's result and hand it to the writer, with every image waiting for it.
@@ -423,7 +443,7 @@ class EmbedReader(ImageReader):
 
     def finish(self) -> None:
         if self.also is not None:
-            self.also(self.model)
+            self.also(self.loaded())
 
     def missing(self, prompt_id: str, image: GeneratedImage) -> bool:
         sha = image.sha256

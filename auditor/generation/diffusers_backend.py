@@ -37,12 +37,15 @@ from auditor.core.weights import (
     loaded_model_ref,
     loading_model,
     loading_problems,
+    weights_identity,
 )
 from auditor.generation.base import GeneratedPicture, GenerationItem
 from auditor.records import GenerationSettings, ModelRef
 
 _WHAT = "text-to-image"
 _HINT = "pass --t2i diffusers:/path/to/local/copy"
+#: The file at the root of every diffusers pipeline folder.
+_MARKER = "model_index.json"
 #: torch.compile mode of --compile: autotuned kernels; no CUDA graphs, whose capture the pipeline's
 #: Python-side scheduler steps would split, and which would hold one graph's memory per shape.
 COMPILE_MODE = "max-autotune-no-cudagraphs"
@@ -331,9 +334,14 @@ def load(spec: Spec, settings: GenerationSettings, options: LoadOptions = LoadOp
     pipeline = pipeline.to(device)
     pipeline.set_progress_bar_config(disable=True)
     applied = speed_ups(pipeline, device)
-    ref = loaded_model_ref(spec, "model_index.json", dtype, device, options, partial)
+    ref = loaded_model_ref(spec, _MARKER, dtype, device, options, partial)
     effective = _effective_settings(pipeline, settings).model_copy(update={"optimizations": applied})
     return DiffusersTextToImage(pipeline, ref, effective)
+
+
+def identify(spec: Spec, options: LoadOptions = LoadOptions()) -> str | None:
+    """What :func:`load` would read, told without loading (:func:`~auditor.core.weights.weights_identity`)."""
+    return weights_identity(spec, _MARKER, options, "diffusers", __file__)
 
 
 def _check_sides(pipeline: Any, settings: GenerationSettings, spec: Spec) -> None:

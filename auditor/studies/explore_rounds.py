@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Literal
 
 from auditor.core.errors import AuditorError
-from auditor.executors.generation import PromptRequest, uncached
+from auditor.executors.generation import PromptRequest, described_text_to_image, uncached
 from auditor.executors.perception import AnswerReader, merge_answers
 from auditor.records import INITIAL_PROMPT_ID, Arm, ArmStep, ExploreRecord, Round, StopReason
 from auditor.scoring.arms import arm_audit, arm_prompts, axis_plan, score_arm, set_id
@@ -141,7 +141,7 @@ def fit_images(study: Exploration, wanted: Sequence[tuple[Arm, range]], left: in
     What is new and what the cache holds is decided here, before anything is made, so the
     counts stay right when a killed round is resumed and finds its first images cached.
     """
-    backend = study.text_to_image()
+    backend = described_text_to_image(study)
     present = {(s.prompt_id, image.index) for s in study.record.prompt_sets for image in s.images}
     counted: set[tuple[str, int]] = set()
     allocation = Allocation()
