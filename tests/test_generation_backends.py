@@ -15,6 +15,7 @@ from auditor.core.fingerprint import folder_fingerprint
 from auditor.generation.base import GenerationItem
 from auditor.generation.registry import T2I_BACKENDS
 from auditor.records import GenerationSettings, ModelRef
+from tests.clitools import run_auditor
 from tests.fake_openai import FAKE_API_KEY, http_error, png_base64
 
 PROMPT = "a photo of a pharmacist"
@@ -171,6 +172,18 @@ def test_a_device_this_torch_cannot_use_is_one_line(tiny_models, device, message
 def test_diffusers_unknown_scheduler_lists_the_compatible_ones(tiny_models):
     with pytest.raises(AuditorError, match=r"unknown scheduler 'NoSuchScheduler': use one of .*EulerDiscreteScheduler"):
         T2I_BACKENDS.load(f"diffusers:{tiny_models.t2i}", settings=GenerationSettings(scheduler="NoSuchScheduler"))
+
+
+def test_a_scheduler_whose_package_is_missing_names_the_package(tiny_models):
+    from importlib.util import find_spec
+
+    if find_spec("torchsde") is not None:
+        pytest.skip("torchsde is installed here")
+    needs = "the scheduler DPMSolverSDEScheduler needs torchsde, which is not installed: pip install torchsde"
+    with pytest.raises(AuditorError, match=needs):
+        T2I_BACKENDS.load(f"diffusers:{tiny_models.t2i}", settings=GenerationSettings(scheduler="DPMSolverSDEScheduler"))
+    result = run_auditor("prompt", "x", "--llm", "offline", "--scheduler", "DPMSolverSDEScheduler")
+    assert result.returncode == 2 and result.stderr.strip() == f"error: {needs}"
 
 
 @pytest.mark.parametrize(
@@ -426,8 +439,6 @@ def test_openai_images_refuses_settings_it_cannot_honour_and_a_missing_key(monke
 
 
 def test_an_openai_model_without_a_key_is_one_line_before_any_run_folder(tmp_path):
-    from tests.clitools import run_auditor
-
     for command in (["prompt", "a photo of a nurse", "--llm", "offline"], ["t2iat", "run", "flowers-insects"]):
         result = run_auditor(*command, "--t2i", "openai:dall-e-3")
         assert result.returncode == 2, result.stderr

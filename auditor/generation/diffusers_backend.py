@@ -407,10 +407,19 @@ def _model_class(entry: Any) -> tuple[type, str] | None:
 
 
 def scheduler_class(name: str) -> type | None:
-    """diffusers' scheduler class ``name`` (e.g. ``DDIMScheduler``), or None when diffusers has none of that name."""
+    """diffusers' scheduler class ``name`` (e.g. ``DDIMScheduler``), or None when diffusers has none of that name.
+
+    A scheduler whose extra package is not installed (``DPMSolverSDEScheduler`` needs ``torchsde``) is one line
+    saying which: diffusers puts a placeholder under its name that fails only when the scheduler is made.
+    """
+    from importlib.util import find_spec
+
     import diffusers
 
     cls = getattr(diffusers, name, None)
+    needs = [package for package in getattr(cls, "_backends", ()) if find_spec(package) is None]
+    if needs:
+        raise AuditorError(f"the scheduler {name} needs {' and '.join(needs)}, which is not installed: pip install {' '.join(needs)}")
     is_scheduler = inspect.isclass(cls) and issubclass(cls, diffusers.SchedulerMixin) and cls is not diffusers.SchedulerMixin
     return cls if is_scheduler else None
 
