@@ -7,6 +7,26 @@ import pytest
 #: The fake OpenAI-compatible server fixture (`fake_openai`) is available to every test.
 pytest_plugins = ["tests.fake_openai"]
 
+#: Modules whose tests run on one pytest-xdist worker, in order, so their module fixtures are made once: the Ray
+#: tests share one local Ray (two at once would fight over the two cores), the amplification tests two whole runs.
+ONE_WORKER_MODULES = frozenset({"tests/test_executor_ray.py", "tests/test_amplification_study.py"})
+
+
+def pytest_xdist_make_scheduler(config, log):
+    """Under ``-n``: each test is its own unit of work, except that a module of :data:`ONE_WORKER_MODULES` is one.
+
+    Not ``--dist loadgroup``: it groups by rewriting test ids, which pytest 9 no longer lets a plugin do, so its
+    groups were silently split across workers.
+    """
+    from xdist.scheduler import LoadScopeScheduling
+
+    class OneWorkerModules(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            module = nodeid.split("::", 1)[0]
+            return module if module in ONE_WORKER_MODULES else nodeid
+
+    return OneWorkerModules(config, log)
+
 
 @pytest.fixture(autouse=True)
 def isolated_environment(tmp_path, monkeypatch):

@@ -31,10 +31,6 @@ from auditor.studies.progress import QuietProgress
 from tests.clitools import run_auditor
 from tests.test_prompt_audit import StopAfter
 
-#: Under pytest-xdist (`make test`) the module's tests share one worker, so its module fixtures (tiny models, the
-#: drawn faces, two whole runs) are built once rather than once per worker.
-pytestmark = pytest.mark.xdist_group("amplification")
-
 THRESHOLD = 0.6
 OCCUPATIONS = ["R&D engineer", "nurse"]
 TEMPLATES = ["A photo of the face of {article} {occupation}", "A portrait photo of {article} {occupation}"]

@@ -21,8 +21,6 @@ from tests.test_executors import cache_rows, options, run_fresh
 from tests.test_prompt_audit import StopAfter, check_run_folder
 
 ray = pytest.importorskip("ray", reason="the Ray executor needs the ray extra: pip install 'auditor[ray]'")
-#: Under pytest-xdist (`make test`) these tests share one worker, so one local Ray serves them all.
-pytestmark = pytest.mark.xdist_group("ray")
 
 
 @pytest.fixture(scope="module", autouse=True)
