@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from auditor.core.cache import ContentCache
+from auditor.core.errors import AuditorError
 from auditor.core.registry import Spec
 from auditor.core.store import RunStore
 from auditor.core.weights import LoadOptions, weights_identity
@@ -45,7 +46,8 @@ def forbid_loading(monkeypatch, *kinds: str) -> None:
 def audit(tiny_models, tmp_path: Path, name: str, executor: str = "sequential", **changes):
     store, cache = RunStore(tmp_path / "runs"), ContentCache(tmp_path / "cache.sqlite")
     try:
-        return start_audit(options(tiny_models, executor, **changes), store, cache, QuietProgress(), run_name=name).run()
+        started = start_audit(options(tiny_models, executor, **changes), store, cache, QuietProgress(), run_name=name)
+        return started.run()
     finally:
         cache.close()
 
@@ -84,7 +86,7 @@ def test_a_missing_result_loads_the_model_mid_stage_and_gives_a_fresh_runs_resul
     assert (more.prompt_sets, more.answers, more.scores) == (fresh.prompt_sets, fresh.answers, fresh.scores)
 
 
-def test_other_weights_or_other_settings_are_never_recalled(tiny_models, tmp_path, monkeypatch):
+def test_other_weights_settings_or_partial_weights_are_never_recalled(tiny_models, tmp_path, monkeypatch):
     t2i = tmp_path / "t2i"
     shutil.copytree(tiny_models.t2i, t2i)
     first = audit(tiny_models, tmp_path, "first", t2i=f"diffusers:{t2i}")
@@ -96,36 +98,114 @@ def test_other_weights_or_other_settings_are_never_recalled(tiny_models, tmp_pat
     assert other.config.t2i.fingerprint != first.config.t2i.fingerprint
 
     forbid_loading(monkeypatch, "t2i")
-    with pytest.raises(AssertionError, match="t2i model was loaded"):  # more steps: not what was remembered
-        audit(tiny_models, tmp_path, "steps", t2i=f"diffusers:{t2i}", generation=GenerationSettings(steps=3, batch_size=2))
+    changes = [{"generation": GenerationSettings(steps=3, batch_size=2)}, {"allow_partial_weights": True}]
+    for number, change in enumerate(changes):  # more steps, or partial weights allowed: not what was remembered
+        with pytest.raises(AssertionError, match="t2i model was loaded"):
+            audit(tiny_models, tmp_path, f"changed-{number}", t2i=f"diffusers:{t2i}", **change)
 
 
-def test_the_weights_identity_follows_the_files_and_is_unknown_where_a_load_could_fetch_others(tmp_path, monkeypatch):
+def test_a_compiled_run_recalled_records_what_the_compiled_load_did(tiny_models, tmp_path, monkeypatch):
+    settings = GenerationSettings(steps=2, batch_size=2, compile=True)
+    compiled = audit(tiny_models, tmp_path, "compiled", generation=settings)
+    forbid_loading(monkeypatch, "t2i", "vqa", "embedder")
+    again = audit(tiny_models, tmp_path, "again", generation=settings)
+    assert again.config.generation == compiled.config.generation  # torch.compile recorded as the load recorded it
+    cache = ContentCache(tmp_path / "cache.sqlite")
+    try:  # and a resume, which asks with the record's settings
+        resumed = resume_audit("compiled", RunStore(tmp_path / "runs"), cache, QuietProgress()).run()
+    finally:
+        cache.close()
+    assert resumed.config == compiled.config
+
+
+def test_files_that_change_while_the_model_loads_are_not_remembered(tiny_models, tmp_path, monkeypatch):
+    """A trainer rewriting the folder during the load: the model loaded is not the one the folder now holds."""
+    import transformers
+
+    clip = tmp_path / "clip"
+    shutil.copytree(tiny_models.clip, clip)
+    original = transformers.CLIPModel.from_pretrained.__func__
+
+    def rewrite_then_load(cls, *args, **kwargs):
+        (clip / "processor_config.json").write_text((clip / "processor_config.json").read_text() + "\n")
+        return original(cls, *args, **kwargs)
+
+    monkeypatch.setattr(transformers.CLIPModel, "from_pretrained", classmethod(rewrite_then_load))
+    audit(tiny_models, tmp_path, "one", embedder=f"clip:{clip}")
+    assert "clip" not in remembered_backends(tmp_path)
+
+
+def test_a_model_that_loads_other_than_remembered_stops_the_run_in_one_line(tiny_models, tmp_path):
+    audit(tiny_models, tmp_path, "three")
+    with sqlite3.connect(tmp_path / "cache.sqlite") as db:
+        for key, value in db.execute("SELECT key, value FROM cache WHERE stage = ?", (RECALL,)).fetchall():
+            found = json.loads(value)
+            if found["ref"]["backend"] == "blip2":  # as if another version of the code had remembered it
+                found["cache_fingerprint"] = "0" * 64
+                db.execute("UPDATE cache SET value = ? WHERE key = ?", (json.dumps(found).encode(), key))
+    with pytest.raises(AuditorError, match=r"^model blip2:\S+ loaded as another model than the one its files were"):
+        audit(tiny_models, tmp_path, "four", images=4)
+
+
+def test_an_embedder_the_run_may_skip_is_loaded_to_find_out(tiny_models, tmp_path, monkeypatch):
+    audit(tiny_models, tmp_path, "three", embedder_required=False)
+
+    def out_of_reach(*args, **kwargs):
+        raise OSError("the disk is gone")
+
+    monkeypatch.setattr("transformers.CLIPModel.from_pretrained", out_of_reach)
+    more = audit(tiny_models, tmp_path, "four", embedder_required=False, images=4)
+    assert more.status == "completed" and more.config.embedder is None  # skipped, as without a remembered load
+
+
+def test_the_weights_identity_follows_files_revision_library_and_code(tmp_path, monkeypatch):
     folder = tmp_path / "model"
     folder.mkdir()
     (folder / "config.json").write_text("{}")
     (folder / "model.safetensors").write_bytes(b"weights")
-    options = LoadOptions()
 
     def identity(target: str) -> str | None:
-        return weights_identity(Spec("clip", target), "config.json", options, "transformers", __file__)
+        return weights_identity(Spec("clip", target), "config.json", LoadOptions(), "transformers")
 
     before = identity(str(folder))
     assert before is not None and identity(str(folder)) == before
     (folder / "model.safetensors").write_bytes(b"other weights")
-    assert identity(str(folder)) not in (None, before)
+    changed = identity(str(folder))
+    assert changed not in (None, before)
     assert identity(str(tmp_path / "absent")) is None  # a load says why
-    assert identity("someone/not-cached") is None  # offline (the tests' hub) and not in the hub cache
+    with monkeypatch.context() as patch:
+        patch.setattr("importlib.metadata.version", lambda name: "0.0")
+        assert identity(str(folder)) != changed  # another transformers
+    with monkeypatch.context() as patch:
+        patch.setattr("auditor.core.weights.code_fingerprint", lambda: "another auditor")
+        assert identity(str(folder)) != changed
 
+    # A hub cache: two snapshots with the same files are two revisions; a hub that answers may have a newer one.
+    import huggingface_hub.constants
+
+    hub = tmp_path / "hub"
+    snapshots = hub / "models--someone--tiny" / "snapshots"
+    for commit in ("a" * 40, "b" * 40):
+        shutil.copytree(folder, snapshots / commit)
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_CACHE", str(hub))
+    (hub / "models--someone--tiny" / "refs").mkdir()
+    identities = []
+    for commit in ("a" * 40, "b" * 40):
+        (hub / "models--someone--tiny" / "refs" / "main").write_text(commit)
+        identities.append(identity("someone/tiny"))
+    assert None not in identities and identities[0] != identities[1]
     monkeypatch.setattr("auditor.core.weights.hub_reachable", lambda: True)
-    assert identity("someone/not-cached") is None  # the hub answers: a load may fetch a newer snapshot
+    assert identity("someone/tiny") is None
+
+
+def remembered_backends(root: Path) -> list[str]:
+    with sqlite3.connect(root / "cache.sqlite") as db:
+        values = [json.loads(value) for (value,) in db.execute("SELECT value FROM cache WHERE stage = ?", (RECALL,))]
+    return sorted(value["ref"]["backend"] for value in values)
 
 
 def test_every_load_in_process_is_remembered_under_the_settings_asked_and_those_it_ran_with(tiny_models, tmp_path):
     audit(tiny_models, tmp_path, "one")
-    with sqlite3.connect(tmp_path / "cache.sqlite") as db:
-        values = [json.loads(value) for (value,) in db.execute("SELECT value FROM cache WHERE stage = ?", (RECALL,))]
-    backends = sorted(value["ref"]["backend"] for value in values)
     # Text-to-image was asked with defaults left open (scheduler, guidance, size): a second key, for a resume.
     # The VQA model ran with the settings asked, and the embedder takes none: one key each.
-    assert backends == ["blip2", "clip", "diffusers", "diffusers"]
+    assert remembered_backends(tmp_path) == ["blip2", "clip", "diffusers", "diffusers"]

@@ -17,6 +17,7 @@ import hashlib
 import json
 import os
 from collections.abc import Callable
+from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -90,3 +91,15 @@ def settings_fingerprint(model_fingerprint: str | None, **settings: Any) -> str:
 def text_fingerprint(*texts: str) -> str:
     """sha256 of some texts (templates, word lists) whose changes must invalidate cached results."""
     return hashlib.sha256("\0".join(texts).encode("utf-8")).hexdigest()
+
+
+@lru_cache(maxsize=1)
+def code_fingerprint() -> str:
+    """sha256 over auditor's own Python source files, once per process: what a description of a loaded model kept
+    across processes depends on besides the model (templates, settings schemas, the rules of cache keys)."""
+    package = Path(__file__).resolve().parent.parent
+    digest = hashlib.sha256()
+    for path in sorted(package.rglob("*.py")):
+        digest.update(f"{path.relative_to(package).as_posix()}\n".encode())
+        digest.update(hashlib.sha256(path.read_bytes()).digest())
+    return digest.hexdigest()

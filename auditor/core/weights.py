@@ -33,10 +33,10 @@ from typing import Any
 from auditor.core.errors import BackendError
 from auditor.core.fingerprint import (
     FileDigest,
+    code_fingerprint,
     file_sha256,
     folder_fingerprint,
     settings_fingerprint,
-    text_fingerprint,
 )
 from auditor.core.registry import Spec
 from auditor.records import ModelRef
@@ -179,10 +179,10 @@ def loaded_model_ref(
     )
 
 
-def weights_identity(spec: Spec, marker: str, options: LoadOptions, library: str, code: str) -> str | None:
+def weights_identity(spec: Spec, marker: str, options: LoadOptions, library: str) -> str | None:
     """What a loader of ``library`` models would read for ``spec``, told without loading: the fingerprint of the
-    model's files (the one :func:`loaded_model_ref` records), the library's version (its defaults fill a model's
-    settings in) and the digest of the loader's source file ``code`` (its templates and rules go into cache keys).
+    model's files (the one :func:`loaded_model_ref` records) and the hub revision they came from, the library's
+    version (its defaults fill a model's settings in) and auditor's own code (:func:`code_fingerprint`).
 
     None for a hub id while the hub answers (a load may fetch a newer snapshot than the cached one) and for
     weights that are not on this machine (a load says why).
@@ -198,8 +198,9 @@ def weights_identity(spec: Spec, marker: str, options: LoadOptions, library: str
         return None
     return settings_fingerprint(
         folder_fingerprint(files.folder, options.digest),
+        revision=files.revision,
         library=f"{library} {version(library)}",
-        code=text_fingerprint(Path(code).read_text(encoding="utf-8")),
+        code=code_fingerprint(),
     )
 
 

@@ -5,8 +5,10 @@ A study says *what* to compute: a :class:`~auditor.executors.generation.Generati
 read its images (VQA answers, embeddings). The stages own the bookkeeping: content-cache
 look-ups, files, the record, progress. An executor owns the *compute*: it loads the
 models, runs the backends on the stages' batches and chunks, and hands every result back
-to the stage through the run's writer. So every executor writes the same cache entries
-and the same record, and a run started with one can be resumed with another.
+to the stage through the run's writer. So every executor writes the same results into the
+cache and the same record (only the in-process ones also remember their models'
+descriptions: :mod:`~auditor.executors.recall`), and a run started with one can be resumed
+with another.
 
 A stage names its model with a :class:`ModelRecipe`, so the model can be loaded in this
 process or, with the same code, in a worker on another machine.

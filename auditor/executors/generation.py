@@ -116,19 +116,22 @@ def decode_png(data: bytes) -> Image.Image:
 
 def load_text_to_image(study: StudyRun) -> TextToImage:
     """Load the run's model under audit in this process, ready to generate: its batch size set
-    (:func:`give_batch_size`), what it says about itself remembered (:mod:`auditor.executors.recall`) and, with
-    ``--compile``, compiled (with a notice where it cannot). Done once per load: a study's model pool
+    (:func:`give_batch_size`), with ``--compile`` compiled (with a notice where it cannot), and what it then says
+    about itself remembered (:mod:`auditor.executors.recall`). Done once per load: a study's model pool
     (:class:`~auditor.studies.run.ModelPool`) may keep it for later stages."""
-    from auditor.executors.recall import remember
+    from auditor.executors.recall import load_remembering
 
     config = study.record.config
     recipe = ModelRecipe("t2i", config.t2i.spec, config.generation)
-    backend = recipe.load(study.load_options())
-    give_batch_size(study, backend)
-    remember(study, recipe, backend)
-    if config.generation.compile and (problem := compile_backend(backend)) is not None:
-        study.progress.notice(problem)
-    return backend
+
+    def load() -> TextToImage:
+        backend = recipe.load(study.load_options())
+        give_batch_size(study, backend)
+        if config.generation.compile and (problem := compile_backend(backend)) is not None:
+            study.progress.notice(problem)
+        return backend
+
+    return load_remembering(study, recipe, load)
 
 
 def described_text_to_image(study: StudyRun) -> Any:

@@ -28,7 +28,7 @@ from auditor.core.cache import json_bytes
 from auditor.core.errors import AuditorError
 from auditor.executors.base import ModelRecipe
 from auditor.executors.generation import StoredImage
-from auditor.executors.recall import RecalledModel, check_recalled, recall, remember
+from auditor.executors.recall import RecalledModel, check_recalled, load_remembering, recall
 from auditor.records import GeneratedImage, ImageAnswers, PromptSet, Stage
 from auditor.studies.progress import StageCounts
 
@@ -66,8 +66,8 @@ class ImageReader(ABC):
 
     @abstractmethod
     def open(self, load: Callable[[ModelRecipe], Any] | None = None) -> bool:
-        """Load the model (here, or wherever ``load`` loads a recipe) and record it; False when the stage
-        is to be skipped."""
+        """Record the model: loaded (here, or wherever ``load`` loads a recipe), or as remembered until a result is
+        missing (:meth:`_load`); False when the stage is to be skipped."""
 
     def close(self) -> None:
         """Done with the model: the study's pool releases it unless the study keeps its models."""
@@ -81,7 +81,13 @@ class ImageReader(ABC):
         recipe = self.recipe()
         if load is not None:
             return load(recipe)
-        return recall(self.study, recipe) or self._from_pool(recipe)
+        return (recall(self.study, recipe) if self.may_recall else None) or self._from_pool(recipe)
+
+    @property
+    def may_recall(self) -> bool:
+        """Whether :meth:`_load` may record a remembered description and load later: not where a model that fails
+        to load is skipped, since only loading it tells."""
+        return True
 
     def loaded(self) -> Any:
         """The model to compute with: loaded now if only its remembered description was at hand."""
@@ -94,11 +100,7 @@ class ImageReader(ABC):
     def _from_pool(self, recipe: ModelRecipe) -> Any:
         """The model loaded in this process, from the study's pool (loaded and remembered the first time)."""
 
-        def load() -> Any:
-            model = recipe.load(self.study.load_options())
-            remember(self.study, recipe, model)
-            return model
-
+        load = partial(load_remembering, self.study, recipe, partial(recipe.load, self.study.load_options()))
         return self.study.models.get(self.kind, recipe.spec, load)
 
     @abstractmethod
@@ -425,6 +427,10 @@ class EmbedReader(ImageReader):
 
     def recipe(self) -> ModelRecipe:
         return ModelRecipe(self.kind, self.study.record.config.embedder.spec)
+
+    @property
+    def may_recall(self) -> bool:
+        return self.required
 
     def open(self, load: Callable[[ModelRecipe], Any] | None = None) -> bool:
         config = self.study.record.config

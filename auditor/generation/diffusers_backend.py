@@ -341,7 +341,7 @@ def load(spec: Spec, settings: GenerationSettings, options: LoadOptions = LoadOp
 
 def identify(spec: Spec, options: LoadOptions = LoadOptions()) -> str | None:
     """What :func:`load` would read, told without loading (:func:`~auditor.core.weights.weights_identity`)."""
-    return weights_identity(spec, _MARKER, options, "diffusers", __file__)
+    return weights_identity(spec, _MARKER, options, "diffusers")
 
 
 def _check_sides(pipeline: Any, settings: GenerationSettings, spec: Spec) -> None:

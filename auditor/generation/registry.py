@@ -14,7 +14,9 @@ def _infer_local_folder(text: str) -> str | None:
 
 T2I_BACKENDS = Registry("text-to-image", "--t2i", infer=_infer_local_folder)
 T2I_BACKENDS.register(
-    "diffusers", "auditor.generation.diffusers_backend:load", identify_path="auditor.generation.diffusers_backend:identify"
+    "diffusers",
+    "auditor.generation.diffusers_backend:load",
+    identify_path="auditor.generation.diffusers_backend:identify",
 )
 T2I_BACKENDS.register("openai", "auditor.generation.openai_images:load", "auditor.generation.openai_images:preflight")
 T2I_BACKENDS.register("folder", "auditor.generation.folder:load")

@@ -75,7 +75,7 @@ def _projected(output: Any) -> Any:
 
 def identify(spec: Spec, options: LoadOptions = LoadOptions()) -> str | None:
     """What this module's loaders would read, told without loading (:func:`~auditor.core.weights.weights_identity`)."""
-    return weights_identity(spec, "config.json", options, "transformers", __file__)
+    return weights_identity(spec, "config.json", options, "transformers")
 
 
 def load(spec: Spec, options: LoadOptions = LoadOptions(), batch_size: int = 32) -> ClipEmbedder:

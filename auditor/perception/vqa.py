@@ -344,7 +344,7 @@ class FirstLineComplete:
 
 def identify(spec: Spec, options: LoadOptions = LoadOptions()) -> str | None:
     """What this module's loaders would read, told without loading (:func:`~auditor.core.weights.weights_identity`)."""
-    return weights_identity(spec, "config.json", options, "transformers", __file__)
+    return weights_identity(spec, "config.json", options, "transformers")
 
 
 def load_blip2(spec: Spec, settings: PerceptionSettings, options: LoadOptions = LoadOptions()) -> Blip2Vqa:

@@ -221,7 +221,8 @@ class StudyRun(Generic[RecordT]):
                 self._failed_stage = stage
 
     def check_model(self, field: str, ref: ModelRef) -> None:
-        """A stage is about to record ``ref`` as the run's ``field`` model (``t2i``, ``vqa``), loaded now; a study
+        """A stage is about to record ``ref`` as the run's ``field`` model (``t2i``, ``vqa``), loaded or recalled
+        (:mod:`~auditor.executors.recall`); a study
         that keeps earlier attempts' results of that model refuses other weights here (none does by default: a
         stage reads every image again through the cache, which keys on the model)."""
 
