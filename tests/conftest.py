@@ -12,12 +12,16 @@ pytest_plugins = ["tests.fake_openai"]
 ONE_WORKER_MODULES = frozenset({"tests/test_executor_ray.py", "tests/test_amplification_study.py"})
 
 
+@pytest.hookimpl(optionalhook=True)  # pytest without pytest-xdist has no such hook
 def pytest_xdist_make_scheduler(config, log):
-    """Under ``-n``: each test is its own unit of work, except that a module of :data:`ONE_WORKER_MODULES` is one.
+    """Under ``-n`` (``--dist load``): each test is its own unit of work, except that a module of
+    :data:`ONE_WORKER_MODULES` is one. Another ``--dist`` given on the command line keeps xdist's own scheduler.
 
     Not ``--dist loadgroup``: it groups by rewriting test ids, which pytest 9 no longer lets a plugin do, so its
     groups were silently split across workers.
     """
+    if config.getvalue("dist") != "load":
+        return None
     from xdist.scheduler import LoadScopeScheduling
 
     class OneWorkerModules(LoadScopeScheduling):

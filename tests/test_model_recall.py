@@ -13,6 +13,7 @@ import pytest
 
 from auditor.core.cache import ContentCache
 from auditor.core.errors import AuditorError
+from auditor.core.fingerprint import source_fingerprint
 from auditor.core.registry import Spec
 from auditor.core.store import RunStore
 from auditor.core.weights import LoadOptions, weights_identity
@@ -209,3 +210,15 @@ def test_every_load_in_process_is_remembered_under_the_settings_asked_and_those_
     # Text-to-image was asked with defaults left open (scheduler, guidance, size): a second key, for a resume.
     # The VQA model ran with the settings asked, and the embedder takes none: one key each.
     assert remembered_backends(tmp_path) == ["blip2", "clip", "diffusers", "diffusers"]
+
+
+def test_the_source_fingerprint_follows_python_files_and_skips_editor_lock_files(tmp_path):
+    package = tmp_path / "package"
+    (package / "core").mkdir(parents=True)
+    (package / "core" / "weights.py").write_text("TEMPLATE = 'a'\n")
+    before = source_fingerprint(package)
+    (package / "core" / ".#weights.py").symlink_to("user@host.1234:1700000000")  # Emacs, while editing
+    (package / "notes.txt").write_text("not code")
+    assert source_fingerprint(package) == before
+    (package / "core" / "weights.py").write_text("TEMPLATE = 'b'\n")
+    assert source_fingerprint(package) != before

@@ -95,11 +95,24 @@ def text_fingerprint(*texts: str) -> str:
 
 @lru_cache(maxsize=1)
 def code_fingerprint() -> str:
-    """sha256 over auditor's own Python source files, once per process: what a description of a loaded model kept
-    across processes depends on besides the model (templates, settings schemas, the rules of cache keys)."""
-    package = Path(__file__).resolve().parent.parent
+    """:func:`source_fingerprint` of auditor's own package, once per process: what a description of a loaded model
+    kept across processes depends on besides the model (the prompt templates written in the code, settings schemas,
+    the rules of cache keys)."""
+    return source_fingerprint(Path(__file__).resolve().parent.parent)
+
+
+def source_fingerprint(package: Path) -> str:
+    """sha256 over the relative paths and contents of the Python files under ``package``. Editors' lock and backup
+    files (hidden, or not regular files: Emacs' ``.#name.py`` is a dangling link) and a file that cannot be read
+    are left out."""
     digest = hashlib.sha256()
     for path in sorted(package.rglob("*.py")):
+        if path.name.startswith(".") or not path.is_file():
+            continue
+        try:
+            content = path.read_bytes()
+        except OSError:
+            continue
         digest.update(f"{path.relative_to(package).as_posix()}\n".encode())
-        digest.update(hashlib.sha256(path.read_bytes()).digest())
+        digest.update(hashlib.sha256(content).digest())
     return digest.hexdigest()
