@@ -191,7 +191,7 @@ def weights_identity(spec: Spec, marker: str, options: LoadOptions, library: str
 
     model_id = spec.target
     local = bool(model_id) and Path(model_id).expanduser().is_dir()
-    if not local and (not model_id or looks_like_path(model_id) or "local_files_only" not in hub_options(model_id)):
+    if not local and not hub_options(model_id).get("local_files_only"):  # {} for a path, or a hub that answers
         return None
     files = model_files(model_id, marker)
     if files is None:

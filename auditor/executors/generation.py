@@ -122,7 +122,7 @@ def load_text_to_image(study: StudyRun) -> TextToImage:
     from auditor.executors.recall import load_remembering
 
     config = study.record.config
-    recipe = ModelRecipe("t2i", config.t2i.spec, config.generation)
+    recipe = text_to_image_recipe(study)
 
     def load() -> TextToImage:
         backend = recipe.load(study.load_options())
@@ -139,8 +139,13 @@ def described_text_to_image(study: StudyRun) -> Any:
     of the same model left (:mod:`auditor.executors.recall`), else the model loaded here."""
     from auditor.executors.recall import recall
 
+    return recall(study, text_to_image_recipe(study)) or study.text_to_image()
+
+
+def text_to_image_recipe(study: StudyRun) -> ModelRecipe:
+    """The run's model under audit with the generation settings its config holds now."""
     config = study.record.config
-    return recall(study, ModelRecipe("t2i", config.t2i.spec, config.generation)) or study.text_to_image()
+    return ModelRecipe("t2i", config.t2i.spec, config.generation)
 
 
 def say_cut_prompts(study: StudyRun, backend: Any, prompts: Sequence[str]) -> None:

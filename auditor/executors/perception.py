@@ -99,7 +99,6 @@ class ImageReader(ABC):
 
     def _from_pool(self, recipe: ModelRecipe) -> Any:
         """The model loaded in this process, from the study's pool (loaded and remembered the first time)."""
-
         load = partial(load_remembering, self.study, recipe, partial(recipe.load, self.study.load_options()))
         return self.study.models.get(self.kind, recipe.spec, load)
 

@@ -23,7 +23,6 @@ from auditor.core.weights import (
     loaded_model_ref,
     loading_model,
     loading_problems,
-    weights_identity,
 )
 from auditor.perception.embedding import PretrainedImageEmbedder, embed_in_batches
 
@@ -71,11 +70,6 @@ def _projected(output: Any) -> Any:
     import torch
 
     return output if isinstance(output, torch.Tensor) else output.pooler_output
-
-
-def identify(spec: Spec, options: LoadOptions = LoadOptions()) -> str | None:
-    """What this module's loaders would read, told without loading (:func:`~auditor.core.weights.weights_identity`)."""
-    return weights_identity(spec, "config.json", options, "transformers")
 
 
 def load(spec: Spec, options: LoadOptions = LoadOptions(), batch_size: int = 32) -> ClipEmbedder:

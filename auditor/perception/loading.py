@@ -23,8 +23,15 @@ from auditor.core.weights import (
     loaded_model_ref,
     loading_model,
     loading_problems,
+    weights_identity,
 )
 from auditor.records import ModelRef
+
+
+def identify(spec: Spec, options: LoadOptions = LoadOptions()) -> str | None:
+    """What a transformers loader here (VQA, CLIP, vision encoders) would read for ``spec``, told without loading
+    (:func:`~auditor.core.weights.weights_identity`)."""
+    return weights_identity(spec, "config.json", options, "transformers")
 
 
 @dataclass

@@ -52,15 +52,16 @@ def _infer_by_model_type(prefixes: dict[str, str]) -> Callable[[str], str | None
 
 
 VQA_BACKENDS = Registry("VQA", "--vqa", infer=_infer_vqa_folder)
-_VQA_IDENTIFY = "auditor.perception.vqa:identify"
-VQA_BACKENDS.register("blip2", "auditor.perception.vqa:load_blip2", identify_path=_VQA_IDENTIFY)
-VQA_BACKENDS.register("blip", "auditor.perception.vqa:load_blip", identify_path=_VQA_IDENTIFY)
-VQA_BACKENDS.register("instructblip", "auditor.perception.vqa:load_instructblip", identify_path=_VQA_IDENTIFY)
-VQA_BACKENDS.register("hf", "auditor.perception.vqa:load_image_text_to_text", identify_path=_VQA_IDENTIFY)
+#: Every transformers model folder is identified alike (its files, the library, auditor's code).
+_TRANSFORMERS_IDENTIFY = "auditor.perception.loading:identify"
+VQA_BACKENDS.register("blip2", "auditor.perception.vqa:load_blip2", identify_path=_TRANSFORMERS_IDENTIFY)
+VQA_BACKENDS.register("blip", "auditor.perception.vqa:load_blip", identify_path=_TRANSFORMERS_IDENTIFY)
+VQA_BACKENDS.register("instructblip", "auditor.perception.vqa:load_instructblip", identify_path=_TRANSFORMERS_IDENTIFY)
+VQA_BACKENDS.register("hf", "auditor.perception.vqa:load_image_text_to_text", identify_path=_TRANSFORMERS_IDENTIFY)
 VQA_BACKENDS.register("openai", "auditor.perception.openai_vqa:load", "auditor.perception.openai_vqa:preflight")
 
 EMBEDDERS = Registry("embedder", "--embedder", infer=_infer_by_model_type(_EMBEDDER_PREFIX_BY_MODEL_TYPE))
-EMBEDDERS.register("clip", "auditor.perception.clip:load", identify_path="auditor.perception.clip:identify")
+EMBEDDERS.register("clip", "auditor.perception.clip:load", identify_path=_TRANSFORMERS_IDENTIFY)
 EMBEDDERS.register("dinov2", "auditor.perception.vision:load_dinov2")
 EMBEDDERS.register("hf-vision", "auditor.perception.vision:load_vision")
 

@@ -35,7 +35,6 @@ from auditor.core.weights import (
     loaded_model_ref,
     loading_model,
     loading_problems,
-    weights_identity,
 )
 from auditor.perception.base import first_line
 from auditor.records import ModelRef, PerceptionSettings
@@ -340,11 +339,6 @@ class FirstLineComplete:
 
 
 # ---------------------------------------------------------------------- loaders
-
-
-def identify(spec: Spec, options: LoadOptions = LoadOptions()) -> str | None:
-    """What this module's loaders would read, told without loading (:func:`~auditor.core.weights.weights_identity`)."""
-    return weights_identity(spec, "config.json", options, "transformers")
 
 
 def load_blip2(spec: Spec, settings: PerceptionSettings, options: LoadOptions = LoadOptions()) -> Blip2Vqa:
