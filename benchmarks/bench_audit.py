@@ -436,7 +436,7 @@ def unet_throughput(setup: Setup, batch_size: str, compile_models: bool, iterati
         "unet_batch": 2 * size,
         "flops_per_forward": flops,
         "seconds_per_forward": seconds,
-        "achieved_tflops": round(achieved, 4),
+        "achieved_tflops": significant(achieved),
         "optimizations": backend.settings.optimizations,
         "compile_fallback": compiled,
     }
@@ -446,13 +446,18 @@ def unet_throughput(setup: Setup, batch_size: str, compile_models: bool, iterati
         ceiling = matmul_ceiling()
         result.update(
             datasheet_peak_tflops=peak,
-            share_of_datasheet_peak=None if peak is None else round(achieved / peak, 4),
+            share_of_datasheet_peak=None if peak is None else significant(achieved / peak),
             measured_matmul_tflops=round(ceiling, 1),
-            share_of_measured_matmul=round(achieved / ceiling, 4),
+            share_of_measured_matmul=significant(achieved / ceiling),
         )
     del backend, unet
     release()
     return result
+
+
+def significant(value: float, digits: int = 4) -> float:
+    """``value`` to ``digits`` significant figures: a tiny model's TFLOP/s on a CPU (1e-5) must not round to 0."""
+    return float(f"{value:.{digits}g}")
 
 
 def matmul_ceiling(n: int = 8192, iterations: int = 20) -> float:

@@ -78,13 +78,31 @@ def test_a_run_whose_results_are_all_cached_loads_no_model_and_records_what_a_lo
     assert resumed.config == first.config and resumed.scores == first.scores
 
 
+def leaves(value, path: str = "") -> dict[str, object]:
+    """A nested dump as path -> leaf value, so two can be compared leaf by leaf."""
+    if isinstance(value, dict):
+        return {k: v for key, item in value.items() for k, v in leaves(item, f"{path}.{key}").items()}
+    if isinstance(value, list):
+        return {k: v for i, item in enumerate(value) for k, v in leaves(item, f"{path}[{i}]").items()}
+    return {path: value}
+
+
 def test_a_missing_result_loads_the_model_mid_stage_and_gives_a_fresh_runs_results(tiny_models, tmp_path):
     audit(tiny_models, tmp_path / "shared", "three")
     more = audit(tiny_models, tmp_path / "shared", "four", images=4)  # VQA recalled, then loaded for image 4
     fresh = audit(tiny_models, tmp_path / "fresh", "four", images=4)
     assert counts(more)["generate"] == (5, 15) and counts(more)["perceive"] == (5, 15)
     assert more.config == fresh.config
-    assert (more.prompt_sets, more.answers, more.scores) == (fresh.prompt_sets, fresh.answers, fresh.scores)
+    assert (more.prompt_sets, more.answers) == (fresh.prompt_sets, fresh.answers)
+    # The images were embedded in batches of other sizes (15 then 5, against 20): with several threads the
+    # embeddings, and the scores from them, may differ in float32's last bits, no more.
+    scores, fresh_scores = leaves(more.scores.model_dump()), leaves(fresh.scores.model_dump())
+    assert scores.keys() == fresh_scores.keys()
+    for path, value in scores.items():
+        if isinstance(value, float):
+            assert value == pytest.approx(fresh_scores[path], rel=1e-5, abs=1e-6), path
+        else:
+            assert value == fresh_scores[path], path
 
 
 def test_other_weights_settings_or_partial_weights_are_never_recalled(tiny_models, tmp_path, monkeypatch):
