@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 
@@ -29,14 +30,14 @@ def test_help_does_not_import_torch():
 
 def test_doctor_reports_credentials_without_their_values():
     secret = "sk-test-very-secret-value"
-    result = run_auditor("doctor", "--json", env={"OPENAI_API_KEY": secret})
+    result = run_auditor("doctor", "--json", env={"OPENAI_API_KEY": secret}, process=True)
     assert result.returncode == 0, result.stderr
     report = json.loads(result.stdout)
     assert report["credentials"]["OPENAI_API_KEY"] is True
     assert report["stopwords"] == 179
     assert report["wordnet"]["present"] is True
     assert secret not in result.stdout + result.stderr
-    human = run_auditor("doctor", env={"OPENAI_API_KEY": secret})
+    human = run_auditor("doctor", env={"OPENAI_API_KEY": secret}, process=True)
     assert human.returncode == 0 and secret not in human.stdout
 
 
@@ -91,6 +92,20 @@ def test_usage_errors_are_one_line(args, expected):
     assert result.returncode == 2
     assert result.stderr.startswith("error: ") and expected in result.stderr
     assert len(result.stderr.strip().splitlines()) == 1, result.stderr
+
+
+@pytest.mark.parametrize(
+    "args",
+    [["frobnicate"], ["runs", "--json"], ["score", "missing.json"], ["t2iat"], ["prompt", "x", "--llm", "offline", "--scheduler", "Bogus"]],
+)
+def test_a_command_run_in_the_test_process_gives_what_a_fresh_process_gives(args, tmp_path):
+    """tests.clitools runs most commands in the test's process: the same exit code and output as `python -m
+    auditor`, and the test's environment, arguments and folder untouched afterwards."""
+    before = (dict(os.environ), list(sys.argv), os.getcwd())
+    here = run_auditor(*args, env={"AUDITOR_TEST_ONLY": "1"}, cwd=tmp_path.parent)
+    assert (dict(os.environ), sys.argv, os.getcwd()) == before
+    there = run_auditor(*args, env={"AUDITOR_TEST_ONLY": "1"}, cwd=tmp_path.parent, process=True)
+    assert (here.returncode, here.stdout, here.stderr) == (there.returncode, there.stdout, there.stderr)
 
 
 def test_a_group_without_a_command_shows_its_help():

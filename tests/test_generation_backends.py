@@ -182,7 +182,7 @@ def test_a_scheduler_whose_package_is_missing_names_the_package(tiny_models):
     needs = "the scheduler DPMSolverSDEScheduler needs torchsde, which is not installed: pip install torchsde"
     with pytest.raises(AuditorError, match=needs):
         T2I_BACKENDS.load(f"diffusers:{tiny_models.t2i}", settings=GenerationSettings(scheduler="DPMSolverSDEScheduler"))
-    result = run_auditor("prompt", "x", "--llm", "offline", "--scheduler", "DPMSolverSDEScheduler")
+    result = run_auditor("prompt", "x", "--llm", "offline", "--scheduler", "DPMSolverSDEScheduler", process=True)
     assert result.returncode == 2 and result.stderr.strip() == f"error: {needs}"
 
 

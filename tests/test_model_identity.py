@@ -223,7 +223,7 @@ def test_partial_weights_on_the_command_line_are_one_line_or_recorded(tiny_model
     broken, name = _without_tensor(tiny_models.t2i, tmp_path / "t2i", "unet", "conv_out")
     args = ["--llm", "offline", "--t2i", f"diffusers:{broken}", "--vqa", str(tiny_models.vqa), "--embedder", "none",
             "--images", "1", "--steps", "1", "--max-axes", "1", "--quiet"]  # fmt: skip
-    refused = run_auditor("prompt", PROMPT, *args, "--name", "refused")
+    refused = run_auditor("prompt", PROMPT, *args, "--name", "refused", process=True)  # one line, in a fresh process
     assert refused.returncode == 1
     assert f"missing unet.{name}" in refused.stderr and "--allow-partial-weights" in refused.stderr
     assert len(refused.stderr.strip().splitlines()) == 1 and "Traceback" not in refused.stderr

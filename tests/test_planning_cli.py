@@ -70,7 +70,7 @@ def test_http_errors_and_missing_key_are_one_line(fake_openai, tmp_path):
     )
     assert json.loads((out / "transcript.json").read_text())[0]["role"] == "user"
 
-    no_key = run_auditor("plan", PROMPT, "--llm", "openai:gpt-4o-mini", env={"OPENAI_API_KEY": ""})
+    no_key = run_auditor("plan", PROMPT, "--llm", "openai:gpt-4o-mini", env={"OPENAI_API_KEY": ""}, process=True)
     assert no_key.returncode == 2
     assert no_key.stderr == "error: OPENAI_API_KEY is not set: export it, or use --llm offline\n"
     _assert_no_key(limited.stdout, limited.stderr)

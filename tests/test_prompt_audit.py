@@ -192,7 +192,7 @@ def test_unwritable_output_folder_is_one_line(tmp_path):
 def test_missing_weights_name_the_model_and_resume_can_point_at_a_local_copy(tiny_models, tmp_path):
     result = run_auditor(
         "prompt", PROMPT, "--llm", "offline", "--t2i", "diffusers:nobody/no-such-model", "--images", "1", "--steps", "2",
-        "--embedder", "none", "--max-axes", "1", "--max-counterfactuals", "2", "--name", "r",
+        "--embedder", "none", "--max-axes", "1", "--max-counterfactuals", "2", "--name", "r", process=True,
     )  # fmt: skip
     assert result.returncode == 1
     assert "nobody/no-such-model" in result.stderr and "--t2i" in result.stderr and "--resume" in result.stderr

@@ -34,19 +34,21 @@ def test_short_values_and_other_names_are_left_alone(monkeypatch):
 
 def test_an_error_line_never_shows_a_credential_of_any_name(tmp_path):
     secret = "s3cr3t-token-abcdef"
-    result = run_auditor("score", str(tmp_path / f"{secret}.json"), env={"ACME_UPLOAD_TOKEN": secret})
+    result = run_auditor("score", str(tmp_path / f"{secret}.json"), env={"ACME_UPLOAD_TOKEN": secret}, process=True)
     assert result.returncode == 2
     assert secret not in result.stderr and "***" in result.stderr
 
 
 def test_doctor_lists_credential_names_of_any_service_but_never_their_values():
     secret = "tok-very-secret-value"
-    result = run_auditor("doctor", "--json", env={"ACME_UPLOAD_TOKEN": secret, "ACME_SHORT_TOKEN": "short"})
+    result = run_auditor(
+        "doctor", "--json", env={"ACME_UPLOAD_TOKEN": secret, "ACME_SHORT_TOKEN": "short"}, process=True
+    )
     assert result.returncode == 0, result.stderr
     credentials = json.loads(result.stdout)["credentials"]
     assert credentials["ACME_UPLOAD_TOKEN"] is True
     assert "ACME_SHORT_TOKEN" not in credentials  # too short to be redacted, so not reported as a credential
     assert credentials["OPENAI_API_KEY"] is False  # the well-known names are listed, set or not
     assert secret not in result.stdout + result.stderr
-    human = run_auditor("doctor", env={"ACME_UPLOAD_TOKEN": secret})
+    human = run_auditor("doctor", env={"ACME_UPLOAD_TOKEN": secret}, process=True)
     assert "ACME_UPLOAD_TOKEN" in human.stdout and secret not in human.stdout

@@ -333,7 +333,9 @@ def test_a_failed_perceive_stage_resumes_with_another_concurrency_and_keeps_the_
     script_images(fake_openai, 6)
     fake_openai.chat_replies(*[http_error(503, "overloaded", retry_after_ms=5)] * (HTTP_RETRIES + 1))
     fake_openai.answer_from_images()
-    failed = run_auditor("prompt", PROMPT, *openai_audit_args(), "--vqa-concurrency", "1", "--quiet", "--name", "r")
+    failed = run_auditor(
+        "prompt", PROMPT, *openai_audit_args(), "--vqa-concurrency", "1", "--quiet", "--name", "r", process=True
+    )
     assert failed.returncode == 1
     assert "HTTP 503" in failed.stderr and "--resume" in failed.stderr
     assert len(failed.stderr.strip().splitlines()) == 1 and FAKE_API_KEY not in failed.stderr
