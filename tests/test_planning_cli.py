@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import sys
 import textwrap
+from pathlib import Path
 
 from tests.clitools import run_auditor
 from tests.fake_openai import FAKE_API_KEY, http_error
@@ -102,13 +103,20 @@ def test_default_planner_without_a_key_is_offline_with_a_notice(tmp_path):
     assert saved["axes"][0]["counterfactuals"][-1] == "a photo of a female pharmacist wearing a hijab"
 
 
-def test_bad_input_is_one_line():
+def test_bad_input_is_one_line(tmp_path):
+    (tmp_path / "prompts.txt").write_text(f"{PROMPT}\n")
     for args, message in [
         (("plan", "", "--llm", "offline"), "error: the prompt is empty"),
         (("plan", PROMPT, "--llm", "gpt4"), "error: unknown --llm 'gpt4'"),
+        (("plan", PROMPT, "--temperature", "0.7"), "error: --temperature set how an LLM samples, but the planner is the offline one"),
+        (("plan", PROMPT, "--llm", "offline", "--llm-seed", "3"), "error: --llm-seed set how an LLM samples"),
+        (("prompt", PROMPT, "--llm", "offline", "--temperature", "0", "--llm-seed", "3"), "error: --temperature and --llm-seed set"),
+        (("batch", "prompts.txt", "--llm", "offline", "--temperature", "1"), "error: --temperature set how an LLM samples"),
+        (("explore", "--topic", "people at work", "--llm", "offline", "--llm-seed", "1"), "error: --llm-seed set how"),
     ]:
         result = run_auditor(*args)
-        assert result.returncode == 2 and result.stderr.startswith(message) and "Traceback" not in result.stderr
+        assert result.returncode == 2 and result.stderr.startswith(message) and "Traceback" not in result.stderr, args
+        assert not (Path("runs").exists() and any(Path("runs").iterdir())), args  # nothing created
 
 
 def test_plan_has_no_seed_option_because_seed_means_image_seeds():

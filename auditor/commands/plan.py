@@ -38,9 +38,9 @@ def plan(
     from auditor.core.console import notice, print_json
     from auditor.core.errors import AuditorError
     from auditor.core.settings import default_llm_spec
-    from auditor.planning import make_plan, review_plan, transcript_of
+    from auditor.planning import check_llm_spec, make_plan, review_plan, transcript_of
 
-    spec = llm or default_llm_spec()
+    spec = check_llm_spec(llm or default_llm_spec(), temperature, llm_seed)
     if llm is None and spec == "offline":
         notice("OPENAI_API_KEY is not set: planning with the offline WordNet planner (pass --llm to choose an LLM)")
     try:

@@ -72,8 +72,13 @@ def load_chat(llm: str, **settings: Any) -> ChatModel:
     return (OpenAIChat if spec.prefix == "openai" else LangChainChat)(spec, **settings)
 
 
-def check_llm_spec(text: str) -> str:
-    """Validate an ``--llm`` spec without importing any SDK; returns it normalised (``prefix:target``)."""
+def check_llm_spec(text: str, temperature: float | None = None, seed: int | None = None) -> str:
+    """Validate an ``--llm`` spec without importing any SDK; returns it normalised (``prefix:target``).
+
+    ``temperature`` and ``seed`` (``--temperature``, ``--llm-seed``) are refused with the offline planner:
+    it samples nothing, so a record saying they were sent would be false, and a user who set them
+    (perhaps expecting the LLM that a missing ``OPENAI_API_KEY`` turned off) should hear so.
+    """
     try:
         spec = LLM_BACKENDS.check(text)
     except AuditorError:
@@ -91,6 +96,12 @@ def check_llm_spec(text: str) -> str:
             )
     if spec.prefix == "offline" and spec.target:
         raise AuditorError(f"the offline planner takes no model: use --llm offline (got {text.strip()!r})")
+    sampling = [name for name, value in (("--temperature", temperature), ("--llm-seed", seed)) if value is not None]
+    if spec.prefix == "offline" and sampling:
+        raise AuditorError(
+            f"{' and '.join(sampling)} set how an LLM samples, but the planner is the offline one, which samples "
+            "nothing: choose an LLM with --llm (openai:<model> needs OPENAI_API_KEY) or leave them out"
+        )
     return str(spec)
 
 

@@ -72,7 +72,7 @@ def validate_options(options: ExploreOptions) -> None:
     options.topic = " ".join(options.topic.split()) if options.topic and options.topic.strip() else None
     if not options.seeds and not options.topic:
         raise AuditorError('give seed prompts or --topic, e.g. auditor explore --topic "people at work"')
-    options.llm = check_llm_spec(options.llm)
+    options.llm = check_llm_spec(options.llm, options.llm_temperature, options.llm_seed)
     if options.axes is not None:
         options.axes = check_axes(options.axes)
         if options.objective == "lean" and "gender" not in options.axes:

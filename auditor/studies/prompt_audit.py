@@ -91,7 +91,7 @@ def validate_options(options: PromptAuditOptions) -> None:
         raise AuditorError("the prompt is empty: give the text-to-image prompt to audit, e.g. \"a photo of a pharmacist\"")
     check_images_and_seeds(options.images, options.seeds)
     check_executor(options.executor)
-    check_llm_spec(options.llm)
+    check_llm_spec(options.llm, options.llm_temperature, options.llm_seed)
     if options.axes is not None:
         from auditor.planning.offline import check_axes
 
