@@ -2,12 +2,16 @@
 
 By default the command runs in the test's own process, through :func:`auditor.cli.main` (what ``python -m
 auditor`` and the ``auditor`` script call), with its own ``sys.argv``, environment, working folder and
-captured stdout and stderr. That saves each call a fresh interpreter's imports (torch, diffusers, NLTK and
-WordNet: seconds per command, minutes over the suite). A test whose claim depends on a separate process
-asks for one (``process=True``): what a fresh process imports or records, what it prints whatever stream a library's
-logger holds (every check that something is *absent* from the output, or that it is one line), signals and
-locks between processes. So does a call whose environment changes a variable that libraries read once, at
-import (``HF_HUB_OFFLINE``, ``COLUMNS`` and the like), which this process has already read.
+captured ``sys.stdout`` and ``sys.stderr``. That saves each call a fresh interpreter's imports (torch,
+diffusers, NLTK and WordNet: seconds per command, minutes over the suite).
+
+What runs in the test's process shares it: a library's logger may hold an older stream, C code and child
+processes write to the file descriptors, an import-time warning was shown by an earlier command, and
+process-wide state (WordNet loaded, torch imported) is an earlier test's. So a test asks for a fresh
+``python -m auditor`` (``process=True``) when its claim is about what a process prints or records: every
+check that something is *absent* from the output (a secret, a traceback, colour codes), that an error is
+*one line*, or what the run's environment says. So does a call whose environment changes a variable read
+once, at import or start-up (:data:`IMPORT_TIME_VARIABLES`), or a test process run with ``-W`` options.
 """
 
 from __future__ import annotations
@@ -16,16 +20,28 @@ import io
 import os
 import subprocess
 import sys
+import threading
 import traceback
 import warnings
 from contextlib import redirect_stderr, redirect_stdout
 from pathlib import Path
 
-#: Prefixes of variables read when a module is imported, not when a command runs: the libraries' (huggingface_hub,
-#: transformers, torch, OpenMP, NLTK, Ray) and the terminal size rich reads when auditor's consoles are made.
-#: Changing one needs a fresh process.
-IMPORT_TIME_VARIABLES = ("HF_", "TRANSFORMERS_", "DIFFUSERS_", "TORCH", "PYTORCH_", "OMP_", "MKL_", "CUDA_", "NLTK_",
-                         "RAY_", "TOKENIZERS_", "COLUMNS", "LINES")
+import auditor
+
+#: Prefixes of variables read when the interpreter starts or a module is imported, not when a command runs:
+#: Python's own, the libraries' (huggingface_hub, transformers, torch, OpenMP and BLAS, NLTK's ``HOME``, Ray,
+#: tqdm, openai's log, LangChain/LangSmith) and the terminal settings rich reads when auditor's consoles are
+#: made. Changing one needs a fresh process.
+IMPORT_TIME_VARIABLES = (
+    "PYTHON", "HF_", "HUGGINGFACE_", "HUGGING_FACE_", "XDG_CACHE_HOME", "TRANSFORMERS_", "DIFFUSERS_", "TORCH",
+    "PYTORCH_", "OMP_", "MKL_", "OPENBLAS_", "KMP_", "NUMEXPR_", "VECLIB_", "CUDA_", "NLTK_", "HOME", "RAY_",
+    "TOKENIZERS_", "TQDM_", "OPENAI_LOG", "LANGCHAIN_", "LANGSMITH_", "COLUMNS", "LINES", "FORCE_COLOR",
+    "NO_COLOR", "TTY_", "JUPYTER_", "TERM",
+)  # fmt: skip
+#: The folder holding the ``auditor`` package this process imported: a subprocess runs the same code.
+SOURCE_ROOT = str(Path(auditor.__file__).resolve().parent.parent)
+#: Seconds a command's own threads get to finish after it returns before the test calls them left running.
+THREAD_GRACE_SECONDS = 10.0
 
 
 def run_auditor(
@@ -37,19 +53,20 @@ def run_auditor(
 ) -> subprocess.CompletedProcess[str]:
     """``auditor ARGS`` with ``env`` added to the environment; its exit code and output as a CompletedProcess.
 
-    ``process=True`` (or an ``env`` that changes an import-time variable) runs ``python -m auditor`` in a
-    subprocess, killed after ``timeout`` seconds.
+    ``process=True``, an ``env`` that changes an import-time variable, or ``-W`` options given to this
+    process run ``python -m auditor`` in a subprocess, killed after ``timeout`` seconds.
     """
-    env = env or {}
+    env = {name: str(value) for name, value in (env or {}).items()}
     changes_imports = any(
         name.startswith(IMPORT_TIME_VARIABLES) and os.environ.get(name) != value for name, value in env.items()
     )
-    if process or changes_imports:
+    if process or changes_imports or sys.warnoptions:
+        path = os.pathsep.join(filter(None, [SOURCE_ROOT, env.get("PYTHONPATH", os.environ.get("PYTHONPATH"))]))
         return subprocess.run(
             [sys.executable, "-m", "auditor", *args],
             capture_output=True,
             text=True,
-            env={**os.environ, **env},
+            env={**os.environ, **env, "PYTHONPATH": path},
             cwd=cwd,
             timeout=timeout,
         )
@@ -58,15 +75,20 @@ def run_auditor(
 
 def _run_in_this_process(args: list[str], env: dict[str, str], cwd: Path | None) -> subprocess.CompletedProcess[str]:
     """The entry point called here, as the interpreter would run it: an uncaught exception prints its traceback
-    and exits 1, ``SystemExit`` gives its code; the environment, ``sys.argv`` and folder are restored after."""
+    and exits 1, ``SystemExit`` gives its code; the environment, ``sys.argv`` and folder are restored after.
+
+    A command that leaves a thread of its own running fails the test: ``python -m auditor`` would not exit.
+    """
     from auditor.cli import main
 
-    saved_environ, saved_argv, saved_folder = dict(os.environ), sys.argv, os.getcwd()
+    saved_argv, saved_folder = sys.argv, os.getcwd()
+    saved_environ = dict(os.environ)
+    threads_before = set(threading.enumerate())
     stdout, stderr = io.StringIO(), io.StringIO()
     code = 0
-    os.environ.update(env)
-    sys.argv = ["auditor", *args]
     try:
+        os.environ.update(env)
+        sys.argv = ["auditor", *args]
         if cwd is not None:
             os.chdir(cwd)
         with redirect_stdout(stdout), redirect_stderr(stderr), warnings.catch_warnings():
@@ -81,9 +103,27 @@ def _run_in_this_process(args: list[str], env: dict[str, str], cwd: Path | None)
     finally:
         os.chdir(saved_folder)
         sys.argv = saved_argv
-        os.environ.clear()
-        os.environ.update(saved_environ)
+        _restore_environment(saved_environ)
+    _check_no_thread_left(threads_before, args)
     return subprocess.CompletedProcess(["auditor", *args], code, stdout.getvalue(), stderr.getvalue())
+
+
+def _restore_environment(saved: dict[str, str]) -> None:
+    """Put back what the command and ``env`` changed, key by key (the environment is never empty meanwhile)."""
+    for name in [name for name in os.environ if name not in saved]:
+        del os.environ[name]
+    for name, value in saved.items():
+        if os.environ.get(name) != value:
+            os.environ[name] = value
+
+
+def _check_no_thread_left(before: set[threading.Thread], args: list[str]) -> None:
+    """Fail when the command left a non-daemon thread running (a real process would wait for it at exit)."""
+    left = [thread for thread in threading.enumerate() if thread not in before and not thread.daemon]
+    for thread in left:
+        thread.join(THREAD_GRACE_SECONDS)
+    running = [thread.name for thread in left if thread.is_alive()]
+    assert not running, f"auditor {' '.join(args)} left threads running: {', '.join(running)}"
 
 
 def _interpreter_warning_filters() -> None:
@@ -103,10 +143,10 @@ def _print_warning(message, category, filename, lineno, file=None, line=None) ->
 
 
 def _exit_code(exc: SystemExit, stderr: io.StringIO) -> int:
-    """The exit status ``sys.exit(value)`` gives: None is 0, an int itself, anything else printed and 1."""
+    """The exit status ``sys.exit(value)`` gives: None is 0, an int its low byte, anything else printed and 1."""
     if exc.code is None:
         return 0
     if isinstance(exc.code, int):
-        return exc.code
+        return exc.code & 0xFF
     print(exc.code, file=stderr)
     return 1

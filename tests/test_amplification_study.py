@@ -384,9 +384,9 @@ def test_report_command_shows_the_stored_run(image_run):
 @pytest.mark.slow
 def test_cli_resume_of_a_finished_run_recomputes_nothing(image_run):
     output, _, env = image_run
-    refused = run_auditor("amplification", "run", "--resume", "amp", "--images", "3", env=env)
+    refused = run_auditor("amplification", "run", "--resume", "amp", "--images", "3", env=env, process=True)
     _one_line(refused, "--resume continues a run with its own settings; --images cannot change them")
-    unknown = run_auditor("amplification", "run", "--resume", "amp", "--executor", "nope", env=env)
+    unknown = run_auditor("amplification", "run", "--resume", "amp", "--executor", "nope", env=env, process=True)
     _one_line(unknown, "unknown executor 'nope' for --executor")
     # a run may move between executors: they compute the same images, so nothing is redone
     resumed = run_auditor("amplification", "run", "--resume", "amp", "--executor", "overlapped", "--json", env=env)
@@ -500,7 +500,7 @@ def test_bad_input_is_one_line_and_creates_no_run(tmp_path, extra, fragment):
     extra = [str(empty) if value == "EMPTY" else value for value in extra]
     occupations = [] if any(a.startswith("--occupation") for a in extra) else ["--occupation", "nurse"]
     result = run_auditor(
-        "amplification", "run", "--t2i", f"folder:{tmp_path}", "--captions", str(captions), *occupations, *extra
+        "amplification", "run", "--t2i", f"folder:{tmp_path}", "--captions", str(captions), *occupations, *extra, process=True
     )
     _one_line(result, fragment)
     assert not (tmp_path / "runs").exists()
@@ -509,12 +509,15 @@ def test_bad_input_is_one_line_and_creates_no_run(tmp_path, extra, fragment):
 def test_captions_command_bad_input(tmp_path):
     captions = tmp_path / "captions.jsonl"
     captions.write_text('{"body": "a nurse"}\n', encoding="utf-8")
-    _one_line(run_auditor("amplification", "captions", str(captions), "--occupation", "nurse"), "has no caption column")
     _one_line(
-        run_auditor("amplification", "captions", str(tmp_path / "none.csv"), "--occupation", "nurse"),
+        run_auditor("amplification", "captions", str(captions), "--occupation", "nurse", process=True),
+        "has no caption column",
+    )
+    _one_line(
+        run_auditor("amplification", "captions", str(tmp_path / "none.csv"), "--occupation", "nurse", process=True),
         "no such caption file or folder",
     )
-    _one_line(run_auditor("amplification", "run", "--occupation", "nurse"), "--captions FILE is required")
+    _one_line(run_auditor("amplification", "run", "--occupation", "nurse", process=True), "--captions FILE is required")
 
 
 # --------------------------------------------------------------------------- resume

@@ -239,7 +239,7 @@ def test_bad_batch_input_is_one_line_and_creates_nothing(tmp_path, args, message
     (tmp_path / "huge.csv").write_text("prompt\n" + "a" * 200_000 + "\n")  # over the csv module's cell limit
     (tmp_path / "template.txt").write_text("a photo of a {occupation}\n")
     (tmp_path / "list.txt").write_text("a photo of a nurse\n")
-    result = run_auditor("batch", *args, "--llm", "offline", cwd=tmp_path)
+    result = run_auditor("batch", *args, "--llm", "offline", cwd=tmp_path, process=True)
     assert result.returncode == 2, result.stderr
     assert message in result.stderr and len(result.stderr.strip().splitlines()) == 1, result.stderr
     assert not (tmp_path / "runs").exists()

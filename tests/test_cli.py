@@ -10,6 +10,7 @@ import sys
 import pytest
 
 from auditor.core.store import write_model
+from auditor.records import load_record
 from tests.clitools import run_auditor
 from tests.factories import make_record
 
@@ -88,7 +89,7 @@ def test_runs_lists_records(tmp_path):
     ],
 )
 def test_usage_errors_are_one_line(args, expected):
-    result = run_auditor(*args)
+    result = run_auditor(*args, process=True)
     assert result.returncode == 2
     assert result.stderr.startswith("error: ") and expected in result.stderr
     assert len(result.stderr.strip().splitlines()) == 1, result.stderr
@@ -101,11 +102,35 @@ def test_usage_errors_are_one_line(args, expected):
 def test_a_command_run_in_the_test_process_gives_what_a_fresh_process_gives(args, tmp_path):
     """tests.clitools runs most commands in the test's process: the same exit code and output as `python -m
     auditor`, and the test's environment, arguments and folder untouched afterwards."""
+    there = run_auditor(*args, env={"AUDITOR_TEST_ONLY": "1"}, cwd=tmp_path.parent, process=True)
     before = (dict(os.environ), list(sys.argv), os.getcwd())
     here = run_auditor(*args, env={"AUDITOR_TEST_ONLY": "1"}, cwd=tmp_path.parent)
     assert (dict(os.environ), sys.argv, os.getcwd()) == before
-    there = run_auditor(*args, env={"AUDITOR_TEST_ONLY": "1"}, cwd=tmp_path.parent, process=True)
     assert (here.returncode, here.stdout, here.stderr) == (there.returncode, there.stdout, there.stderr)
+
+
+def test_an_audit_and_an_llm_plan_in_the_test_process_give_what_a_fresh_process_gives(tiny_models, fake_openai, tmp_path):
+    """The same with models loaded and an LLM asked over HTTP: the same records, output and requests."""
+    from tests.test_planning_cli import PLAN_JSON
+    from tests.test_prompt_audit import tiny_args
+
+    records = []
+    for where, process in (("there", True), ("here", False)):
+        runs = tmp_path / where
+        audit = run_auditor("prompt", "a photo of a nurse", *tiny_args(tiny_models, images=1), "--quiet",
+                            "--name", "same", env={"AUDITOR_RUNS_DIR": str(runs)}, process=process)  # fmt: skip
+        assert (audit.returncode, audit.stdout, audit.stderr) == (0, f"{runs / 'same'}\n", "")
+        records.append(load_record(runs / "same" / "record.json"))
+    there, here = records
+    assert (here.config, here.prompt_sets, here.answers, here.scores) == (there.config, there.prompt_sets, there.answers, there.scores)
+
+    plans = []
+    for process in (True, False):
+        fake_openai.chat_replies("Gender and age.", "Gender: ... Age: ...", f"```json\n{PLAN_JSON}\n```")
+        plans.append(run_auditor("plan", "a photo of a pharmacist", "--llm", "openai:gpt-4o-mini", "--json", process=process))
+    assert plans[0].returncode == 0 and (plans[0].stdout, plans[0].stderr) == (plans[1].stdout, plans[1].stderr)
+    requests = [request.json for request in fake_openai.chat_requests()]
+    assert requests[:3] == requests[3:]
 
 
 def test_a_group_without_a_command_shows_its_help():
@@ -126,7 +151,7 @@ def test_unwritable_output_paths_are_one_line(tmp_path, args, env):
     blocker = tmp_path / "a-file"
     blocker.write_text("a file where a folder is expected")
     fill = lambda text: text.replace("{blocker}", str(blocker))  # noqa: E731
-    result = run_auditor(*map(fill, args), env={name: fill(value) for name, value in env.items()})
+    result = run_auditor(*map(fill, args), env={name: fill(value) for name, value in env.items()}, process=True)
     assert result.returncode != 0
     assert "Traceback" not in result.stderr
     assert result.stderr.startswith("error: ") and str(blocker) in result.stderr

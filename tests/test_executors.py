@@ -197,7 +197,7 @@ def test_writer_finishes_queued_work_when_the_producer_fails():
     ],
 )
 def test_bad_executor_options_are_one_line_before_any_run(tmp_path, args, expected):
-    result = run_auditor("prompt", PROMPT, "--llm", "offline", *args)
+    result = run_auditor("prompt", PROMPT, "--llm", "offline", *args, process=True)
     assert result.returncode == 2 and result.stderr.startswith("error: ") and expected in result.stderr
     assert len(result.stderr.strip().splitlines()) == 1, result.stderr
     assert not (tmp_path / "runs").exists()

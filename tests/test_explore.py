@@ -377,7 +377,7 @@ def test_explore_offline_on_tiny_models_from_the_command_line(tiny_models, tmp_p
     ],
 )
 def test_bad_explore_input_is_one_line_and_creates_nothing(tmp_path, args, message):
-    result = run_auditor("explore", *args, "--llm", "offline")
+    result = run_auditor("explore", *args, "--llm", "offline", process=True)
     assert result.returncode == 2, result.stderr
     assert message in result.stderr and len(result.stderr.strip().splitlines()) == 1, result.stderr
     assert not (tmp_path / "runs").exists()

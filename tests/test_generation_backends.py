@@ -440,7 +440,7 @@ def test_openai_images_refuses_settings_it_cannot_honour_and_a_missing_key(monke
 
 def test_an_openai_model_without_a_key_is_one_line_before_any_run_folder(tmp_path):
     for command in (["prompt", "a photo of a nurse", "--llm", "offline"], ["t2iat", "run", "flowers-insects"]):
-        result = run_auditor(*command, "--t2i", "openai:dall-e-3")
+        result = run_auditor(*command, "--t2i", "openai:dall-e-3", process=True)
         assert result.returncode == 2, result.stderr
         assert result.stderr.startswith("error: OPENAI_API_KEY is not set") and len(result.stderr.splitlines()) == 1
         assert not (tmp_path / "runs").exists()

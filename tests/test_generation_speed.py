@@ -89,7 +89,7 @@ def test_batch_size_auto_is_probed_once_per_model_and_device_and_recorded(tiny_m
 
 
 def test_batch_size_option_takes_a_number_or_auto(tiny_models, tmp_path):
-    bad = run_auditor("prompt", "a photo of a cat", "--llm", "offline", "--batch-size", "lots")
+    bad = run_auditor("prompt", "a photo of a cat", "--llm", "offline", "--batch-size", "lots", process=True)
     assert bad.returncode == 2 and "--batch-size takes a positive integer or 'auto'" in bad.stderr
     assert len(bad.stderr.strip().splitlines()) == 1 and not (tmp_path / "runs").exists()
     bad = run_auditor("prompt", "a photo of a cat", "--llm", "offline", "--executor", "fast")

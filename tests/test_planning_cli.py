@@ -29,7 +29,7 @@ def test_plan_with_openai_writes_plan_and_transcript(fake_openai, tmp_path):
     out = tmp_path / "plan"
     result = run_auditor(
         "plan", PROMPT, "--llm", "openai:gpt-4o-mini", "--max-counterfactuals", "2", "--temperature", "0.5",
-        "--llm-seed", "9", "--json", "--out", str(out),
+        "--llm-seed", "9", "--json", "--out", str(out), process=True
     )  # fmt: skip
     assert result.returncode == 0, result.stderr
     printed = json.loads(result.stdout)
@@ -47,7 +47,7 @@ def test_plan_with_openai_writes_plan_and_transcript(fake_openai, tmp_path):
 def test_an_llm_that_never_complies_fails_with_the_transcript_saved(fake_openai, tmp_path):
     fake_openai.chat_replies("Gender.", "Gender: ...", *["Sorry, I cannot produce JSON."] * 5)
     out = tmp_path / "plan"
-    result = run_auditor("plan", PROMPT, "--llm", "openai:gpt-4o-mini", "--llm-retries", "1", "--out", str(out))
+    result = run_auditor("plan", PROMPT, "--llm", "openai:gpt-4o-mini", "--llm-retries", "1", "--out", str(out), process=True)
     assert result.returncode == 1
     assert "Traceback" not in result.stderr
     [line] = result.stderr.strip().splitlines()
@@ -64,7 +64,7 @@ def test_an_llm_that_never_complies_fails_with_the_transcript_saved(fake_openai,
 def test_http_errors_and_missing_key_are_one_line(fake_openai, tmp_path):
     fake_openai.chat_replies(*[http_error(429, "Rate limit reached", retry_after_ms=5)] * 4)
     out = tmp_path / "plan"
-    limited = run_auditor("plan", PROMPT, "--llm", "langchain:openai:gpt-4o-mini", "--out", str(out))
+    limited = run_auditor("plan", PROMPT, "--llm", "langchain:openai:gpt-4o-mini", "--out", str(out), process=True)
     assert limited.returncode == 1 and "Traceback" not in limited.stderr
     assert limited.stderr.startswith(
         f"error: langchain:openai:gpt-4o-mini: HTTP 429 from {fake_openai.base_url} after 4 tries: Rate limit reached"
@@ -114,13 +114,13 @@ def test_bad_input_is_one_line(tmp_path):
         (("batch", "prompts.txt", "--llm", "offline", "--temperature", "1"), "error: --temperature set how an LLM samples"),
         (("explore", "--topic", "people at work", "--llm", "offline", "--llm-seed", "1"), "error: --llm-seed set how"),
     ]:
-        result = run_auditor(*args)
+        result = run_auditor(*args, process=True)
         assert result.returncode == 2 and result.stderr.startswith(message) and "Traceback" not in result.stderr, args
         assert not (Path("runs").exists() and any(Path("runs").iterdir())), args  # nothing created
 
 
 def test_plan_has_no_seed_option_because_seed_means_image_seeds():
-    result = run_auditor("plan", PROMPT, "--llm", "offline", "--seed", "9")
+    result = run_auditor("plan", PROMPT, "--llm", "offline", "--seed", "9", process=True)
     assert result.returncode == 2
     [line] = result.stderr.strip().splitlines()
     assert line.startswith("error: No such option: --seed") and "--llm-seed" in line

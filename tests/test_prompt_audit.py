@@ -56,7 +56,8 @@ def check_run_folder(run_dir: Path, images: int) -> None:
 
 
 def test_prompt_audit_end_to_end_score_reproduces_it_and_a_rerun_computes_nothing_new(tiny_models, tmp_path):
-    result = run_auditor("prompt", PROMPT, *tiny_args(tiny_models), "--json", "--name", "e2e")
+    # A fresh process: what it records about its environment (WordNet) is its own.
+    result = run_auditor("prompt", PROMPT, *tiny_args(tiny_models), "--json", "--name", "e2e", process=True)
     assert result.returncode == 0, result.stderr
     report = json.loads(result.stdout)
     run_dir = Path(report["run_dir"])
@@ -75,7 +76,7 @@ def test_prompt_audit_end_to_end_score_reproduces_it_and_a_rerun_computes_nothin
     # The same audit again (same cache, another runs folder): everything comes from the cache.
     runs = tmp_path / ("a-long-folder-name-" * 8)  # --quiet prints the run folder on one line, however long
     second = run_auditor(
-        "prompt", PROMPT, *tiny_args(tiny_models), "--quiet", "--name", "second", env={"AUDITOR_RUNS_DIR": str(runs)}
+        "prompt", PROMPT, *tiny_args(tiny_models), "--quiet", "--name", "second", env={"AUDITOR_RUNS_DIR": str(runs)}, process=True
     )
     assert second.returncode == 0, second.stderr
     assert second.stdout == f"{runs / 'second'}\n"
@@ -174,7 +175,7 @@ def test_a_resume_that_fails_before_scoring_keeps_no_earlier_scores(tiny_models,
     ],
 )
 def test_bad_input_is_one_line_and_creates_nothing(tmp_path, args, message):
-    result = run_auditor("prompt", *args)
+    result = run_auditor("prompt", *args, process=True)
     assert result.returncode == 2
     assert message in result.stderr
     assert len(result.stderr.strip().splitlines()) == 1, result.stderr
@@ -184,7 +185,7 @@ def test_bad_input_is_one_line_and_creates_nothing(tmp_path, args, message):
 def test_unwritable_output_folder_is_one_line(tmp_path):
     blocker = tmp_path / "a-file"
     blocker.write_text("not a folder")
-    result = run_auditor("prompt", PROMPT, "--llm", "offline", "--runs-dir", str(blocker / "runs"))
+    result = run_auditor("prompt", PROMPT, "--llm", "offline", "--runs-dir", str(blocker / "runs"), process=True)
     assert result.returncode == 2
     assert "cannot create run folder" in result.stderr and "Traceback" not in result.stderr
 

@@ -228,12 +228,12 @@ def test_json_report_has_the_terminal_content():
 
 def test_report_command_terminal_json_and_html(tmp_path):
     run_dir = copy_fixture("pharmacist-sd15", tmp_path)
-    human = run_auditor("report", "pharmacist-sd15", env={"COLUMNS": "80"})
+    human = run_auditor("report", "pharmacist-sd15", env={"COLUMNS": "80"}, process=True)
     assert human.returncode == 0, human.stderr
     assert "\x1b[" not in human.stdout
     assert_fits(human.stdout, 80)
     assert "Which axes lean most" in human.stdout
-    machine = run_auditor("report", str(run_dir), "--json")
+    machine = run_auditor("report", str(run_dir), "--json", process=True)
     assert machine.returncode == 0, machine.stderr
     assert "\x1b[" not in machine.stdout
     assert json.loads(machine.stdout) == json.loads(json.dumps(report_json(load_record(run_dir / "record.json"))))
@@ -241,7 +241,7 @@ def test_report_command_terminal_json_and_html(tmp_path):
     assert page.returncode == 0, page.stderr
     assert Path(page.stdout.strip()) == run_dir / "report.html"
     assert (run_dir / "report.html").stat().st_size > 10_000
-    missing = run_auditor("report", "no-such-run")
+    missing = run_auditor("report", "no-such-run", process=True)
     assert missing.returncode == 2 and "Traceback" not in missing.stderr
     assert missing.stderr.startswith("error: no run 'no-such-run'")
 
@@ -468,14 +468,14 @@ def test_compare_command(tmp_path):
     failed = tmp_path / "runs" / "broken"
     shutil.copytree(tmp_path / "runs" / "pharmacist-sd21", failed)
     write_model(failed / "record.json", failed_record(load_record(failed / "record.json")))
-    refused = run_auditor("compare", "pharmacist-sd15", "broken")
+    refused = run_auditor("compare", "pharmacist-sd15", "broken", process=True)
     assert refused.returncode == 2 and "Traceback" not in refused.stderr
     assert "has no scores" in refused.stderr and len(refused.stderr.strip().splitlines()) == 1
     unanswered = tmp_path / "runs" / "unanswered"
     shutil.copytree(tmp_path / "runs" / "pharmacist-sd21", unanswered)
     record = load_record(unanswered / "record.json")
     write_model(unanswered / "record.json", record.model_copy(update={"answers": {}}))
-    refused = run_auditor("compare", "pharmacist-sd15", "unanswered")
+    refused = run_auditor("compare", "pharmacist-sd15", "unanswered", process=True)
     assert refused.returncode == 2 and len(refused.stderr.strip().splitlines()) == 1
     assert "run B ('pharmacist-sd21'): no answers for prompt set 'initial'" in refused.stderr  # which run, by id
 

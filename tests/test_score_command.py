@@ -490,11 +490,11 @@ def test_malformed_files_exit_2_with_one_line(tmp_path):
     for name, (data, message) in cases.items():
         path = tmp_path / name
         path.write_text(json.dumps(data))
-        result = run_auditor("score", str(path))
+        result = run_auditor("score", str(path), process=True)
         assert result.returncode == 2, (name, result.stderr)
         assert result.stdout == ""
         lines = result.stderr.strip().splitlines()
         assert len(lines) == 1 and lines[0].startswith("error: ") and message in lines[0], result.stderr
     (tmp_path / "bad.json").write_text("{not json")
-    result = run_auditor("score", str(tmp_path / "bad.json"))
+    result = run_auditor("score", str(tmp_path / "bad.json"), process=True)
     assert result.returncode == 2 and "not valid JSON" in result.stderr and "Traceback" not in result.stderr

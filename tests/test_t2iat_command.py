@@ -90,7 +90,7 @@ def test_score_npz_uses_monte_carlo_above_the_split_limit_and_is_seeded(tmp_path
 def test_seed_means_image_seeds_so_score_refuses_it(tmp_path):
     # --seed is the image seed in every command; t2iat score makes no images.
     path = _save_npz(tmp_path / "hand.npz", **HAND)
-    _assert_one_line_error(run_auditor("t2iat", "score", str(path), "--seed", "4"), "--permutation-seed")
+    _assert_one_line_error(run_auditor("t2iat", "score", str(path), "--seed", "4", process=True), "--permutation-seed")
     assert "--permutation-seed" in run_auditor("t2iat", "score", "--help").stdout
 
 
@@ -119,13 +119,13 @@ def test_score_npz_with_no_spread_has_an_undefined_d(tmp_path):
 def test_score_npz_bad_inputs_are_one_line_errors(tmp_path, change, fragment):
     arrays = {name: value for name, value in (HAND | change).items() if value is not None}
     path = _save_npz(tmp_path / "bad.npz", **arrays)
-    _assert_one_line_error(run_auditor("t2iat", "score", str(path)), fragment)
+    _assert_one_line_error(run_auditor("t2iat", "score", str(path), process=True), fragment)
 
 
 def test_score_refuses_files_that_are_not_npz(tmp_path):
     (tmp_path / "notes.npz").write_text("not an archive")
-    _assert_one_line_error(run_auditor("t2iat", "score", "notes.npz"), "is not an .npz archive")
-    _assert_one_line_error(run_auditor("t2iat", "score", "missing.npz"), "no such file: missing.npz")
+    _assert_one_line_error(run_auditor("t2iat", "score", "notes.npz", process=True), "is not an .npz archive")
+    _assert_one_line_error(run_auditor("t2iat", "score", "missing.npz", process=True), "no such file: missing.npz")
 
 
 # --------------------------------------------------------------------------- test definitions
@@ -220,15 +220,15 @@ def test_custom_yaml_loads_and_bad_yaml_is_a_one_line_error(tmp_path):
 
 def test_run_rejects_bad_definitions_and_specs_before_loading_models(tmp_path):
     (tmp_path / "bad.yaml").write_text(TINY_TEST + "colour: red\n")
-    _assert_one_line_error(run_auditor("t2iat", "run", "bad.yaml"), "invalid T2IAT test: colour")
-    _assert_one_line_error(run_auditor("t2iat", "run", "no-such-test"), "no built-in T2IAT test 'no-such-test'")
+    _assert_one_line_error(run_auditor("t2iat", "run", "bad.yaml", process=True), "invalid T2IAT test: colour")
+    _assert_one_line_error(run_auditor("t2iat", "run", "no-such-test", process=True), "no built-in T2IAT test 'no-such-test'")
     (tmp_path / "ok.yaml").write_text(TINY_TEST)
-    _assert_one_line_error(run_auditor("t2iat", "run", "ok.yaml", "--t2i", "nope:x"), "unknown text-to-image backend")
+    _assert_one_line_error(run_auditor("t2iat", "run", "ok.yaml", "--t2i", "nope:x", process=True), "unknown text-to-image backend")
     _assert_one_line_error(
-        run_auditor("t2iat", "run", "ok.yaml", "--images", "2", "--seed", "1,2,3"), "--seed lists 3 seeds for 2 images"
+        run_auditor("t2iat", "run", "ok.yaml", "--images", "2", "--seed", "1,2,3", process=True), "--seed lists 3 seeds for 2 images"
     )
     (tmp_path / "none.txt").write_text("# nothing\n\n")
-    _assert_one_line_error(run_auditor("t2iat", "occupations", "--occupations", "none.txt"), "lists no occupations")
+    _assert_one_line_error(run_auditor("t2iat", "occupations", "--occupations", "none.txt", process=True), "lists no occupations")
     assert not (tmp_path / "runs").exists()  # nothing was created
 
 
@@ -357,7 +357,7 @@ def test_run_a_custom_test_end_to_end_with_tiny_models(tmp_path, tiny_models):
     listing = {row["run_id"]: row for row in json.loads(run_auditor("runs", "--json").stdout)}
     assert listing["first"]["kind"] == "t2iat_test" and listing["first"]["status"] == "completed"
     assert listing["first"]["prompt"].startswith("T2IAT test")
-    refused = run_auditor("report", "first")
+    refused = run_auditor("report", "first", process=True)
     assert refused.returncode == 2 and "is a T2IAT test record" in refused.stderr
     assert len(refused.stderr.strip().splitlines()) == 1
 
@@ -455,18 +455,18 @@ def test_occupations_resume_takes_only_where_and_how_and_refuses_other_runs(tmp_
     assert "chef <i>de cuisine</i>" in run_auditor("t2iat", "report", "occ").stdout  # the terminal prints it as is
     assert f"image {occupation.image_association:+.3g}, text {occupation.text_association:+.3g}" in html
 
-    taken = run_auditor("t2iat", "occupations", "--occupations", "jobs.txt", *models, "--name", "occ")
+    taken = run_auditor("t2iat", "occupations", "--occupations", "jobs.txt", *models, "--name", "occ", process=True)
     _assert_one_line_error(taken, "run 'occ' already exists")
     assert "use --resume occ or another --name" in taken.stderr
-    changed = run_auditor("t2iat", "occupations", "--resume", "occ", "--images", "3", "--prompt", "{occupation}")
+    changed = run_auditor("t2iat", "occupations", "--resume", "occ", "--images", "3", "--prompt", "{occupation}", process=True)
     _assert_one_line_error(changed, "--resume continues a run with its own settings; --images, --prompt cannot")
-    elsewhere = run_auditor("t2iat", "occupations", "--resume", "occ", "--ray-address", "auto")
+    elsewhere = run_auditor("t2iat", "occupations", "--resume", "occ", "--ray-address", "auto", process=True)
     _assert_one_line_error(elsewhere, "--ray-address is for runs on Ray; this run's executor is sequential")
     assert OccupationsRecord.model_validate_json((tmp_path / "runs" / "occ" / "record.json").read_text()) == resumed
-    other_kind = run_auditor("t2iat", "run", "--resume", "occ")
+    other_kind = run_auditor("t2iat", "run", "--resume", "occ", process=True)
     _assert_one_line_error(other_kind, "is a T2IAT occupation study record; this command reads T2IAT test records")
-    _assert_one_line_error(run_auditor("t2iat", "run"), "name a test")
-    _assert_one_line_error(run_auditor("t2iat", "report", "nope"), "no run 'nope'")
+    _assert_one_line_error(run_auditor("t2iat", "run", process=True), "name a test")
+    _assert_one_line_error(run_auditor("t2iat", "report", "nope", process=True), "no run 'nope'")
 
     # A resume that fails before scoring (a folder that is no CLIP model) keeps no earlier scores.
     failed = run_auditor("t2iat", "occupations", "--resume", "occ", "--embedder", f"clip:{tiny_models.vqa}")
@@ -476,7 +476,7 @@ def test_occupations_resume_takes_only_where_and_how_and_refuses_other_runs(tmp_
     page = (tmp_path / "runs" / "occ" / "report.html").read_text(encoding="utf-8")
     assert "Not scored" in page and "did not complete (failed)" in page and page.count('src="images/') == 6
     assert "this run did not complete (failed at embed: " in run_auditor("t2iat", "report", "occ").stdout
-    _assert_one_line_error(run_auditor("t2iat", "run", "weat-1", "--resume", "occ"), "name a test")
+    _assert_one_line_error(run_auditor("t2iat", "run", "weat-1", "--resume", "occ", process=True), "name a test")
 
 
 def _write(path: Path, text: str) -> Path:
@@ -545,7 +545,7 @@ def test_report_refuses_a_run_of_another_study(tmp_path):
     from tests.factories import make_record
 
     write_model(tmp_path / "runs" / "p" / "record.json", make_record("p"))
-    refused = run_auditor("t2iat", "report", "p")
+    refused = run_auditor("t2iat", "report", "p", process=True)
     _assert_one_line_error(refused, "is a prompt audit record; auditor t2iat report reads T2IAT runs")
 
 

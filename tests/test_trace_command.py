@@ -135,7 +135,7 @@ def test_trace_the_profession_set(tiny_models, tiny_tracing_models, tmp_path):
 )
 def test_bad_input_is_one_line_and_creates_no_run(tiny_models, tmp_path, args, message):
     _captions(tmp_path)
-    result = run_auditor("trace", *args, "--vqa", f"blip2:{tiny_models.vqa}")
+    result = run_auditor("trace", *args, "--vqa", f"blip2:{tiny_models.vqa}", process=True)
     assert result.returncode == 2
     assert message in result.stderr and len(result.stderr.strip().splitlines()) == 1
     assert not (tmp_path / "runs").exists()

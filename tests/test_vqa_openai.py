@@ -322,7 +322,7 @@ def test_prompt_audit_with_tiny_diffusion_images_and_an_openai_vqa(tiny_models, 
     ],
 )
 def test_bad_openai_vqa_input_is_one_line_before_anything_is_generated(tmp_path, args, message):
-    result = run_auditor("prompt", PROMPT, "--llm", "offline", *args)
+    result = run_auditor("prompt", PROMPT, "--llm", "offline", *args, process=True)
     assert result.returncode == 2
     assert result.stderr.startswith("error: ") and message in result.stderr
     assert len(result.stderr.strip().splitlines()) == 1, result.stderr
