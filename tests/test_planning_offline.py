@@ -119,3 +119,15 @@ def test_offline_takes_no_model_and_refuses_an_empty_prompt():
         make_plan("a cat", "offline:wordnet")
     with pytest.raises(AuditorError, match="the prompt is empty"):
         make_plan("   ", "offline")
+
+
+def test_line_breaks_and_runs_of_spaces_read_as_one_space(plans, tiny_models):
+    """`auditor prompt`, `plan`, a batch file and an exploration read a prompt alike, so they share cached work."""
+    from auditor.studies.prompt_audit import validate_options
+    from tests.test_executors import options
+
+    folded = make_plan("  a photo\n of a   pharmacist ", "offline")
+    assert folded.prompt == "a photo of a pharmacist" and folded.axes == plans["a photo of a pharmacist"].axes
+    audit = options(tiny_models, "sequential", prompt="a photo\nof a  pharmacist")
+    validate_options(audit)
+    assert audit.prompt == "a photo of a pharmacist"

@@ -57,7 +57,7 @@ def make_plan(
     carry it as ``.transcript`` (see :func:`transcript_of`).
     """
     limits = PlanLimits(max_axes=max_axes, max_counterfactuals=max_counterfactuals, retries=retries)
-    prompt = prompt.strip()
+    prompt = " ".join(prompt.split())  # line breaks and runs of spaces read as one space, as everywhere in auditor
     if not prompt:
         raise AuditorError(
             'the prompt is empty: give the text-to-image prompt to plan for, e.g. "a photo of a pharmacist"'

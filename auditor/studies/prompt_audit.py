@@ -89,6 +89,7 @@ def validate_options(options: PromptAuditOptions) -> None:
 
     if not options.prompt.strip():
         raise AuditorError("the prompt is empty: give the text-to-image prompt to audit, e.g. \"a photo of a pharmacist\"")
+    options.prompt = " ".join(options.prompt.split())  # as a batch file or an exploration reads it: one cache key
     check_images_and_seeds(options.images, options.seeds)
     check_executor(options.executor)
     check_llm_spec(options.llm, options.llm_temperature, options.llm_seed)
