@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 import numpy as np
 import pytest
 
 from auditor.metrics import bootstrap
 from auditor.metrics.allocation import Bounds, eliminated, elimination_threshold, folded_interval, separated, top_arms
+from auditor.records import Arm, ArmScore, ExploreRecord, Interval
+from auditor.studies.explore_standings import top_separated
 
 ARMS = [
     Bounds(0.10, 0.06, 0.14),  # 0: leads
@@ -89,3 +93,19 @@ def test_difference_test_against_a_direct_bootstrap():
     assert found.low > 0 and p == pytest.approx(1 / 401)  # no resample at or below 0
     _, p_other_way = difference_test(axes, counts, settings, "gender/0", "gender/1", boot)
     assert p_other_way == pytest.approx(1.0)
+
+
+def test_an_exploration_is_never_separated_while_an_arm_in_contention_is_unscored():
+    """A round the budget cut short leaves new arms unseen: the top K are not 'separated from every other arm'."""
+    def arm(number: int, state: str = "alive", bounds: tuple[float, float, float] | None = None) -> Arm:
+        score = None
+        if bounds is not None:
+            value, low, high = bounds
+            score = ArmScore.model_construct(value=value, ci=Interval.model_construct(low=low, high=high))
+        return Arm.model_construct(arm_id=f"c{number}/gender", state=state, score=score)
+
+    scored = [arm(0, bounds=(0.10, 0.06, 0.14)), arm(1, bounds=(0.05, 0.04, 0.07)), arm(2, bounds=(0.01, 0.0, 0.035))]
+    config = SimpleNamespace(top_k=2)
+    assert top_separated(ExploreRecord.model_construct(arms=scored, config=config))
+    assert top_separated(ExploreRecord.model_construct(arms=[*scored, arm(3, "undefined")], config=config))
+    assert not top_separated(ExploreRecord.model_construct(arms=[*scored, arm(3)], config=config))  # never scored

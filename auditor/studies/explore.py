@@ -52,13 +52,12 @@ from auditor.core.cache import ContentCache
 from auditor.core.environment import collect_environment
 from auditor.core.errors import AuditorError
 from auditor.core.store import RunStore
-from auditor.metrics.allocation import separated
 from auditor.records import ExploreConfig, ExploreRecord, ModelRef, Round, StopReason
 from auditor.studies.explore_candidates import CandidateIntake
 from auditor.studies.explore_confirmation import confirm_leaders
 from auditor.studies.explore_options import ExploreOptions, new_config, text_embedder_is_required, validate_options
 from auditor.studies.explore_rounds import allocate_round, play_round
-from auditor.studies.explore_standings import arm_bounds, leader_indices, leading_arms
+from auditor.studies.explore_standings import leading_arms, top_separated
 from auditor.studies.progress import ProgressReporter
 from auditor.studies.prompt_audit import point_models
 from auditor.studies.run import ModelPool, Resumption, StudyRun, reopen_run
@@ -168,7 +167,7 @@ class Exploration(StudyRun[ExploreRecord]):
             play_round(self, current)
             self.save()
             self.on_round(record)
-            if separated(arm_bounds(record), leader_indices(record), self.config.top_k):
+            if top_separated(record):
                 top = ", ".join(arm.arm_id for arm in leading_arms(record))
                 self.stop_exploring(
                     "separated", f"the top {self.config.top_k} ({top}) are separated from every other arm"

@@ -8,7 +8,7 @@ run folder.
 
 from __future__ import annotations
 
-from auditor.metrics.allocation import Bounds, eliminated, top_arms
+from auditor.metrics.allocation import Bounds, eliminated, separated, top_arms
 from auditor.records import Arm, Candidate, ExploreRecord, Round
 
 
@@ -40,6 +40,17 @@ def leader_indices(record: ExploreRecord) -> list[int]:
         for arm, bound in zip(record.arms, bounds, strict=True)
     ]
     return top_arms(contending, record.config.top_k)
+
+
+def top_separated(record: ExploreRecord) -> bool:
+    """Whether the top K are separated from every other arm (:func:`~auditor.metrics.allocation.separated`).
+
+    Never while an arm still in contention has no score: a round the image budget cut short
+    leaves new arms unseen, and one of them could lie anywhere, above the leaders too.
+    """
+    if any(arm.state in ("alive", "full") and arm.score is None for arm in record.arms):
+        return False
+    return separated(arm_bounds(record), leader_indices(record), record.config.top_k)
 
 
 def leading_arms(record: ExploreRecord) -> list[Arm]:
