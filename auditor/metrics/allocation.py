@@ -10,9 +10,12 @@ successive elimination (Kalyanakrishnan et al. 2012; Even-Dar et al. 2006), afte
 * the top K are **separated** when each leader's lower bound lies above every other arm's
   upper bound, so more images would not change who leads (at this interval level).
 
-An arm without a score, or without one of its bounds, is never eliminated and never
-separated from (its value is unknown, not low). Pure functions over numbers; the study
-turns arms into these tuples.
+An arm with a score but without one of its bounds is never eliminated and never separated
+from (its value is uncertain without limit). An arm without a score never leads and is left
+out of these tests (the study passes arms out of contention to :func:`top_arms` so); whether
+an unscored arm still in contention lets the top stop is the study's call (it does not: see
+:func:`auditor.studies.explore_standings.top_separated`). Pure functions over numbers; the
+study turns arms into these tuples.
 """
 
 from __future__ import annotations

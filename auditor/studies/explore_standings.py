@@ -8,7 +8,7 @@ run folder.
 
 from __future__ import annotations
 
-from auditor.metrics.allocation import Bounds, eliminated, separated, top_arms
+from auditor.metrics.allocation import Bounds, eliminated, elimination_threshold, separated, top_arms
 from auditor.records import Arm, Candidate, ExploreRecord, Round
 
 
@@ -32,12 +32,16 @@ def arm_bounds(record: ExploreRecord) -> list[Bounds]:
     ]
 
 
+def in_contention(arm: Arm) -> bool:
+    """Still able to lead: alive, or full (no more seeds); not eliminated, not undefined."""
+    return arm.state in ("alive", "full")
+
+
 def leader_indices(record: ExploreRecord) -> list[int]:
-    """Indices of the top K among the arms still in contention (alive or full)."""
+    """Indices of the top K among the arms still in contention."""
     bounds = arm_bounds(record)
     contending = [
-        Bounds(None, None, None) if arm.state in ("eliminated", "undefined") else bound
-        for arm, bound in zip(record.arms, bounds, strict=True)
+        bound if in_contention(arm) else Bounds(None, None, None) for arm, bound in zip(record.arms, bounds, strict=True)
     ]
     return top_arms(contending, record.config.top_k)
 
@@ -48,7 +52,7 @@ def top_separated(record: ExploreRecord) -> bool:
     Never while an arm still in contention has no score: a round the image budget cut short
     leaves new arms unseen, and one of them could lie anywhere, above the leaders too.
     """
-    if any(arm.state in ("alive", "full") and arm.score is None for arm in record.arms):
+    if any(in_contention(arm) and arm.score is None for arm in record.arms):
         return False
     return separated(arm_bounds(record), leader_indices(record), record.config.top_k)
 
@@ -61,10 +65,10 @@ def eliminate_trailing(record: ExploreRecord, current: Round) -> None:
     """Eliminate the arms whose upper bound falls below every leader's lower bound, noting them in the round."""
     bounds = arm_bounds(record)
     leaders = leader_indices(record)
-    threshold = min((bounds[i].low for i in leaders if bounds[i].low is not None), default=None)
+    threshold = elimination_threshold(bounds, leaders)
     for i in eliminated(bounds, leaders):
         arm = record.arms[i]
-        if arm.state in ("alive", "full"):
+        if in_contention(arm):
             arm.state, arm.ended_round = "eliminated", current.round
             arm.ended_reason = (
                 f"upper bound {bounds[i].high:.4f} below the top {record.config.top_k}'s lowest lower bound "
