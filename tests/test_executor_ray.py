@@ -248,3 +248,57 @@ def test_without_a_shared_run_folder_the_images_go_through_the_object_store(tiny
         cache.close()
     assert reader.counts.computed == sum(len(s.images) for s in reference.prompt_sets)
     assert cache_rows(tmp_path / "cache.sqlite") == [row for row in reference_cache if row[1] == "embed"]
+
+
+def test_on_ray_the_driver_says_which_prompts_are_cut_and_refuses_a_folder_lacking_images_at_once(
+    tiny_models, tmp_path
+):
+    """As in process: the text encoder's unread end of a long prompt is a notice (learnt where the model is
+    described, not by loading it again), and a folder lacking images fails before any batch, naming them all."""
+    from PIL import Image
+
+    from auditor.core.environment import collect_environment
+    from auditor.core.errors import AuditorError
+    from auditor.executors.generation import PromptRequest
+    from auditor.records import GenerationSettings, RunConfig, RunRecord
+    from auditor.studies.run import StudyRun, spec_ref
+
+    notices: list[str] = []
+
+    class Notices(QuietProgress):
+        def notice(self, message: str) -> None:
+            notices.append(message)
+
+    def study(t2i: str, name: str) -> StudyRun:
+        config = RunConfig(
+            prompt="a photo of a nurse", llm="offline", t2i=spec_ref(t2i), vqa=spec_ref("blip2:unused"),
+            embedder=None, images_per_prompt=2, seeds=[0, 1], generation=GenerationSettings(steps=1, batch_size=2),
+            executor="ray",
+        )  # fmt: skip
+        record = RunRecord(run_id=name, config=config, environment=collect_environment())
+        return StudyRun(tmp_path / name, record, cache, Notices(), device="cpu")
+
+    long = "a photo of a nurse, " + "very " * 40 + "in a city"
+    folder = tmp_path / "images"
+    folder.mkdir()
+    Image.new("RGB", (8, 8)).save(folder / "nurse.png")
+    (folder / "manifest.json").write_text('{"a photo of a nurse": ["nurse.png"]}')
+    cache = ContentCache(tmp_path / "cache.sqlite")
+    try:
+        study(f"diffusers:{tiny_models.t2i}", "cut").run_images(
+            [PromptRequest("short", "a photo of a nurse", indices=(0,)), PromptRequest("long", long, indices=(0,))]
+        )
+        lacking = study(f"folder:{folder}", "folder")
+        with pytest.raises(AuditorError) as caught:
+            lacking.run_images([PromptRequest("nurse", "a photo of a nurse"), PromptRequest("long", long)])
+        made = cache.entries("generate")
+    finally:
+        cache.close()
+    cut = [notice for notice in notices if notice.startswith("the text encoder reads only")]
+    assert cut == [f"the text encoder reads only the start of {long!r}: 'very " + cut[0].split(": 'very ", 1)[1]]
+    assert cut[0].endswith(" in a city' is cut, so the images cannot show it")
+    assert str(caught.value).startswith(f"folder {folder}: ")
+    assert "has 1 images, image 2 was asked for" in str(caught.value) and f"no images for prompt {long!r}" in str(
+        caught.value
+    )
+    assert made == 2  # the diffusers run's two images; not one of the folder's

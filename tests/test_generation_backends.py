@@ -506,6 +506,21 @@ def test_a_prompt_longer_than_the_text_encoder_reads_gets_a_notice_naming_what_i
         cache.close()
     assert len(notices) == 1 and notices[0].startswith(f"the text encoder reads only the start of {long!r}: '")
     assert notices[0].endswith("in a city' is cut, so the images cannot show it")
+    end = notices[0].split(": ", 1)[1].removesuffix(" is cut, so the images cannot show it")[1:-1]
+    assert long.endswith(" " + end) and end.startswith("very ")  # as written, from a word's start
+
+
+def test_the_unread_end_starts_at_the_first_word_not_read_whole():
+    """Found by bisection over whole-word prefixes: a word read only in part is cut, and the end keeps the
+    prompt's own case and punctuation."""
+    from auditor.generation.diffusers_backend import unread_end
+
+    pieces = {"Nurse,": 3, "Paris": 2}  # tokens per word; start and end-of-text tokens add 2
+    tokens = lambda text: 2 + sum(pieces.get(word, 1) for word in text.split())  # noqa: E731
+    prompt = "A photo of a Nurse, in Paris"  # 2 + 1 + 1 + 1 + 1 + 3 + 1 + 2 = 12 tokens
+    assert [unread_end(prompt, window, tokens) for window in (11, 10, 9, 8, 6, 5, 2)] == [
+        "Paris", "Paris", "in Paris", "Nurse, in Paris", "Nurse, in Paris", "a Nurse, in Paris", prompt,
+    ]  # fmt: skip
 
 
 def test_a_long_reading_encoder_cuts_at_the_pipelines_max_sequence_length(tiny_models):

@@ -255,6 +255,10 @@ class GenerationStage:
         config = self.study.record.config
         return ModelRecipe("t2i", config.t2i.spec, self._asked)
 
+    def prompts(self) -> list[str]:
+        """The distinct prompts of the images this stage wants, in order."""
+        return list(dict.fromkeys(item.prompt for _, item in self._wanted))
+
     def open(self) -> TextToImage:
         """The model under audit, recorded as it runs (:meth:`adopt`).
 

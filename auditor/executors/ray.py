@@ -149,10 +149,22 @@ class RemoteModel:
         self.seeded = info.seeded
 
     @classmethod
-    def load(cls, recipe: ModelRecipe, placement: Placement, probe: tuple[str, str] | None = None) -> RemoteModel:
-        """Load the model on a worker placed as the stage's workers will be, and learn what identifies it."""
+    def load(
+        cls,
+        recipe: ModelRecipe,
+        placement: Placement,
+        probe: tuple[str, str] | None = None,
+        prompts: Sequence[str] = (),
+    ) -> RemoteModel:
+        """Load the model on a worker placed as the stage's workers will be, and learn what identifies it (and
+        which of ``prompts``, those a generation stage may make images of, its text encoder reads only in part)."""
         recipe = portable(recipe)
-        return cls(recipe, placement, _remote(describe, placement, recipe, placement, probe))
+        return cls(recipe, placement, _remote(describe, placement, recipe, placement, probe, list(prompts)))
+
+    def cut_prompts(self, prompts: Sequence[str]) -> list[tuple[str, str]]:
+        """The model's ``cut_prompts`` of ``prompts``, among those it was loaded with."""
+        asked = set(prompts)
+        return [(prompt, end) for prompt, end in self._info.cut_prompts if prompt in asked]
 
     @property
     def sees_file(self) -> bool:
@@ -199,7 +211,7 @@ class _RayRun:
         with study.stage(GENERATE, generation.counts):
             try:
                 placement = self.placement(GENERATE)
-                backend = RemoteModel.load(generation.recipe(), placement)
+                backend = RemoteModel.load(generation.recipe(), placement, prompts=generation.prompts())
                 give_batch_size(study, backend)
                 generation.adopt(backend)
                 pending = generation.scan(backend, writer)

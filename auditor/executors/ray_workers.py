@@ -18,7 +18,7 @@ from __future__ import annotations
 import os
 import pickle
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -34,8 +34,9 @@ if TYPE_CHECKING:  # pragma: no cover
     from PIL import Image
 
 #: Methods of a stage's model the driver may call on a worker (each call loads the model there again:
-#: they are rare: a batch-size probe, a few text embeddings, the words of a few prompts).
-REMOTE_METHODS = ("probe_batch_size", "embed_texts", "prompt_words")
+#: they are rare: a batch-size probe, a few text embeddings, the words of a few prompts, a folder's check
+#: that it has every image to be generated).
+REMOTE_METHODS = ("probe_batch_size", "embed_texts", "prompt_words", "check")
 SHARED_HINT = "mount the run folder at the same path on every node, or on none"
 
 
@@ -67,6 +68,8 @@ class ModelInfo:
     methods: frozenset[str]
     #: Whether the worker saw the file the driver asked about with the same bytes (a shared run folder).
     sees_file: bool
+    #: ``(prompt, its end the text encoder never reads)`` of the prompts the driver asked about (``cut_prompts``).
+    cut_prompts: tuple[tuple[str, str], ...] = ()
 
 
 def worker_name() -> str:
@@ -76,11 +79,15 @@ def worker_name() -> str:
     return f"{ray.util.get_node_ip_address()}:{os.getpid()}"
 
 
-def describe(recipe: ModelRecipe, placement: Placement, probe: tuple[str, str] | None) -> ModelInfo:
+def describe(
+    recipe: ModelRecipe, placement: Placement, probe: tuple[str, str] | None, prompts: Sequence[str] = ()
+) -> ModelInfo:
     """Load the model as the stage's workers will, and say what identifies it (a Ray task).
 
     ``probe`` is a file of the run folder and its sha256: whether this worker sees it tells
-    the driver whether the run folder is shared with the workers.
+    the driver whether the run folder is shared with the workers. ``prompts`` are those a
+    generation stage may make images of: which of them the model's text encoder reads only in
+    part is learnt here, with the model loaded anyway, not by loading it once more.
     """
     from auditor.core.devices import release_accelerator_memory
 
@@ -95,6 +102,7 @@ def describe(recipe: ModelRecipe, placement: Placement, probe: tuple[str, str] |
             batch_size_key=key() if key is not None else None,
             methods=frozenset(name for name in REMOTE_METHODS if callable(getattr(model, name, None))),
             sees_file=probe is not None and _has_bytes(Path(probe[0]), probe[1]),
+            cut_prompts=tuple(cut(list(prompts))) if prompts and (cut := getattr(model, "cut_prompts", None)) else (),
         )
     finally:
         model = None

@@ -22,7 +22,8 @@ images an eager one made. ``--batch-size auto`` probes the largest batch that fi
 from __future__ import annotations
 
 import inspect
-from collections.abc import Sequence
+import re
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from auditor.core.errors import AuditorError, BackendError
@@ -136,12 +137,11 @@ class DiffusersTextToImage:
             window = min(window, sequence.default)
         if window > MAX_KNOWN_WINDOW:  # a tokenizer that does not say its length: nothing known to be cut
             return []
-        cut = []
-        for prompt in prompts:
-            ids = widest(prompt, truncation=False, verbose=False).input_ids
-            if len(ids) > window:  # ids end with the end-of-text token; the window keeps it and cuts before
-                cut.append((prompt, widest.decode(ids[window - 1 : -1], skip_special_tokens=True).strip()))
-        return cut
+
+        def tokens(text: str) -> int:  # with the start and end-of-text tokens, which the window counts
+            return len(widest(text, truncation=False, verbose=False).input_ids)
+
+        return [(prompt, unread_end(prompt, window, tokens)) for prompt in prompts if tokens(prompt) > window]
 
     def _call(self, batch: Sequence[GenerationItem], steps: int | None) -> list[GeneratedPicture]:
         """One pipeline call for ``batch`` with ``steps`` denoising steps."""
@@ -462,3 +462,20 @@ def _default_size(pipeline: Any) -> int | None:
         base = getattr(pipeline.unet.config, "sample_size", None)
     scale = getattr(pipeline, "vae_scale_factor", None)
     return base * scale if isinstance(base, int) and isinstance(scale, int) else None
+
+
+def unread_end(prompt: str, window: int, tokens: Callable[[str], int]) -> str:
+    """The end of ``prompt`` a text encoder reading ``window`` tokens (special ones included) misses, as the
+    user wrote it: from the first word not read whole (decoding the tokens instead would give CLIP's lower
+    case and could start mid-word). ``tokens`` counts a text's tokens; a whole-word prefix of a prompt is a
+    prefix of its tokens (tokenizers split words before their pieces), so the words that fit are found by
+    bisection."""
+    words = list(re.finditer(r"\S+", prompt))
+    fits, over = 0, len(words)  # the first ``fits`` words are read whole; all ``over`` of them are not
+    while over - fits > 1:
+        middle = (fits + over) // 2
+        if tokens(prompt[: words[middle - 1].end()]) <= window:
+            fits = middle
+        else:
+            over = middle
+    return prompt[words[fits].start() :] if fits < len(words) else ""
