@@ -83,6 +83,20 @@ def test_bav_mad_by_hand():
     assert tibet.bav_mad([0.3, 0.3, 0.3]) == 0.0
 
 
+def test_bav_mad_reads_float_noise_as_no_spread_in_the_point_estimate_and_its_resamples():
+    """0.1 + 0.2 and 0.3 are one CAS summed in two orders (1 ulp apart): the square root would make that
+    ~1e-8. Both paths give 0 there, and agree on a real spread just above the noise floor."""
+    from auditor.metrics.resampled import bav_mad_samples
+
+    equal = [0.1 + 0.2, 0.3]
+    assert equal[0] != equal[1]
+    assert tibet.bav_mad(equal) == 0.0 and bav_mad_samples([equal]).tolist() == [0.0]
+    # x = [1/2 + e, 1/2 - e] has mean |dev| e, one-hot 1/2: sqrt(2e); e = 1e-9 is above the floor
+    close = [0.5 + 1e-9, 0.5 - 1e-9]
+    assert tibet.bav_mad(close) == pytest.approx(math.sqrt(2e-9), rel=1e-6)
+    assert bav_mad_samples([close])[0] == pytest.approx(tibet.bav_mad(close), rel=1e-6)
+
+
 def test_bav_mad_defined_without_division_by_zero():
     assert tibet.bav_mad([0.0, 0.0, 0.0]) == 0.0  # all zero: no counterfactual favoured
     assert tibet.bav_mad([0.8]) is None  # one value: no spread to measure

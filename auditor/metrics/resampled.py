@@ -15,7 +15,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from auditor.metrics.t2iat import RELATIVE_TOLERANCE, check_same_dimension, unit_rows
-from auditor.metrics.tibet import CasNormalization, Gender
+from auditor.metrics.tibet import MAD_NOISE, CasNormalization, Gender
 
 # --------------------------------------------------------------------------- concepts and CAS
 
@@ -178,23 +178,22 @@ def bav_samples(cas: np.ndarray) -> np.ndarray:
 def bav_mad_samples(cas: np.ndarray) -> np.ndarray:
     """The authors' normalised √(mean |x − mean x|) of x = CAS / Σ CAS per row (:func:`tibet.bav_mad`).
 
-    NaN with fewer than two CAS values, 0 when they sum to 0. The point estimate uses
-    exact rationals so that equal CAS values give 0 and not √(rounding noise) ≈ 1e-8;
-    here rows whose known values are all equal are set to 0 for the same reason.
+    NaN with fewer than two CAS values, 0 when they sum to 0 or their shares' spread is at
+    most :data:`~auditor.metrics.tibet.MAD_NOISE` (float noise: CAS summed in another order
+    than the point estimate's may differ in the last bit, and the root would make that ~1e-8).
     """
     cas = np.asarray(cas, dtype=np.float64)
     known = ~np.isnan(cas)
     count = known.sum(axis=1)
     values = np.where(known, cas, 0.0)
     total = values.sum(axis=1)
-    equal = np.where(known, cas, -np.inf).max(axis=1) == np.where(known, cas, np.inf).min(axis=1)
     with np.errstate(divide="ignore", invalid="ignore"):
         share = values / total[:, None]
         mean = np.where(known, share, 0.0).sum(axis=1) / count
         deviation = np.where(known, np.abs(share - mean[:, None]), 0.0).sum(axis=1) / count
         one_hot = 2.0 * (count - 1) / count**2  # mean |x - 1/n| of (1, 0, ..., 0)
-        result = np.sqrt(deviation) / np.sqrt(one_hot)
-    result = np.where((total == 0) | equal, 0.0, result)
+        result = np.sqrt(deviation / one_hot)
+    result = np.where((total == 0) | (deviation <= MAD_NOISE), 0.0, result)
     return np.where(count >= 2, result, np.nan)
 
 
