@@ -129,3 +129,40 @@ def test_share_is_a_percentage_with_its_wilson_interval():
     assert (found.women, found.total, found.percent) == (3, 12, 25.0)
     assert (found.low, found.high) == pytest.approx((100 * low, 100 * high))
     assert share(0, 0, LEVEL).percent is None
+
+
+def test_p_values_are_holm_adjusted_across_the_methods_of_a_template_and_claims_rest_on_them():
+    """Two methods asked the same question on prompt 1: Holm doubles the smaller p (0.0572 -> 0.1144, and the
+    larger, 0.0742, rises to it). The average's family is its own, and a row without a t-test has no p."""
+    from auditor.records import AmplificationSummary, Interval
+    from auditor.scoring.amplification import adjust_across_methods
+
+    generated, training = _sides()
+    rows = amplification_rows(generated, training, OCCUPATIONS, ["keyword", "nn"], 2, resamples=200, seed=0, level=LEVEL)
+    table = summaries(
+        rows, OCCUPATIONS, ["keyword", "nn"], 2, "images", exclude_flips=False, resamples=200, seed=0, level=LEVEL
+    )
+    by = {(s.method, s.template): s for s in table}
+    keyword, nn = by["keyword", 1], by["nn", 1]
+    assert keyword.p_value == pytest.approx(ttest_1samp([20, 30, 10], 0.0).pvalue)  # 0.0742
+    assert nn.p_value == pytest.approx(ttest_1samp([20, 10, 10], 0.0).pvalue)  # 0.0572
+    assert keyword.p_adjusted == nn.p_adjusted == pytest.approx(2 * nn.p_value)
+    assert by["keyword", 2].p_adjusted is None and by["nn", 2].p_adjusted == pytest.approx(1.0)  # 1 p: itself
+    assert by["nn", None].p_adjusted == pytest.approx(by["nn", None].p_value)
+
+    def row(method: str, p: float) -> AmplificationSummary:
+        return AmplificationSummary(
+            method=method, template=1, basis="images", occupations=10, mean=12.0,
+            mean_ci=Interval(low=5.0, high=19.0, method="percentile", defined=1.0), t_statistic=2.5, p_value=p,
+        )  # fmt: skip
+
+    alone = row("keyword", 0.03)
+    assert "(amplification)" in finding(alone)  # a record without adjusted p-values is read on its raw p
+    crowded = adjust_across_methods([alone, row("nn", 0.04)])
+    assert [s.p_adjusted for s in crowded] == pytest.approx([0.06, 0.06])
+    said = finding(crowded[0])
+    assert "no clear amplification" in said and "adjusted p is not below 0.05" in said
+    assert "p = 0.03 (two-sided), Holm-adjusted across the methods 0.06" in said
+    strong = adjust_across_methods([row("keyword", 0.01), row("nn", 0.04)])
+    assert [s.p_adjusted for s in strong] == pytest.approx([0.02, 0.04])
+    assert all("(amplification)" in finding(s) for s in strong)

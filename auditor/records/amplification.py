@@ -212,6 +212,11 @@ class AmplificationSummary(Record):
         description="One-sample t statistic for H0: E[A] = 0; None with fewer than two A or no spread."
     )
     p_value: float | None = Field(description="Its two-sided p-value.")
+    p_adjusted: float | None = Field(
+        default=None,
+        description="The p-value Holm-adjusted across the selection methods of the same template (or of the "
+        "average): the one a direction is claimed on. None without a p-value.",
+    )
 
 
 class AmplificationConfig(StudyConfig):

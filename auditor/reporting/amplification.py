@@ -38,7 +38,7 @@ CAPTION_PROXY = (
 #: Glossary entries the amplification reports explain.
 METRIC_KEYS = ("amplification_g", "amplification_t", "caption_proxy", "amplification", "mean_amplification",
                "amplification_p_value", "flipped")  # fmt: skip
-#: A direction of the mean is claimed only when the t-test's p-value is below this (and the interval excludes 0).
+#: A direction of the mean is claimed only when the t-test's adjusted p-value is below this (and the interval excludes 0).
 ALPHA = 0.05
 AMPLIFIED, DEAMPLIFIED = "amplified", "deamplified"
 #: The regions of the G-vs-T plane where |G - 50| > |T - 50| (amplification) and < (de-amplification).
@@ -86,32 +86,37 @@ def finding(summary: AmplificationSummary) -> str:
     """One sentence on a summary row.
 
     A direction is claimed only when the bootstrap interval of the mean excludes 0 *and*
-    the paper's one-sample t-test rejects a mean of 0 at :data:`ALPHA`: with few
-    occupations the percentile bootstrap of a mean is too narrow, and the t-test alone
-    says nothing about the size.
+    the paper's one-sample t-test rejects a mean of 0 at :data:`ALPHA`, its p-value
+    Holm-adjusted across the selection methods: with few occupations the percentile
+    bootstrap of a mean is too narrow, and the t-test alone says nothing about the size.
+    (A record written before adjusted p-values were recorded is read on its raw p.)
     """
     where = f"{summary.method}, {template_label(summary.template)}"
     proxy = " (T: caption proxy)" if summary.basis == "caption proxy" else ""
     if summary.mean is None:
         return f"{where}: no occupation has both G and T{proxy}, so there is no mean amplification."
     number = signed_interval(summary.mean, summary.mean_ci)
+    p_claimed = summary.p_adjusted if summary.p_adjusted is not None else summary.p_value
+    adjusted = (
+        f", Holm-adjusted across the methods {p_text(p_claimed)}" if p_claimed != summary.p_value else ""
+    )
     test = (
-        f"; one-sample t-test t = {summary.t_statistic:.2f}, p = {p_text(summary.p_value)} (two-sided)"
+        f"; one-sample t-test t = {summary.t_statistic:.2f}, p = {p_text(summary.p_value)} (two-sided){adjusted}"
         if summary.t_statistic is not None
         else "; no t-test (fewer than two occupations, or no spread)"
     )
     counted = f"over {summary.occupations} occupation{'s' if summary.occupations != 1 else ''}"
     ci = summary.mean_ci
     excludes = ci is not None and ci.excludes(0)
-    rejects = summary.p_value is not None and summary.p_value < ALPHA
+    rejects = p_claimed is not None and p_claimed < ALPHA
     if excludes and rejects and summary.mean > 0:
         said = "the generated images lean further from parity than the training examples (amplification)"
     elif excludes and rejects:
         said = "the generated images lean less far from parity than the training examples (de-amplification)"
-    elif excludes and summary.p_value is None:
+    elif excludes and p_claimed is None:
         said = "no clear amplification or de-amplification (the interval excludes 0, but a direction needs the t-test too)"
     elif excludes:
-        said = f"no clear amplification or de-amplification (the interval excludes 0 but the t-test's p is not below {ALPHA:g})"
+        said = f"no clear amplification or de-amplification (the interval excludes 0 but the t-test's{' adjusted' if adjusted else ''} p is not below {ALPHA:g})"
     else:
         said = "no clear amplification or de-amplification (the interval includes 0)"
     return f"{where}{proxy}: {said}; mean A {number} points {counted}{test}."
@@ -188,6 +193,7 @@ def amplification_json(record: AmplificationRecord, run_dir: Path) -> dict[str, 
                 "mean_a_ci": s.mean_ci.bounds() if s.mean_ci else None,
                 "t_statistic": s.t_statistic,
                 "p_value": s.p_value,
+                "p_adjusted": s.p_adjusted,
                 "excluded": s.excluded,
                 "flipped": s.flipped,
                 "missing": s.missing,
@@ -246,12 +252,12 @@ def render_amplification(record: AmplificationRecord, run_dir: Path, console: Co
     if record.summary:
         table = Table(title="Mean amplification A in points (> 0: images further from parity than training)")
         for header, justify in (("method", "left"), ("prompt", "left"), ("n", "right"), ("mean A [95%]", "right"),
-                                ("p", "right")):  # fmt: skip
+                                ("p", "right"), ("Holm p", "right")):  # fmt: skip
             table.add_column(header, justify=justify)
         for s in record.summary:
             table.add_row(
                 Text(s.method), "all" if s.template is None else str(s.template), str(s.occupations),
-                signed_interval(s.mean, s.mean_ci), p_text(s.p_value),
+                signed_interval(s.mean, s.mean_ci), p_text(s.p_value), p_text(s.p_adjusted),
             )  # fmt: skip
         console.print(table)
         for s in record.summary:

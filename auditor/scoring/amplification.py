@@ -20,6 +20,7 @@ from auditor.metrics.amplification import (
     percentage,
     summarize_amplification,
 )
+from auditor.metrics.multiple_testing import holm
 from auditor.records import (
     AmplificationSummary,
     GeneratedSide,
@@ -140,7 +141,9 @@ def summaries(
     templates averages each occupation's A over the templates first (occupations with an
     A on every template only): with the same occupations on every template that is the
     paper's average of the per-template means, and it keeps the bootstrap and t-test
-    over occupations, which are the independent units.
+    over occupations, which are the independent units. Each row's p-value is then
+    Holm-adjusted across the methods of its template (or of the average): a report claims
+    "method X amplifies" for one method among several, so it pays for asking several.
     """
     by_key = {(row.method, row.template, row.occupation): row for row in rows}
     results = []
@@ -169,7 +172,16 @@ def summaries(
             results.append(
                 _summary(method, None, basis, values, excluded, everywhere, occupations, resamples, seed, level)
             )
-    return results
+    return adjust_across_methods(results)
+
+
+def adjust_across_methods(results: Sequence[AmplificationSummary]) -> list[AmplificationSummary]:
+    """Each summary with its p-value Holm-adjusted among the summaries of the same template that have one."""
+    adjusted: dict[int, float] = {}
+    for template in dict.fromkeys(s.template for s in results):
+        tested = [i for i, s in enumerate(results) if s.template == template and s.p_value is not None]
+        adjusted |= dict(zip(tested, holm([results[i].p_value for i in tested]), strict=True))
+    return [s.model_copy(update={"p_adjusted": adjusted.get(i)}) for i, s in enumerate(results)]
 
 
 def _summary(
