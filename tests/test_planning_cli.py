@@ -103,6 +103,24 @@ def test_default_planner_without_a_key_is_offline_with_a_notice(tmp_path):
     assert saved["axes"][0]["counterfactuals"][-1] == "a photo of a female pharmacist wearing a hijab"
 
 
+def test_an_invalid_edit_in_review_is_bad_input_in_one_line(tmp_path):
+    """The person's edit breaks a plan rule: exit 2 (bad input, as any other), not the LLM's invalid plan's 1;
+    stdin is no terminal here, so the editor is not opened again, and no plan is written."""
+    editor = tmp_path / "edit.py"
+    editor.write_text(
+        "import sys, yaml\npath = sys.argv[1]\nplan = yaml.safe_load(open(path))\n"
+        "plan['axes'][0]['counterfactuals'] = plan['axes'][0]['counterfactuals'][:1]\nyaml.safe_dump(plan, open(path, 'w'))\n"
+    )
+    out = tmp_path / "plan"
+    result = run_auditor(
+        "plan", PROMPT, "--llm", "offline", "--review", "--out", str(out),
+        env={"EDITOR": f"{sys.executable} {editor}"}, process=True,
+    )  # fmt: skip
+    assert result.returncode == 2
+    assert result.stderr.startswith("error: invalid plan: axis 'gender' has only 1 counterfactual")
+    assert result.stderr.count("\n") == 1 and not out.exists()
+
+
 def test_bad_input_is_one_line(tmp_path):
     (tmp_path / "prompts.txt").write_text(f"{PROMPT}\n")
     for args, message in [

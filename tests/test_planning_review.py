@@ -8,7 +8,7 @@ import textwrap
 
 import pytest
 
-from auditor.core.errors import AuditorError, InvalidPlanError
+from auditor.core.errors import AuditorError, InvalidEditError, InvalidPlanError
 from auditor.planning import question_for_axis, review_plan, validate_plan
 from auditor.planning.review import plan_to_yaml
 from auditor.records import AuditPlan, AxisPlan
@@ -75,15 +75,15 @@ def test_an_unchanged_plan_is_not_marked_edited(tmp_path, monkeypatch):
     "body, error, message",
     [
         ('plan["axes"][0]["counterfactuals"] = ["a photo of a male pharmacist"]\nyaml.safe_dump(plan, open(path, "w"))',
-         InvalidPlanError, "axis 'gender' has only 1 counterfactual"),
+         InvalidEditError, "axis 'gender' has only 1 counterfactual"),
         ('plan["axes"][1]["counterfactuals"][0] = "A photo of a  pharmacist"\nyaml.safe_dump(plan, open(path, "w"))',
-         InvalidPlanError, "is the original prompt itself"),
-        ('plan["axes"] = []\nyaml.safe_dump(plan, open(path, "w"))', InvalidPlanError, "the plan has no axes"),
-        ('open(path, "w").write("axes: [unclosed")', InvalidPlanError, "not valid YAML"),
+         InvalidEditError, "is the original prompt itself"),
+        ('plan["axes"] = []\nyaml.safe_dump(plan, open(path, "w"))', InvalidEditError, "the plan has no axes"),
+        ('open(path, "w").write("axes: [unclosed")', InvalidEditError, "not valid YAML"),
         ('open(path, "w").write("")', AuditorError, "review cancelled"),
         ('sys.exit(3)', AuditorError, "exited with status 3"),
         ('plan["caption_question"] = plan["axes"][0]["question"]\nyaml.safe_dump(plan, open(path, "w"))',
-         InvalidPlanError, "axis 'gender' asks the caption question; give it its own"),
+         InvalidEditError, "axis 'gender' asks the caption question; give it its own"),
     ],
 )  # fmt: skip
 def test_bad_edits_are_clear_errors(tmp_path, monkeypatch, body, error, message):

@@ -23,6 +23,11 @@ class InvalidPlanError(AuditorError):
     exit_code = 1
 
 
+class InvalidEditError(AuditorError):
+    """A person's edit of a plan (``--review``) breaks the plan's rules: bad input, so exit 2, where an LLM's plan
+    that stays invalid is a service failing (:class:`InvalidPlanError`)."""
+
+
 class RunBusyError(AuditorError):
     """Another process is running this run folder: nothing was changed, and a resume now would be refused too."""
 

@@ -20,7 +20,7 @@ import yaml
 from rich.text import Text
 
 from auditor.core.console import err
-from auditor.core.errors import AuditorError, InvalidPlanError
+from auditor.core.errors import AuditorError, InvalidEditError, InvalidPlanError
 from auditor.core.store import read_text_file
 from auditor.planning.proposals import PlanProblem, ProposedAxis
 from auditor.planning.questions import caption_question
@@ -62,15 +62,15 @@ def plan_to_yaml(plan: AuditPlan) -> str:
 
 
 def plan_from_yaml(plan: AuditPlan, text: str) -> AuditPlan:
-    """Apply an edited YAML plan to ``plan``; InvalidPlanError saying what is wrong."""
+    """Apply an edited YAML plan to ``plan``; InvalidEditError saying what is wrong."""
     try:
         data = yaml.safe_load(text)
     except yaml.YAMLError as exc:
-        raise InvalidPlanError(f"the edited plan is not valid YAML: {' '.join(str(exc).split())}") from None
+        raise InvalidEditError(f"the edited plan is not valid YAML: {' '.join(str(exc).split())}") from None
     if data is None:
         raise AuditorError("review cancelled: the plan file was left empty")
     if not isinstance(data, dict) or not isinstance(data.get("axes"), list):
-        raise InvalidPlanError("the edited plan needs an 'axes:' list")
+        raise InvalidEditError("the edited plan needs an 'axes:' list")
     axes = [_axis_from_yaml(entry, index) for index, entry in enumerate(data["axes"], start=1)]
     questions = {name: question for name, question, _ in axes if question}
     return _with_axes(plan, [axis for _, _, axis in axes], questions, data.get("caption_question"))
@@ -78,14 +78,14 @@ def plan_from_yaml(plan: AuditPlan, text: str) -> AuditPlan:
 
 def _axis_from_yaml(entry: Any, index: int) -> tuple[str, str | None, ProposedAxis]:
     if not isinstance(entry, dict) or not isinstance(entry.get("name"), str):
-        raise InvalidPlanError(f"axis {index} of the edited plan needs a 'name:'")
+        raise InvalidEditError(f"axis {index} of the edited plan needs a 'name:'")
     name = entry["name"]
     kind = entry.get("kind")
     if kind is not None and kind not in _KINDS:
-        raise InvalidPlanError(f"axis '{name}': kind must be societal, incidental or null (got {kind!r})")
+        raise InvalidEditError(f"axis '{name}': kind must be societal, incidental or null (got {kind!r})")
     counterfactuals = entry.get("counterfactuals") or []
     if not isinstance(counterfactuals, list) or not all(isinstance(c, str) for c in counterfactuals):
-        raise InvalidPlanError(f"axis '{name}': counterfactuals must be a list of prompts")
+        raise InvalidEditError(f"axis '{name}': counterfactuals must be a list of prompts")
     question = entry.get("question")
     return name, question if isinstance(question, str) else None, ProposedAxis(name, counterfactuals, kind)
 
@@ -96,9 +96,12 @@ def _with_axes(
     try:
         checked = checked_axes(plan.prompt, axes, questions)
     except PlanProblem as problem:
-        raise InvalidPlanError(f"invalid plan: {problem}") from None
+        raise InvalidEditError(f"invalid plan: {problem}") from None
     caption = caption.strip() if isinstance(caption, str) and caption.strip() else caption_question()
-    check_caption_question(checked, caption)
+    try:
+        check_caption_question(checked, caption)
+    except InvalidPlanError as exc:
+        raise InvalidEditError(str(exc)) from None
     return plan.model_copy(update={"axes": checked, "caption_question": caption})
 
 
@@ -117,7 +120,7 @@ def _review_in_editor(plan: AuditPlan, editor: str) -> AuditPlan:
             edited = read_text_file(path)
             try:
                 return plan_from_yaml(plan, edited)
-            except InvalidPlanError as exc:
+            except InvalidEditError as exc:
                 if attempt == MAX_EDITS or not sys.stdin.isatty():
                     raise
                 err.print(Text.assemble((str(exc), "red"), ": opening the plan again"))
@@ -179,7 +182,7 @@ def _review_interactively(plan: AuditPlan) -> AuditPlan:
             kept.append(ProposedAxis(name, _ask_lines(f"counterfactuals of {name}")))
         try:
             return _with_axes(current, kept, questions, current.caption_question)
-        except InvalidPlanError as exc:
+        except InvalidEditError as exc:
             if attempt == MAX_EDITS:
                 raise
             err.print(Text.assemble((str(exc), "red"), ": review again"))
