@@ -111,14 +111,16 @@ def connect() -> None:
 
     A program that already called ``ray.init`` (a notebook, the tests) keeps its connection.
     Without an address Ray starts a local Ray with this machine's CPUs and GPUs. Workers'
-    logs stay in Ray's session folder, not on this terminal.
+    logs stay in Ray's session folder, not on this terminal, and the driver's Ray logs say
+    errors only: their warnings (the token authentication of every local Ray, actor restart
+    caveats) are not the user's to act on.
     """
     import ray
 
     if not ray.is_initialized():
         address = os.environ.get("RAY_ADDRESS")
         try:
-            ray.init(include_dashboard=False, log_to_driver=False, logging_level=logging.WARNING)
+            ray.init(include_dashboard=False, log_to_driver=False, logging_level=logging.ERROR)
         except (ConnectionError, RuntimeError, ValueError) as exc:
             where = f"the Ray cluster at {address}" if address else "a local Ray"
             raise AuditorError(f"cannot start or reach {where}: {_first_line(exc)}") from None
