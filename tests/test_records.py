@@ -84,6 +84,10 @@ def test_schema_check_command_catches_a_stale_schema(tmp_path):
     stale.write_bytes(b"\xff\xfe not UTF-8")  # not even text: out of date, not a UnicodeDecodeError
     result = run_auditor("schemas", "--check", "--out", str(folder))
     assert result.returncode == 2 and result.stderr.startswith("error: schemas out of date")
+    (tmp_path / "elsewhere").mkdir()
+    elsewhere = run_auditor("schemas", "--check", cwd=tmp_path / "elsewhere")  # no ./schemas: nothing is stale
+    assert elsewhere.returncode == 2
+    assert elsewhere.stderr == "error: no schemas to check: schemas is not a folder (give --out the schemas folder)\n"
 
 
 V1_RECORDS = Path(__file__).parent / "fixtures" / "records"

@@ -19,6 +19,8 @@ def schemas(
 
     rendered = render_schemas()
     if check:
+        if not out_dir.is_dir():
+            raise AuditorError(f"no schemas to check: {out_dir} is not a folder (give --out the schemas folder)")
         stale = [name for name, text in rendered.items() if _read(out_dir / name) != text]
         extra = sorted(p.name for p in out_dir.glob("*.schema.json") if p.name not in rendered)
         if stale or extra:
