@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 from auditor.core.errors import AuditorError, BackendError
+from auditor.core.langdata import load_wordnet
 from auditor.records import GenerationSettings, OccupationsRecord, T2IATRecord
 from auditor.reporting.t2iat import association_reading
 from auditor.reporting.t2iat_html import association_text
@@ -308,7 +309,8 @@ def test_run_a_custom_test_end_to_end_with_tiny_models(tmp_path, tiny_models):
         f"clip:{tiny_models.clip}",
     ]
     args += ["--images", "2", "--steps", "2", "--seed", "7", "--json"]
-    result = run_auditor(*args, "--name", "first", process=True)  # its own process: one that reads no WordNet
+    load_wordnet()  # as in a notebook where a prompt audit ran first: this run still reads none
+    result = run_auditor(*args, "--name", "first")
     assert result.returncode == 0, result.stderr
     summary = json.loads(result.stdout)
     run_dir = Path(summary["run_dir"])
@@ -321,7 +323,7 @@ def test_run_a_custom_test_end_to_end_with_tiny_models(tmp_path, tiny_models):
     assert all([image.seed for image in s.images] == [7, 8] for s in record.prompt_sets)  # paired seeds
     assert record.config.embedder.fingerprint and record.config.t2i.fingerprint
     assert record.config.generation.steps == 2
-    assert record.environment.wordnet is None  # a T2IAT test reads no WordNet
+    assert record.environment.wordnet is None  # a T2IAT test reads no WordNet, whatever its process read
     assert record.result.n_x == 4 and record.result.n_y == 2  # 2 prompts x 2 images; 1 prompt x 2 images
     assert summary["association"] == record.result.association
 

@@ -59,6 +59,8 @@ from auditor.studies.run import EMBED_BATCH_SIZE, Resumption, StudyRun, reopen_r
 class AmplificationRun(StudyRun[AmplificationRecord]):
     """One bias-amplification run in its folder: select -> generate -> faces -> classify -> score."""
 
+    reads_wordnet = False  # captions are labelled by their gender words, not through WordNet
+
     def __init__(
         self,
         run_dir: Path,

@@ -33,6 +33,7 @@ from auditor.core.weights import LoadOptions
 from auditor.executors import check_executor
 from auditor.executors.generation import PromptRequest
 from auditor.records import (
+    Environment,
     ModelRef,
     RunError,
     RunStatus,
@@ -172,6 +173,10 @@ class StudyRun(Generic[RecordT]):
 
     #: What running a completed run again does (said when ``--resume`` names one).
     completed_again: ClassVar[str] = "rescoring from cached results"
+    #: Whether the study's numbers depend on WordNet (concepts, nouns, offline plans): its record names the
+    #: version this process read. A study that reads none records none, even in a process (a notebook) where
+    #: an earlier study did.
+    reads_wordnet: ClassVar[bool] = True
 
     def __init__(
         self,
@@ -311,7 +316,7 @@ class StudyRun(Generic[RecordT]):
         self.clear_scores()
         self.record.status = "running"
         self.record.errors = []
-        self.record.environment = collect_environment()
+        self.record.environment = self.environment()
         self._timed = set()
         self._failed_stage = None
         self.save()
@@ -343,8 +348,13 @@ class StudyRun(Generic[RecordT]):
 
     def finish(self) -> None:
         """End the attempt as ``completed``."""
-        self.record.environment = collect_environment()  # now with the GPU the models ran on
+        self.record.environment = self.environment()  # now with the GPU the models ran on
         self._end("completed")
+
+    def environment(self) -> Environment:
+        """This process's software and hardware, as the study's record should name them (:attr:`reads_wordnet`)."""
+        found = collect_environment()
+        return found if self.reads_wordnet else found.model_copy(update={"wordnet": None})
 
     def _end(self, status: RunStatus, error: RunError | None = None) -> None:
         self.record.status = status

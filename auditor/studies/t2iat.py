@@ -99,7 +99,9 @@ class StudyOptions:
 
 
 class T2IATStudyRun(StudyRun[RecordT]):
-    """What both T2IAT studies share beyond every study's run: their page."""
+    """What both T2IAT studies share beyond every study's run: their page, and no WordNet (embeddings only)."""
+
+    reads_wordnet = False
 
     def after_end(self) -> None:
         """Write ``report.html`` however the run ended."""
