@@ -115,7 +115,8 @@ def explore(
     """Find where the model leans: propose prompts, guard, plan, spend images adaptively, confirm the top arms."""
     from auditor.executors import use_ray_address
     from auditor.studies.explore import resume_exploration, start_exploration
-    from auditor.studies.explore_options import ExploreOptions, text_embedder_is_required
+    from auditor.studies.explore_options import DEFAULT_TEXT_EMBEDDER, ExploreOptions
+    from auditor.studies.run import named_model_is_required
 
     store = common.run_store(runs_dir)
     options = None
@@ -142,7 +143,7 @@ def explore(
             confirm_images=confirm_images,
             first_seed=seed,
             text_embedder=chosen_text_embedder,
-            text_embedder_required=text_embedder_is_required(chosen_text_embedder),
+            text_embedder_required=named_model_is_required(chosen_text_embedder, DEFAULT_TEXT_EMBEDDER),
             duplicate_threshold=duplicate_threshold,
             generation=common.generation_settings(
                 batch_size, compile_models, steps=steps, guidance_scale=guidance, scheduler=scheduler

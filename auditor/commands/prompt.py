@@ -139,7 +139,8 @@ def audit_options(
     ``planning_and_device`` passes the remaining :class:`PromptAuditOptions` fields through unchanged.
     """
     from auditor.core.settings import default_llm_spec
-    from auditor.studies.prompt_audit import PromptAuditOptions, embedder_is_required
+    from auditor.studies.prompt_audit import PromptAuditOptions
+    from auditor.studies.run import named_model_is_required
 
     planner = llm or default_llm_spec()
     if not llm and planner == "offline" and announce:
@@ -153,7 +154,7 @@ def audit_options(
         t2i=t2i,
         vqa=vqa,
         embedder=chosen_embedder,
-        embedder_required=embedder_is_required(chosen_embedder),
+        embedder_required=named_model_is_required(chosen_embedder, DEFAULT_EMBEDDER),
         images=images,
         seeds=common.parse_seeds(seed, images),
         generation=generation,

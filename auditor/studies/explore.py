@@ -55,12 +55,12 @@ from auditor.core.store import RunStore
 from auditor.records import ExploreConfig, ExploreRecord, ModelRef, Round, StopReason
 from auditor.studies.explore_candidates import CandidateIntake
 from auditor.studies.explore_confirmation import confirm_leaders
-from auditor.studies.explore_options import ExploreOptions, new_config, text_embedder_is_required, validate_options
+from auditor.studies.explore_options import DEFAULT_TEXT_EMBEDDER, ExploreOptions, new_config, validate_options
 from auditor.studies.explore_rounds import allocate_round, play_round
 from auditor.studies.explore_standings import leading_arms, top_separated
 from auditor.studies.progress import ProgressReporter
 from auditor.studies.prompt_audit import point_models
-from auditor.studies.run import ModelPool, Resumption, StudyRun, reopen_run
+from auditor.studies.run import ModelPool, Resumption, StudyRun, named_model_is_required, reopen_run
 
 #: Seconds between partial saves of the record during a stage.
 CHECKPOINT_SECONDS = 2.0
@@ -219,7 +219,9 @@ def resume_exploration(
     recorded = {field: getattr(record.config, field).fingerprint for field in ("t2i", "vqa")}
     point_models(record.config, resumption)
     named = record.config.text_embedder
-    required = "text_embedder" in resumption.models or text_embedder_is_required(named.spec if named else None)
+    required = "text_embedder" in resumption.models or named_model_is_required(
+        named.spec if named else None, DEFAULT_TEXT_EMBEDDER
+    )  # the default is optional: without it the duplicate guard matches exactly
     exploration = Exploration(
         run_dir, record, cache, progress, device=resumption.device, text_embedder_required=required, on_round=on_round
     )

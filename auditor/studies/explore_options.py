@@ -17,12 +17,6 @@ from auditor.studies.run import spec_ref
 DEFAULT_TEXT_EMBEDDER = "minilm"
 
 
-def text_embedder_is_required(spec: str | None) -> bool:
-    """Whether an exploration fails when its sentence embedder cannot be loaded: the default is optional (the
-    guard then matches exactly), one the user named is not, on the first attempt and on every resume."""
-    return spec is not None and spec.strip().lower() != DEFAULT_TEXT_EMBEDDER
-
-
 @dataclass
 class ExploreOptions:
     """What ``auditor explore`` was asked to do (checked by :func:`validate_options`)."""

@@ -36,6 +36,7 @@ from auditor.studies.run import (
     Resumption,
     StudyRun,
     check_images_and_seeds,
+    named_model_is_required,
     paired_seeds,
     reopen_run,
     spec_ref,
@@ -46,12 +47,6 @@ if TYPE_CHECKING:  # pragma: no cover
 
 #: VQA images sent per call (each image's questions are asked together inside the call).
 IMAGES_PER_VQA_CALL = 8
-
-
-def embedder_is_required(spec: str | None) -> bool:
-    """Whether a run fails when its embedder cannot be loaded: the default CLIP model is optional (skipped with a
-    note when absent), one the user named is not, on the first attempt and on every resume."""
-    return spec is not None and spec != DEFAULT_EMBEDDER
 
 
 @dataclass
@@ -285,7 +280,9 @@ def resume_audit(
     run_dir, record = reopen_run(run, store, RunRecord)
     point_models(record.config, resumption)
     embedder = record.config.embedder
-    required = "embedder" in resumption.models or embedder_is_required(embedder.spec if embedder else None)
+    required = "embedder" in resumption.models or named_model_is_required(
+        embedder.spec if embedder else None, DEFAULT_EMBEDDER
+    )
     return PromptAudit(
         run_dir, record, cache, progress, device=resumption.device, embedder_required=required, models=pool
     )

@@ -62,6 +62,13 @@ def spec_ref(spec: str) -> ModelRef:
     return ModelRef(spec=spec, backend=parsed.prefix, model_id=parsed.target or None)
 
 
+def named_model_is_required(spec: str | None, default: str) -> bool:
+    """Whether a study fails when an optional model (an embedder) cannot be loaded: the default is skipped with a
+    note when absent, a model the user named is not, on the first attempt and on every resume. ``None``: none
+    asked for."""
+    return spec is not None and spec.strip().lower() != default.lower()
+
+
 def check_images_and_seeds(images: int, seeds: list[int] | None) -> None:
     """Reject ``--images`` below 1 and a ``--seed`` list of another length, before any folder or model."""
     if images < 1:
