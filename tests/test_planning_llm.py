@@ -429,3 +429,21 @@ def test_fake_server_images_endpoint_speaks_the_openai_images_api(fake_openai):
     requests = fake_openai.image_requests()
     assert [r.json["prompt"] for r in requests] == ["a cat", "a dog", "x"]
     assert requests[0].json["n"] == 2 and requests[0].headers["authorization"] == f"Bearer {FAKE_API_KEY}"
+
+
+def test_credentials_in_the_base_url_never_reach_an_error_line(fake_openai, monkeypatch):
+    """A base URL with a user, password and token query: the error names the server without them, and text the
+    SDK or its HTTP library repeats them in is blanked too (records and reports keep the error line)."""
+    from auditor.core.openai_api import one_line
+
+    secret_url = fake_openai.base_url.replace("http://", "http://bob-user:pw123pw123@")
+    monkeypatch.setenv("OPENAI_BASE_URL", secret_url)
+    fake_openai.chat_replies(*[http_error(500, "The server had an error", retry_after_ms=5)] * (HTTP_RETRIES + 1))
+    with pytest.raises(BackendError) as caught:
+        make_plan(PROMPT, "openai:gpt-4o-mini")
+    assert str(caught.value) == (
+        f"openai:gpt-4o-mini: HTTP 500 from {fake_openai.base_url} after {HTTP_RETRIES + 1} tries: The server had an error"
+    )
+    monkeypatch.setenv("OPENAI_BASE_URL", secret_url + "?token=tok987tok987")  # a gateway's token, say
+    echoed = one_line(f"connect to {secret_url}?token=tok987tok987 failed")
+    assert all(secret not in echoed for secret in ("bob-user", "pw123pw123", "tok987tok987")), echoed

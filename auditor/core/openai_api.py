@@ -25,11 +25,13 @@ DEFAULT_BASE_URL = "https://api.openai.com/v1"
 HTTP_RETRIES = 3
 #: Seconds one request may take before it counts as failed (and is retried).
 REQUEST_TIMEOUT = 120.0
+#: Shortest part of a base URL's credentials or query that error lines blank out (:func:`without_url_secrets`).
+MIN_SECRET = 4
 
 
 def one_line(text: str, limit: int = 300) -> str:
-    """``text`` redacted, on one line, at most ``limit`` characters."""
-    line = " ".join(redact(str(text)).split())
+    """``text`` redacted (keys, and the secrets of ``OPENAI_BASE_URL``), on one line, at most ``limit`` characters."""
+    line = " ".join(without_url_secrets(redact(str(text))).split())
     return line if len(line) <= limit else line[: limit - 1] + "…"
 
 
@@ -55,8 +57,8 @@ def openai_client(missing_key: str, *, max_retries: int = HTTP_RETRIES, timeout:
 
 
 def client_base_url(client: OpenAI) -> str:
-    """The client's base URL as error lines and fingerprints show it (no trailing slash)."""
-    return str(client.base_url).rstrip("/")
+    """The client's base URL as error lines, records and fingerprints show it (:func:`public_url`)."""
+    return public_url(str(client.base_url))
 
 
 def public_url(url: str) -> str:
@@ -69,6 +71,19 @@ def public_url(url: str) -> str:
     if parts.port is not None:
         netloc += f":{parts.port}"
     return redact(urlunsplit((parts.scheme, netloc, parts.path.rstrip("/"), "", "")))
+
+
+def without_url_secrets(text: str) -> str:
+    """``text`` with the user name, password, query and fragment of ``OPENAI_BASE_URL`` blanked, wherever an
+    error message (the SDK's, or its HTTP library's) repeats them; parts shorter than :data:`MIN_SECRET` are
+    left, as blanking them would garble the message (and they keep nothing secret)."""
+    from urllib.parse import urlsplit
+
+    parts = urlsplit(configured_base_url())
+    secrets = {parts.username, parts.password, parts.query, parts.fragment} - {None}
+    for secret in sorted((secret for secret in secrets if len(secret) >= MIN_SECRET), key=len, reverse=True):
+        text = text.replace(secret, "***")
+    return text
 
 
 def reply_text(response: Any, spec: str, base_url: str) -> str:
@@ -88,8 +103,11 @@ def reply_text(response: Any, spec: str, base_url: str) -> str:
 
 
 def describe_openai_error(spec: str, exc: Exception, base_url: str, tries: int) -> str:
-    """One line for an openai SDK error: status, server message, where, and how often it was tried."""
+    """One line for an openai SDK error: status, server message, where (``base_url`` as :func:`public_url` gives
+    it: no credentials or query), and how often it was tried."""
     import openai
+
+    base_url = public_url(base_url)
 
     if isinstance(exc, openai.APIStatusError):
         body = exc.body if isinstance(exc.body, dict) else {}
