@@ -102,10 +102,16 @@ ALLOW_PARTIAL_WEIGHTS = typer.Option(
 )
 
 
+#: Most denoising steps: diffusion schedulers are trained on 1000 timesteps and refuse more.
+MAX_STEPS = 1000
+
+
 def steps_option(paper: int | None = None) -> Any:
     """``--steps``; ``paper`` is the value the method's paper used, named in the help when given."""
     note = "" if paper is None else f"; the paper used {paper}"
-    return typer.Option(None, "--steps", min=1, help=f"Denoising steps (default: the pipeline's{note}).")
+    return typer.Option(
+        None, "--steps", min=1, max=MAX_STEPS, help=f"Denoising steps, 1 to {MAX_STEPS} (default: the pipeline's{note})."
+    )
 
 
 def guidance_option(paper: float | None = None) -> Any:
@@ -125,6 +131,9 @@ def parse_seeds(text: str | None, images: int) -> list[int] | None:
     seeds = list(range(values[0], values[0] + images)) if len(values) == 1 else values
     if seeds and not 0 <= min(seeds) <= max(seeds) <= MAX_SEED:
         raise AuditorError(f"--seed takes seeds from 0 to 2^63 - 1, not {text!r} (for {images} images)")
+    from auditor.studies.run import check_distinct_seeds
+
+    check_distinct_seeds(seeds)
     return seeds
 
 

@@ -70,11 +70,24 @@ def named_model_is_required(spec: str | None, default: str) -> bool:
 
 
 def check_images_and_seeds(images: int, seeds: list[int] | None) -> None:
-    """Reject ``--images`` below 1 and a ``--seed`` list of another length, before any folder or model."""
+    """Reject ``--images`` below 1 and a ``--seed`` list of another length or with a repeat, before any folder or
+    model."""
     if images < 1:
         raise AuditorError(f"--images must be at least 1 (got {images})")
     if seeds is not None and len(seeds) != images:
         raise AuditorError(f"--seed lists {len(seeds)} seeds for {images} images per prompt")
+    check_distinct_seeds(seeds or [])
+
+
+def check_distinct_seeds(seeds: Sequence[int]) -> None:
+    """Refuse a seed given twice: it makes the same image twice, which every interval and test would count as
+    two independent draws (narrower than the images support)."""
+    repeated = sorted({seed for seed in seeds if seeds.count(seed) > 1})
+    if repeated:
+        raise AuditorError(
+            f"--seed repeats {', '.join(map(str, repeated))}: a seed makes the same image each time, so each image "
+            "needs its own"
+        )
 
 
 def paired_seeds(images: int, seeds: list[int] | None) -> list[int]:
