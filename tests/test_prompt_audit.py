@@ -251,8 +251,10 @@ def test_prompt_audit_planned_by_an_openai_compatible_llm(tiny_models, fake_open
 
 
 def test_review_edits_the_plan_before_anything_is_generated(tiny_models, tmp_path):
-    """$EDITOR keeps one axis and replaces its counterfactuals; only the edited plan is generated."""
-    script = tmp_path / "editor.py"
+    """A review cancelled (the file emptied) generates nothing, and its resume opens the review again: $EDITOR
+    then keeps one axis and replaces its counterfactuals; only the edited plan is generated."""
+    cancel, script = tmp_path / "cancel.py", tmp_path / "editor.py"
+    cancel.write_text("import sys\nopen(sys.argv[1], 'w').close()\n")
     script.write_text(
         "import sys, yaml\n"
         "path = sys.argv[1]\n"
@@ -262,10 +264,16 @@ def test_review_edits_the_plan_before_anything_is_generated(tiny_models, tmp_pat
     )
     args = tiny_args(tiny_models, images=1)
     args[args.index("--embedder") + 1] = "none"
-    result = run_auditor(
+    cancelled = run_auditor(
         "prompt", PROMPT, *args, "--review", "--quiet", "--name", "reviewed",
-        env={"EDITOR": f"{sys.executable} {script}", "VISUAL": ""},
+        env={"EDITOR": f"{sys.executable} {cancel}", "VISUAL": ""},
     )  # fmt: skip
+    assert cancelled.returncode == 2 and "review cancelled" in cancelled.stderr
+    before = load_record(tmp_path / "runs" / "reviewed" / "record.json")
+    assert before.config.review is True and before.plan is None and before.prompt_sets == []
+    result = run_auditor(
+        "prompt", "--resume", "reviewed", "--quiet", env={"EDITOR": f"{sys.executable} {script}", "VISUAL": ""}
+    )
     assert result.returncode == 0, result.stderr
     record = load_record(tmp_path / "runs" / "reviewed" / "record.json")
     assert record.plan.edited is True

@@ -34,6 +34,11 @@ class RunConfig(StudyConfig):
         description="Axes fixed by --axes, in order: their counterfactuals come from the offline planner's axis "
         "library and no LLM is asked (llm is then 'offline'); null = the planner chooses the axes.",
     )
+    review: bool = Field(
+        default=False,
+        description="Whether a person reviews the plan before anything is generated (--review); a resume before "
+        "the plan was accepted opens the review again.",
+    )
     vqa: ModelRef = Field(description="The vision-language model that answers questions and captions.")
     images_per_prompt: int = Field(ge=1, description="Images generated per prompt (paper: 48).")
     perception: PerceptionSettings = Field(default_factory=PerceptionSettings, description="VQA settings.")

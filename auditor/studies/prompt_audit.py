@@ -116,6 +116,7 @@ def new_config(options: PromptAuditOptions) -> RunConfig:
         max_axes=options.max_axes,
         max_counterfactuals=options.max_counterfactuals,
         axes=options.axes,
+        review=options.review,
         t2i=spec_ref(options.t2i),
         vqa=spec_ref(options.vqa),
         embedder=spec_ref(options.embedder) if options.embedder else None,
@@ -139,13 +140,11 @@ class PromptAudit(StudyRun[RunRecord]):
         cache: ContentCache,
         progress: ProgressReporter,
         *,
-        review: bool = False,
         embedder_required: bool = False,
         device: str | None = None,
         models: ModelPool | None = None,
     ):
         super().__init__(run_dir, record, cache, progress, device, models)
-        self.review = review
         self.embedder_required = embedder_required
         #: Prompt id -> image embeddings, filled by the embed stage when an embedder is configured.
         self.embeddings: dict[str, np.ndarray] | None = None
@@ -186,7 +185,7 @@ class PromptAudit(StudyRun[RunRecord]):
                 raise
             outcome.cached, outcome.computed = (1, 0) if cached else (0, 1)
             self._save_transcript(plan.transcript)
-            if self.review:
+            if self.record.config.review:  # on a resume too, until a plan was accepted
                 plan = review_plan(plan)
         self.record.plan = plan
 
@@ -256,7 +255,7 @@ def start_audit(
     record = RunRecord(run_id=run_dir.name, config=config, environment=collect_environment())
     audit = PromptAudit(
         run_dir, record, cache, progress,
-        review=options.review, embedder_required=options.embedder_required, device=options.device, models=pool,
+        embedder_required=options.embedder_required, device=options.device, models=pool,
     )  # fmt: skip
     audit.save()
     return audit
