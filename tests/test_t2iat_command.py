@@ -262,6 +262,9 @@ def test_clip_embedder_gives_unit_rows_independent_of_batching(tiny_models):
     device = pick_device()  # float16 on CUDA, float32 on the CPU
     assert one.ref.fingerprint and one.ref.device == device and one.ref.dtype == str(pick_dtype(device))[6:]
     assert one.cache_fingerprint() == other.cache_fingerprint()
+    with pytest.raises(BackendError, match="as clip: it is a 'blip-2' model, not 'clip'") as caught:
+        EMBEDDERS.load(f"clip:{tiny_models.vqa}")  # transformers said only "ignore_mismatched_sizes"
+    assert "\n" not in str(caught.value)
 
 
 def test_clip_missing_weights_is_one_line_naming_model_and_option(tmp_path):

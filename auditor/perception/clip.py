@@ -15,22 +15,14 @@ import numpy as np
 
 from auditor.core.errors import AuditorError
 from auditor.core.registry import Spec
-from auditor.core.weights import (
-    LoadOptions,
-    check_complete,
-    dtype_keyword,
-    hub_options,
-    loaded_model_ref,
-    loading_model,
-    loading_problems,
-)
+from auditor.core.weights import LoadOptions
 from auditor.perception.embedding import PretrainedImageEmbedder, embed_in_batches
+from auditor.perception.loading import load_pretrained
 
 if TYPE_CHECKING:  # pragma: no cover
     from PIL import Image
 
 _WHAT = "CLIP embedder"
-_HINT = "pass --embedder clip:/path/to/local/copy"
 
 
 class ClipEmbedder(PretrainedImageEmbedder):
@@ -73,23 +65,12 @@ def _projected(output: Any) -> Any:
 
 
 def load(spec: Spec, options: LoadOptions = LoadOptions(), batch_size: int = 32) -> ClipEmbedder:
-    """Load the CLIP model named by ``spec.target`` (hub id or local folder)."""
-    from transformers import CLIPModel, CLIPProcessor
-
-    from auditor.core.devices import pick_device, pick_dtype
-
-    model_id = spec.target
-    if not model_id:
+    """Load the CLIP model named by ``spec.target`` (hub id or local folder); a folder of another model type is
+    refused by name, before its weights are read."""
+    if not spec.target:
         raise AuditorError("the clip embedder needs a model: --embedder clip:<hub id or folder>")
-    device = pick_device(options.device)
-    dtype = pick_dtype(device)
-    hub = hub_options(model_id)
-    with loading_model(_WHAT, model_id, _HINT):
-        model, info = CLIPModel.from_pretrained(
-            model_id, output_loading_info=True, **{dtype_keyword("transformers"): dtype}, **hub
-        )
-        processor = CLIPProcessor.from_pretrained(model_id, **hub)
-    partial = check_complete(_WHAT, model_id, loading_problems(info), options)
-    model = model.to(device).eval()
-    ref = loaded_model_ref(spec, "config.json", dtype, device, options, partial)
-    return ClipEmbedder(model, processor, ref, batch_size=batch_size)
+    loaded = load_pretrained(
+        spec, options, what=_WHAT, option="--embedder", model_class="CLIPModel", processor_class="CLIPProcessor",
+        model_types={"clip"},
+    )  # fmt: skip
+    return ClipEmbedder(loaded.model, loaded.processor, loaded.ref, batch_size=batch_size)
