@@ -302,13 +302,24 @@ def test_a_named_text_embedder_that_fails_to_load_fails_the_resume_too(world, tm
     assert record.status == "failed" and record.config.text_embedder.spec == named
 
 
-@pytest.mark.parametrize("budget", [50, 120])
-def test_no_run_generates_more_than_the_image_budget(world, tmp_path, budget):
-    exploration, _cache = explore(tmp_path, max_images=budget)
+def test_no_run_generates_more_than_the_image_budget(world, tmp_path):
+    exploration, _cache = explore(tmp_path, max_images=120)
     record = exploration.run()
-    assert record.stop_reason == "max_images" and str(budget) in record.stop_detail
-    assert len(world.image_requests()) == record.images_spent <= budget
+    assert record.stop_reason == "max_images" and "120" in record.stop_detail
+    assert 0 < len(world.image_requests()) == record.images_spent <= 120
     assert sum(r.images_charged for r in record.rounds) == record.images_spent
+
+
+def test_a_budget_that_buys_no_round_is_an_error_not_a_finished_exploration(world, tmp_path):
+    """50 images, 64 of them kept to confirm the top 2: nothing can be explored. The run fails saying what to
+    change (its settings are its own, so a resume would stop the same way) and generates nothing."""
+    from auditor.core.errors import StartAgainError
+
+    exploration, _cache = explore(tmp_path, max_images=50)
+    with pytest.raises(StartAgainError, match=r"--max-images 50 buys no round: confirming the top 2 keeps 64 images"):
+        exploration.run()
+    record = load_record(exploration.run_dir / "record.json", ExploreRecord)
+    assert record.status == "failed" and record.rounds == [] and world.image_requests() == []
 
 
 def test_the_prompt_and_time_budgets_stop_it(world, tmp_path):

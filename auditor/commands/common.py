@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any, NoReturn
 
 import typer
 
-from auditor.core.errors import AuditorError, BackendError, RunBusyError, out_of_memory
+from auditor.core.errors import AuditorError, BackendError, RunBusyError, StartAgainError, out_of_memory
 from auditor.core.settings import DEFAULT_T2I, MAX_SEED
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -285,6 +285,10 @@ def run_resumable(study: StudyRun[RecordT]) -> RecordT:
         exit_interrupted(f"partial run kept in {study.run_dir}; continue with --resume {study.run_dir}")
     except RunBusyError:
         raise  # another process runs it: nothing to continue here
+    except StartAgainError as exc:
+        raise type(exc)(
+            f"{exc} (the run is kept in {study.run_dir}; a new run with other settings reuses everything it cached)"
+        ) from None
     except AuditorError as exc:
         raise type(exc)(f"{exc} (run kept in {study.run_dir}; continue it with --resume {study.run_dir})") from None
     except Exception as exc:

@@ -28,6 +28,11 @@ class InvalidEditError(AuditorError):
     that stays invalid is a service failing (:class:`InvalidPlanError`)."""
 
 
+class StartAgainError(AuditorError):
+    """The run's own settings cannot take it further: a resume keeps them and would stop the same way, so the
+    user starts a new run with other settings (which reuses everything the first one cached)."""
+
+
 class RunBusyError(AuditorError):
     """Another process is running this run folder: nothing was changed, and a resume now would be refused too."""
 

@@ -12,7 +12,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Literal
 
-from auditor.core.errors import AuditorError
+from auditor.core.errors import AuditorError, StartAgainError
 from auditor.executors.generation import PromptRequest, described_text_to_image, uncached
 from auditor.executors.perception import AnswerReader, merge_answers
 from auditor.records import INITIAL_PROMPT_ID, Arm, ArmStep, ExploreRecord, Round, StopReason
@@ -68,6 +68,12 @@ def allocate_round(study: Exploration, number: int) -> Round | None:
         ],
         left,
     )
+    if not allocation.arms and not study.record.rounds:
+        raise StartAgainError(
+            f"--max-images {config.max_images} buys no round: confirming the top {config.top_k} keeps {reserve} "
+            f"images, and the first arm needs more than the {max(left, 0)} left; raise --max-images, or lower --top "
+            "or --confirm-images"
+        )
     if not allocation.arms:
         study.stop_exploring(
             "max_images",
