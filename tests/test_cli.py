@@ -80,6 +80,7 @@ def test_runs_lists_records(tmp_path):
         (["prompt", "x", "--llm", "offline", "--images", "3", "--seed", "4,-1"], "--seed takes seeds from 0 to 2^63 - 1"),
         (["prompt", "x", "--llm", "offline", "--guidance", "nan"], "--guidance nan: input should be a finite number"),
         (["prompt", "x", "--llm", "offline", "--steps", "99999999999999999999"], "--steps"),  # schedulers: <= 1000
+        (["prompt", "x", "--llm", "offline", "--device", "tpu"], "'tpu' is not a device auditor runs on"),
         (["prompt", "x", "--llm", "offline", "--images", "3", "--seed", "5,1,5"], "--seed repeats 5: a seed makes"),
         (["trace", "--professions", "--width", "0"], "--width 0: input should be greater than or equal to 8"),
         (["score", "x.json", "--bootstrap", "99999999999"], "--bootstrap"),  # 1.5 TiB of resamples

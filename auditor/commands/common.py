@@ -10,6 +10,7 @@ Not a command itself; like every command module it imports nothing heavy at the 
 
 from __future__ import annotations
 
+import re
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -57,7 +58,19 @@ RAY_ADDRESS = typer.Option(
     "(default: RAY_ADDRESS, else a Ray started for the run). Not recorded.",
 )
 SCHEDULER = typer.Option(None, "--scheduler", help="diffusers scheduler class, e.g. DPMSolverMultistepScheduler.")
-DEVICE = typer.Option(None, "--device", help="torch device (default: cuda when available, else cpu).")
+
+
+def device_name(value: str | None) -> str | None:
+    """``--device`` as written, when it names a device auditor runs on (cpu, cuda, cuda:N, mps): checked before any
+    run folder exists, without importing torch; whether this machine has it is checked where the model loads."""
+    if value is not None and not re.fullmatch(r"(cpu|cuda|mps)(:\d+)?", value.strip()):
+        raise typer.BadParameter(f"{value!r} is not a device auditor runs on: cpu, cuda, cuda:N or mps")
+    return value.strip() if value is not None else None
+
+
+DEVICE = typer.Option(
+    None, "--device", callback=device_name, help="torch device (default: cuda when available, else cpu)."
+)
 QUIET = typer.Option(False, "--quiet", "-q", help="No progress bars or report; print the run folder.")
 RUNS_DIR = typer.Option(None, "--runs-dir", help="Runs folder (default: AUDITOR_RUNS_DIR or ./runs).")
 WIDTH = typer.Option(None, "--width", help="Image width in pixels.")
