@@ -233,7 +233,7 @@ def load_json(path: Path) -> Any:
     try:
         return json.loads(text)
     except json.JSONDecodeError as exc:
-        raise AuditorError(f"{path} is not valid JSON: {exc.msg} at line {exc.lineno}") from None
+        raise AuditorError(f"{path} is not valid JSON: {exc.msg} (line {exc.lineno}, column {exc.colno})") from None
 
 
 def describe_validation_error(exc: ValidationError) -> str:

@@ -54,12 +54,14 @@ def upgrade(data: JSON, where: str) -> JSON:
     """``data`` (a record's decoded JSON) upgraded to :data:`SCHEMA_VERSION`; ``where`` names it in errors."""
     if not isinstance(data, dict):
         return data  # validation will say what is wrong
-    version = str(data.get("schema_version", ""))
+    if "schema_version" not in data:
+        raise AuditorError(f"{where} names no record schema version: it is not a record auditor wrote")
+    version = str(data["schema_version"])
     while version != SCHEMA_VERSION:
         step = MIGRATIONS.get(version)
         if step is None:
             raise AuditorError(
-                f"{where} has record schema version {version or 'none'!r}; this auditor reads versions "
+                f"{where} has record schema version {version!r}; this auditor reads versions "
                 f"{', '.join(sorted([*MIGRATIONS, SCHEMA_VERSION]))} (a newer auditor may have written it)"
             )
         data = {**step(data), "schema_version": str(int(version) + 1)}
