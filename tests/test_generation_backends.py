@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import inspect
 import json
 import shutil
 from pathlib import Path
@@ -13,6 +14,7 @@ from PIL import Image
 from auditor.core.errors import AuditorError, BackendError
 from auditor.core.fingerprint import folder_fingerprint
 from auditor.generation.base import GenerationItem
+from auditor.generation.diffusers_backend import CUT_PROMPT_LOG_LINES
 from auditor.generation.registry import T2I_BACKENDS
 from auditor.records import GenerationSettings, ModelRef
 from tests.clitools import run_auditor
@@ -478,7 +480,8 @@ def test_a_run_names_every_prompt_the_folder_lacks_before_it_reads_the_first_bat
 
 def test_a_prompt_longer_than_the_text_encoder_reads_gets_a_notice_naming_what_is_cut(tiny_models, tmp_path):
     """CLIP reads 77 tokens: a counterfactual's last words beyond them cannot change its images, so the stage
-    says which prompt loses what; a short prompt gets no notice."""
+    says which prompt loses what; a short prompt gets no notice. The libraries' own log lines about it (the
+    whole cut text, kilobytes of it) are dropped by their own handlers, so ``--quiet`` is quiet."""
     from auditor.core.cache import ContentCache
     from auditor.core.environment import collect_environment
     from auditor.executors.generation import PromptRequest
@@ -508,6 +511,19 @@ def test_a_prompt_longer_than_the_text_encoder_reads_gets_a_notice_naming_what_i
     assert notices[0].endswith("in a city' is cut, so the images cannot show it")
     end = notices[0].split(": ", 1)[1].removesuffix(" is cut, so the images cannot show it")[1:-1]
     assert long.endswith(" " + end) and end.startswith("very ")  # as written, from a word's start
+    import logging
+
+    import diffusers.pipelines.stable_diffusion.pipeline_stable_diffusion as pipeline_module
+    import transformers.tokenization_utils_base as tokenizer_module
+
+    sources = inspect.getsource(pipeline_module) + inspect.getsource(tokenizer_module)
+    assert all(line in sources for line in CUT_PROMPT_LOG_LINES)  # the libraries' wording, as filtered
+    for library in ("diffusers", "transformers"):
+        assert logging.getLogger(library).handlers  # the libraries' own, to the terminal
+        for handler in logging.getLogger(library).handlers:
+            said = [logging.LogRecord(library, logging.WARNING, "", 0, text, None, None) for text in
+                    (*(line + " ..." for line in CUT_PROMPT_LOG_LINES), "another warning")]  # fmt: skip
+            assert [handler.filter(record) for record in said] == [False, False, True]
 
 
 def test_the_unread_end_starts_at_the_first_word_not_read_whole():

@@ -22,6 +22,7 @@ images an eager one made. ``--batch-size auto`` probes the largest batch that fi
 from __future__ import annotations
 
 import inspect
+import logging
 import re
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -333,10 +334,29 @@ def load(spec: Spec, settings: GenerationSettings, options: LoadOptions = LoadOp
         pipeline.scheduler = _scheduler(pipeline, settings.scheduler)
     pipeline = pipeline.to(device)
     pipeline.set_progress_bar_config(disable=True)
+    drop_cut_prompt_logs()
     applied = speed_ups(pipeline, device)
     ref = loaded_model_ref(spec, _MARKER, dtype, device, options, partial)
     effective = _effective_settings(pipeline, settings).model_copy(update={"optimizations": applied})
     return DiffusersTextToImage(pipeline, ref, effective)
+
+
+#: How diffusers and transformers log a prompt longer than the text encoder reads. auditor says it once per
+#: prompt in its own notice (:meth:`DiffusersTextToImage.cut_prompts`, silent with ``--quiet``), so these go.
+CUT_PROMPT_LOG_LINES = ("The following part of your input was truncated", "Token indices sequence length is longer")
+
+
+class _DropCutPromptLines(logging.Filter):
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not record.getMessage().startswith(CUT_PROMPT_LOG_LINES)
+
+
+def drop_cut_prompt_logs() -> None:
+    """Keep :data:`CUT_PROMPT_LOG_LINES` off the terminal: filter the libraries' own log handlers (once)."""
+    for library in ("diffusers", "transformers"):
+        for handler in logging.getLogger(library).handlers:
+            if not any(isinstance(f, _DropCutPromptLines) for f in handler.filters):
+                handler.addFilter(_DropCutPromptLines())
 
 
 def identify(spec: Spec, options: LoadOptions = LoadOptions()) -> str | None:
