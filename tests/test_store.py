@@ -6,7 +6,7 @@ import os
 
 import pytest
 
-from auditor.core.cache import ContentCache
+from auditor.core.cache import ContentCache, cache_key
 from auditor.core.errors import AuditorError
 from auditor.core.store import (
     RunStore,
@@ -120,6 +120,43 @@ def test_cache_key_depends_on_stage_fingerprint_and_inputs(tmp_path):
     assert cache.get("generate", "fp2", {"prompt": "a", "seed": 1}) is None
     assert cache.get("perceive", "fp1", {"prompt": "a", "seed": 1}) is None
     assert cache.get("generate", "fp1", {"prompt": "a", "seed": 2}) is None
+
+
+def test_a_damaged_cache_value_reads_as_a_miss_and_is_computed_again(tmp_path):
+    """A value that no longer matches its CRC-32 (a damaged disk, a hand edit) would fail the stage decoding it
+    (a PNG, JSON, an embedding) with a traceback; it is removed and counts as a miss instead."""
+    import sqlite3
+
+    cache = ContentCache(tmp_path / "c.sqlite")
+    cache.put_json("perceive", "fp", {"image": 1}, {"gender": "a woman"})
+    cache.put_many("embed", "fp", [({"image": 1}, b"\x00" * 8), ({"image": 2}, b"\x01" * 8)])
+    cache.close()
+    with sqlite3.connect(tmp_path / "c.sqlite") as db:
+        db.execute("UPDATE cache SET value = x'00ff7b' WHERE stage = 'perceive'")
+        db.execute("UPDATE cache SET value = x'0000' WHERE value = x'0000000000000000'")
+    cache = ContentCache(tmp_path / "c.sqlite")
+    assert cache.contains("perceive", "fp", {"image": 1}) is False  # priced as work, and no stage skips its model
+    assert cache.get_json("perceive", "fp", {"image": 1}) is None
+    assert cache.get("embed", "fp", {"image": 1}) is None and cache.get("embed", "fp", {"image": 2}) == b"\x01" * 8
+    assert (cache.damaged, cache.misses, cache.hits) == ({"perceive": 1, "embed": 1}, {"perceive": 1, "embed": 1},
+                                                         {"embed": 1})  # fmt: skip
+    assert cache.entries() == 1  # the damaged ones are gone
+    cache.put_json("perceive", "fp", {"image": 1}, {"gender": "a man"})
+    assert cache.get_json("perceive", "fp", {"image": 1}) == {"gender": "a man"}
+    cache.close()
+
+
+def test_a_cache_from_before_value_checksums_keeps_its_entries(tmp_path):
+    import sqlite3
+
+    with sqlite3.connect(tmp_path / "old.sqlite") as db:
+        db.execute("CREATE TABLE cache (key TEXT PRIMARY KEY, stage TEXT, value BLOB)")
+        db.execute("INSERT INTO cache VALUES (?, 'generate', x'89504e47')", (cache_key("generate", "fp", {"seed": 1}),))
+    cache = ContentCache(tmp_path / "old.sqlite")
+    assert cache.get("generate", "fp", {"seed": 1}) == b"\x89PNG"  # no checksum to check: trusted as before
+    cache.put("generate", "fp", {"seed": 2}, b"new")
+    assert cache.get("generate", "fp", {"seed": 2}) == b"new" and cache.damaged == {}
+    cache.close()
 
 
 def test_written_files_get_the_usual_permissions(tmp_path):

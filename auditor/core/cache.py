@@ -1,8 +1,10 @@
 """The content-addressed cache: (stage, model fingerprint, inputs) -> output bytes.
 
 One SQLite file, so a rerun or ``--resume`` never recomputes a finished image, answer or
-embedding, whichever run computed it first. The same file remembers the digests of
-model weight files, so a multi-gigabyte checkpoint is hashed once, not at every start.
+embedding, whichever run computed it first. Each value is stored with its CRC-32: a value
+damaged on disk (or edited by hand) reads as a miss and is computed again, instead of
+failing the stage that decodes it. The same file remembers the digests of model weight
+files, so a multi-gigabyte checkpoint is hashed once, not at every start.
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ import hashlib
 import json
 import sqlite3
 import threading
+import zlib
 from collections import Counter
 from collections.abc import Callable, Iterable
 from pathlib import Path
@@ -26,7 +29,7 @@ def cache_key(stage: str, fingerprint: str, inputs: Any) -> str:
     return hashlib.sha256(payload.encode("utf-8")).hexdigest()
 
 
-_INSERT = "INSERT OR REPLACE INTO cache (key, stage, value) VALUES (?, ?, ?)"
+_INSERT = "INSERT OR REPLACE INTO cache (key, stage, value, crc) VALUES (?, ?, ?, ?)"
 
 
 def json_bytes(value: Any) -> bytes:
@@ -48,7 +51,11 @@ class ContentCache:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             self._db = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None)
             self._db.execute("PRAGMA journal_mode=WAL")
-            self._db.execute("CREATE TABLE IF NOT EXISTS cache (key TEXT PRIMARY KEY, stage TEXT, value BLOB)")
+            self._db.execute(
+                "CREATE TABLE IF NOT EXISTS cache (key TEXT PRIMARY KEY, stage TEXT, value BLOB, crc INTEGER)"
+            )
+            if "crc" not in {row[1] for row in self._db.execute("PRAGMA table_info(cache)")}:
+                self._db.execute("ALTER TABLE cache ADD COLUMN crc INTEGER")  # earlier rows: none to check
             self._db.execute("DROP TABLE IF EXISTS file_digests")  # keyed without ctime: see file_digest
             self._db.execute(
                 "CREATE TABLE IF NOT EXISTS file_digests_v2 "
@@ -58,30 +65,42 @@ class ContentCache:
             raise AuditorError(f"cannot open the cache {self.path}: {exc} (set AUDITOR_CACHE_PATH)") from None
         self.hits: Counter[str] = Counter()
         self.misses: Counter[str] = Counter()
+        #: Look-ups per stage that found a damaged value (counted as misses too, and computed again).
+        self.damaged: Counter[str] = Counter()
 
     def get(self, stage: str, fingerprint: str, inputs: Any) -> bytes | None:
-        key = cache_key(stage, fingerprint, inputs)
-        with self._lock:
-            row = self._db.execute("SELECT value FROM cache WHERE key = ?", (key,)).fetchone()
-        (self.hits if row else self.misses)[stage] += 1
-        return None if row is None else bytes(row[0])
+        """The stored value, or None when there is none or it no longer matches its CRC-32 (then removed)."""
+        value = self._read(stage, cache_key(stage, fingerprint, inputs))
+        (self.hits if value is not None else self.misses)[stage] += 1
+        return value
 
     def contains(self, stage: str, fingerprint: str, inputs: Any) -> bool:
-        """Whether a result is stored, without reading it or counting a hit or miss (e.g. to price work)."""
-        key = cache_key(stage, fingerprint, inputs)
+        """Whether a sound result is stored, without counting a hit or miss (e.g. to price work, or to decide that
+        a stage needs no model): a damaged one is not, so :meth:`get` never misses where this said yes."""
+        return self._read(stage, cache_key(stage, fingerprint, inputs)) is not None
+
+    def _read(self, stage: str, key: str) -> bytes | None:
         with self._lock:
-            return self._db.execute("SELECT 1 FROM cache WHERE key = ?", (key,)).fetchone() is not None
+            row = self._db.execute("SELECT value, crc FROM cache WHERE key = ?", (key,)).fetchone()
+            if row is None:
+                return None
+            value = bytes(row[0])
+            if row[1] is not None and zlib.crc32(value) != row[1]:
+                self._db.execute("DELETE FROM cache WHERE key = ?", (key,))
+                self.damaged[stage] += 1
+                return None
+            return value
 
     def put(self, stage: str, fingerprint: str, inputs: Any, value: bytes) -> None:
         key = cache_key(stage, fingerprint, inputs)
         with self._lock:
-            self._db.execute(_INSERT, (key, stage, value))
+            self._db.execute(_INSERT, (key, stage, value, zlib.crc32(value)))
 
     def put_many(self, stage: str, fingerprint: str, entries: Iterable[tuple[Any, bytes]]) -> None:
         """Store one batch's results in one transaction: a process killed meanwhile leaves all of them
         or none. A resumed run then computes whole batches again, in the company they had: a
         remainder batched with other images could come out different in the last bits."""
-        rows = [(cache_key(stage, fingerprint, inputs), stage, value) for inputs, value in entries]
+        rows = [(cache_key(stage, fingerprint, inputs), stage, value, zlib.crc32(value)) for inputs, value in entries]
         self._in_transaction(_INSERT, rows)
 
     def _in_transaction(self, statement: str, rows: list[tuple]) -> None:
