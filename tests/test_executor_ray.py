@@ -259,7 +259,9 @@ def test_on_ray_the_driver_says_which_prompts_are_cut_and_refuses_a_folder_lacki
 
     from auditor.core.environment import collect_environment
     from auditor.core.errors import AuditorError
-    from auditor.executors.generation import PromptRequest
+    from auditor.executors.generation import PromptRequest, text_to_image_recipe
+    from auditor.executors.ray import RemoteModel
+    from auditor.executors.ray_workers import Placement
     from auditor.records import GenerationSettings, RunConfig, RunRecord
     from auditor.studies.run import StudyRun, spec_ref
 
@@ -285,9 +287,13 @@ def test_on_ray_the_driver_says_which_prompts_are_cut_and_refuses_a_folder_lacki
     (folder / "manifest.json").write_text('{"a photo of a nurse": ["nurse.png"]}')
     cache = ContentCache(tmp_path / "cache.sqlite")
     try:
-        study(f"diffusers:{tiny_models.t2i}", "cut").run_images(
+        cutting = study(f"diffusers:{tiny_models.t2i}", "cut")
+        cutting.run_images(
             [PromptRequest("short", "a photo of a nurse", indices=(0,)), PromptRequest("long", long, indices=(0,))]
         )
+        # A prompt known only after the model was described (a trace's) is asked of a worker.
+        remote = RemoteModel.load(text_to_image_recipe(cutting), Placement(num_gpus=0, num_cpus=1, workers=1))
+        later = remote.cut_prompts([long, "a photo of a nurse"])
         lacking = study(f"folder:{folder}", "folder")
         with pytest.raises(AuditorError) as caught:
             lacking.run_images([PromptRequest("nurse", "a photo of a nurse"), PromptRequest("long", long)])
@@ -297,6 +303,7 @@ def test_on_ray_the_driver_says_which_prompts_are_cut_and_refuses_a_folder_lacki
     cut = [notice for notice in notices if notice.startswith("the text encoder reads only")]
     assert cut == [f"the text encoder reads only the start of {long!r}: 'very " + cut[0].split(": 'very ", 1)[1]]
     assert cut[0].endswith(" in a city' is cut, so the images cannot show it")
+    assert later == [(long, cut[0].split(": '", 1)[1].removesuffix("' is cut, so the images cannot show it"))]
     assert str(caught.value).startswith(f"folder {folder}: ")
     assert "has 1 images, image 2 was asked for" in str(caught.value) and f"no images for prompt {long!r}" in str(
         caught.value

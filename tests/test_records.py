@@ -114,9 +114,10 @@ def test_a_record_of_an_unknown_schema_version_is_one_line(tmp_path):
     path.write_text(json.dumps({**data, "schema_version": "9"}), encoding="utf-8")
     with pytest.raises(AuditorError, match="record schema version '9'; this auditor reads versions 1, 2"):
         load_any_record(path)
-    path.write_text('{"kind": "prompt_audit"}', encoding="utf-8")  # no version: not "a newer auditor"
-    with pytest.raises(AuditorError, match="names no record schema version: it is not a record auditor wrote"):
-        load_any_record(path)
+    for unversioned in ('{"kind": "prompt_audit"}', '{"kind": "prompt_audit", "schema_version": null}'):
+        path.write_text(unversioned, encoding="utf-8")  # not "a newer auditor may have written it"
+        with pytest.raises(AuditorError, match="names no record schema version: it is not a record auditor wrote"):
+            load_any_record(path)
     path.write_text('{"kind": "prompt_audit", "run_id": "r}', encoding="utf-8")
     with pytest.raises(AuditorError, match=r"is not valid JSON: Unterminated string starting at \(line 1, column 36\)"):
         load_any_record(path)

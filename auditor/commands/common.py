@@ -115,7 +115,8 @@ ALLOW_PARTIAL_WEIGHTS = typer.Option(
 )
 
 
-#: Most denoising steps: diffusion schedulers are trained on 1000 timesteps and refuse more.
+#: Most denoising steps: the DDPM-family schedulers (trained on 1000 timesteps) refuse more, and no audit
+#: needs more from the others (a huge count was a traceback or an out-of-memory error).
 MAX_STEPS = 1000
 
 

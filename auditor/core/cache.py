@@ -55,7 +55,7 @@ class ContentCache:
                 "CREATE TABLE IF NOT EXISTS cache (key TEXT PRIMARY KEY, stage TEXT, value BLOB, crc INTEGER)"
             )
             if "crc" not in {row[1] for row in self._db.execute("PRAGMA table_info(cache)")}:
-                self._db.execute("ALTER TABLE cache ADD COLUMN crc INTEGER")  # earlier rows: none to check
+                self._add_crc_column()
             self._db.execute("DROP TABLE IF EXISTS file_digests")  # keyed without ctime: see file_digest
             self._db.execute(
                 "CREATE TABLE IF NOT EXISTS file_digests_v2 "
@@ -67,6 +67,15 @@ class ContentCache:
         self.misses: Counter[str] = Counter()
         #: Look-ups per stage that found a damaged value (counted as misses too, and computed again).
         self.damaged: Counter[str] = Counter()
+
+    def _add_crc_column(self) -> None:
+        """Give a cache from before value checksums its ``crc`` column (its rows keep none: nothing to check).
+        Another process opening the same cache may add it first."""
+        try:
+            self._db.execute("ALTER TABLE cache ADD COLUMN crc INTEGER")
+        except sqlite3.OperationalError as exc:
+            if "duplicate column" not in str(exc):
+                raise
 
     def get(self, stage: str, fingerprint: str, inputs: Any) -> bytes | None:
         """The stored value, or None when there is none or it no longer matches its CRC-32 (then removed)."""

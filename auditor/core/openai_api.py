@@ -74,13 +74,14 @@ def public_url(url: str) -> str:
 
 
 def without_url_secrets(text: str) -> str:
-    """``text`` with the user name, password, query and fragment of ``OPENAI_BASE_URL`` blanked, wherever an
-    error message (the SDK's, or its HTTP library's) repeats them; parts shorter than :data:`MIN_SECRET` are
-    left, as blanking them would garble the message (and they keep nothing secret)."""
-    from urllib.parse import urlsplit
+    """``text`` with the password, query (and each of its values) and fragment of ``OPENAI_BASE_URL`` blanked,
+    wherever an error message (the SDK's, or its HTTP library's) repeats them. The user name is no secret and a
+    common word ("openai") could be one, so it stays, as do parts shorter than :data:`MIN_SECRET`, which blanking
+    would garble the message with (and which keep nothing secret)."""
+    from urllib.parse import parse_qsl, urlsplit
 
     parts = urlsplit(configured_base_url())
-    secrets = {parts.username, parts.password, parts.query, parts.fragment} - {None}
+    secrets = {parts.password or "", parts.query, parts.fragment} | {value for _, value in parse_qsl(parts.query)}
     for secret in sorted((secret for secret in secrets if len(secret) >= MIN_SECRET), key=len, reverse=True):
         text = text.replace(secret, "***")
     return text

@@ -142,10 +142,12 @@ class RemoteModel:
     probe, text embeddings) run as Ray tasks that load the model on a worker again.
     """
 
-    def __init__(self, recipe: ModelRecipe, placement: Placement, info: ModelInfo):
+    def __init__(self, recipe: ModelRecipe, placement: Placement, info: ModelInfo, prompts: Sequence[str] = ()):
         self._recipe = recipe
         self._placement = placement
         self._info = info
+        #: The prompts the model was described with: their cut ends are in ``info``.
+        self._described = frozenset(prompts)
         self.ref = info.ref
         self.settings = info.settings
         self.seeded = info.seeded
@@ -161,12 +163,18 @@ class RemoteModel:
         """Load the model on a worker placed as the stage's workers will be, and learn what identifies it (and
         which of ``prompts``, those a generation stage may make images of, its text encoder reads only in part)."""
         recipe = portable(recipe)
-        return cls(recipe, placement, _remote(describe, placement, recipe, placement, probe, list(prompts)))
+        info = _remote(describe, placement, recipe, placement, probe, list(prompts))
+        return cls(recipe, placement, info, prompts)
 
     def cut_prompts(self, prompts: Sequence[str]) -> list[tuple[str, str]]:
-        """The model's ``cut_prompts`` of ``prompts``, among those it was loaded with."""
-        asked = set(prompts)
-        return [(prompt, end) for prompt, end in self._info.cut_prompts if prompt in asked]
+        """The model's ``cut_prompts`` of ``prompts``: learnt when it was described, or for prompts only known
+        later (a trace picks its prompts' words with the model first) asked of a worker."""
+        asked = list(dict.fromkeys(prompts))
+        known = [(prompt, end) for prompt, end in self._info.cut_prompts if prompt in set(asked)]
+        later = [prompt for prompt in asked if prompt not in self._described]
+        if later and "cut_prompts" in self._info.methods:
+            known += [tuple(pair) for pair in self._call("cut_prompts", later)]
+        return known
 
     @property
     def sees_file(self) -> bool:

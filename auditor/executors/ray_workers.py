@@ -35,8 +35,8 @@ if TYPE_CHECKING:  # pragma: no cover
 
 #: Methods of a stage's model the driver may call on a worker (each call loads the model there again:
 #: they are rare: a batch-size probe, a few text embeddings, the words of a few prompts, a folder's check
-#: that it has every image to be generated).
-REMOTE_METHODS = ("probe_batch_size", "embed_texts", "prompt_words", "check")
+#: that it has every image to be generated, the cut ends of prompts not known when it was described).
+REMOTE_METHODS = ("probe_batch_size", "embed_texts", "prompt_words", "check", "cut_prompts")
 SHARED_HINT = "mount the run folder at the same path on every node, or on none"
 
 

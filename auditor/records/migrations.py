@@ -54,7 +54,7 @@ def upgrade(data: JSON, where: str) -> JSON:
     """``data`` (a record's decoded JSON) upgraded to :data:`SCHEMA_VERSION`; ``where`` names it in errors."""
     if not isinstance(data, dict):
         return data  # validation will say what is wrong
-    if "schema_version" not in data:
+    if data.get("schema_version") is None:
         raise AuditorError(f"{where} names no record schema version: it is not a record auditor wrote")
     version = str(data["schema_version"])
     while version != SCHEMA_VERSION:
