@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import shutil
 import sqlite3
+import zlib
 from pathlib import Path
 
 import pytest
@@ -161,7 +162,8 @@ def test_a_model_that_loads_other_than_remembered_stops_the_run_in_one_line(tiny
             found = json.loads(value)
             if found["ref"]["backend"] == "blip2":  # as if another version of the code had remembered it
                 found["cache_fingerprint"] = "0" * 64
-                db.execute("UPDATE cache SET value = ? WHERE key = ?", (json.dumps(found).encode(), key))
+                value = json.dumps(found).encode()  # with its checksum: a sound entry, not a damaged one
+                db.execute("UPDATE cache SET value = ?, crc = ? WHERE key = ?", (value, zlib.crc32(value), key))
     with pytest.raises(AuditorError, match=r"^model blip2:\S+ loaded as another model than the one its files were"):
         audit(tiny_models, tmp_path, "four", images=4)
 

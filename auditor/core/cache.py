@@ -109,11 +109,12 @@ class ContentCache:
         """Store one batch's results in one transaction: a process killed meanwhile leaves all of them
         or none. A resumed run then computes whole batches again, in the company they had: a
         remainder batched with other images could come out different in the last bits."""
-        rows = [(cache_key(stage, fingerprint, inputs), stage, value, zlib.crc32(value)) for inputs, value in entries]
+        rows = ((cache_key(stage, fingerprint, inputs), stage, value, zlib.crc32(value)) for inputs, value in entries)
         self._in_transaction(_INSERT, rows)
 
-    def _in_transaction(self, statement: str, rows: list[tuple]) -> None:
-        """Run ``statement`` for every row in one transaction."""
+    def _in_transaction(self, statement: str, rows: Iterable[tuple]) -> None:
+        """Run ``statement`` for every row in one transaction (rows made as they are stored: a failure making
+        one rolls back the others too)."""
         with self._lock:
             self._db.execute("BEGIN")
             try:
