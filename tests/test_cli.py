@@ -82,6 +82,7 @@ def test_runs_lists_records(tmp_path):
         (["prompt", "x", "--llm", "offline", "--steps", "99999999999999999999"], "--steps"),  # schedulers: <= 1000
         (["prompt", "x", "--llm", "offline", "--device", "tpu"], "'tpu' is not a device auditor runs on"),
         (["prompt", "x", "--llm", "offline", "--images", "3", "--seed", "5,1,5"], "--seed repeats 5: a seed makes"),
+        (["trace", "--professions", "--seeds", "2", "--seed", "3,3"], "--seed repeats 3: a seed makes"),
         (["trace", "--professions", "--width", "0"], "--width 0: input should be greater than or equal to 8"),
         (["score", "x.json", "--bootstrap", "99999999999"], "--bootstrap"),  # 1.5 TiB of resamples
         (["prompt", "x", "--llm", "offline", "--images", "99999999999999999999"], "--images"),  # no C ssize_t

@@ -145,9 +145,6 @@ def parse_seeds(text: str | None, images: int) -> list[int] | None:
     seeds = list(range(values[0], values[0] + images)) if len(values) == 1 else values
     if seeds and not 0 <= min(seeds) <= max(seeds) <= MAX_SEED:
         raise AuditorError(f"--seed takes seeds from 0 to 2^63 - 1, not {text!r} (for {images} images)")
-    from auditor.studies.run import check_distinct_seeds
-
-    check_distinct_seeds(seeds)
     return seeds
 
 

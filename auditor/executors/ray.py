@@ -169,11 +169,11 @@ class RemoteModel:
     def cut_prompts(self, prompts: Sequence[str]) -> list[tuple[str, str]]:
         """The model's ``cut_prompts`` of ``prompts``: learnt when it was described, or for prompts only known
         later (a trace picks its prompts' words with the model first) asked of a worker."""
-        asked = list(dict.fromkeys(prompts))
-        known = [(prompt, end) for prompt, end in self._info.cut_prompts if prompt in set(asked)]
+        asked = dict.fromkeys(prompts)
+        known = [(prompt, end) for prompt, end in self._info.cut_prompts if prompt in asked]
         later = [prompt for prompt in asked if prompt not in self._described]
         if later and "cut_prompts" in self._info.methods:
-            known += [tuple(pair) for pair in self._call("cut_prompts", later)]
+            known += self._call("cut_prompts", later)
         return known
 
     @property

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import threading
 import time
+from collections import Counter
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
@@ -82,7 +83,7 @@ def check_images_and_seeds(images: int, seeds: list[int] | None) -> None:
 def check_distinct_seeds(seeds: Sequence[int]) -> None:
     """Refuse a seed given twice: it makes the same image twice, which every interval and test would count as
     two independent draws (narrower than the images support)."""
-    repeated = sorted({seed for seed in seeds if seeds.count(seed) > 1})
+    repeated = sorted(seed for seed, times in Counter(seeds).items() if times > 1)
     if repeated:
         raise AuditorError(
             f"--seed repeats {', '.join(map(str, repeated))}: a seed makes the same image each time, so each image "
