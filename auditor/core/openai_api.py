@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from auditor.core.errors import AuditorError, BackendError
 from auditor.core.redaction import redact
+from auditor.core.text import single_spaced
 
 if TYPE_CHECKING:  # pragma: no cover
     from openai import OpenAI
@@ -31,7 +32,7 @@ MIN_SECRET = 4
 
 def one_line(text: str, limit: int = 300) -> str:
     """``text`` redacted (keys, and the secrets of ``OPENAI_BASE_URL``), on one line, at most ``limit`` characters."""
-    line = " ".join(without_url_secrets(redact(str(text))).split())
+    line = single_spaced(without_url_secrets(redact(str(text))))
     return line if len(line) <= limit else line[: limit - 1] + "…"
 
 

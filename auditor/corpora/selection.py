@@ -38,6 +38,7 @@ from typing import Literal
 import numpy as np
 
 from auditor.core.errors import AuditorError
+from auditor.core.text import single_spaced
 from auditor.corpora.gender import CaptionLabeller, GenderLabel
 from auditor.corpora.readers import CaptionBatch
 from auditor.metrics.amplification import Percentage, percentage
@@ -162,7 +163,7 @@ def _unique_occupations(occupations: Sequence[str]) -> list[str]:
         raise AuditorError("name at least one occupation, none of them empty")
     folded: dict[str, str] = {}
     for occupation in cleaned:
-        key = " ".join(occupation.casefold().split())
+        key = single_spaced(occupation).casefold()
         if key in folded:
             raise AuditorError(f"{folded[key]!r} and {occupation!r} are the same occupation")
         folded[key] = occupation

@@ -24,6 +24,7 @@ from typing import Literal
 import numpy as np
 
 from auditor.core.errors import AuditorError
+from auditor.core.text import single_spaced
 
 Group = Literal["explicitly_guided", "implicitly_guided", "explicitly_independent", "implicitly_independent", "hidden"]
 #: The five groups, in the paper's order of definition.
@@ -42,7 +43,7 @@ SIGMA_OTHER = 0.7
 
 
 def _key(name: str) -> str:
-    return " ".join(name.lower().replace("_", " ").split())
+    return single_spaced(name.lower().replace("_", " "))
 
 
 def attention_mask(heatmap: np.ndarray, threshold: float = ATTENTION_THRESHOLD) -> np.ndarray:

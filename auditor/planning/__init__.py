@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from auditor.core.errors import AuditorError
+from auditor.core.text import single_spaced
 from auditor.planning.questions import question_for_axis
 from auditor.planning.registry import LLM_BACKENDS, check_llm_spec, planner_fingerprint
 from auditor.planning.review import review_plan
@@ -57,7 +58,7 @@ def make_plan(
     carry it as ``.transcript`` (see :func:`transcript_of`).
     """
     limits = PlanLimits(max_axes=max_axes, max_counterfactuals=max_counterfactuals, retries=retries)
-    prompt = " ".join(prompt.split())  # line breaks and runs of spaces read as one space, as everywhere in auditor
+    prompt = single_spaced(prompt)
     if not prompt:
         raise AuditorError(
             'the prompt is empty: give the text-to-image prompt to plan for, e.g. "a photo of a pharmacist"'

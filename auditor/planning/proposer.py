@@ -22,6 +22,7 @@ from auditor.core.errors import AuditorError
 from auditor.core.fingerprint import settings_fingerprint, text_fingerprint
 from auditor.core.redaction import redact
 from auditor.core.resources import read_prompt_text, read_prompt_yaml
+from auditor.core.text import single_spaced
 from auditor.records import ChatMessage
 
 PROPOSER_FILE = "explore/proposer.yaml"
@@ -174,7 +175,7 @@ def _proposed(item: Any, known: set[str]) -> Proposed | None:
         parent = next((item[f] for f in _PARENT_FIELDS if isinstance(item.get(f), str)), None)
     else:
         return None
-    text = " ".join(text.split())
+    text = single_spaced(text)
     if not text:
         return None
     return Proposed(text, parent.strip() if parent and parent.strip() in known else None)

@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from auditor.core.errors import AuditorError, InvalidPlanError
+from auditor.core.text import single_spaced
 from auditor.planning.proposals import PlanProblem, ProposedAxis, snake_case
 from auditor.planning.questions import caption_question, question_for_axis
 from auditor.records import AuditPlan, AxisPlan, ChatMessage
@@ -49,7 +50,7 @@ def attach_transcript(error: AuditorError, messages: Sequence[ChatMessage]) -> A
 
 def _key(text: str) -> str:
     """Comparison key: case- and whitespace-insensitive."""
-    return " ".join(text.split()).casefold()
+    return single_spaced(text).casefold()
 
 
 def tidy_axes(prompt: str, proposed: Sequence[ProposedAxis]) -> list[ProposedAxis]:
@@ -169,7 +170,7 @@ def validate_plan(plan: AuditPlan) -> AuditPlan:
 def check_caption_question(axes: Sequence[AxisPlan], caption: str) -> None:
     """InvalidPlanError when an axis asks the caption question: that question is asked with the
     caption's template and length, so the axis would get a caption for its answers."""
-    words = " ".join(caption.split()).lower()
+    words = single_spaced(caption).lower()
     for axis in axes:
-        if " ".join(axis.question.split()).lower() == words:
+        if single_spaced(axis.question).lower() == words:
             raise InvalidPlanError(f"invalid plan: axis '{axis.name}' asks the caption question; give it its own")

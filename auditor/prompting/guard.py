@@ -24,6 +24,7 @@ import numpy as np
 
 from auditor.core.cache import ContentCache
 from auditor.core.errors import AuditorError
+from auditor.core.text import single_spaced
 
 if TYPE_CHECKING:  # pragma: no cover
     from auditor.perception.sentence import SentenceEmbedder
@@ -83,7 +84,7 @@ def _builtin() -> IndicatorWords:
 
 def normalised(prompt: str) -> str:
     """The prompt for exact comparison: lower case, punctuation and repeated spaces gone."""
-    return " ".join(prompt.lower().translate(_PUNCTUATION).split())
+    return single_spaced(prompt.lower().translate(_PUNCTUATION))
 
 
 @dataclass(frozen=True)

@@ -26,6 +26,7 @@ import yaml
 
 from auditor.core.errors import AuditorError
 from auditor.core.store import read_text_file
+from auditor.core.text import single_spaced
 
 
 def read_prompt_list(path: Path, values: Path | None = None) -> list[str]:
@@ -69,9 +70,9 @@ def _read_lines(path: Path) -> list[str]:
                 raise AuditorError(f"{path}:{number}: not JSON ({exc.msg})") from None
             if not isinstance(item, dict) or not isinstance(item.get("prompt"), str) or not item["prompt"].strip():
                 raise AuditorError(f'{path}:{number}: expected an object with a non-empty "prompt" string')
-            prompts.append(" ".join(item["prompt"].split()))
+            prompts.append(single_spaced(item["prompt"]))
         return prompts
-    return [" ".join(line.split()) for line in text.splitlines() if line.strip() and not line.lstrip().startswith("#")]
+    return [single_spaced(line) for line in text.splitlines() if line.strip() and not line.lstrip().startswith("#")]
 
 
 def _csv_rows(text: str, path: Path) -> list[tuple[int, dict[str, str]]]:
@@ -88,7 +89,7 @@ def _column(row: dict[str, str], name: str, path: Path, number: int) -> str:
     key = next((k for k in row if k is not None and k.strip().lower() == name), None)
     if key is None:
         raise AuditorError(f"{path}: the CSV file has no {name!r} column (columns: {', '.join(k for k in row if k)})")
-    value = " ".join((row[key] or "").split())
+    value = single_spaced(row[key] or "")
     if not value:
         raise AuditorError(f"{path}:{number}: the {name!r} cell is empty")
     return value
@@ -115,7 +116,7 @@ def _read_values(path: Path) -> dict[str, list[str]] | list[dict[str, str]] | li
     text, suffix = read_text_file(path), Path(path).suffix.lower()
     if suffix == ".csv":
         return [
-            {k.strip(): " ".join((v or "").split()) for k, v in row.items() if k} for _, row in _csv_rows(text, path)
+            {k.strip(): single_spaced(v or "") for k, v in row.items() if k} for _, row in _csv_rows(text, path)
         ]
     if suffix in (".json", ".yaml", ".yml"):
         try:
@@ -128,8 +129,8 @@ def _read_values(path: Path) -> dict[str, list[str]] | list[dict[str, str]] | li
             for value in values:  # a null or a nested mapping would read "a photo of a None"
                 if isinstance(value, bool) or not isinstance(value, (str, int, float)):
                     raise AuditorError(f"{path}: {name!r} has the value {value!r}; values are words or numbers")
-        return {str(k): [" ".join(str(v).split()) for v in values] for k, values in data.items()}
-    return [" ".join(line.split()) for line in text.splitlines() if line.strip() and not line.lstrip().startswith("#")]
+        return {str(k): [single_spaced(str(v)) for v in values] for k, values in data.items()}
+    return [single_spaced(line) for line in text.splitlines() if line.strip() and not line.lstrip().startswith("#")]
 
 
 def _fill(template: str, names: list[str], table, values: Path | None) -> list[str]:

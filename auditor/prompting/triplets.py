@@ -31,6 +31,7 @@ from typing import Literal
 
 from auditor.core.errors import AuditorError
 from auditor.core.resources import read_prompt_yaml
+from auditor.core.text import single_spaced
 from auditor.prompting.wordlists import human_words, words
 
 PromptSet = Literal["neutral", "feminine", "masculine"]
@@ -180,7 +181,7 @@ def select_caption_triplets(
             with_indicator += 1
             indicator_counts.update(found)
             continue
-        key = " ".join(text.lower().split())
+        key = single_spaced(text).lower()
         if deduplicate and key in seen:
             duplicates += 1
             continue

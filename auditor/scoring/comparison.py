@@ -15,6 +15,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from auditor.core.errors import AuditorError
+from auditor.core.text import single_spaced
 from auditor.metrics import bootstrap
 from auditor.records import Interval, RunRecord
 from auditor.scoring.intervals import record_counts
@@ -40,7 +41,7 @@ class ChangeIntervals:
 
 def counterfactual_key(text: str) -> str:
     """How counterfactuals of two runs are matched: by their text, case and runs of whitespace aside."""
-    return " ".join(text.casefold().split())
+    return single_spaced(text).casefold()
 
 
 def change_intervals(a: RunRecord, b: RunRecord, settings: BootstrapSettings) -> ChangeIntervals:

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 
 from auditor.core.errors import AuditorError
 from auditor.core.settings import MAX_SEED
+from auditor.core.text import single_spaced
 from auditor.records import ExploreConfig, GenerationSettings, Objective, PerceptionSettings, ScoringSettings
 from auditor.studies.run import spec_ref
 
@@ -62,8 +63,8 @@ def validate_options(options: ExploreOptions) -> None:
     from auditor.planning import check_llm_spec
     from auditor.planning.offline import check_axes
 
-    options.seeds = [" ".join(seed.split()) for seed in options.seeds if seed.strip()]
-    options.topic = " ".join(options.topic.split()) if options.topic and options.topic.strip() else None
+    options.seeds = [single_spaced(seed) for seed in options.seeds if seed.strip()]
+    options.topic = single_spaced(options.topic) if options.topic and options.topic.strip() else None
     if not options.seeds and not options.topic:
         raise AuditorError('give seed prompts or --topic, e.g. auditor explore --topic "people at work"')
     options.llm = check_llm_spec(options.llm, options.llm_temperature, options.llm_seed)

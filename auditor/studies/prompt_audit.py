@@ -20,6 +20,7 @@ from auditor.core.store import (
     TRANSCRIPT_FILE,
     RunStore,
 )
+from auditor.core.text import single_spaced
 from auditor.executors.generation import PromptRequest
 from auditor.records import (
     GenerationSettings,
@@ -84,7 +85,7 @@ def validate_options(options: PromptAuditOptions) -> None:
 
     if not options.prompt.strip():
         raise AuditorError("the prompt is empty: give the text-to-image prompt to audit, e.g. \"a photo of a pharmacist\"")
-    options.prompt = " ".join(options.prompt.split())  # as a batch file or an exploration reads it: one cache key
+    options.prompt = single_spaced(options.prompt)  # as a batch file or an exploration reads it: one cache key
     check_images_and_seeds(options.images, options.seeds)
     check_executor(options.executor)
     check_llm_spec(options.llm, options.llm_temperature, options.llm_seed)

@@ -1,0 +1,14 @@
+"""The one way auditor folds whitespace in text it reads.
+
+A prompt typed on the command line, read from a batch file, written by an LLM or asked of
+an exploration must give the same cache key and the same record: line breaks, tabs and
+runs of spaces all read as one space, with none at either end. Every place that takes
+text in folds it with :func:`single_spaced`, so they cannot drift apart.
+"""
+
+from __future__ import annotations
+
+
+def single_spaced(text: str) -> str:
+    """``text`` with every run of whitespace (line breaks and tabs included) as one space, and none at the ends."""
+    return " ".join(text.split())
