@@ -164,6 +164,22 @@ def test_a_resume_that_fails_before_scoring_keeps_no_earlier_scores(tiny_models,
     cache.close()
 
 
+def test_a_resume_that_turns_the_embedder_off_keeps_no_embedding_time_or_scores(tiny_models, tmp_path):
+    from auditor.studies.run import Resumption
+
+    store, cache = RunStore(tmp_path / "runs"), ContentCache(tmp_path / "cache.sqlite")
+    options = tiny_options(tiny_models)
+    options.embedder = f"clip:{tiny_models.clip}"
+    done = start_audit(options, store, cache, QuietProgress(), run_name="r").run()
+    assert "embed" in {t.stage for t in done.timings}
+    assert any(cf.embedding_similarity is not None for axis in done.scores.axes for cf in axis.counterfactuals)
+    again = resume_audit("r", store, cache, QuietProgress(), Resumption(models={"embedder": "none"})).run()
+    assert again.status == "completed" and again.config.embedder is None
+    assert "embed" not in {t.stage for t in again.timings}  # no time shown for embeddings the record no longer has
+    assert all(cf.embedding_similarity is None for axis in again.scores.axes for cf in axis.counterfactuals)
+    cache.close()
+
+
 @pytest.mark.parametrize(
     "args, message",
     [

@@ -222,7 +222,11 @@ class PromptAudit(StudyRun[RunRecord]):
         readers = [answers] if embed is None else [answers, embed]
         self.run_images([PromptRequest(pid, prompt, axis) for pid, prompt, axis in plan.prompt_sets()], readers)
         self.record.answers = answers.answers()
-        self.embeddings = embed.vectors() if embed is not None else None
+        if config.embedder is None:  # none asked (a resume's --embedder none), or the optional one was not found
+            self.forget_timing("embed")
+            self.embeddings = None
+        else:
+            self.embeddings = embed.vectors()
 
     def score(self) -> None:
         from auditor.scoring.intervals import score_run

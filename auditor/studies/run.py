@@ -304,6 +304,12 @@ class StudyRun(Generic[RecordT]):
                 self._timed.add(name)
                 self.record.timings = [t for t in self.record.timings if t.stage != name] + [timing]
 
+    def forget_timing(self, name: Stage) -> None:
+        """Drop an earlier attempt's timing of a stage this attempt does not run (its model was turned off), so the
+        record does not show time spent on results it no longer has."""
+        with self._lock:
+            self.record.timings = [t for t in self.record.timings if t.stage != name]
+
     def run(self) -> RecordT:
         """Run (or resume) the study's steps with :meth:`execute`; the record's status says how it ended."""
         raise NotImplementedError(f"{type(self).__name__} names no steps")
