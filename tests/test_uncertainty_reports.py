@@ -212,3 +212,36 @@ def test_compare_gives_each_change_an_interval_paired_over_shared_seeds(tmp_path
     off = json.loads(run_auditor("compare", "pharmacist-sd15", "pharmacist-sd21", "--json", "--bootstrap", "0").stdout)
     assert all(axis["delta_ci"] is None for axis in off["axes"]) and "no change is claimed" in off["notes"][-1]
     assert off["intervals"] is None
+
+
+def _one_image_per_set(record):
+    """``record`` cut to its first image per prompt set (seed index 0), as an ``--images 1`` run records it."""
+    data = record.model_dump(mode="json")
+    data["config"].update(images_per_prompt=1, seeds=data["config"]["seeds"][:1])
+    for prompt_set in data["prompt_sets"]:
+        prompt_set["images"] = prompt_set["images"][:1]
+    data["answers"] = {pid: answers[:1] for pid, answers in data["answers"].items()}
+    return type(record).model_validate(data)
+
+
+def test_one_image_per_set_gets_no_interval_and_no_claim(tmp_path):
+    from auditor.scoring.intervals import ONE_SEED
+
+    record = _one_image_per_set(load_record(FIXTURES / "runs" / "pharmacist-sd15" / "record.json"))
+    scores = score_run(record)  # resamples of one seed are all that seed: a zero-width interval would back any claim
+    assert scores.intervals is None and ONE_SEED in scores.warnings
+    assert all(axis.bav_ci is None and axis.spread is None and axis.lean_ci is None for axis in scores.axes)
+    view = build_view(record.model_copy(update={"scores": scores}))
+    assert "no ranking is claimed" in view.headline
+    assert all("no difference is claimed" in axis.finding or "nothing to compare" in axis.finding for axis in view.axes)
+    assert view.uncertainty.startswith("no intervals (one image per prompt set")
+
+    runs = tmp_path / "runs"
+    for name in ("one", "again"):
+        (runs / name).mkdir(parents=True)
+        (runs / name / "record.json").write_text(record.model_copy(update={"scores": scores}).model_dump_json())
+    compared = run_auditor("compare", "one", "again", "--json", env={"AUDITOR_RUNS_DIR": str(runs)})
+    assert compared.returncode == 0, compared.stderr
+    data = json.loads(compared.stdout)
+    assert data["intervals"] is None and all(axis["delta_ci"] is None for axis in data["axes"])
+    assert any("run A and B: one image per prompt set" in note for note in data["notes"])

@@ -30,13 +30,14 @@ def compare(
         write_comparison_html,
     )
     from auditor.scoring.comparison import change_intervals
-    from auditor.scoring.uncertainty import BootstrapSettings
+    from auditor.scoring.uncertainty import MIN_SEEDS, BootstrapSettings
 
     store = RunStore(runs_dir or get_settings().runs_dir)
     folder_a, folder_b = store.resolve(run_a), store.resolve(run_b)
     record_a, record_b = load_record(folder_a / RECORD_FILE), load_record(folder_b / RECORD_FILE)
     changes = None
-    if bootstrap and record_a.scores is not None and record_b.scores is not None:
+    resamplable = min(record_a.config.images_per_prompt, record_b.config.images_per_prompt) >= MIN_SEEDS
+    if bootstrap and resamplable and record_a.scores is not None and record_b.scores is not None:
         changes = change_intervals(record_a, record_b, BootstrapSettings(resamples=bootstrap, seed=ci_seed))
     view = compare_records(record_a, record_b, changes)
     if html is not None:

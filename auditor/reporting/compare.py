@@ -28,6 +28,7 @@ from auditor.reporting.sentences import bounds
 from auditor.reporting.views import Bounds
 from auditor.reporting.wording import Segment, prompt_segments
 from auditor.scoring.comparison import NOISE_DIGITS, ChangeIntervals, counterfactual_key
+from auditor.scoring.uncertainty import MIN_SEEDS
 
 # --------------------------------------------------------------------------- view
 
@@ -212,9 +213,15 @@ def compare_records(a: RunRecord, b: RunRecord, changes: ChangeIntervals | None 
             "fewer images give noisier CAS values."
         )
     if changes is None:
+        single = [label for label, run in (("A", a), ("B", b)) if run.config.images_per_prompt < MIN_SEEDS]
+        why = (
+            "" if differing
+            else f" (run {' and '.join(single)}: one image per prompt set, no other seed to resample)" if single
+            else " (--bootstrap 0)"
+        )  # fmt: skip
         notes.append(
-            f"Deltas are B minus A, without intervals{'' if differing else ' (--bootstrap 0)'}, so no change is "
-            "claimed. Relative BAV is not compared: it is relative within one run."
+            f"Deltas are B minus A, without intervals{why}, so no change is claimed. "
+            "Relative BAV is not compared: it is relative within one run."
         )
     else:
         how = "paired over their shared seeds" if changes.paired else "independently (the runs used other seeds)"

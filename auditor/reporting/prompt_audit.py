@@ -187,7 +187,7 @@ def build_view(record: RunRecord) -> ReportView:
         images_per_prompt=record.config.images_per_prompt,
         seeds=describe_seeds(record.config.seeds),
         cas_normalization=scores.cas_normalization if scores else None,
-        uncertainty=uncertainty_line(scores) if scores else None,
+        uncertainty=uncertainty_line(scores, record.config.images_per_prompt) if scores else None,
         axes=axes,
         initial_concepts=_concepts(scores.top_concepts.get(INITIAL_PROMPT_ID, [])) if scores else [],
         initial_aligned=(

@@ -11,9 +11,9 @@ claim needs evidence recorded beside the number:
   is below alpha;
 * a male/female lean only when its interval excludes 0.
 
-A run recorded without intervals (``--bootstrap 0``, or written before intervals
-existed) gets its numbers stated and no difference claimed; ``auditor score RUN`` adds
-the intervals.
+A run recorded without intervals (``--bootstrap 0``, one image per prompt set, or written
+before intervals existed) gets its numbers stated and no difference claimed; the
+uncertainty line says why (and, where it can, that ``auditor score RUN`` adds them).
 """
 
 from __future__ import annotations
@@ -21,12 +21,13 @@ from __future__ import annotations
 from auditor.records import AssociationResult, AxisScore, CounterfactualScore, Interval, RunRecord, Scores
 from auditor.reporting.views import AssociationView, AxisView, Bounds
 from auditor.reporting.wording import quote
+from auditor.scoring.uncertainty import MIN_SEEDS
 
 #: How corrections for multiple tests read in a sentence.
 CORRECTION_NAMES = {"holm": "Holm", "benjamini-hochberg": "Benjamini-Hochberg"}
 #: Said where a claim would need an interval the run does not have.
-NO_INTERVAL = "no interval was computed, so no difference is claimed (`auditor score RUN` adds intervals)"
-NO_RANKING = "no interval was computed, so no ranking is claimed (`auditor score RUN` adds intervals)"
+NO_INTERVAL = "no interval was computed, so no difference is claimed"
+NO_RANKING = "no interval was computed, so no ranking is claimed"
 
 
 def span(interval: Interval | None, digits: int = 2) -> str:
@@ -231,8 +232,9 @@ def _bav(axis: AxisView) -> str:
     return f"{axis.bav:.4f}{low_high}"
 
 
-def uncertainty_line(scores: Scores) -> str | None:
-    """How the intervals and adjusted p-values were made, for the report's settings."""
+def uncertainty_line(scores: Scores, seeds: int) -> str | None:
+    """How the intervals and adjusted p-values were made, for the report's settings; without intervals, why
+    (``seeds``: images per prompt set)."""
     parts = []
     if scores.intervals is not None:
         i = scores.intervals
@@ -241,8 +243,10 @@ def uncertainty_line(scores: Scores) -> str | None:
             f"{i.level:.0%} {method} intervals from {i.resamples} paired-bootstrap resamples of the "
             f"{i.seeds} seeds (resampling seed {i.seed})"
         )
+    elif seeds < MIN_SEEDS:
+        parts.append("no intervals (one image per prompt set: no other seed to resample)")
     else:
-        parts.append("no intervals (bootstrap off)")
+        parts.append("no intervals (`auditor score RUN` adds them)")
     if scores.correction != "none":
         name = CORRECTION_NAMES.get(scores.correction, scores.correction)
         parts.append(f"T2IAT p-values {name}-adjusted across the axes, alpha {scores.alpha:g}")

@@ -20,7 +20,7 @@ from auditor.metrics import bootstrap
 from auditor.records import Interval, RunRecord
 from auditor.scoring.intervals import record_counts
 from auditor.scoring.tibet import plan_of
-from auditor.scoring.uncertainty import BootstrapSettings, tibet_samples
+from auditor.scoring.uncertainty import BootstrapSettings, check_resamplable, tibet_samples
 
 #: Decimals a change between two runs is rounded to: what lies below is floating-point noise.
 NOISE_DIGITS = 12
@@ -56,6 +56,7 @@ def change_intervals(a: RunRecord, b: RunRecord, settings: BootstrapSettings) ->
         plan = plan_of(record)
         axes = [(axis.name, axis.counterfactuals) for axis in plan.axes]
         seeds = record.config.images_per_prompt
+        check_resamplable(seeds)
         draws = bootstrap.resample_weights(seeds, settings.resamples, settings.seed + offset)
         weights = np.vstack([np.ones((1, seeds)), draws])
         try:

@@ -34,6 +34,12 @@ from auditor.scoring.tibet import AxisSpec, plan_of, record_concepts, score_audi
 from auditor.scoring.tibet_files import TibetResult
 from auditor.scoring.uncertainty import BootstrapSettings, ScoreIntervals
 
+#: Why a run scored with resamples asked for has no intervals.
+ONE_SEED = (
+    "one image per prompt set: the bootstrap has no other seed to draw, so there are no intervals and no "
+    "difference is claimed (make two or more with --images)"
+)
+
 
 def bootstrap_settings(settings: ScoringSettings) -> BootstrapSettings | None:
     """The engine's settings from a run's scoring settings; None when intervals are off (``--bootstrap 0``)."""
@@ -103,7 +109,9 @@ def with_uncertainty(
     intervals of the embedding similarity and of T2IAT's S and d.
     """
     boot = bootstrap_settings(settings)
-    if boot is not None:
+    if boot is not None and counts.seeds < uncertainty.MIN_SEEDS:
+        scores = scores.model_copy(update={"warnings": [*scores.warnings, ONE_SEED]})
+    elif boot is not None:
         sets = usable_embeddings(prompt_sets, embeddings) if embeddings else None
         found = uncertainty.score_intervals(axes, counts, settings, boot, embeddings=sets)
         scores = _with_intervals(scores, found)

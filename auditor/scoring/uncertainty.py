@@ -55,6 +55,17 @@ from auditor.scoring.tibet import AxisSpec
 # --------------------------------------------------------------------------- statistics per resample
 
 
+#: Fewest seeds an interval can rest on: every resample of one seed is that seed, so its interval has no width and
+#: would back any claim.
+MIN_SEEDS = 2
+
+
+def check_resamplable(seeds: int) -> None:
+    """Refuse a bootstrap over fewer than :data:`MIN_SEEDS` seeds (callers skip the intervals and say why)."""
+    if seeds < MIN_SEEDS:
+        raise AuditorError(f"a bootstrap interval needs at least {MIN_SEEDS} seeds (images per prompt set), got {seeds}")
+
+
 @dataclass(frozen=True)
 class BootstrapSettings:
     """How the intervals are made; every field changes the numbers, so records keep them all."""
@@ -346,6 +357,7 @@ def score_intervals(
     """
     boot = bootstrap_settings or BootstrapSettings()
     seeds = counts.seeds
+    check_resamplable(seeds)
     blocks = [np.ones((1, seeds)), bootstrap.resample_weights(seeds, boot.resamples, boot.seed)]
     if boot.method == "bca":
         blocks.append(bootstrap.jackknife_weights(seeds))
@@ -416,6 +428,7 @@ def difference_test(
     """
     boot = bootstrap_settings or BootstrapSettings()
     seeds = counts.seeds
+    check_resamplable(seeds)
     blocks = [np.ones((1, seeds)), bootstrap.resample_weights(seeds, boot.resamples, boot.seed)]
     if boot.method == "bca":
         blocks.append(bootstrap.jackknife_weights(seeds))
