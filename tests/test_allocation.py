@@ -86,13 +86,16 @@ def test_difference_test_against_a_direct_bootstrap():
     settings = ScoringSettings(include_captions=False)
     counts = answer_counts(answers, ["gender"], include_captions=False, seeds=seeds)
     boot = BootstrapSettings(resamples=400, seed=3)
-    found, p = difference_test(axes, counts, settings, "gender/1", "gender/0", boot)
+    test = difference_test(axes, counts, settings, "gender/1", "gender/0", boot, alpha=0.1)
+    found = test.interval
     lean = score_intervals(axes, counts, settings, boot).axes[0].lean  # CAS(male) - CAS(female): the opposite
     assert found.estimate == pytest.approx(-lean.estimate)
     assert (found.low, found.high) == pytest.approx((-lean.high, -lean.low))
-    assert found.low > 0 and p == pytest.approx(1 / 401)  # no resample at or below 0
-    _, p_other_way = difference_test(axes, counts, settings, "gender/0", "gender/1", boot)
-    assert p_other_way == pytest.approx(1.0)
+    assert found.low > 0 and test.p_value == pytest.approx(1 / 401)  # no resample at or below 0
+    # the one-sided 90% lower bound is the 10% quantile of the same resamples; the two-sided 95% one is the 2.5% one
+    assert found.low <= test.lower_bound <= found.estimate
+    other_way = difference_test(axes, counts, settings, "gender/0", "gender/1", boot, alpha=0.1)
+    assert other_way.p_value == pytest.approx(1.0) and other_way.lower_bound < 0
 
 
 def test_an_exploration_is_never_separated_while_an_arm_in_contention_is_unscored():

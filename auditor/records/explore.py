@@ -145,6 +145,11 @@ class Confirmation(Record):
     second: str | None = Field(default=None, description="Counterfactual it found them furthest from.")
     difference: float | None = Field(default=None, description="CAS(first) - CAS(second) on the fresh seeds.")
     difference_ci: Interval | None = Field(default=None, description="Its bootstrap interval.")
+    difference_lower_bound: float | None = Field(
+        default=None,
+        description="One-sided lower bound of the difference at level 1 - alpha, from the resamples behind p_value "
+        "(the alpha quantile): above 0 wherever p_value is below alpha, which the two-sided interval need not be.",
+    )
     p_value: float | None = Field(
         default=None, ge=0, le=1, description="One-sided bootstrap p-value of CAS(first) - CAS(second) > 0."
     )

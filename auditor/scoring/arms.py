@@ -16,6 +16,7 @@ the one they resembled least, or male against female) on fresh seeds.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from auditor.core.errors import AuditorError
 from auditor.metrics.allocation import folded_interval
@@ -36,6 +37,9 @@ from auditor.records import (
     RunRecord,
     counterfactual_id,
 )
+
+if TYPE_CHECKING:  # pragma: no cover
+    from auditor.scoring.uncertainty import DifferenceTest
 
 #: Separates a candidate's id from its prompt set ids in the exploration's record: ``c003/gender/1``.
 SEPARATOR = "/"
@@ -170,10 +174,10 @@ def direction(axis: AxisScore, objective: Objective) -> tuple[str, str] | None:
     return (male, female) if axis.lean >= 0 else (female, male)
 
 
-def difference_on(audit: RunRecord, first: str, second: str) -> tuple[float | None, Interval | None, float | None]:
-    """CAS(first) - CAS(second) on the audit's images, its interval and one-sided p-value (> 0)."""
+def difference_on(audit: RunRecord, first: str, second: str) -> DifferenceTest:
+    """CAS(first) - CAS(second) on the audit's images, tested one-sided (> 0) at the audit's alpha."""
     from auditor.scoring import uncertainty
-    from auditor.scoring.intervals import bootstrap_settings, record_counts, record_interval
+    from auditor.scoring.intervals import bootstrap_settings, record_counts
 
     settings = audit.config.scoring
     boot = bootstrap_settings(settings)
@@ -181,5 +185,4 @@ def difference_on(audit: RunRecord, first: str, second: str) -> tuple[float | No
         raise AuditorError("confirmation needs bootstrap resamples (--bootstrap 1 or more)")
     plan = audit.plan
     axes = [(axis.name, axis.counterfactuals) for axis in plan.axes]
-    found, p = uncertainty.difference_test(axes, record_counts(audit), settings, first, second, boot)
-    return found.estimate, record_interval(found), p
+    return uncertainty.difference_test(axes, record_counts(audit), settings, first, second, boot, alpha=settings.alpha)

@@ -409,6 +409,20 @@ def score_intervals(
     return ScoreIntervals(settings=boot, seeds=seeds, axes=result)
 
 
+@dataclass(frozen=True)
+class DifferenceTest:
+    """CAS(first) − CAS(second) tested one-sided for "it is above 0"."""
+
+    #: The difference and its (two-sided) interval.
+    interval: Interval
+    #: One-sided bootstrap p-value; None where no resample defines the difference.
+    p_value: float | None
+    #: The ``alpha`` quantile of the resamples: the one-sided ``1 − alpha`` lower bound the test inverts, so it lies
+    #: above 0 wherever ``p_value`` is below ``alpha``. A report shows it beside a claim the two-sided interval, at
+    #: the same level, may not support. None where no resample defines the difference.
+    lower_bound: float | None
+
+
 def difference_test(
     axes: Sequence[AxisSpec],
     counts: ConceptCounts,
@@ -417,14 +431,15 @@ def difference_test(
     second: str,
     bootstrap_settings: BootstrapSettings | None = None,
     *,
-    synonyms: SynonymIndex | None = None,
-) -> tuple[Interval, float | None]:
-    """CAS(first) − CAS(second) with its interval, and the one-sided p-value of "it is above 0".
+    alpha: float = 0.05,
+) -> DifferenceTest:
+    """CAS(first) − CAS(second) with its interval, the one-sided p-value of "it is above 0" and the lower bound at
+    level ``1 − alpha`` that goes with it.
 
     ``first`` and ``second`` are counterfactual ids chosen *before* these images were made (an
     exploration picks them on its own seeds and tests them on fresh ones), so the p-value is
     not bent by the choice. It comes from the same paired resamples as the interval
-    (:func:`auditor.metrics.bootstrap.p_value_above`); None where no resample defines the difference.
+    (:func:`auditor.metrics.bootstrap.p_value_above`).
     """
     boot = bootstrap_settings or BootstrapSettings()
     seeds = counts.seeds
@@ -432,7 +447,7 @@ def difference_test(
     blocks = [np.ones((1, seeds)), bootstrap.resample_weights(seeds, boot.resamples, boot.seed)]
     if boot.method == "bca":
         blocks.append(bootstrap.jackknife_weights(seeds))
-    samples = tibet_samples(axes, counts, settings, np.vstack(blocks), synonyms=synonyms)
+    samples = tibet_samples(axes, counts, settings, np.vstack(blocks))
     ids = samples.counterfactual_ids
     for prompt_id in (first, second):
         if prompt_id not in ids:
@@ -444,7 +459,12 @@ def difference_test(
         difference[0], difference[1:end], level=boot.level, method=boot.method, jackknife=jackknife
     )
     p = float(bootstrap.p_value_above(difference[1:end])[0])
-    return _interval(found, difference[0], 0), None if np.isnan(p) else p
+    lower = float(bootstrap.quantiles(difference[1:end], alpha)[0])
+    return DifferenceTest(
+        interval=_interval(found, difference[0], 0),
+        p_value=None if np.isnan(p) else p,
+        lower_bound=None if np.isnan(lower) else lower,
+    )
 
 
 def _spread(

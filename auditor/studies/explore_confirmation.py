@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 from auditor.metrics.multiple_testing import benjamini_hochberg
 from auditor.records import Arm, ArmStep, Confirmation, ExploreRecord
 from auditor.scoring.arms import arm_audit, difference_on, direction, score_arm
+from auditor.scoring.intervals import record_interval
 from auditor.studies.explore_rounds import fit_images, play_round, start_round
 from auditor.studies.explore_standings import find_arm, find_candidate, leading_arms
 
@@ -74,8 +75,9 @@ def _confirmation(record: ExploreRecord, arm: Arm, indices: Sequence[int]) -> Co
         return Confirmation(
             seeds=len(indices), score=score, note="its exploration scores name no direction to test (no CAS spread)"
         )
-    difference, ci, p = difference_on(audit, *pair)
+    test = difference_on(audit, *pair)
     return Confirmation(
-        seeds=len(indices), score=score, first=pair[0], second=pair[1], difference=difference, difference_ci=ci,
-        p_value=p, note=None if p is not None else "the difference is undefined on the fresh images",
+        seeds=len(indices), score=score, first=pair[0], second=pair[1], difference=test.interval.estimate,
+        difference_ci=record_interval(test.interval), difference_lower_bound=test.lower_bound, p_value=test.p_value,
+        note=None if test.p_value is not None else "the difference is undefined on the fresh images",
     )  # fmt: skip
