@@ -128,6 +128,10 @@ def test_a_planted_bias_is_found_in_the_top_k_confirmed_and_everything_is_record
     nurse = next(row for row in data["leaderboard"] if row["prompt"] == "a photo of a nurse")
     assert nurse["axis"] == "gender" and nurse["confirmed"] is True
     assert nurse["confirmation"]["p_adjusted"] < 0.05 and nurse["confirmation"]["difference"] > 0
+    assert 0 < nurse["confirmation"]["difference_lower_bound"] <= nurse["confirmation"]["difference"]
+    # the finding quotes the one-sided bound its test rests on, which a confirmed finding always has above 0
+    finding = next(text for text in data["findings"] if text.startswith("Confirmed: images for 'a photo of a nurse'"))
+    assert "one-sided 95% lower bound +" in finding
     scores = [row["score"] for row in data["leaderboard"]]
     assert scores == sorted(scores, reverse=True)
     others = [row for row in data["leaderboard"] if "nurse" not in row["prompt"]]

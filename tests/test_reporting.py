@@ -11,9 +11,10 @@ from pathlib import Path
 import pytest
 from rich.cells import cell_len
 from rich.console import Console
+from rich.text import Text
 
 from auditor.core.store import write_model
-from auditor.records import ChatMessage, Interval, RunError, RunRecord, load_record
+from auditor.records import ChatMessage, Difference, Interval, RunError, RunRecord, load_record
 from auditor.reporting import render_terminal, report_json, write_html_report
 from auditor.reporting.compare import (
     compare_records,
@@ -22,7 +23,7 @@ from auditor.reporting.compare import (
 )
 from auditor.reporting.html import Bar, bar_chart, render_html
 from auditor.reporting.prompt_audit import build_view
-from auditor.reporting.sentences import axis_finding
+from auditor.reporting.sentences import axis_finding, lean_sentence
 from auditor.reporting.wording import describe_seeds, prompt_label, prompt_segments
 from auditor.scoring.intervals import score_run
 from auditor.scoring.tibet import record_concepts
@@ -137,7 +138,7 @@ def test_findings_claim_a_difference_only_where_its_interval_excludes_zero():
     assert axis_finding(record.config.prompt, "gender", gender) == (
         f"Images for 'a photo of a pharmacist' resemble 'a photo of a male pharmacist' (CAS {male.cas:.2f}) "
         f"more than 'a photo of a female pharmacist' ({female.cas:.2f}; difference {spread.value:+.2f}, "
-        f"percentile interval [{spread.ci.low:.2f}, {spread.ci.high:.2f}])."
+        f"percentile interval [{spread.ci.low:+.2f}, {spread.ci.high:+.2f}])."
     )
     unclear = gender.model_copy(update={"spread": spread.model_copy(update={"ci": Interval(
         low=-0.01, high=0.05, method="percentile", defined=1.0)})})  # fmt: skip
@@ -148,6 +149,32 @@ def test_findings_claim_a_difference_only_where_its_interval_excludes_zero():
     unmeasured = gender.model_copy(update={"spread": None})
     finding = axis_finding("p", "gender", unmeasured)
     assert "no interval was computed, so no difference is claimed" in finding and "resemble" not in finding
+
+
+def test_a_small_difference_is_never_written_as_zero_beside_a_claim():
+    gender = next(a for a in fixture().scores.axes if a.axis == "gender")
+    tiny = Interval(low=0.001, high=0.008, method="percentile", defined=1.0)
+    small = gender.model_copy(update={
+        "spread": gender.spread.model_copy(update={"value": 0.004, "ci": tiny}), "lean": 0.004, "lean_ci": tiny,
+    })  # fmt: skip
+    assert axis_finding("p", "gender", small).endswith("(0.74; difference +0.004, percentile interval [+0.001, +0.008]).")
+    assert lean_sentence(small) == "+0.004 [+0.001, +0.008]: the images look more like the male version"
+    crossing = Interval(low=-0.003, high=0.1, method="percentile", defined=1.0)
+    assert lean_sentence(small.model_copy(update={"lean": 0.05, "lean_ci": crossing})) == (
+        "+0.050 [-0.003, +0.100]: no clear lean towards either version"
+    )
+
+
+def test_three_counterfactuals_claim_only_the_pair_their_interval_tests_and_name_ties():
+    age = next(a for a in fixture().scores.axes if a.axis == "age")
+    young, middle, old = (cf.model_copy(update={"cas": cas}) for cf, cas in zip(age.counterfactuals, (0.8, 0.5, 0.5)))
+    spread = Difference(first=young.prompt_id, second=old.prompt_id, value=0.3, ci=Interval(
+        low=0.15, high=0.45, method="percentile", defined=1.0))  # fmt: skip
+    finding = axis_finding("p", "age", age.model_copy(update={"counterfactuals": [young, middle, old], "spread": spread}))
+    assert finding == (
+        f"Images for 'p' resemble '{young.prompt}' (CAS 0.80, the highest) more than '{old.prompt}' (0.50, the lowest "
+        f"with '{middle.prompt}') of the 3 age counterfactuals (difference +0.30, percentile interval [+0.15, +0.45])."
+    )
 
 
 def test_leans_most_only_when_the_top_bav_interval_is_above_the_others():
@@ -358,6 +385,26 @@ def test_hostile_text_is_escaped_everywhere(tmp_path):
     console = Console(width=80, file=io.StringIO(), force_terminal=True, record=True)
     render_comparison_terminal(view, console)
     assert HOSTILE in " ".join(console.export_text(styles=False).split())
+
+
+def test_escape_sequences_in_text_never_reach_the_terminal(tmp_path):
+    """An ESC in a prompt or a VQA answer (an LLM's counterfactual, a caption file) would clear, retitle or hide the
+    user's terminal: the consoles write the text without it, and keep their own styling."""
+    from auditor.core.console import TextOnlyConsole
+
+    run_dir = copy_fixture("pharmacist-sd15", tmp_path)
+    data = load_record(run_dir / "record.json").model_dump(mode="json")
+    data["config"]["prompt"] = data["plan"]["prompt"] = "a photo of a pharmacist\x1b[8m hidden"
+    data["scores"]["top_concepts"]["initial"][0]["concept"] = "male\x1b]0;title\x07\x1b[2J"
+    write_model(run_dir / "record.json", RunRecord.model_validate(data))
+    shown = run_auditor("report", str(run_dir), env={"COLUMNS": "100"}, process=True)
+    assert shown.returncode == 0, shown.stderr
+    assert "\x1b" not in shown.stdout and "\x07" not in shown.stdout
+    assert "a photo of a pharmacist[8m hidden" in shown.stdout and "male]0;title[2J" in shown.stdout
+
+    styled = TextOnlyConsole(file=io.StringIO(), force_terminal=True, width=80, markup=False)
+    styled.print(Text("loud\x1b[2J\x9b2J", style="bold"))
+    assert styled.file.getvalue() == "\x1b[1mloud[2J2J\x1b[0m\n"
 
 
 def test_failed_run_still_reports_what_it_did(tmp_path):
@@ -601,3 +648,16 @@ def test_each_glossary_key_is_listed_once_so_no_study_explains_another_studys_nu
     assert len(keys) == len(set(keys)) == len(METRICS)
     assert METRICS["difference"].name == "Held-out CAS difference"  # explore's, not the trace's similarity difference
     assert "Benjamini-Hochberg" in METRICS["p_adjusted"].description and "Holm" in METRICS["trace_p_adjusted"].description
+
+
+def test_numbers_that_are_not_zero_are_never_written_as_zero():
+    from auditor.reporting.html import template_environment
+    from auditor.reporting.numbers import bounds, number, with_bounds
+
+    assert with_bounds(0.62, 0.55, 0.69) == "0.62 [0.55, 0.69]"  # the place's own decimals where they do
+    assert with_bounds(0.05, -0.00228, 0.1015, signed=True) == "+0.050 [-0.002, +0.102]"  # not "-0.00"
+    assert bounds(0.0, 0.0) == "[0.00, 0.00]" and number(None) == "-"
+    assert number(1e-9, 4) == "0.0000000"  # at most three decimals more: beyond that, it is as good as 0
+    p_value = template_environment().from_string("{{ p | p_value }}")
+    assert p_value.render(p=3.2e-7) == "3.2e-07" and p_value.render(p=0.0123) == "0.0123"
+    assert p_value.render(p=None) == "–"

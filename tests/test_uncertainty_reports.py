@@ -122,6 +122,10 @@ def test_auditor_score_says_which_intervals_are_not_what_the_method_line_says(tm
     assert interval_notes(partial) == [
         f"{gender.axis}: the lean interval is over the 90% of resamples in which the number exists"
     ]
+    partial.axes[0].lean_ci = gender.lean_ci.model_copy(update={"defined": 0.9996})  # never "100%"
+    assert interval_notes(partial) == [
+        f"{gender.axis}: the lean interval is over the 99.9% of resamples in which the number exists"
+    ]
 
 
 def test_terminal_and_json_show_intervals_and_without_them_nothing_is_claimed():

@@ -4,15 +4,39 @@ from __future__ import annotations
 
 import json
 import sys
+from collections.abc import Iterable
 from typing import Any
 
 from rich.console import Console
+from rich.segment import Segment
+
+#: C0 and C1 control characters but line breaks and tabs: in text, a terminal runs them as commands (ESC starts a
+#: sequence that can clear the screen, set the window title or hide what follows).
+CONTROL_CHARACTERS = {code: None for code in [*range(0x20), *range(0x7F, 0xA0)] if chr(code) not in "\n\t"}
+
+
+class TextOnlyConsole(Console):
+    """A rich console that writes the characters of its text but no control characters.
+
+    Prompts, LLM replies, VQA answers and file names reach the terminal, and any of them may
+    carry an escape sequence: a counterfactual written by an LLM, a caption file, a model's
+    answer. They are dropped where text becomes output, after every renderable (tables,
+    panels) was laid out, so no printing site can forget it. Rich's own styling is added
+    after this, and its control segments (a live display's cursor moves) pass as they are.
+    """
+
+    def _render_buffer(self, buffer: Iterable[Segment]) -> str:
+        return super()._render_buffer(
+            segment if segment.control else Segment(segment.text.translate(CONTROL_CHARACTERS), segment.style)
+            for segment in buffer
+        )
+
 
 #: Human-readable output. Width follows the terminal; pipes get 100 columns, never colour codes. Strings print
 #: literally (no rich markup): they carry prompts, paths and model answers, where "[/x]" is text, not a tag.
-out = Console(highlight=False, soft_wrap=False, markup=False)
+out = TextOnlyConsole(highlight=False, soft_wrap=False, markup=False)
 #: Notices and errors, kept off stdout so ``--json`` output stays parseable; literal like ``out``.
-err = Console(stderr=True, highlight=False, markup=False)
+err = TextOnlyConsole(stderr=True, highlight=False, markup=False)
 
 
 def print_json(data: Any) -> None:

@@ -29,6 +29,7 @@ from auditor.records import (
 )
 from auditor.reporting.glossary import METRICS
 from auditor.reporting.html import GRID_IMAGES, ImageCell, thumbnail, write_run_page
+from auditor.reporting.numbers import p_value
 
 #: What the reader is told whenever T is not image-based.
 CAPTION_PROXY = (
@@ -69,10 +70,6 @@ def signed_interval(value: float | None, interval: Interval | None) -> str:
     return f"{value:+.1f} [{interval.low:+.1f}, {interval.high:+.1f}]"
 
 
-def p_text(p_value: float | None) -> str:
-    return "–" if p_value is None else f"{p_value:.3g}"
-
-
 def template_label(template: int | None) -> str:
     return "every prompt" if template is None else f"prompt {template}"
 
@@ -98,10 +95,10 @@ def finding(summary: AmplificationSummary) -> str:
     number = signed_interval(summary.mean, summary.mean_ci)
     p_claimed = summary.p_adjusted if summary.p_adjusted is not None else summary.p_value
     adjusted = (
-        f", Holm-adjusted across the methods {p_text(p_claimed)}" if p_claimed != summary.p_value else ""
+        f", Holm-adjusted across the methods {p_value(p_claimed)}" if p_claimed != summary.p_value else ""
     )
     test = (
-        f"; one-sample t-test t = {summary.t_statistic:.2f}, p = {p_text(summary.p_value)} (two-sided){adjusted}"
+        f"; one-sample t-test t = {summary.t_statistic:.2f}, p = {p_value(summary.p_value)} (two-sided){adjusted}"
         if summary.t_statistic is not None
         else "; no t-test (fewer than two occupations, or no spread)"
     )
@@ -257,7 +254,7 @@ def render_amplification(record: AmplificationRecord, run_dir: Path, console: Co
         for s in record.summary:
             table.add_row(
                 Text(s.method), "all" if s.template is None else str(s.template), str(s.occupations),
-                signed_interval(s.mean, s.mean_ci), p_text(s.p_value), p_text(s.p_adjusted),
+                signed_interval(s.mean, s.mean_ci), p_value(s.p_value), p_value(s.p_adjusted),
             )  # fmt: skip
         console.print(table)
         for s in record.summary:

@@ -16,7 +16,7 @@ from rich.text import Text
 
 from auditor.core.store import REPORT_FILE, run_files, run_files_text
 from auditor.records import BatchRecord, BatchRow
-from auditor.reporting.sentences import span
+from auditor.reporting.numbers import with_span
 from auditor.reporting.wording import quote
 
 
@@ -43,8 +43,7 @@ def headline(record: BatchRecord) -> str:
 
 
 def _bav(row: BatchRow) -> str:
-    bounds = span(row.bav_ci, 4)
-    return f"{row.bav:.4f}" + (f" {bounds}" if bounds else "")
+    return with_span(row.bav, row.bav_ci, 4)
 
 
 def _row_json(row: BatchRow) -> dict[str, Any]:
@@ -86,7 +85,7 @@ def render_batch(record: BatchRecord, run_dir: Path, console: Console) -> None:
     table.add_column("BAV", no_wrap=True)
     table.add_column("male - female", no_wrap=True)
     for rank, row in enumerate(record.leaderboard, 1):
-        lean = "-" if row.lean is None else f"{row.lean:+.2f} {span(row.lean_ci)}".rstrip()
+        lean = with_span(row.lean, row.lean_ci, signed=True)
         bav = "no BAV" if row.bav is None else _bav(row)
         table.add_row(str(rank), Text(row.prompt), Text(row.axis), bav, lean)
     console.print(table)

@@ -11,6 +11,7 @@ Text from prompts, the LLM and the VQA model goes into ``Text`` objects and auto
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -19,9 +20,9 @@ from rich.table import Table
 from rich.text import Text
 
 from auditor.core.store import run_files, run_files_text
-from auditor.records import Arm, Candidate, ExploreRecord, Interval
+from auditor.records import Arm, Candidate, Confirmation, ExploreRecord, Interval
 from auditor.reporting.glossary import METRICS
-from auditor.reporting.sentences import span
+from auditor.reporting.numbers import decimals, number, with_span
 from auditor.reporting.wording import quote
 
 #: Rows of the terminal leaderboard (the JSON and HTML have them all).
@@ -72,14 +73,20 @@ def _bounds(interval: Interval | None) -> list[float | None] | None:
     return None if interval is None else interval.bounds()
 
 
-def _value(value: float | None, interval: Interval | None, digits: int = 4) -> str:
-    if value is None:
-        return "-"
-    bounds = span(interval, digits)
-    return f"{value:.{digits}f}" + (f" {bounds}" if bounds else "")
-
-
 # --------------------------------------------------------------------------- sentences
+
+
+def held_out_difference(confirmation: Confirmation, alpha: float) -> str:
+    """The held-out difference with the evidence its one-sided test rests on: ``+0.050, one-sided 95% lower bound
+    +0.004``. The two-sided interval at that level may reach below 0 while p is below alpha, so beside "Confirmed"
+    it would contradict the claim; a record written before lower bounds gets it all the same."""
+    if confirmation.difference_lower_bound is None:
+        return with_span(confirmation.difference, confirmation.difference_ci, signed=True)
+    places = decimals([confirmation.difference, confirmation.difference_lower_bound], 2)
+    return (
+        f"{number(confirmation.difference, places, signed=True)}, one-sided {1 - alpha:.0%} lower bound "
+        f"{number(confirmation.difference_lower_bound, places, signed=True)}"
+    )
 
 
 def finding(row: Row, record: ExploreRecord) -> str | None:
@@ -92,7 +99,7 @@ def finding(row: Row, record: ExploreRecord) -> str | None:
         return f"{subject} was not confirmed: {confirmation.note or 'no test was possible'}."
     prompts = {cf.prompt_id: cf.prompt for cf in confirmation.score.axis.counterfactuals}
     first, second = quote(prompts[confirmation.first]), quote(prompts[confirmation.second])
-    difference = f"CAS difference {confirmation.difference:+.2f} {span(confirmation.difference_ci)}".rstrip()
+    difference = f"CAS difference {held_out_difference(confirmation, record.config.scoring.alpha)}"
     q = confirmation.p_adjusted
     tested = f"one-sided p = {confirmation.p_value:.3g}, Benjamini-Hochberg adjusted {q:.3g}" if q is not None else ""
     fresh = f"on {confirmation.seeds} fresh seeds"
@@ -172,6 +179,7 @@ def _row_json(row: Row) -> dict[str, Any]:
             "second": confirmation.second,
             "difference": confirmation.difference,
             "difference_ci": _bounds(confirmation.difference_ci),
+            "difference_lower_bound": confirmation.difference_lower_bound,
             "p_value": confirmation.p_value,
             "p_adjusted": confirmation.p_adjusted,
             "note": confirmation.note,
@@ -210,12 +218,12 @@ def _leaderboard_table(rows: list[Row], record: ExploreRecord, *, confirmation: 
             str(row.rank),
             Text(row.candidate.prompt),
             Text(row.arm.axis),
-            _value(row.arm.score.value, row.arm.score.ci),
+            with_span(row.arm.score.value, row.arm.score.ci, 4),
             str(row.arm.seeds),
         ]
         if confirmation:
             c = row.arm.confirmation
-            held = "-" if c is None or c.score is None else _value(c.score.value, c.score.ci)
+            held = "-" if c is None or c.score is None else with_span(c.score.value, c.score.ci, 4)
             q = "-" if c is None or c.p_adjusted is None else f"{c.p_adjusted:.3g}" + (" ✓" if c.confirmed else "")
             cells += [held, q]
         table.add_row(*cells)
@@ -337,4 +345,5 @@ def write_explore_report(record: ExploreRecord, run_dir: Path) -> Path:
         lineage=lineage(record),
         spend=_spend_chart(record),
         stop_reasons=STOP_REASONS,
+        held_out_difference=partial(held_out_difference, alpha=record.config.scoring.alpha),
     )

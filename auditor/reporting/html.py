@@ -13,6 +13,7 @@ import math
 import os
 import textwrap
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
@@ -21,6 +22,8 @@ from auditor.core.errors import AuditorError
 from auditor.core.store import REPORT_FILE
 from auditor.records import GeneratedImage, RunRecord
 from auditor.reporting.glossary import METRICS
+from auditor.reporting.numbers import bounds as written_bounds
+from auditor.reporting.numbers import number, p_value
 from auditor.reporting.prompt_audit import build_view
 from auditor.reporting.views import Concept, ConceptColumn, ImageView, ReportView, SetView
 
@@ -527,14 +530,12 @@ def image_cells(sets: list[SetView], run_dir: Path, page_dir: Path) -> dict[str,
 
 def _number(value: float | None, digits: int = 2, signed: bool = False, missing: str = "–") -> str:
     """A number for a table cell; None is ``missing`` (a dash, or what a score that does not exist reads as)."""
-    if value is None:
-        return missing
-    return f"{value:+.{digits}f}" if signed else f"{value:.{digits}f}"
+    return number(value, digits, signed=signed, missing=missing)
 
 
 def _interval(bounds: tuple[float, float] | None, digits: int = 2) -> str:
     """``[0.55, 0.69]`` for a table cell; empty without an interval."""
-    return "" if bounds is None else f"[{bounds[0]:.{digits}f}, {bounds[1]:.{digits}f}]"
+    return "" if bounds is None else written_bounds(*bounds, digits)
 
 
 def template_environment() -> jinja2.Environment:
@@ -553,6 +554,7 @@ def template_environment() -> jinja2.Environment:
     )
     env.filters["number"] = _number
     env.filters["interval"] = _interval
+    env.filters["p_value"] = partial(p_value, missing="–")
     env.globals["metrics"] = METRICS
     env.globals["auditor_version"] = __version__  # every page's generator tag and footer
     return env

@@ -13,6 +13,7 @@ from rich.table import Table
 from rich.text import Text
 
 from auditor.records import Interval, Scores
+from auditor.reporting.numbers import with_span
 from auditor.reporting.sentences import interval_notes, named_intervals
 
 #: Concepts shown per prompt set in the table (``--json`` has the record's top-K).
@@ -108,10 +109,7 @@ def _number(value: float | None, digits: int, missing: str, ci: Interval | None 
     """A table cell: the number with its interval, or what stands for a score that does not exist."""
     if value is None:
         return missing
-    number = f"{value:+.{digits}f}" if signed else f"{value:.{digits}f}"
-    if ci is None or ci.low is None or ci.high is None:
-        return number
-    return f"{number} [{ci.low:.{digits}f}, {ci.high:.{digits}f}]"
+    return with_span(value, ci, digits, signed=signed)
 
 
 def _bounds(interval: Interval | None) -> list[float | None] | None:

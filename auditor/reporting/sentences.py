@@ -18,7 +18,10 @@ uncertainty line says why (and, where it can, that ``auditor score RUN`` adds th
 
 from __future__ import annotations
 
+import math
+
 from auditor.records import AssociationResult, AxisScore, CounterfactualScore, Interval, RunRecord, Scores
+from auditor.reporting.numbers import with_bounds, with_span, written_apart
 from auditor.reporting.views import AssociationView, AxisView, Bounds
 from auditor.reporting.wording import quote
 from auditor.scoring.uncertainty import MIN_SEEDS
@@ -28,22 +31,8 @@ CORRECTION_NAMES = {"holm": "Holm", "benjamini-hochberg": "Benjamini-Hochberg"}
 #: Said where a claim would need an interval the run does not have.
 NO_INTERVAL = "no interval was computed, so no difference is claimed"
 NO_RANKING = "no interval was computed, so no ranking is claimed"
-
-
-def span(interval: Interval | None, digits: int = 2) -> str:
-    """``[0.55, 0.69]``; empty when there is no interval."""
-    if interval is None or interval.low is None or interval.high is None:
-        return ""
-    return f"[{interval.low:.{digits}f}, {interval.high:.{digits}f}]"
-
-
-def with_span(value: float | None, interval: Interval | None, digits: int = 2, signed: bool = False) -> str:
-    """``0.62 [0.55, 0.69]``, or the number alone, or "-" for no number."""
-    if value is None:
-        return "-"
-    number = f"{value:+.{digits}f}" if signed else f"{value:.{digits}f}"
-    bounds = span(interval, digits)
-    return f"{number} {bounds}" if bounds else number
+#: CAS values closer than this are the same value (summed in another order): a tie, named as one.
+TIE = 1e-9
 
 
 def axis_finding(prompt: str, axis: str, score: AxisScore) -> str:
@@ -82,30 +71,37 @@ def _compared(subject: str, counted: str, known: list[CounterfactualScore], scor
         values = ", ".join(f"{quote(cf.prompt)} {cf.cas:.2f}" for cf in known)
         return f"CAS of the {counted}: {values} ({NO_INTERVAL})."
     top, bottom = by_id[spread.first], by_id[spread.second]
-    difference = f"difference {spread.value:+.2f}"
     if spread.ci is None or spread.ci.low is None:
         return (
             f"{subject} have the highest CAS with {quote(top.prompt)} ({top.cas:.2f}) and the lowest with "
             f"{quote(bottom.prompt)} ({bottom.cas:.2f}); {NO_INTERVAL}."
         )
-    evidence = f"{difference}, {method_name(spread.ci)} interval {span(spread.ci)}"
+    value, low, high = written_apart(spread.value, spread.ci.low, spread.ci.high, signed=True)
     if not spread.ci.excludes(0):
         pair = f"{quote(top.prompt)} ({top.cas:.2f}) and {quote(bottom.prompt)} ({bottom.cas:.2f})"
         if len(known) == 2:
-            return f"No clear difference between {pair}: {difference} ({spread.ci.low:+.2f} to {spread.ci.high:+.2f})."
+            return f"No clear difference between {pair}: difference {value} ({low} to {high})."
         return (
             f"No clear difference among the {counted}: the highest and lowest CAS, {pair}, differ by "
-            f"{spread.value:+.2f} ({spread.ci.low:+.2f} to {spread.ci.high:+.2f})."
+            f"{value} ({low} to {high})."
         )
+    evidence = f"difference {value}, {method_name(spread.ci)} interval [{low}, {high}]"
     if len(known) == 2:
         return (
             f"{subject} resemble {quote(top.prompt)} (CAS {top.cas:.2f}) more than {quote(bottom.prompt)} "
             f"({bottom.cas:.2f}; {evidence})."
         )
+    # The interval tests this pair only: the others are not claimed to lie between them (ties are named).
     return (
-        f"{subject} resemble {quote(top.prompt)} most (CAS {top.cas:.2f}) and {quote(bottom.prompt)} least "
-        f"({bottom.cas:.2f}) of the {counted} ({evidence})."
+        f"{subject} resemble {quote(top.prompt)} (CAS {top.cas:.2f}, {_rank(top, known, 'highest')}) more than "
+        f"{quote(bottom.prompt)} ({bottom.cas:.2f}, {_rank(bottom, known, 'lowest')}) of the {counted} ({evidence})."
     )
+
+
+def _rank(chosen: CounterfactualScore, known: list[CounterfactualScore], rank: str) -> str:
+    """``the highest``, or ``the highest with 'X'`` when other counterfactuals have the same CAS."""
+    tied = [cf for cf in known if cf is not chosen and math.isclose(cf.cas, chosen.cas, rel_tol=0, abs_tol=TIE)]
+    return f"the {rank}" + (f" with {' and '.join(quote(cf.prompt) for cf in tied)}" if tied else "")
 
 
 def method_name(interval: Interval) -> str:
@@ -228,8 +224,8 @@ def headline(record: RunRecord, axes: list[AxisView]) -> str:
 
 def _bav(axis: AxisView) -> str:
     """An axis's BAV with its interval, ``0.0123 [0.0050, 0.0210]``."""
-    low_high = f" [{axis.bav_ci[0]:.4f}, {axis.bav_ci[1]:.4f}]" if axis.bav_ci else ""
-    return f"{axis.bav:.4f}{low_high}"
+    low, high = axis.bav_ci if axis.bav_ci else (None, None)
+    return with_bounds(axis.bav, low, high, 4)
 
 
 def uncertainty_line(scores: Scores, seeds: int) -> str | None:
@@ -294,5 +290,6 @@ def interval_notes(scores: Scores) -> list[str]:
         if ci.note:
             notes.append(f"{what} is a {ci.method} interval (BCa could not be used: {ci.note})")
         if 0 < ci.defined < 1:
-            notes.append(f"{what} is over the {ci.defined:.0%} of resamples in which the number exists")
+            share = math.floor(round(ci.defined * 1000, 6)) / 10  # rounded down: 99.96% of them is not "100%"
+            notes.append(f"{what} is over the {share:g}% of resamples in which the number exists")
     return notes

@@ -19,6 +19,7 @@ from rich.text import Text
 
 from auditor.records import RunRecord
 from auditor.reporting.glossary import METRICS
+from auditor.reporting.numbers import bounds as written_bounds
 from auditor.reporting.prompt_audit import build_view
 from auditor.reporting.views import AxisView, Bounds, Concept, CounterfactualView, ReportView
 
@@ -48,7 +49,7 @@ def _fmt(value: float | None, digits: int = 2, missing: str = "-") -> str:
 
 def _ci(bounds: Bounds | None, digits: int = 2) -> str:
     """``[0.55, 0.69]``, or "-" without an interval."""
-    return "-" if bounds is None else f"[{bounds[0]:.{digits}f}, {bounds[1]:.{digits}f}]"
+    return "-" if bounds is None else written_bounds(*bounds, digits)
 
 
 def _bar_table(*columns: tuple[str, str], bar_width: int = BAR_WIDTH) -> Table:

@@ -29,7 +29,8 @@ from auditor.core.store import run_files, run_files_text
 from auditor.metrics.trace import significance
 from auditor.records import TRIPLET_SETS, ChiSquareResult, ObjectCount, StageSimilarity, TraceRecord
 from auditor.reporting.glossary import METRICS
-from auditor.reporting.sentences import STATUS_PHRASES, span
+from auditor.reporting.numbers import number, span, with_span
+from auditor.reporting.sentences import STATUS_PHRASES
 
 #: Triplets listed in full in the reports (the record holds all of them).
 TRIPLETS_SHOWN = 10
@@ -56,9 +57,7 @@ def closeness_sentence(row: StageSimilarity) -> str:
     where = f"{SPACE_NAMES[row.space]}, {row.measure}" + (f" ({row.model})" if row.model else "")
     if row.difference is None:
         return f"{where}: {row.note or 'no pairs'}."
-    numbers = f"s(n,m) - s(n,f) = {row.difference:+.4f}"
-    interval = span(row.ci, 4)
-    evidence = f"{numbers} {interval}" if interval else numbers
+    evidence = f"s(n,m) - s(n,f) = {with_span(row.difference, row.ci, 4, signed=True)}"
     sign = f"; swap test p = {row.swap_p:.3g}" if row.swap_p is not None else ""
     sign += f"; sign test p = {row.sign_p:.3g}" if row.sign_p is not None else ""
     counted = f"{row.units} triplet{'s' if row.units != 1 else ''}"
@@ -121,19 +120,12 @@ def _sets(test: ChiSquareResult) -> str:
     return " vs ".join(test.sets)
 
 
-def _number(value: float | None, digits: int = 4, signed: bool = False) -> str:
-    if value is None:
-        return "-"
-    return f"{value:+.{digits}f}" if signed else f"{value:.{digits}f}"
-
-
 def _p(value: float | None) -> str:
     return "-" if value is None else f"{value:.3g}"
 
 
 def _bs(row: ObjectCount) -> str:
-    interval = span(row.bias_score_ci, 2)
-    return f"{_number(row.bias_score, 2)} {interval}".strip()
+    return with_span(row.bias_score, row.bias_score_ci, 2)
 
 
 # --------------------------------------------------------------------------- JSON
@@ -255,9 +247,9 @@ def render_trace(record: TraceRecord, run_dir: Path, console: Console) -> None:
         ("swap p", "right"), ("sign p", "right"), ("closer", "left"),
     )  # fmt: skip
     for row in record.similarity:
-        difference = f"{_number(row.difference, 4, signed=True)} {span(row.ci, 4)}".strip()
+        difference = with_span(row.difference, row.ci, 4, signed=True)
         table.add_row(
-            Text(short_measure(row)), _number(row.mean_neutral_feminine), _number(row.mean_neutral_masculine),
+            Text(short_measure(row)), number(row.mean_neutral_feminine, 4), number(row.mean_neutral_masculine, 4),
             difference, _p(row.swap_p), _p(row.sign_p), row.closer_to,
         )  # fmt: skip
     console.print(table)
@@ -285,7 +277,7 @@ def render_trace(record: TraceRecord, run_dir: Path, console: Console) -> None:
     for test in record.chi_square:
         sets = "-".join(SET_INITIALS[name] for name in test.sets)
         skipped = "skipped" if test.p_value is None else _p(test.p_value)
-        tests.add_row(_scope(test), sets, _number(test.statistic, 2), skipped, _p(test.p_adjusted))
+        tests.add_row(_scope(test), sets, number(test.statistic, 2), skipped, _p(test.p_adjusted))
     console.print(tests)
     _say(console, chi_square_summary(record))
     if any(test.note for test in record.chi_square):

@@ -1,0 +1,89 @@
+"""How a number and its interval are written for a reader.
+
+Each place picks the decimals its numbers usually need (2 for CAS, 4 for BAV). A number
+that is not 0 must never read as 0, though: a lean of +0.004 [0.001, 0.008] written as
+"+0.00 [0.00, 0.01]" beside "the images look more like the male version" reads as no
+effect with a claim, and a bound of -0.003 written "-0.00" hides that the interval crosses
+0. So a number and its bounds share the fewest decimals, from the place's own, at which none
+of them that is not 0 rounds to 0.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+
+from auditor.records import Interval
+
+#: Decimals added at most to keep small numbers from reading as 0 (beyond that they do, as 0.0000).
+MOST_EXTRA_DECIMALS = 3
+
+
+def decimals(values: Iterable[float | None], digits: int) -> int:
+    """The fewest decimals, ``digits`` or more, at which no finite value other than 0 is written as 0."""
+    shown = [v for v in values if v is not None and math.isfinite(v) and v != 0]
+    for places in range(digits, digits + MOST_EXTRA_DECIMALS):
+        if all(float(f"{v:.{places}f}") != 0 for v in shown):
+            return places
+    return digits + MOST_EXTRA_DECIMALS
+
+
+def number(value: float | None, digits: int = 2, *, signed: bool = False, missing: str = "-") -> str:
+    """``0.62`` (``+0.62`` when ``signed``), with more decimals where fewer would write it as 0; ``missing`` for None."""
+    if value is None:
+        return missing
+    return _written(value, decimals([value], digits), signed)
+
+
+def bounds(low: float | None, high: float | None, digits: int = 2, *, signed: bool = False) -> str:
+    """``[0.55, 0.69]``; empty when a bound is missing."""
+    if low is None or high is None:
+        return ""
+    places = decimals([low, high], digits)
+    return f"[{_written(low, places, signed)}, {_written(high, places, signed)}]"
+
+
+def with_bounds(
+    value: float | None,
+    low: float | None,
+    high: float | None,
+    digits: int = 2,
+    *,
+    signed: bool = False,
+    missing: str = "-",
+) -> str:
+    """``0.62 [0.55, 0.69]`` with shared decimals, or the number alone without bounds, or ``missing`` for None."""
+    if value is None:
+        return missing
+    if low is None or high is None:
+        return number(value, digits, signed=signed)
+    places = decimals([value, low, high], digits)
+    return f"{_written(value, places, signed)} [{_written(low, places, signed)}, {_written(high, places, signed)}]"
+
+
+def p_value(p: float | None, missing: str = "-") -> str:
+    """A p-value to three significant digits (``0.0123``, ``3.2e-07``): never written as 0."""
+    return missing if p is None else f"{p:.3g}"
+
+
+def span(interval: Interval | None, digits: int = 2, *, signed: bool = False) -> str:
+    """A record's interval as :func:`bounds` writes it; empty when there is none."""
+    return "" if interval is None else bounds(interval.low, interval.high, digits, signed=signed)
+
+
+def with_span(value: float | None, interval: Interval | None, digits: int = 2, *, signed: bool = False) -> str:
+    """A number and its record's interval as :func:`with_bounds` writes them."""
+    low, high = (None, None) if interval is None else (interval.low, interval.high)
+    return with_bounds(value, low, high, digits, signed=signed)
+
+
+def written_apart(
+    value: float, low: float, high: float, digits: int = 2, *, signed: bool = False
+) -> tuple[str, str, str]:
+    """The number and its bounds with shared decimals, each on its own, for a sentence that puts words between them."""
+    places = decimals([value, low, high], digits)
+    return _written(value, places, signed), _written(low, places, signed), _written(high, places, signed)
+
+
+def _written(value: float, places: int, signed: bool) -> str:
+    return f"{value:+.{places}f}" if signed else f"{value:.{places}f}"
