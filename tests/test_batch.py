@@ -84,6 +84,14 @@ def test_batch_from_a_template_file_on_the_command_line(tiny_models, tmp_path):
     timings = {t.stage: t for t in load_record(tmp_path / "runs" / "alone" / "record.json").timings}
     assert timings["generate"].computed == 0 and timings["perceive"].computed == 0 and timings["plan"].computed == 0
 
+    # --quiet prints the run folder alone on one line, however long (a script reads it back)
+    runs = tmp_path / ("a-long-folder-name-" * 8)
+    again = run_auditor(
+        "batch", "prompts.txt", "--values", "occupations.txt", *args, "--quiet", "--name", "again",
+        cwd=tmp_path, env={"OMP_NUM_THREADS": "1", "AUDITOR_RUNS_DIR": str(runs)},
+    )  # fmt: skip
+    assert again.returncode == 0 and again.stdout == f"{runs / 'again'}\n"
+
 
 def test_models_load_once_for_the_whole_batch(tiny_models, tmp_path, monkeypatch):
     from auditor.generation.registry import T2I_BACKENDS

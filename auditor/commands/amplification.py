@@ -9,13 +9,17 @@ methods); ``report`` shows a stored run again.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import typer
 
 from auditor.commands import common
-from auditor.core.console import out, print_json, print_run_folder
+from auditor.core.console import out, print_json
 from auditor.core.errors import AuditorError
 from auditor.core.settings import DEFAULT_EMBEDDER
+
+if TYPE_CHECKING:  # pragma: no cover
+    from auditor.records import AmplificationRecord
 
 app = typer.Typer(
     name="amplification",
@@ -173,15 +177,12 @@ def run(
     _show(record, study.run_dir, quiet, json_output)
 
 
-def _show(record, run_dir: Path, quiet: bool, json_output: bool) -> None:
+def _show(record: AmplificationRecord, run_dir: Path, quiet: bool, json_output: bool) -> None:
     from auditor.reporting.amplification import amplification_json, render_amplification
 
-    if json_output:
-        print_json(amplification_json(record, run_dir))
-    elif quiet:
-        print_run_folder(run_dir)
-    else:
-        render_amplification(record, run_dir, out)
+    common.show_result(
+        record, run_dir, quiet=quiet, json_output=json_output, as_json=amplification_json, render=render_amplification
+    )
 
 
 @app.command("captions")

@@ -10,7 +10,7 @@ from auditor.commands import common
 from auditor.commands.prompt import audit_options, scoring_settings
 from auditor.core.errors import AuditorError
 from auditor.core.settings import DEFAULT_EMBEDDER, DEFAULT_VQA
-from auditor.records import BatchRecord, PerceptionSettings
+from auditor.records import PerceptionSettings
 
 
 def batch(
@@ -118,19 +118,11 @@ def batch(
         else:
             study = start_batch(options, store, cache, progress, name)
         record = common.run_resumable(study)
-    _show(record, study.run_dir, quiet=quiet, json_output=json_output)
-
-
-def _show(record: BatchRecord, run_dir: Path, *, quiet: bool, json_output: bool) -> None:
-    from auditor.core.console import out, print_json
     from auditor.reporting.batch import batch_json, render_batch
 
-    if json_output:
-        print_json(batch_json(record, run_dir))
-    elif quiet:
-        out.print(str(run_dir), markup=False, highlight=False)
-    else:
-        render_batch(record, run_dir, out)
+    common.show_result(
+        record, study.run_dir, quiet=quiet, json_output=json_output, as_json=batch_json, render=render_batch
+    )
 
 
 def register(app: typer.Typer) -> None:

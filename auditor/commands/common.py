@@ -25,6 +25,8 @@ from auditor.core.errors import AuditorError, BackendError, RunBusyError, StartA
 from auditor.core.settings import DEFAULT_T2I, MAX_SEED
 
 if TYPE_CHECKING:  # pragma: no cover
+    from rich.console import Console
+
     from auditor.core.cache import ContentCache
     from auditor.core.store import RunStore
     from auditor.records import GenerationSettings
@@ -259,6 +261,7 @@ def resumption(
 
 def run_store(runs_dir: Path | None) -> RunStore:
     """The runs folder: ``--runs-dir``, else AUDITOR_RUNS_DIR or ./runs."""
+
     from auditor.core.settings import get_settings
     from auditor.core.store import RunStore
 
@@ -309,6 +312,27 @@ def run_resumable(study: StudyRun[RecordT]) -> RecordT:
             f"out of memory ({problem}): start it again with a smaller --batch-size; a new run with otherwise the same "
             f"settings reuses everything this one cached (the failed run is kept in {study.run_dir})"
         ) from None
+
+
+def show_result(
+    record: RecordT,
+    run_dir: Path,
+    *,
+    quiet: bool,
+    json_output: bool,
+    as_json: Callable[[RecordT, Path], dict],
+    render: Callable[[RecordT, Path, Console], None],
+) -> None:
+    """A finished study's result on stdout: its JSON (``--json``), the run folder alone (``--quiet``, never wrapped,
+    as a script reads it back), or its terminal report; report.html is in the run folder already."""
+    from auditor.core.console import out, print_json, print_run_folder
+
+    if json_output:
+        print_json(as_json(record, run_dir))
+    elif quiet:
+        print_run_folder(run_dir)
+    else:
+        render(record, run_dir, out)
 
 
 def exit_interrupted(where: str) -> NoReturn:

@@ -183,7 +183,11 @@ def explore(
                 record = common.run_resumable(exploration)
         else:
             record = common.run_resumable(exploration)
-    _show(record, exploration.run_dir, quiet=quiet, json_output=json_output)
+    from auditor.reporting.explore import explore_json, render_explore
+
+    common.show_result(
+        record, exploration.run_dir, quiet=quiet, json_output=json_output, as_json=explore_json, render=render_explore
+    )
 
 
 def _planner(llm: str | None, *, announce: bool) -> str:
@@ -196,18 +200,6 @@ def _planner(llm: str | None, *, announce: bool) -> str:
 
         notice("OPENAI_API_KEY is not set: proposing from WordNet templates and planning offline (or pass --llm)")
     return planner
-
-
-def _show(record: ExploreRecord, run_dir: Path, *, quiet: bool, json_output: bool) -> None:
-    from auditor.core.console import out, print_json
-    from auditor.reporting.explore import explore_json, render_explore
-
-    if json_output:
-        print_json(explore_json(record, run_dir))
-    elif quiet:
-        out.print(str(run_dir), markup=False, highlight=False)
-    else:
-        render_explore(record, run_dir, out)
 
 
 def register(app: typer.Typer) -> None:

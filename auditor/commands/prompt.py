@@ -18,6 +18,8 @@ from auditor.records import (
 )
 
 if TYPE_CHECKING:  # pragma: no cover
+    from rich.console import Console
+
     from auditor.studies.prompt_audit import PromptAuditOptions
 
 
@@ -138,6 +140,7 @@ def audit_options(
 
     ``planning_and_device`` passes the remaining :class:`PromptAuditOptions` fields through unchanged.
     """
+
     from auditor.core.settings import default_llm_spec
     from auditor.studies.prompt_audit import PromptAuditOptions
     from auditor.studies.run import named_model_is_required
@@ -166,17 +169,17 @@ def audit_options(
 
 def show_results(record: RunRecord, run_dir: Path, *, quiet: bool, json_output: bool) -> None:
     """Show the finished run's report (terminal or JSON); report.html is already in the run folder."""
-    from auditor.core.console import out, print_json, print_run_folder
     from auditor.core.store import run_files, run_files_text
     from auditor.reporting import render_terminal, report_json
 
-    if json_output:
-        print_json(run_files(run_dir) | report_json(record))
-    elif quiet:
-        print_run_folder(run_dir)
-    else:
-        render_terminal(record, out)
-        out.print(run_files_text(run_dir), markup=False, highlight=False)
+    def render(record: RunRecord, run_dir: Path, console: Console) -> None:
+        render_terminal(record, console)
+        console.print(run_files_text(run_dir))
+
+    common.show_result(
+        record, run_dir, quiet=quiet, json_output=json_output,
+        as_json=lambda record, run_dir: run_files(run_dir) | report_json(record), render=render,
+    )  # fmt: skip
 
 
 def register(app: typer.Typer) -> None:

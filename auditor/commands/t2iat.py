@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 import typer
 
 from auditor.commands import common
-from auditor.core.console import out, print_json, print_run_folder
+from auditor.core.console import out, print_json
 from auditor.core.errors import AuditorError
 from auditor.core.settings import DEFAULT_EMBEDDER
 
@@ -206,7 +206,9 @@ def run(
     record, run_dir = _run_study(ctx, start, T2IATTestRun, runs_dir, quiet, json_output)
     from auditor.reporting.t2iat import render_test_run, test_run_json
 
-    _show(record, run_dir, quiet, json_output, test_run_json, render_test_run)
+    common.show_result(
+        record, run_dir, quiet=quiet, json_output=json_output, as_json=test_run_json, render=render_test_run
+    )
 
 
 # --------------------------------------------------------------------------- occupations
@@ -263,7 +265,9 @@ def occupations(
     record, run_dir = _run_study(ctx, start, OccupationsRun, runs_dir, quiet, json_output)
     from auditor.reporting.t2iat import occupations_json, render_occupations
 
-    _show(record, run_dir, quiet, json_output, occupations_json, render_occupations)
+    common.show_result(
+        record, run_dir, quiet=quiet, json_output=json_output, as_json=occupations_json, render=render_occupations
+    )
 
 
 # --------------------------------------------------------------------------- report
@@ -291,26 +295,13 @@ def report(
     if html:
         out.print(str(write_t2iat_report(record, folder)), markup=False, highlight=False, soft_wrap=True)
     elif isinstance(record, T2IATRecord):
-        _show(record, folder, False, json_output, test_run_json, render_test_run)
+        common.show_result(
+            record, folder, quiet=False, json_output=json_output, as_json=test_run_json, render=render_test_run
+        )
     else:
-        _show(record, folder, False, json_output, occupations_json, render_occupations)
-
-
-def _show(
-    record: Any,
-    run_dir: Path,
-    quiet: bool,
-    json_output: bool,
-    as_json: Callable[[Any, Path], dict],
-    render: Callable[[Any, Path, Any], None],
-) -> None:
-    """A finished study's result: JSON, the run folder alone (``--quiet``), or the report."""
-    if json_output:
-        print_json(as_json(record, run_dir))
-    elif quiet:
-        print_run_folder(run_dir)
-    else:
-        render(record, run_dir, out)
+        common.show_result(
+            record, folder, quiet=False, json_output=json_output, as_json=occupations_json, render=render_occupations
+        )
 
 
 def register(main_app: typer.Typer) -> None:

@@ -139,7 +139,11 @@ def trace(
         else:
             study = start_trace(options, store, cache, progress, name)
         record = common.run_resumable(study)
-    _show(record, study.run_dir, quiet, json_output)
+    from auditor.reporting.trace import render_trace, trace_json
+
+    common.show_result(
+        record, study.run_dir, quiet=quiet, json_output=json_output, as_json=trace_json, render=render_trace
+    )
 
 
 def _options(
@@ -195,19 +199,6 @@ def _options(
     )
     options.seeds = common.parse_seeds(seed, options.seed_count)
     return options
-
-
-def _show(record, run_dir: Path, quiet: bool, json_output: bool) -> None:
-    """The finished run's report (terminal or JSON); report.html is already in the run folder."""
-    from auditor.core.console import out, print_json, print_run_folder
-    from auditor.reporting.trace import render_trace, trace_json
-
-    if json_output:
-        print_json(trace_json(record, run_dir))
-    elif quiet:
-        print_run_folder(run_dir)
-    else:
-        render_trace(record, run_dir, out)
 
 
 def register(app: typer.Typer) -> None:
