@@ -6,6 +6,7 @@ code fences, wrapper keys, lists of objects, broken JSON, prose lists.
 
 from __future__ import annotations
 
+import base64
 import json
 
 import pytest
@@ -448,3 +449,7 @@ def test_credentials_in_the_base_url_never_reach_an_error_line(fake_openai, monk
     monkeypatch.setenv("OPENAI_BASE_URL", secret_url + "?token=tok987tok987")  # a gateway's token, say
     echoed = one_line(f"connect to {secret_url}?token=tok987tok987 failed")
     assert all(secret not in echoed for secret in ("pw123pw123", "tok987tok987")), echoed
+    # the HTTP library turns the URL's password into "Authorization: Basic base64(user:password)"; a server may echo it
+    sent = fake_openai.chat_requests()[-1].headers["authorization"]
+    assert sent == "Basic " + base64.b64encode(b"openai:pw123pw123").decode()
+    assert sent.split()[1] not in one_line(f"HTTP 500: you sent {sent}")

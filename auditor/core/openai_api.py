@@ -11,6 +11,7 @@ the functions, never at CLI start-up.
 
 from __future__ import annotations
 
+import base64
 import os
 from typing import TYPE_CHECKING, Any
 
@@ -78,11 +79,17 @@ def without_url_secrets(text: str) -> str:
     """``text`` with the password, query (and each of its values) and fragment of ``OPENAI_BASE_URL`` blanked,
     wherever an error message (the SDK's, or its HTTP library's) repeats them. The user name is no secret and a
     common word ("openai") could be one, so it stays, as do parts shorter than :data:`MIN_SECRET`, which blanking
-    would garble the message with (and which keep nothing secret)."""
-    from urllib.parse import parse_qsl, urlsplit
+    would garble the message with (and which keep nothing secret).
+
+    A URL with a password makes the HTTP library send ``Authorization: Basic base64(user:password)``, which a
+    server may echo in its error: that encoding is blanked too."""
+    from urllib.parse import parse_qsl, unquote, urlsplit
 
     parts = urlsplit(configured_base_url())
     secrets = {parts.password or "", parts.query, parts.fragment} | {value for _, value in parse_qsl(parts.query)}
+    if parts.password:
+        credentials = f"{unquote(parts.username or '')}:{unquote(parts.password)}".encode()
+        secrets.add(base64.b64encode(credentials).decode("ascii"))
     for secret in sorted((secret for secret in secrets if len(secret) >= MIN_SECRET), key=len, reverse=True):
         text = text.replace(secret, "***")
     return text
