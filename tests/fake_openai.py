@@ -60,7 +60,7 @@ import pytest
 #: The API key the fixture exports; tests check it never leaks into records or output.
 FAKE_API_KEY = "sk-fake-test-key-0123456789abcdef"
 
-ErrorReply = tuple  # (status, json_body) or (status, json_body, headers)
+ErrorReply = tuple  # (status, json_body) or (status, json_body, headers); a bytes body is sent raw
 ChatItem = Union[str, ErrorReply]
 ImageItem = Union[str, list, ErrorReply]
 #: (mean RGB of the request's image, the question's text, the request body) -> the assistant's reply.
@@ -347,8 +347,8 @@ def _handler_for(fake: FakeOpenAI) -> type[BaseHTTPRequestHandler]:
             images = item if isinstance(item, list) else [item] * int(payload.get("n") or 1)
             return {"created": int(time.time()), "data": [{"b64_json": image} for image in images]}
 
-        def _send(self, status: int, body: dict, headers: dict | None = None) -> None:
-            data = json.dumps(body).encode("utf-8")
+        def _send(self, status: int, body: dict | bytes, headers: dict | None = None) -> None:
+            data = body if isinstance(body, bytes) else json.dumps(body).encode("utf-8")  # bytes: sent as they are
             self.send_response(status)
             self.send_header("Content-Type", "application/json")
             self.send_header("Content-Length", str(len(data)))

@@ -453,3 +453,26 @@ def test_credentials_in_the_base_url_never_reach_an_error_line(fake_openai, monk
     sent = fake_openai.chat_requests()[-1].headers["authorization"]
     assert sent == "Basic " + base64.b64encode(b"openai:pw123pw123").decode()
     assert sent.split()[1] not in one_line(f"HTTP 500: you sent {sent}")
+
+
+def test_a_reply_that_is_not_json_is_one_line_for_every_openai_backend(fake_openai):
+    """A proxy's HTML page with status 200: the SDK raises a JSONDecodeError, no error of its own."""
+    from PIL import Image
+
+    from auditor.generation.base import GenerationItem
+    from auditor.generation.registry import T2I_BACKENDS
+    from auditor.perception.registry import VQA_BACKENDS
+    from auditor.records import GenerationSettings, PerceptionSettings
+
+    page = (200, b"<html>502 bad gateway</html>")  # sent as application/json, as a misconfigured proxy may
+    fake_openai.chat_replies(page, page)
+    fake_openai.image_replies(page)
+    not_json = f"the reply from {fake_openai.base_url} is not JSON"
+    with pytest.raises(BackendError, match=not_json):
+        make_plan(PROMPT, "openai:gpt-4o-mini")
+    vqa = VQA_BACKENDS.load("openai:gpt-4o-mini", settings=PerceptionSettings(concurrency=1))
+    with pytest.raises(BackendError, match=not_json):
+        vqa.answer([Image.new("RGB", (8, 8))], ["What is the gender of the person?"])
+    images = T2I_BACKENDS.load("openai:dall-e-3", settings=GenerationSettings())
+    with pytest.raises(BackendError, match=not_json):
+        images.generate([GenerationItem(PROMPT, 0, 0)])

@@ -132,6 +132,12 @@ def describe_openai_error(spec: str, exc: Exception, base_url: str, tries: int) 
     return one_line(f"{spec}: {type(exc).__name__}: {exc}")
 
 
+def reply_not_json(spec: str, base_url: str) -> BackendError:
+    """The one-line error for a reply the SDK cannot parse (a proxy's HTML page with status 200, say): the SDK
+    raises :class:`json.JSONDecodeError`, no error of its own, so callers catch that beside ``OpenAIError``."""
+    return BackendError(f"{spec}: the reply from {base_url} is not JSON (is OPENAI_BASE_URL an OpenAI-compatible API?)")
+
+
 def request_failed(spec: str, exc: Exception, client: OpenAI) -> BackendError:
     """The one-line error for a request ``client`` gave up on (after its retries, where the status allows them)."""
     return BackendError(describe_openai_error(spec, exc, client_base_url(client), client.max_retries + 1))

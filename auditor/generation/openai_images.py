@@ -16,6 +16,7 @@ from __future__ import annotations
 import base64
 import binascii
 import io
+import json
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
@@ -29,6 +30,7 @@ from auditor.core.openai_api import (
     client_base_url,
     openai_client,
     public_url,
+    reply_not_json,
     request_failed,
 )
 from auditor.core.registry import Spec
@@ -92,6 +94,8 @@ class OpenAIImages:
             if isinstance(exc, openai.BadRequestError) and exc.code == CONTENT_POLICY:
                 return GeneratedPicture(image=self._black(), flagged_nsfw=True)
             raise request_failed(self.ref.spec, exc, self._client) from None
+        except json.JSONDecodeError:
+            raise reply_not_json(self.ref.spec, self.base_url) from None
         data = response.data[0].b64_json if response.data else None
         if not data:
             raise BackendError(f"{self.ref.spec}: the reply from {self.base_url} holds no base64 image")

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import base64
 import io
+import json
 import threading
 from collections.abc import Sequence
 from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
@@ -34,6 +35,7 @@ from auditor.core.openai_api import (
     client_base_url,
     openai_client,
     public_url,
+    reply_not_json,
     reply_text,
     request_failed,
 )
@@ -152,6 +154,8 @@ class OpenAIVqa:
             )
         except openai.OpenAIError as exc:
             raise request_failed(self.ref.spec, exc, self._client) from None
+        except json.JSONDecodeError:
+            raise reply_not_json(self.ref.spec, self.base_url) from None
         return first_line(reply_text(response, self.ref.spec, self.base_url))
 
 

@@ -13,6 +13,7 @@ backend has one. The SDKs are imported inside the backends, never at CLI start-u
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Sequence
 from typing import Any, Protocol
@@ -26,6 +27,7 @@ from auditor.core.openai_api import (
     describe_openai_error,
     one_line,
     openai_client,
+    reply_not_json,
     reply_text,
 )
 from auditor.core.registry import Spec
@@ -124,6 +126,8 @@ class OpenAIChat(_SdkChat):
             raise BackendError(describe_openai_error(self.spec, exc, self.base_url, 1)) from None
         except openai.OpenAIError as exc:
             raise BackendError(describe_openai_error(self.spec, exc, self.base_url, self.tries)) from None
+        except json.JSONDecodeError:
+            raise reply_not_json(self.spec, self.base_url) from None
         return reply_text(response, self.spec, self.base_url)
 
 
