@@ -61,7 +61,7 @@ import pytest
 FAKE_API_KEY = "sk-fake-test-key-0123456789abcdef"
 
 ErrorReply = tuple  # (status, json_body) or (status, json_body, headers); a bytes body is sent raw
-ChatItem = Union[str, ErrorReply]
+ChatItem = Union[str, ErrorReply, "Trickle"]
 ImageItem = Union[str, list, ErrorReply]
 #: (mean RGB of the request's image, the question's text, the request body) -> the assistant's reply.
 ImageRule = Callable[[tuple[float, float, float], str, dict], str]
@@ -71,6 +71,15 @@ PromptRule = Callable[[str, int], tuple[int, int, int]]
 TextRule = Callable[[dict], str]
 #: Where the image of a vision chat request is: the data URL's prefix.
 PNG_DATA_URL = "data:image/png;base64,"
+
+
+@dataclass(frozen=True)
+class Trickle:
+    """A scripted reply that sends its headers, then a byte every ``interval`` seconds for ``seconds`` (a stuck
+    proxy): each read of it returns in time, the whole never does."""
+
+    interval: float = 0.05
+    seconds: float = 10.0
 
 
 def http_error(
@@ -315,7 +324,9 @@ def _handler_for(fake: FakeOpenAI) -> type[BaseHTTPRequestHandler]:
             return fake._image_rule(rgb, question, payload)
 
         def _answer(self, item: Any, payload: Any, body_for: Any) -> None:
-            if item is None:
+            if isinstance(item, Trickle):
+                self._trickle(item)
+            elif item is None:
                 message = f"fake server: no scripted reply left for {self.path}"
                 self._send(500, {"error": {"message": message, "type": "server_error"}}, {"x-should-retry": "false"})
             elif isinstance(item, tuple):
@@ -346,6 +357,19 @@ def _handler_for(fake: FakeOpenAI) -> type[BaseHTTPRequestHandler]:
         def _images_body(item: str | list, payload: dict) -> dict:
             images = item if isinstance(item, list) else [item] * int(payload.get("n") or 1)
             return {"created": int(time.time()), "data": [{"b64_json": image} for image in images]}
+
+        def _trickle(self, item: Trickle) -> None:
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(1 + int(item.seconds / item.interval)))
+            self.end_headers()
+            try:
+                for _ in range(int(item.seconds / item.interval)):
+                    self.wfile.write(b" ")
+                    self.wfile.flush()
+                    time.sleep(item.interval)
+            except OSError:  # the client gave up
+                return
 
         def _send(self, status: int, body: dict | bytes, headers: dict | None = None) -> None:
             data = body if isinstance(body, bytes) else json.dumps(body).encode("utf-8")  # bytes: sent as they are

@@ -476,3 +476,24 @@ def test_a_reply_that_is_not_json_is_one_line_for_every_openai_backend(fake_open
     images = T2I_BACKENDS.load("openai:dall-e-3", settings=GenerationSettings())
     with pytest.raises(BackendError, match=not_json):
         images.generate([GenerationItem(PROMPT, 0, 0)])
+
+
+def test_a_server_that_trickles_its_reply_is_timed_out_and_retried_a_bounded_number_of_times(fake_openai):
+    """Each read returns in time, so the HTTP library's own timeout never fires: the deadline is per request."""
+    import time
+
+    import openai
+
+    from auditor.core.openai_api import openai_client
+    from tests.fake_openai import Trickle
+
+    fake_openai.chat_replies(Trickle(), Trickle())
+    client = openai_client("no key", max_retries=1, timeout=0.5)
+    started = time.monotonic()
+    with pytest.raises(openai.APITimeoutError):
+        client.chat.completions.create(model="gpt-4o-mini", messages=[{"role": "user", "content": "hi"}])
+    assert time.monotonic() - started < 5  # two tries of 0.5 s and the SDK's backoff, not the trickle's 10 s
+    assert len(fake_openai.chat_requests()) == 2
+    fake_openai.chat_replies("an answer")  # a server that answers is unaffected
+    reply = client.chat.completions.create(model="gpt-4o-mini", messages=[{"role": "user", "content": "hi"}])
+    assert reply.choices[0].message.content == "an answer"

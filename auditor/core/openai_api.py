@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import base64
 import os
+import threading
 from typing import TYPE_CHECKING, Any
 
 from auditor.core.errors import AuditorError, BackendError
@@ -20,6 +21,7 @@ from auditor.core.redaction import redact
 from auditor.core.text import single_spaced
 
 if TYPE_CHECKING:  # pragma: no cover
+    import httpx
     from openai import OpenAI
 
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
@@ -51,11 +53,64 @@ def api_key(missing_key: str) -> str:
 
 
 def openai_client(missing_key: str, *, max_retries: int = HTTP_RETRIES, timeout: float = REQUEST_TIMEOUT) -> OpenAI:
-    """An SDK client for the configured server (see :func:`api_key` for ``missing_key``)."""
+    """An SDK client for the configured server (see :func:`api_key` for ``missing_key``); each of its requests
+    gets ``timeout`` seconds in all (:func:`deadline_transport`), then counts as failed and is retried."""
     key = api_key(missing_key)
+    import httpx
     from openai import OpenAI
 
-    return OpenAI(api_key=key, base_url=configured_base_url(), max_retries=max_retries, timeout=timeout)
+    http_client = httpx.Client(transport=deadline_transport(timeout), timeout=timeout, follow_redirects=True)
+    return OpenAI(
+        api_key=key, base_url=configured_base_url(), max_retries=max_retries, timeout=timeout, http_client=http_client
+    )
+
+
+def deadline_transport(seconds: float) -> httpx.BaseTransport:
+    """An HTTP transport that gives each request ``seconds`` in all, headers and body.
+
+    The HTTP library's timeouts bound each read, not the request: a server or proxy that sends a
+    byte a second is never timed out, and a plan or an audit waits forever. Each request here
+    runs in a daemon thread that reads the whole response; past the deadline it counts as a
+    read timeout, which the SDK retries a bounded number of times. The abandoned thread ends when
+    the server closes the connection, or with the process. Replies are read whole anyway (no
+    call streams), so nothing changes for a server that answers.
+    """
+    import httpx
+
+    class DeadlineTransport(httpx.BaseTransport):
+        def __init__(self) -> None:
+            self._inner = httpx.HTTPTransport()
+
+        def handle_request(self, request: httpx.Request) -> httpx.Response:
+            outcome: dict[str, Any] = {}
+
+            def fetch() -> None:
+                try:
+                    response = self._inner.handle_request(request)
+                    try:
+                        body = b"".join(response.stream)  # as sent: the client decodes it (gzip) once
+                    finally:
+                        response.close()
+                    outcome["response"] = httpx.Response(
+                        response.status_code, headers=response.headers, stream=httpx.ByteStream(body),
+                        extensions=response.extensions,
+                    )  # fmt: skip
+                except BaseException as exc:  # handed to the caller's thread
+                    outcome["error"] = exc
+
+            worker = threading.Thread(target=fetch, name="auditor-http", daemon=True)
+            worker.start()
+            worker.join(seconds)
+            if worker.is_alive():
+                raise httpx.ReadTimeout(f"no complete response within {seconds:g} s", request=request)
+            if "error" in outcome:
+                raise outcome["error"]
+            return outcome["response"]
+
+        def close(self) -> None:
+            self._inner.close()
+
+    return DeadlineTransport()
 
 
 def client_base_url(client: OpenAI) -> str:
