@@ -159,6 +159,39 @@ def test_a_cache_from_before_value_checksums_keeps_its_entries(tmp_path):
     cache.close()
 
 
+def test_a_damaged_or_busy_cache_file_is_one_line_saying_what_to_do(tmp_path, monkeypatch):
+    """The CRC covers values, not SQLite's own pages: a damaged page, or another process holding the file, is a
+    CacheError (one line), not a sqlite3 traceback."""
+    import sqlite3
+
+    from auditor.core import cache as cache_module
+    from auditor.core.errors import CacheError
+
+    path = tmp_path / "c.sqlite"
+    cache = ContentCache(path)
+    cache.put_many("generate", "fp", [({"seed": i}, bytes([i % 256]) * 3000) for i in range(40)])
+    cache.close()
+    with path.open("r+b") as file:  # a damaged page in the middle of the table
+        file.seek(4096)  # page 2: the table's root
+        file.write(b"\xff" * 4096)
+    with pytest.raises(CacheError, match=r"c\.sqlite failed \(database disk image is malformed\): the file is damaged"):
+        damaged = ContentCache(path)
+        for i in range(40):
+            damaged.get("generate", "fp", {"seed": i})
+
+    monkeypatch.setattr(cache_module, "BUSY_SECONDS", 0.2)
+    shared = ContentCache(tmp_path / "shared.sqlite")
+    holder = sqlite3.connect(tmp_path / "shared.sqlite", isolation_level=None)
+    holder.execute("BEGIN EXCLUSIVE")  # another process writing, for longer than the busy timeout
+    with pytest.raises(CacheError, match="another process held it"):
+        shared.put("generate", "fp", {"seed": 1}, b"png")
+    holder.execute("ROLLBACK")
+    shared.put_many("generate", "fp", [({"seed": 1}, b"png")])  # no transaction was left open
+    assert shared.get("generate", "fp", {"seed": 1}) == b"png"
+    holder.close()
+    shared.close()
+
+
 def test_written_files_get_the_usual_permissions(tmp_path):
     """Not mkstemp's owner-only 0600: a run folder is meant to be shared as it is."""
     path = tmp_path / "report.html"

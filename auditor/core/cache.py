@@ -15,11 +15,12 @@ import sqlite3
 import threading
 import zlib
 from collections import Counter
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from auditor.core.errors import AuditorError
+from auditor.core.errors import AuditorError, CacheError
 from auditor.core.fingerprint import file_sha256
 
 
@@ -37,6 +38,10 @@ def json_bytes(value: Any) -> bytes:
     return json.dumps(value, ensure_ascii=False).encode("utf-8")
 
 
+#: Seconds a write waits for another process sharing the cache to finish its own (SQLite's busy timeout).
+BUSY_SECONDS = 60.0
+
+
 class ContentCache:
     """A SQLite key-value store of stage outputs, keyed by content.
 
@@ -49,7 +54,7 @@ class ContentCache:
         self._lock = threading.Lock()
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
-            self._db = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None)
+            self._db = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None, timeout=BUSY_SECONDS)
             self._db.execute("PRAGMA journal_mode=WAL")
             self._db.execute(
                 "CREATE TABLE IF NOT EXISTS cache (key TEXT PRIMARY KEY, stage TEXT, value BLOB, crc INTEGER)"
@@ -61,7 +66,9 @@ class ContentCache:
                 "CREATE TABLE IF NOT EXISTS file_digests_v2 "
                 "(path TEXT PRIMARY KEY, size INTEGER, mtime_ns INTEGER, ctime_ns INTEGER, inode INTEGER, sha256 TEXT)"
             )
-        except (OSError, sqlite3.Error) as exc:
+        except sqlite3.Error as exc:
+            raise CacheError(self._failure(exc)) from None
+        except OSError as exc:
             raise AuditorError(f"cannot open the cache {self.path}: {exc} (set AUDITOR_CACHE_PATH)") from None
         self.hits: Counter[str] = Counter()
         self.misses: Counter[str] = Counter()
@@ -77,6 +84,27 @@ class ContentCache:
             if "duplicate column" not in str(exc):
                 raise
 
+    @contextmanager
+    def _using(self) -> Iterator[sqlite3.Connection]:
+        """The connection, for one thread at a time; a SQLite failure becomes one line saying what to do."""
+        with self._lock:
+            try:
+                yield self._db
+            except sqlite3.Error as exc:
+                raise CacheError(self._failure(exc)) from None
+
+    def _failure(self, exc: sqlite3.Error) -> str:
+        text = str(exc)
+        if "readonly" in text or "read-only" in text:
+            advice = "make it writable, or point AUDITOR_CACHE_PATH at another file"
+        elif "locked" in text or "busy" in text:
+            advice = f"another process held it for over {BUSY_SECONDS:.0f} s; try again, or use another AUDITOR_CACHE_PATH"
+        elif isinstance(exc, sqlite3.DatabaseError) and not isinstance(exc, sqlite3.OperationalError):
+            advice = "the file is damaged: move it away (a new cache is made; its results are computed again)"
+        else:
+            advice = "point AUDITOR_CACHE_PATH at another file to go on without it"
+        return f"the cache {self.path} failed ({text}): {advice}"
+
     def get(self, stage: str, fingerprint: str, inputs: Any) -> bytes | None:
         """The stored value, or None when there is none or it no longer matches its CRC-32 (then removed)."""
         value = self._read(stage, cache_key(stage, fingerprint, inputs))
@@ -89,21 +117,21 @@ class ContentCache:
         return self._read(stage, cache_key(stage, fingerprint, inputs)) is not None
 
     def _read(self, stage: str, key: str) -> bytes | None:
-        with self._lock:
-            row = self._db.execute("SELECT value, crc FROM cache WHERE key = ?", (key,)).fetchone()
+        with self._using() as db:
+            row = db.execute("SELECT value, crc FROM cache WHERE key = ?", (key,)).fetchone()
             if row is None:
                 return None
             value = bytes(row[0])
             if row[1] is not None and zlib.crc32(value) != row[1]:
-                self._db.execute("DELETE FROM cache WHERE key = ?", (key,))
+                db.execute("DELETE FROM cache WHERE key = ?", (key,))
                 self.damaged[stage] += 1
                 return None
             return value
 
     def put(self, stage: str, fingerprint: str, inputs: Any, value: bytes) -> None:
         key = cache_key(stage, fingerprint, inputs)
-        with self._lock:
-            self._db.execute(_INSERT, (key, stage, value, zlib.crc32(value)))
+        with self._using() as db:
+            db.execute(_INSERT, (key, stage, value, zlib.crc32(value)))
 
     def put_many(self, stage: str, fingerprint: str, entries: Iterable[tuple[Any, bytes]]) -> None:
         """Store one batch's results in one transaction: a process killed meanwhile leaves all of them
@@ -115,14 +143,15 @@ class ContentCache:
     def _in_transaction(self, statement: str, rows: Iterable[tuple]) -> None:
         """Run ``statement`` for every row in one transaction (rows made as they are stored: a failure making
         one rolls back the others too)."""
-        with self._lock:
-            self._db.execute("BEGIN")
+        with self._using() as db:
+            db.execute("BEGIN")
             try:
-                self._db.executemany(statement, rows)
+                db.executemany(statement, rows)
+                db.execute("COMMIT")
             except BaseException:
-                self._db.execute("ROLLBACK")
+                if db.in_transaction:  # a COMMIT that failed (the file busy) leaves it open too
+                    db.execute("ROLLBACK")
                 raise
-            self._db.execute("COMMIT")
 
     def discard(self, stage: str, fingerprint: str, inputs: Iterable[Any]) -> None:
         """Remove stored results (absent ones are ignored), e.g. replies that led nowhere."""
@@ -147,15 +176,15 @@ class ContentCache:
         resolved = Path(path).resolve()
         stat = resolved.stat()
         identity = (stat.st_size, stat.st_mtime_ns, stat.st_ctime_ns, stat.st_ino)
-        with self._lock:
-            row = self._db.execute(
+        with self._using() as db:
+            row = db.execute(
                 "SELECT size, mtime_ns, ctime_ns, inode, sha256 FROM file_digests_v2 WHERE path = ?", (str(resolved),)
             ).fetchone()
         if row is not None and tuple(row[:4]) == identity:
             return row[4]
         digest = compute(resolved)
-        with self._lock:
-            self._db.execute(
+        with self._using() as db:
+            db.execute(
                 "INSERT OR REPLACE INTO file_digests_v2 (path, size, mtime_ns, ctime_ns, inode, sha256) "
                 "VALUES (?, ?, ?, ?, ?, ?)",
                 (str(resolved), *identity, digest),
@@ -164,11 +193,11 @@ class ContentCache:
 
     def entries(self, stage: str | None = None) -> int:
         """Number of stored results (of one stage, or all)."""
-        with self._lock:
+        with self._using() as db:
             if stage is None:
-                return self._db.execute("SELECT COUNT(*) FROM cache").fetchone()[0]
-            return self._db.execute("SELECT COUNT(*) FROM cache WHERE stage = ?", (stage,)).fetchone()[0]
+                return db.execute("SELECT COUNT(*) FROM cache").fetchone()[0]
+            return db.execute("SELECT COUNT(*) FROM cache WHERE stage = ?", (stage,)).fetchone()[0]
 
     def close(self) -> None:
-        with self._lock:
-            self._db.close()
+        with self._using() as db:
+            db.close()

@@ -39,6 +39,11 @@ class RunBusyError(AuditorError):
     exit_code = 1
 
 
+class CacheError(BackendError):
+    """The content cache's SQLite file cannot be read or written (damaged, read-only, held by another process):
+    what the run computed so far is in it, so the message says how to free or replace it."""
+
+
 def out_of_memory(exc: BaseException) -> str | None:
     """The first line of ``exc`` when it is an allocation failure (Python's, or torch's on the GPU or CPU), else None.
 
