@@ -164,6 +164,25 @@ def test_a_resume_that_fails_before_scoring_keeps_no_earlier_scores(tiny_models,
     cache.close()
 
 
+def test_a_run_failing_on_a_full_disk_raises_its_own_error_when_the_record_cannot_be_saved(tiny_models, tmp_path,
+                                                                                           monkeypatch):
+    store, cache = RunStore(tmp_path / "runs"), ContentCache(tmp_path / "cache.sqlite")
+    audit = start_audit(tiny_options(tiny_models), store, cache, QuietProgress(), run_name="r")
+
+    def full(path, _record):
+        raise AuditorError(f"cannot write {path}: No space left on device")
+
+    def plan_on_a_full_disk() -> None:  # the disk fills up during a stage: no record can be saved after it
+        monkeypatch.setattr("auditor.studies.run.write_model", full)
+        raise AuditorError("cannot write images/000.png: No space left on device")
+
+    audit.plan = plan_on_a_full_disk
+    with pytest.raises(AuditorError, match="images/000.png"):  # the stage's error, not the failed save's
+        audit.run()
+    assert load_record(audit.run_dir / "record.json").status == "running"  # as far as the disk let it get
+    cache.close()
+
+
 def test_a_resume_that_turns_the_embedder_off_keeps_no_embedding_time_or_scores(tiny_models, tmp_path):
     from auditor.studies.run import Resumption
 

@@ -36,6 +36,21 @@ def test_interrupted_atomic_write_leaves_the_old_record_intact(tmp_path, monkeyp
     assert [p.name for p in tmp_path.iterdir()] == ["record.json"], "temp file left behind"
 
 
+def test_a_full_disk_is_one_line_and_leaves_the_old_file(tmp_path, monkeypatch):
+    import errno
+
+    target = tmp_path / "record.json"
+    atomic_write_text(target, "old")
+
+    def full(*_args):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr("auditor.core.store.os.fsync", full)
+    with pytest.raises(AuditorError, match=r"cannot write .*record\.json: No space left on device"):
+        atomic_write_text(target, "new")
+    assert target.read_text() == "old" and [p.name for p in tmp_path.iterdir()] == ["record.json"]
+
+
 def test_atomic_write_replaces_content(tmp_path):
     path = tmp_path / "a" / "b.txt"
     atomic_write_text(path, "one")

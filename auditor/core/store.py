@@ -63,6 +63,9 @@ def atomic_write_bytes(path: Path, data: bytes) -> None:
             handle.flush()
             os.fsync(handle.fileno())
         os.replace(tmp_name, path)
+    except OSError as exc:  # a full disk or quota, an I/O error: the old file stands
+        Path(tmp_name).unlink(missing_ok=True)
+        raise AuditorError(f"cannot write {path}: {exc.strerror or exc}") from None
     except BaseException:
         Path(tmp_name).unlink(missing_ok=True)
         raise

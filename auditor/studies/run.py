@@ -384,11 +384,18 @@ class StudyRun(Generic[RecordT]):
         return found if self.reads_wordnet else found.model_copy(update={"wordnet": None})
 
     def _end(self, status: RunStatus, error: RunError | None = None) -> None:
+        """Record how the attempt ended and write its page. Ending on an error, a record or page that cannot be
+        written (the disk that filled up and failed the stage) is skipped: the caller raises the error that ended
+        the run, which says more, and the cache keeps what was computed for the resume."""
         self.record.status = status
         if error is not None:
             self.record.errors.append(error)
-        self.save()
-        self.after_end()
+        try:
+            self.save()
+            self.after_end()
+        except AuditorError:
+            if error is None:
+                raise
 
     def after_end(self) -> None:
         """Called once the run has ended, however it ended (e.g. to write a report)."""
