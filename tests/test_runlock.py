@@ -52,6 +52,9 @@ def test_only_a_batch_locks_the_folders_under_its_audits_folder(tmp_path):
     assert lock_folder(audit) == audit
     (tmp_path / "outer" / "record.json").write_text(json.dumps({"kind": "batch"}))
     assert lock_folder(audit) == tmp_path / "outer"
+    link = tmp_path / "elsewhere"
+    link.symlink_to(audit)  # the same audit reached through a link is still the batch's
+    assert lock_folder(link) == (tmp_path / "outer").resolve()
 
 
 def test_a_second_process_is_refused_until_the_holder_is_killed(tmp_path):

@@ -32,8 +32,9 @@ def lock_folder(run_dir: Path) -> Path:
     """The run folder whose lock covers ``run_dir``: a batch's, for one of the batch's audits (a batch runs them
     all under its one lock, and an audit resumed alone must not run while its batch does), else its own."""
     run_dir = Path(run_dir)
-    outer = run_dir.parent.parent
-    if run_dir.parent.name == AUDITS_FOLDER and _is_batch(outer):
+    resolved = run_dir.resolve()  # a batch's audit reached through a link (or "..") is still the batch's
+    outer = resolved.parent.parent
+    if resolved.parent.name == AUDITS_FOLDER and _is_batch(outer):
         return outer
     return run_dir
 
