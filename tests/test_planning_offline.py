@@ -131,3 +131,17 @@ def test_line_breaks_and_runs_of_spaces_read_as_one_space(plans, tiny_models):
     audit = options(tiny_models, "sequential", prompt="a photo\nof a  pharmacist")
     validate_options(audit)
     assert audit.prompt == "a photo of a pharmacist"
+
+
+def test_no_offline_plan_is_bad_input_that_a_resume_would_repeat(tiny_models, tmp_path):
+    """WordNet and the axis library give the same answer every time: a new run with other --axes, not --resume."""
+    from auditor.core.errors import StartAgainError
+    from tests.clitools import run_auditor
+    from tests.test_prompt_audit import tiny_args
+
+    with pytest.raises(StartAgainError, match="found no plan: .*name other --axes, or plan with --llm"):
+        make_plan("a kettle", "offline", axes=["gender"])
+    args = [arg for arg in tiny_args(tiny_models) if arg not in ("--llm", "offline")]
+    result = run_auditor("prompt", "a kettle", *args, "--axes", "gender", "--name", "k")
+    assert result.returncode == 2 and "a new run with other settings" in result.stderr
+    assert "--resume" not in result.stderr

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any
 
-from auditor.core.errors import AuditorError, InvalidPlanError
+from auditor.core.errors import AuditorError, StartAgainError
 from auditor.core.registry import Spec
 from auditor.core.resources import read_prompt_yaml
 from auditor.planning.proposals import PlanProblem, ProposedAxis, snake_case
@@ -108,7 +108,9 @@ class OfflinePlanner:
             return finish_plan(prompt, proposed, limits, llm=self.spec, transcript=transcript)
         except PlanProblem as problem:  # e.g. a prompt WordNet cannot read and that has nothing to vary
             why = f"the axis library applies {', '.join(unfit)} to other prompts; {reading.describe()}"
-            error = InvalidPlanError(f"the offline planner found no plan: {why if unfit and not proposed else problem}")
+            found = why if unfit and not proposed else problem
+            # the same prompt and axes always give the same answer: bad input, and a resume would stop the same way
+            error = StartAgainError(f"the offline planner found no plan: {found}; name other --axes, or plan with --llm")
             raise attach_transcript(error, transcript) from None
 
 
