@@ -64,6 +64,12 @@ def test_unsafe_run_ids_are_refused(bad):
         check_run_id(bad)
 
 
+def test_a_runs_folder_that_is_a_file_is_refused(tmp_path):
+    (tmp_path / "runs").write_text("not a folder")
+    with pytest.raises(AuditorError, match="the runs folder .*runs is a file"):
+        RunStore(tmp_path / "runs")
+
+
 def test_store_cannot_escape_its_root(tmp_path):
     store = RunStore(tmp_path / "runs")
     with pytest.raises(AuditorError):
