@@ -66,7 +66,7 @@ def main() -> None:
 
 
 def _fail(message: str, code: int) -> None:
-    from auditor.core.redaction import redact
+    from auditor.core.openai_api import one_line
 
-    print(f"error: {' '.join(redact(message).split())}", file=sys.stderr)
+    print(f"error: {one_line(message, limit=None)}", file=sys.stderr)
     sys.exit(code)

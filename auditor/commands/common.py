@@ -1,9 +1,10 @@
-"""What the study commands (``prompt``, ``t2iat run``, ``t2iat occupations``) share.
+"""What the commands share.
 
 The options that mean the same thing in each of them (the model under audit, the seeds,
 the generation settings, the device, ``--quiet``) are declared once here, with the
 ``--seed`` parser, and so is what a study runs in: the runs folder, the content cache and
-the progress display, and the exit on Ctrl-C. Options whose defaults or meaning differ
+the progress display, the exit on Ctrl-C, and how a finished study is shown (JSON, the run
+folder alone, or its report). Options whose defaults or meaning differ
 per command (``--images``, ``--embedder``, ``--name``, ``--json``) stay with the command.
 Not a command itself; like every command module it imports nothing heavy at the top.
 """

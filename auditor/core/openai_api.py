@@ -33,10 +33,11 @@ REQUEST_TIMEOUT = 120.0
 MIN_SECRET = 4
 
 
-def one_line(text: str, limit: int = 300) -> str:
-    """``text`` redacted (keys, and the secrets of ``OPENAI_BASE_URL``), on one line, at most ``limit`` characters."""
+def one_line(text: str, limit: int | None = 300) -> str:
+    """``text`` redacted (keys, and the secrets of ``OPENAI_BASE_URL``), on one line, at most ``limit`` characters
+    (None: all of it)."""
     line = single_spaced(without_url_secrets(redact(str(text))))
-    return line if len(line) <= limit else line[: limit - 1] + "…"
+    return line if limit is None or len(line) <= limit else line[: limit - 1] + "…"
 
 
 def configured_base_url() -> str:

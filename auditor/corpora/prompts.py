@@ -9,6 +9,7 @@ from __future__ import annotations
 from string import Formatter
 
 from auditor.core.errors import AuditorError
+from auditor.core.text import single_spaced
 
 #: Occupations starting with one of these letters take "an" (the authors' rule, lower case only).
 _VOWELS = "aieou"
@@ -33,7 +34,7 @@ def builtin_templates() -> list[str]:
 
 def occupation_prompt(template: str, occupation: str) -> str:
     """``template`` with ``{occupation}`` and ``{article}`` filled in."""
-    occupation = occupation.strip()
+    occupation = single_spaced(occupation)
     if not occupation:
         raise AuditorError("an occupation cannot be empty")
     only = f"the prompt template {template!r} may only use {{occupation}} and {{article}}"

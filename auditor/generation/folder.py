@@ -27,6 +27,7 @@ from typing import Any
 from auditor.core.errors import AuditorError
 from auditor.core.registry import Spec
 from auditor.core.store import read_text_file, slugify
+from auditor.core.text import single_spaced
 from auditor.core.weights import LoadOptions
 from auditor.generation.base import GeneratedPicture, GenerationItem
 from auditor.records import GenerationSettings, ModelRef
@@ -138,7 +139,7 @@ def _read_manifest(root: Path) -> list[tuple[str, list[Path]]] | None:
     try:
         data: Any = json.loads(text) if path.suffix == ".json" else yaml.safe_load(text)
     except (ValueError, yaml.YAMLError) as exc:
-        raise AuditorError(f"cannot read {path}: {' '.join(str(exc).split())}") from exc
+        raise AuditorError(f"cannot read {path}: {single_spaced(str(exc))}") from exc
     if isinstance(data, dict):
         entries = [{"prompt": prompt, "files": files} for prompt, files in data.items()]
     elif isinstance(data, list):

@@ -22,6 +22,7 @@ from rich.text import Text
 from auditor.core.console import err
 from auditor.core.errors import AuditorError, InvalidEditError, InvalidPlanError
 from auditor.core.store import read_text_file
+from auditor.core.text import single_spaced
 from auditor.planning.proposals import PlanProblem, ProposedAxis
 from auditor.planning.questions import caption_question
 from auditor.planning.rules import check_caption_question, checked_axes
@@ -66,7 +67,7 @@ def plan_from_yaml(plan: AuditPlan, text: str) -> AuditPlan:
     try:
         data = yaml.safe_load(text)
     except yaml.YAMLError as exc:
-        raise InvalidEditError(f"the edited plan is not valid YAML: {' '.join(str(exc).split())}") from None
+        raise InvalidEditError(f"the edited plan is not valid YAML: {single_spaced(str(exc))}") from None
     if data is None:
         raise AuditorError("review cancelled: the plan file was left empty")
     if not isinstance(data, dict) or not isinstance(data.get("axes"), list):

@@ -1,7 +1,8 @@
 """Every kind of study record, told apart by its ``kind`` field.
 
-A new study adds its record class to :data:`RECORD_TYPES`; loading, listing and the JSON
-Schemas then know it.
+A new study adds its record class to :data:`RECORD_TYPES` (loading and listing then know
+it) and to :data:`auditor.records.schemas.SCHEMA_MODELS` under its schema's file name
+(``tests/test_records.py`` fails while one is missing from the other).
 """
 
 from __future__ import annotations

@@ -10,7 +10,7 @@ from pydantic import TypeAdapter, ValidationError
 from auditor.core.errors import AuditorError
 from auditor.core.store import describe_validation_error, load_json
 from auditor.records.base import StudyRecord
-from auditor.records.kinds import RECORD_TYPES, AnyRecord
+from auditor.records.kinds import AnyRecord
 from auditor.records.migrations import upgrade
 from auditor.records.prompt_audit import RunRecord
 
@@ -40,4 +40,4 @@ def load_record(path: Path, expected: type[RecordT] = RunRecord) -> RecordT:
     return record
 
 
-__all__ = ["RECORD_TYPES", "load_any_record", "load_record"]
+__all__ = ["load_any_record", "load_record"]

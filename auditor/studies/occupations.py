@@ -12,6 +12,7 @@ from pathlib import Path
 
 from auditor.core.errors import AuditorError
 from auditor.core.store import read_text_file, slugify
+from auditor.core.text import single_spaced
 
 #: Longest slug of an occupation in prompt set ids.
 SLUG_LENGTH = 80
@@ -24,7 +25,7 @@ def occupation_slug(occupation: str) -> str:
 
 def read_occupations(text: str, where: str) -> list[str]:
     """Occupations from a text file's contents: one per line, ``#`` comments and blank lines ignored."""
-    occupations = [line.split("#", 1)[0].strip() for line in text.splitlines()]
+    occupations = [single_spaced(line.split("#", 1)[0]) for line in text.splitlines()]
     occupations = [o for o in occupations if o]
     if not occupations:
         raise AuditorError(f"{where} lists no occupations (one per line, '#' starts a comment)")
@@ -32,9 +33,9 @@ def read_occupations(text: str, where: str) -> list[str]:
 
 
 def check_occupations(occupations: Sequence[str], where: str) -> list[str]:
-    """The occupations, stripped; a one-line error for an empty list, an empty name, one without a word (nothing
-    to search captions for) or two with one slug."""
-    cleaned = [o.strip() for o in occupations]
+    """The occupations, single-spaced (one cache key however typed); a one-line error for an empty list, an empty
+    name, one without a word (nothing to search captions for) or two with one slug."""
+    cleaned = [single_spaced(o) for o in occupations]
     if not cleaned:
         raise AuditorError(f"{where}: no occupations given")
     if not all(cleaned):
