@@ -494,6 +494,8 @@ def test_an_occupations_file_from_a_spreadsheet_keeps_no_byte_order_mark(tmp_pat
 
     path = _write(tmp_path / "jobs.txt", "\ufeffnurse\nchef\n")
     assert read_occupations_file(path) == ["nurse", "chef"]
+    path = _write(tmp_path / "jobs.txt", "software\tdeveloper\n  chef  # a comment\n")
+    assert read_occupations_file(path) == ["software developer", "chef"]  # one cache key, however it is spaced
     path.write_bytes("café owner\n".encode("latin-1"))
     with pytest.raises(AuditorError, match="cannot read .*jobs.txt: 'utf-8' codec"):
         read_occupations_file(path)
