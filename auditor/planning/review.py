@@ -23,9 +23,9 @@ from auditor.core.console import err
 from auditor.core.errors import AuditorError, InvalidEditError, InvalidPlanError
 from auditor.core.store import read_text_file
 from auditor.core.text import single_spaced
-from auditor.planning.proposals import PlanProblem, ProposedAxis
+from auditor.planning.proposals import ProposedAxis
 from auditor.planning.questions import caption_question
-from auditor.planning.rules import check_caption_question, checked_axes
+from auditor.planning.rules import checked_plan
 from auditor.records import AuditPlan, AxisPlan
 
 #: How often an invalid edit is sent back to the person before giving up.
@@ -94,16 +94,11 @@ def _axis_from_yaml(entry: Any, index: int) -> tuple[str, str | None, ProposedAx
 def _with_axes(
     plan: AuditPlan, axes: list[ProposedAxis], questions: dict[str, str], caption: str | None = None
 ) -> AuditPlan:
-    try:
-        checked = checked_axes(plan.prompt, axes, questions)
-    except PlanProblem as problem:
-        raise InvalidEditError(f"invalid plan: {problem}") from None
     caption = caption.strip() if isinstance(caption, str) and caption.strip() else caption_question()
     try:
-        check_caption_question(checked, caption)
-    except InvalidPlanError as exc:
+        return checked_plan(plan, axes, questions, caption)
+    except InvalidPlanError as exc:  # the person's edit, not an LLM's plan, breaks the rule: bad input
         raise InvalidEditError(str(exc)) from None
-    return plan.model_copy(update={"axes": checked, "caption_question": caption})
 
 
 def _review_in_editor(plan: AuditPlan, editor: str) -> AuditPlan:

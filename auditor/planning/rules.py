@@ -157,14 +157,22 @@ def finish_plan(
 
 
 def validate_plan(plan: AuditPlan) -> AuditPlan:
-    """Check a plan again (after a person edited it): names to snake_case, the rules, questions filled in."""
+    """Check a plan again: names to snake_case, the rules, questions filled in (InvalidPlanError)."""
     proposed = [ProposedAxis(axis.name, list(axis.counterfactuals), axis.kind) for axis in plan.axes]
+    return checked_plan(plan, proposed, {axis.name: axis.question for axis in plan.axes}, plan.caption_question)
+
+
+def checked_plan(
+    plan: AuditPlan, axes: Sequence[ProposedAxis], questions: dict[str, str], caption: str
+) -> AuditPlan:
+    """``plan`` with these axes, their questions and this caption question, after every rule (a person's edit
+    goes through here too); InvalidPlanError saying which rule is broken."""
     try:
-        axes = checked_axes(plan.prompt, proposed, {axis.name: axis.question for axis in plan.axes})
+        checked = checked_axes(plan.prompt, axes, questions)
     except PlanProblem as problem:
         raise InvalidPlanError(f"invalid plan: {problem}") from None
-    check_caption_question(axes, plan.caption_question)
-    return plan.model_copy(update={"axes": axes})
+    check_caption_question(checked, caption)
+    return plan.model_copy(update={"axes": checked, "caption_question": caption})
 
 
 def check_caption_question(axes: Sequence[AxisPlan], caption: str) -> None:
