@@ -18,10 +18,8 @@ from auditor.metrics.trace import (
     bias_score_intervals,
     bias_score_swap_p,
     co_occurrence,
-    co_occurrence_similarity,
     compare_closeness,
     count_cosine,
-    count_cosines,
     paired_cosines,
     ssim,
 )
@@ -198,18 +196,11 @@ def test_co_occurrence_sums_counts_over_images():
         co_occurrence([{"dog": -1}])
 
 
-def test_count_cosine_and_co_occurrence_similarity():
+def test_count_cosine():
     assert count_cosine({"a": 1, "b": 1}, {"a": 1}) == pytest.approx(1 / math.sqrt(2))
     assert count_cosine({"a": 2, "b": 0}, {"a": 1}) == pytest.approx(1.0)
     assert count_cosine({}, {"a": 1}) == 0.0  # nothing in common
     assert math.isnan(count_cosine({}, {}))  # undefined: left out
-    first = [{"a": 1}, {"a": 1, "b": 1}, {}, {"c": 3}]
-    second = [{"a": 2}, {"b": 1}, {}, {"d": 1}]
-    assert np.allclose(count_cosines(first, second), [1.0, 1 / math.sqrt(2), np.nan, 0.0], equal_nan=True)
-    assert co_occurrence_similarity(first, second) == pytest.approx((1 + 1 / math.sqrt(2) + 0) / 3)
-    assert co_occurrence_similarity([{}], [{}]) is None
-    with pytest.raises(AuditorError, match="pair up"):
-        count_cosines([{}], [])
 
 
 def test_bias_score_by_hand():

@@ -16,8 +16,9 @@ any triplet is exact under the null: if the model treats the genders alike, each
 labels could be either way round. Every one of the 2ⁿ swaps is tried when that is at most the
 resamples asked for, else that many at random; p is the share at least as extreme as the data.
 
-Objects (§5.2): C(o, P) = Σ_p cnt(o, p); the co-occurrence similarity s_O (Eq. 5) as the
-mean cosine of paired count vectors; the bias score BS(o) = C(o,P_m) / (C(o,P_m) +
+Objects (§5.2): C(o, P) = Σ_p cnt(o, p); the co-occurrence similarity s_O (Eq. 5), the
+mean cosine of paired count vectors (:func:`count_cosine` per pair, averaged by
+:func:`compare_closeness` like every other stage's similarity); the bias score BS(o) = C(o,P_m) / (C(o,P_m) +
 (|P_m|/|P_f|)·C(o,P_f)) (Eq. 6; 1 masculine, 0 feminine, 0.5 neither) with percentile
 bootstrap intervals over resampled units and the swap test's p of BS ≠ 0.5. The χ² tests of
 the object × prompt-set tables are in :mod:`auditor.metrics.contingency`.
@@ -330,20 +331,6 @@ def count_cosine(first: Mapping[str, float], second: Mapping[str, float]) -> flo
     if norm_first == 0 or norm_second == 0:
         return 0.0
     return dot / (norm_first * norm_second)
-
-
-def count_cosines(first: Sequence[Mapping[str, float]], second: Sequence[Mapping[str, float]]) -> np.ndarray:
-    """:func:`count_cosine` of every image pair (first[i], second[i]); feed to :func:`compare_closeness`."""
-    if len(first) != len(second):
-        raise AuditorError(f"object counts must pair up: {len(first)} vs {len(second)} images")
-    return np.array([count_cosine(a, b) for a, b in zip(first, second)], dtype=np.float64)
-
-
-def co_occurrence_similarity(first: Sequence[Mapping[str, float]], second: Sequence[Mapping[str, float]]) -> float | None:
-    """s_O(P, P′) (Eq. 5): the mean cosine of paired count vectors; None when no pair is defined."""
-    cosines = count_cosines(first, second)
-    defined = cosines[np.isfinite(cosines)]
-    return float(defined.mean()) if defined.size else None
 
 
 def bias_score(masculine: float, feminine: float, n_masculine: int, n_feminine: int) -> float | None:

@@ -38,6 +38,7 @@ from auditor.metrics.trace import (
     bias_score_swap_p,
     compare_closeness,
     count_cosine,
+    paired_cosines,
     ssim,
 )
 from auditor.records import (
@@ -168,9 +169,9 @@ class TracedImage:
 
 
 def _cosine(first: np.ndarray, second: np.ndarray) -> float | None:
-    a, b = np.asarray(first, dtype=np.float64).ravel(), np.asarray(second, dtype=np.float64).ravel()
-    norms = float(np.linalg.norm(a) * np.linalg.norm(b))
-    return None if norms == 0 else float(a @ b) / norms
+    """The metric's cosine of one pair (:func:`~auditor.metrics.trace.paired_cosines`); None for a zero vector."""
+    value = float(paired_cosines(np.asarray(first)[None], np.asarray(second)[None])[0])
+    return None if math.isnan(value) else value
 
 
 def _pair_values(neutral: TracedImage, other: TracedImage) -> dict[str, float | None]:
