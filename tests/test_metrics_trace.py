@@ -351,18 +351,3 @@ def test_chi_square_is_skipped_with_a_note_below_five_objects_or_without_counts(
         chi_square({"neutral": {"dog": 3}})
     with pytest.raises(AuditorError, match="negative"):
         chi_square({"neutral": {"dog": 3}, "feminine": {"dog": -1}})
-
-
-def test_chi_square_pooling_rare_objects_by_hand():
-    counts = {
-        "neutral": {"dog": 30, "cat": 20, "ant": 4, "bee": 2},
-        "feminine": {"dog": 10, "cat": 40, "ant": 1, "bee": 5},
-    }
-    assert chi_square(counts, min_objects=2, min_expected=5).skipped  # ant and bee expect 2.5 and 3.5 per set
-    # pooled row (6, 6) expects 6 per set: table dog/cat/pooled, expected 20/30/6 -> (10^2/20 + 10^2/30) * 2
-    pooled = chi_square(counts, min_objects=2, min_expected=5, pool_rare=True)
-    assert pooled.pooled == 2 and pooled.objects == 3 and pooled.note is None
-    assert pooled.statistic == pytest.approx(10 + 20 / 3)
-    assert pooled.dof == 2 and pooled.p_value == pytest.approx(math.exp(-(10 + 20 / 3) / 2))
-    tiny = chi_square({"a": {"x": 1, "y": 2}, "b": {"x": 2, "y": 1}}, min_objects=2, pool_rare=True)
-    assert tiny.skipped and "one pooled row" in tiny.note

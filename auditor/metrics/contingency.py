@@ -32,14 +32,12 @@ class ChiSquare:
 
     sets: tuple[str, ...]
     objects: int
-    """Rows of the table tested (objects seen in at least one of the sets; a pooled row counts as one)."""
+    """Rows of the table tested (objects seen in at least one of the sets)."""
     statistic: float | None
     p_value: float | None
     dof: int | None
     yates: bool
     """Whether Yates' continuity correction was applied (scipy does for 1 degree of freedom)."""
-    pooled: int
-    """Objects summed into one row by ``pool_rare`` (0 without it)."""
     smallest_expected: float | None
     note: str | None
     """Why the test was skipped, or the caveat on one that ran with small expected counts; else None."""
@@ -60,17 +58,13 @@ def chi_square(
     *,
     min_objects: int = MIN_OBJECTS,
     min_expected: float | None = None,
-    pool_rare: bool = False,
 ) -> ChiSquare:
     """χ² test (scipy's ``chi2_contingency``) of objects × the prompt sets of ``counts``.
 
     ``counts`` maps each prompt set to its C(o, P). Rows are the objects seen in any of
     the sets. The paper's rule: no test on fewer than ``min_objects`` (5) objects; the
     result then says so in ``note``. With ``min_expected`` (ours, off by default) a test
-    with an expected count below it is skipped as well. With ``pool_rare`` (ours, off by
-    default) the objects whose expected count is below 5 in some set are first summed into
-    one row, the usual way to keep a large sparse table's approximation sound; ``min_expected``
-    then applies to the pooled table (``min_objects`` counts the objects before pooling).
+    with an expected count below it is skipped as well.
     """
     sets = tuple(counts)
     if len(sets) < 2:
@@ -80,8 +74,8 @@ def chi_square(
     names = sorted({name for table in counts.values() for name, value in table.items() if value > 0})
     table = np.array([[counts[s].get(name, 0) for s in sets] for name in names], dtype=np.float64).reshape(-1, len(sets))
 
-    def skipped(note: str, rows: int, pooled: int = 0, smallest: float | None = None) -> ChiSquare:
-        return ChiSquare(sets, rows, None, None, None, False, pooled, smallest, note)
+    def skipped(note: str, rows: int, smallest: float | None = None) -> ChiSquare:
+        return ChiSquare(sets, rows, None, None, None, False, smallest, note)
 
     if len(names) < 2:
         return skipped(f"fewer than two objects in {', '.join(sets)}: nothing to compare", len(names))
@@ -90,14 +84,6 @@ def chi_square(
     empty = [s for s, total in zip(sets, table.sum(axis=0)) if total == 0]
     if empty:
         return skipped(f"no objects in {', '.join(empty)}", len(names))
-    pooled = 0
-    if pool_rare:
-        rare = (_expected(table) < ROUGH_EXPECTED).any(axis=1)
-        pooled = int(rare.sum())
-        if pooled:
-            table = np.vstack([table[~rare], table[rare].sum(axis=0, keepdims=True)])
-            if len(table) < 2:
-                return skipped(f"all {pooled} objects are rare: one pooled row, nothing to compare", 1, pooled)
     expected = _expected(table)
     smallest = float(expected.min())
     if min_expected is not None and (below := int((expected < min_expected).sum())):
@@ -105,7 +91,6 @@ def chi_square(
             f"{below} of {expected.size} expected counts below {min_expected:g} (smallest {smallest:.3g}): "
             "χ² not applied (--min-expected)",
             len(table),
-            pooled,
             smallest,
         )
     rough = int((expected < ROUGH_EXPECTED).sum())
@@ -119,7 +104,7 @@ def chi_square(
 
     result = chi2_contingency(table, correction=True)
     dof = int(result.dof)
-    return ChiSquare(sets, len(table), float(result.statistic), float(result.pvalue), dof, dof == 1, pooled, smallest, note)
+    return ChiSquare(sets, len(table), float(result.statistic), float(result.pvalue), dof, dof == 1, smallest, note)
 
 
 def chi_square_tests(
@@ -127,12 +112,11 @@ def chi_square_tests(
     *,
     min_objects: int = MIN_OBJECTS,
     min_expected: float | None = None,
-    pool_rare: bool = False,
 ) -> list[ChiSquare]:
     """The χ² test over all sets of ``counts`` (the triplet), then over every pair, in the mapping's order."""
     sets = list(counts)
     groups = [tuple(sets)] + (list(combinations(sets, 2)) if len(sets) > 2 else [])
     return [
-        chi_square({s: counts[s] for s in group}, min_objects=min_objects, min_expected=min_expected, pool_rare=pool_rare)
+        chi_square({s: counts[s] for s in group}, min_objects=min_objects, min_expected=min_expected)
         for group in groups
     ]
