@@ -28,7 +28,7 @@ A detector's ``name`` and ``settings`` say which detector ran, and its
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, Protocol
@@ -43,8 +43,6 @@ if TYPE_CHECKING:  # pragma: no cover
     from PIL import Image
 
 FaceVerdict = Literal["kept", "no_face", "many_faces", "small_face"]
-#: Every verdict, in the order the filter checks them (kept last).
-VERDICTS: tuple[FaceVerdict, ...] = ("no_face", "many_faces", "small_face", "kept")
 #: Smallest face box kept, as a share of the image's height and of its width (the authors' 0.1).
 MIN_FACE_SHARE = 0.1
 #: The cascade ``haar`` loads when no other is named.
@@ -94,14 +92,6 @@ def face_filter(
     if boxes[0].height < min_height or boxes[0].width < min_width:
         return "small_face"
     return "kept"
-
-
-def count_verdicts(verdicts: Iterable[FaceVerdict]) -> dict[FaceVerdict, int]:
-    """How many images got each verdict (every verdict present, zero when unseen)."""
-    counts: dict[FaceVerdict, int] = dict.fromkeys(VERDICTS, 0)
-    for verdict in verdicts:
-        counts[verdict] += 1
-    return counts
 
 
 def _rgb_array(image: Image.Image) -> np.ndarray:

@@ -17,7 +17,7 @@ axes work the same way.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -119,12 +119,3 @@ def classify(
         raise AuditorError(f"two-way classification needs two text embeddings, got shape {texts.shape}")
     second = zero_shot_probabilities(image_embeddings, texts, logit_scale)[:, 1]
     return second, decide(second, classes, threshold)
-
-
-def count_decisions(decisions: Iterable[str], classes: tuple[str, str]) -> dict[str, int]:
-    """How many images fell in each class and how many were ambiguous (all three keys present)."""
-    counts = {classes[0]: 0, classes[1]: 0, AMBIGUOUS: 0}
-    for decision in decisions:
-        counts[decision] += 1
-    return counts
-

@@ -221,22 +221,9 @@ def _summary(
 
 
 def image_counts(outcomes: list[tuple[str | None, str | None]]) -> ImageCounts:
-    """Counts of (face verdict or no_image / missing / flagged_nsfw, decision) pairs."""
-    tally = dict.fromkeys(
-        (
-            "no_image",
-            "missing",
-            "flagged_nsfw",
-            "no_face",
-            "many_faces",
-            "small_face",
-            "kept",
-            "man",
-            "woman",
-            "ambiguous",
-        ),
-        0,
-    )
+    """Counts of (face verdict or no_image / missing / flagged_nsfw, decision) pairs: every outcome the record
+    counts, zero when unseen."""
+    tally = dict.fromkeys((name for name in ImageCounts.model_fields if name != "images"), 0)
     for face, gender in outcomes:
         tally[face or "missing"] += 1
         if gender is not None:
