@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
 from auditor.core.errors import AuditorError
+
+if TYPE_CHECKING:  # pragma: no cover
+    import torch
 
 
 def pick_device(requested: str | None = None) -> str:
@@ -40,12 +43,10 @@ def check_device(requested: str) -> str:
     return requested
 
 
-def pick_dtype(device: str, requested: str | None = None) -> Any:
-    """The torch dtype to load weights in: ``requested`` or float16 on CUDA and float32 elsewhere."""
+def pick_dtype(device: str) -> torch.dtype:
+    """The torch dtype to load weights in: float16 on CUDA, float32 elsewhere."""
     import torch
 
-    if requested:
-        return getattr(torch, requested)
     return torch.float16 if device.startswith("cuda") else torch.float32
 
 

@@ -34,7 +34,6 @@ from auditor.records import GenerationSettings, ModelRef
 
 MANIFEST_NAMES = ("manifest.json", "manifest.yaml", "manifest.yml")
 PROMPT_FILE = "prompt.txt"
-IMAGE_SUFFIXES = frozenset({".png", ".jpg", ".jpeg", ".webp", ".bmp", ".gif", ".tif", ".tiff"})
 
 
 def prompt_key(prompt: str) -> str:

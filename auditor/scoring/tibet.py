@@ -44,11 +44,9 @@ def score_audit(
     plan: AuditPlan,
     concepts: Mapping[str, SetConcepts],
     settings: ScoringSettings,
-    *,
-    synonyms: SynonymIndex | None = None,
 ) -> Scores:
     """Score a prompt audit: ``concepts`` maps every id of ``plan.prompt_sets()`` to its histograms."""
-    return score_axes([(axis.name, axis.counterfactuals) for axis in plan.axes], concepts, settings, synonyms=synonyms)
+    return score_axes([(axis.name, axis.counterfactuals) for axis in plan.axes], concepts, settings)
 
 
 def score_axes(
