@@ -21,8 +21,7 @@ def compare(
 ) -> None:
     """Compare two runs per axis and counterfactual (aligned by name and text); unmatched ones are listed."""
     from auditor.core.console import err
-    from auditor.core.settings import get_settings
-    from auditor.core.store import RECORD_FILE, RunStore
+    from auditor.core.store import RECORD_FILE
     from auditor.records import load_record
     from auditor.reporting.compare import (
         compare_records,
@@ -32,7 +31,7 @@ def compare(
     from auditor.scoring.comparison import change_intervals
     from auditor.scoring.uncertainty import MIN_SEEDS, BootstrapSettings
 
-    store = RunStore(runs_dir or get_settings().runs_dir)
+    store = common.run_store(runs_dir)
     folder_a, folder_b = store.resolve(run_a), store.resolve(run_b)
     record_a, record_b = load_record(folder_a / RECORD_FILE), load_record(folder_b / RECORD_FILE)
     changes = None

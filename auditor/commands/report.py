@@ -24,11 +24,10 @@ def report(
     """Show what a run found: axes ranked by how much they lean, CAS per counterfactual, concepts
     (for a batch or an exploration: its leaderboard; for a trace: its tables)."""
     from auditor.core.console import err
-    from auditor.core.settings import get_settings
-    from auditor.core.store import RECORD_FILE, RunStore
+    from auditor.core.store import RECORD_FILE
     from auditor.records import load_any_record
 
-    folder = RunStore(runs_dir or get_settings().runs_dir).resolve(run)
+    folder = common.run_store(runs_dir).resolve(run)
     record = load_any_record(folder / RECORD_FILE)
     write, as_json, render = _outputs(record, folder / RECORD_FILE)
     if html:

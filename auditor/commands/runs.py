@@ -23,10 +23,8 @@ def runs(
     """List runs: id, prompt, date, status and models."""
     from rich.table import Table
 
-    from auditor.core.settings import get_settings
-    from auditor.core.store import RunStore
 
-    store = RunStore(runs_dir or get_settings().runs_dir)
+    store = common.run_store(runs_dir)
     rows = [
         _row(folder, record) if record is not None else {"run_id": folder.name, "status": "unreadable"}
         for folder, record in store.list_records()

@@ -70,8 +70,7 @@ def _score_source(
     resamples unless ``--bootstrap`` says otherwise: intervals are what rescoring adds.
     """
     from auditor.core.errors import AuditorError
-    from auditor.core.settings import get_settings
-    from auditor.core.store import RECORD_FILE, RunStore, load_json
+    from auditor.core.store import RECORD_FILE, load_json
     from auditor.records import ScoringSettings, load_record
     from auditor.scoring.intervals import score_run, score_tibet_file
     from auditor.scoring.tibet_files import TIBET_KEYS, is_tibet_result, load_tibet_file
@@ -95,7 +94,7 @@ def _score_source(
             )
         record = load_record(location)
     else:
-        location = RunStore(runs_dir or get_settings().runs_dir).resolve(source)
+        location = common.run_store(runs_dir).resolve(source)
         record = load_record(location / RECORD_FILE)
     return score_run(record, settings_of(record.config.scoring)), "record", record.config.prompt, location
 
