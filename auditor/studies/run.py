@@ -70,13 +70,15 @@ def named_model_is_required(spec: str | None, default: str) -> bool:
     return spec is not None and spec.strip().lower() != default.lower()
 
 
-def check_images_and_seeds(images: int, seeds: list[int] | None) -> None:
-    """Reject ``--images`` below 1 and a ``--seed`` list of another length or with a repeat, before any folder or
-    model."""
+def check_images_and_seeds(
+    images: int, seeds: list[int] | None, option: str = "--images", per: str = "images per prompt"
+) -> None:
+    """Reject ``images`` (given as ``option``) below 1 and a ``--seed`` list of another length or with a repeat,
+    before any folder or model."""
     if images < 1:
-        raise AuditorError(f"--images must be at least 1 (got {images})")
+        raise AuditorError(f"{option} must be at least 1 (got {images})")
     if seeds is not None and len(seeds) != images:
-        raise AuditorError(f"--seed lists {len(seeds)} seeds for {images} images per prompt")
+        raise AuditorError(f"--seed lists {len(seeds)} seeds for {images} {per}")
     check_distinct_seeds(seeds or [])
 
 

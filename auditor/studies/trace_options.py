@@ -15,7 +15,7 @@ from auditor.core.settings import DEFAULT_T2I, DEFAULT_VQA
 from auditor.core.store import describe_validation_error
 from auditor.executors import DEFAULT_EXECUTOR, check_executor
 from auditor.records import GenerationSettings, PerceptionSettings, TraceConfig, TraceScoringSettings
-from auditor.studies.run import check_distinct_seeds, paired_seeds, spec_ref
+from auditor.studies.run import check_images_and_seeds, paired_seeds, spec_ref
 
 #: Image embedders by default: the paper's CLIP ViT-B/32, and the small DINOv2 (the paper used DINO ViT-S/16,
 #: which ``hf-vision:facebook/dino-vits16`` loads).
@@ -67,13 +67,7 @@ class TraceOptions:
 
         if (self.captions is None) == (not self.professions):
             raise AuditorError("give a caption file or --professions (one of them)")
-        if self.seed_count < 1:
-            raise AuditorError(f"--seeds must be at least 1 (got {self.seed_count})")
-        if self.seeds is not None and len(self.seeds) != self.seed_count:
-            raise AuditorError(
-                f"--seed lists {len(self.seeds)} seeds for {self.seed_count} seeds per triplet (--seeds)"
-            )
-        check_distinct_seeds(self.seeds or [])
+        check_images_and_seeds(self.seed_count, self.seeds, "--seeds", "seeds per triplet (--seeds)")
         if self.limit is not None and self.limit < 1:
             raise AuditorError(f"--limit must be at least 1 (got {self.limit})")
         if self.show < 0:
