@@ -24,6 +24,7 @@ from rich.text import Text
 from auditor.core.errors import AuditorError
 from auditor.records import INITIAL_PROMPT_ID, AxisScore, Interval, RunRecord
 from auditor.reporting.glossary import METRICS, MetricInfo
+from auditor.reporting.numbers import number
 from auditor.reporting.sentences import bounds
 from auditor.reporting.views import Bounds
 from auditor.reporting.wording import Segment, prompt_segments
@@ -270,10 +271,6 @@ def _only(axis: AxisScore) -> AxisOnly:
 # --------------------------------------------------------------------------- terminal
 
 
-def _num(value: float | None, digits: int = 2, missing: str = "-") -> str:
-    return missing if value is None else f"{value:.{digits}f}"
-
-
 def _delta(value: float | None, ci: Bounds | None, digits: int, lower_is_better: bool | None) -> Text:
     """A signed delta with its interval, green or red (better or worse by the metric's metadata) only
     when the interval excludes 0."""
@@ -303,7 +300,7 @@ def render_comparison_terminal(view: ComparisonView, console: Console) -> None:
         console.print(
             Text.assemble(
                 (axis.axis, "bold"),
-                f"   BAV A {_num(axis.bav_a, 4, 'no BAV')}   B {_num(axis.bav_b, 4, 'no BAV')}   change ",
+                f"   BAV A {number(axis.bav_a, 4, missing='no BAV')}   B {number(axis.bav_b, 4, missing='no BAV')}   change ",
                 _delta(axis.delta, axis.delta_ci, 4, bav_better),
             )
         )
@@ -319,8 +316,8 @@ def render_comparison_terminal(view: ComparisonView, console: Console) -> None:
                 prompt.append(f" (only in {cf.only_in.upper()})", style="yellow")
             table.add_row(
                 prompt,
-                _num(cf.cas_a, missing="-" if cf.only_in == "b" else "no CAS"),
-                _num(cf.cas_b, missing="-" if cf.only_in == "a" else "no CAS"),
+                number(cf.cas_a, missing="-" if cf.only_in == "b" else "no CAS"),
+                number(cf.cas_b, missing="-" if cf.only_in == "a" else "no CAS"),
                 _delta(cf.delta, cf.delta_ci, 2, None),
             )
         console.print(table)
@@ -329,7 +326,7 @@ def render_comparison_terminal(view: ComparisonView, console: Console) -> None:
         for axis in only:
             console.print(
                 Text.assemble(
-                    (f"only in {label}: ", "yellow"), (axis.axis, "bold"), f" (BAV {_num(axis.bav, 4, 'none')}): "
+                    (f"only in {label}: ", "yellow"), (axis.axis, "bold"), f" (BAV {number(axis.bav, 4, missing='none')}): "
                 )
                 + Text("; ".join(axis.counterfactuals))
             )
@@ -368,7 +365,7 @@ def write_comparison_html(view: ComparisonView, path: Path, run_dir_a: Path, run
             label = "".join(s.text for s in cf.segments if s.changed).strip() or cf.prompt
             for side, value, colour in (("A", cf.cas_a, RUN_A_COLOUR), ("B", cf.cas_b, RUN_B_COLOUR)):
                 if cf.only_in in (None, side.lower()):  # the run has it: a bar, or "no CAS" without one
-                    text = _num(value, missing="no CAS")
+                    text = number(value, missing="no CAS")
                     bars.append(Bar(f"{label} ({side})", value, text, f"{cf.prompt}, run {side}", colour))
         charts[axis.axis] = bar_chart(bars, title=f"CAS of {axis.axis}", axis_label="CAS, A and B", scale_max=1.0)
     html = render_page(

@@ -20,6 +20,7 @@ from rich.text import Text
 from auditor.records import RunRecord
 from auditor.reporting.glossary import METRICS
 from auditor.reporting.numbers import bounds as written_bounds
+from auditor.reporting.numbers import number
 from auditor.reporting.prompt_audit import build_view
 from auditor.reporting.views import AxisView, Bounds, Concept, CounterfactualView, ReportView
 
@@ -41,10 +42,6 @@ def _text(*parts: str | tuple[str, str]) -> Text:
         else:
             text.append(part)
     return text
-
-
-def _fmt(value: float | None, digits: int = 2, missing: str = "-") -> str:
-    return missing if value is None else f"{value:.{digits}f}"
 
 
 def _ci(bounds: Bounds | None, digits: int = 2) -> str:
@@ -103,8 +100,8 @@ def _ranking(view: ReportView) -> RenderableType:
         row: list[RenderableType] = [
             _text(f"{axis.rank}. ", (axis.name, "bold")),
             _bar(axis.relative_bav, BAV_COLOUR, width),
-            _fmt(axis.relative_bav),
-            _fmt(axis.bav, 4, missing="no BAV"),
+            number(axis.relative_bav),
+            number(axis.bav, 4, missing="no BAV"),
         ]
         if intervals:
             top_in = "-" if axis.ranks_first is None else f"{axis.ranks_first:.0%}"
@@ -134,11 +131,11 @@ def _cas_table(axis: AxisView) -> Table:
     width = NARROW_BAR_WIDTH if intervals else BAR_WIDTH
     table = _bar_table(*columns, *([("emb.", "right")] if embedding else []), bar_width=width)
     for cf in axis.counterfactuals:
-        row: list[RenderableType] = [_cf_prompt(cf), _bar(cf.cas, CAS_COLOUR, width), _fmt(cf.cas, missing="no CAS")]
+        row: list[RenderableType] = [_cf_prompt(cf), _bar(cf.cas, CAS_COLOUR, width), number(cf.cas, missing="no CAS")]
         if intervals:
             row.append(_ci(cf.cas_ci))
         if embedding:
-            row.append(_fmt(cf.embedding_similarity))
+            row.append(number(cf.embedding_similarity))
         table.add_row(*row)
         for warning in cf.warnings:
             table.add_row(_text(("  warning: ", "yellow"), warning))
@@ -154,7 +151,7 @@ def _concept_table(concepts: list[Concept], title: str) -> RenderableType:
         table.add_row(
             Text(concept.concept),
             Bar(scale, 0, concept.frequency, width=BAR_WIDTH, color=CONCEPT_COLOUR),
-            _fmt(concept.frequency),
+            number(concept.frequency),
         )
     return Group(_text((title, "bold")), table)
 
@@ -165,8 +162,8 @@ def _axis(axis: AxisView) -> RenderableType:
         _section(_text(f"{axis.rank}. ", axis.name, kind)),
         Text(axis.finding),
         _text((axis.bav_note, "bold")) if axis.bav_note else
-        _text(("BAV ", "bold"), _fmt(axis.bav, 4), *([" ", _ci(axis.bav_ci, 4)] if axis.bav_ci else []),
-              "   relative ", _fmt(axis.relative_bav), "   MAD variant ", _fmt(axis.bav_mad)),  # fmt: skip
+        _text(("BAV ", "bold"), number(axis.bav, 4), *([" ", _ci(axis.bav_ci, 4)] if axis.bav_ci else []),
+              "   relative ", number(axis.relative_bav), "   MAD variant ", number(axis.bav_mad)),  # fmt: skip
         _text(("CAS per counterfactual, lowest first", "bold")),
         _cas_table(axis),
     ]
