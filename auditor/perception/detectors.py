@@ -27,7 +27,7 @@ from auditor.core.errors import AuditorError
 from auditor.core.fingerprint import settings_fingerprint
 from auditor.core.registry import Spec
 from auditor.core.weights import LoadOptions, device_kind
-from auditor.perception.loading import load_pretrained
+from auditor.perception.loading import check_batch_size, load_pretrained, on_model
 from auditor.records import ModelRef
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -79,8 +79,7 @@ class _TransformersDetector:
 
     def __init__(self, model: Any, processor: Any, ref: ModelRef, box_threshold: float, batch_size: int = 8):
         _check_threshold("box", box_threshold)
-        if batch_size < 1:
-            raise AuditorError(f"the detector's batch size must be at least 1 (got {batch_size})")
+        check_batch_size(batch_size, "the detector")
         self.model = model
         self.processor = processor
         self.ref = ref
@@ -107,12 +106,7 @@ class _TransformersDetector:
         for start in range(0, len(images), self.batch_size):
             batch = [image.convert("RGB") for image in images[start : start + self.batch_size]]
             inputs = self._inputs(batch, vocabulary)
-            inputs = {
-                name: value.to(self.model.device, dtype=self.model.dtype)
-                if value.is_floating_point()
-                else value.to(self.model.device)
-                for name, value in inputs.items()
-            }
+            inputs = on_model(inputs, self.model)
             with torch.inference_mode():
                 outputs = self.model(**inputs)
             sizes = [(image.height, image.width) for image in batch]

@@ -13,9 +13,9 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 
-from auditor.core.errors import AuditorError
 from auditor.core.fingerprint import settings_fingerprint
 from auditor.core.weights import device_kind
+from auditor.perception.loading import check_batch_size, on_model
 
 if TYPE_CHECKING:  # pragma: no cover
     from PIL import Image
@@ -39,13 +39,9 @@ def embed_in_batches(
     import torch
 
     rows = [np.zeros((0, dimension), dtype=np.float32)]
-    device, dtype = model.device, model.dtype
     for start in range(0, len(items), batch_size):
         inputs = encode(list(items[start : start + batch_size]))
-        inputs = {
-            name: value.to(device, dtype=dtype) if value.is_floating_point() else value.to(device)
-            for name, value in inputs.items()
-        }
+        inputs = on_model(inputs, model)
         with torch.inference_mode():
             vectors = features(**inputs)
         vectors = torch.nn.functional.normalize(vectors.float(), dim=-1)
@@ -64,8 +60,7 @@ class PretrainedImageEmbedder(ABC):
     features: ClassVar[str]
 
     def __init__(self, model: Any, processor: Any, ref: ModelRef, batch_size: int = 32):
-        if batch_size < 1:
-            raise AuditorError(f"the embedder's batch size must be at least 1 (got {batch_size})")
+        check_batch_size(batch_size, "the embedder")
         self.model = model
         self.processor = processor
         self.ref = ref

@@ -9,7 +9,7 @@ record's :class:`ModelRef`.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -91,3 +91,18 @@ def load_pretrained(
     partial = check_complete(what, model_id, problems, options)
     model = model.to(device).eval()
     return LoadedModel(model, processor, loaded_model_ref(spec, "config.json", dtype, device, options, partial))
+
+
+def on_model(inputs: Mapping[str, Any], model: Any) -> dict[str, Any]:
+    """A processor's tensors moved to the model's device, the floating ones in its dtype (float16 on CUDA); token
+    ids and masks keep their integer type."""
+    return {
+        name: value.to(model.device, dtype=model.dtype) if value.is_floating_point() else value.to(model.device)
+        for name, value in inputs.items()
+    }
+
+
+def check_batch_size(batch_size: int, what: str) -> None:
+    """Refuse a batch size below 1 for ``what`` ("the detector") in one line."""
+    if batch_size < 1:
+        raise AuditorError(f"{what}'s batch size must be at least 1 (got {batch_size})")

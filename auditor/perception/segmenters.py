@@ -21,7 +21,7 @@ from auditor.core.fingerprint import settings_fingerprint
 from auditor.core.registry import Spec
 from auditor.core.weights import LoadOptions, device_kind
 from auditor.perception.detectors import Box
-from auditor.perception.loading import load_pretrained
+from auditor.perception.loading import check_batch_size, load_pretrained
 from auditor.records import ModelRef
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -45,8 +45,7 @@ class SamSegmenter:
     """A loaded ``SamModel`` and ``SamProcessor``."""
 
     def __init__(self, model: Any, processor: Any, ref: ModelRef, batch_size: int = 4):
-        if batch_size < 1:
-            raise AuditorError(f"the segmenter's batch size must be at least 1 (got {batch_size})")
+        check_batch_size(batch_size, "the segmenter")
         self.model = model
         self.processor = processor
         self.ref = ref

@@ -29,6 +29,7 @@ from auditor.core.weights import (
     loaded_model_ref,
     loading_model,
 )
+from auditor.perception.loading import check_batch_size
 from auditor.records import ModelRef
 
 _WHAT = "sentence embedder"
@@ -40,8 +41,7 @@ class SentenceEmbedder:
     """A loaded sentence-transformers model: ``embed(texts)`` gives unit rows."""
 
     def __init__(self, model: Any, ref: ModelRef, batch_size: int = 64):
-        if batch_size < 1:
-            raise AuditorError(f"the sentence embedder's batch size must be at least 1 (got {batch_size})")
+        check_batch_size(batch_size, "the sentence embedder")
         self.model = model
         self.ref = ref
         self.batch_size = batch_size
