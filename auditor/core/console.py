@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import sys
 from collections.abc import Iterable
+from pathlib import Path
 from typing import Any
 
 from rich.console import Console
@@ -45,7 +46,7 @@ def print_json(data: Any) -> None:
     sys.stdout.flush()
 
 
-def print_run_folder(path: Any) -> None:
+def print_run_folder(path: Path | str) -> None:
     """The run folder alone on stdout, for ``--quiet``: a script reads it back, so it is never wrapped."""
     sys.stdout.write(f"{path}\n")
     sys.stdout.flush()

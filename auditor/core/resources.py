@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from importlib import resources
 from importlib.resources.abc import Traversable
+from typing import Any
 
 import yaml
 
@@ -14,9 +15,10 @@ def prompt_file(name: str) -> Traversable:
 
 
 def read_prompt_text(name: str) -> str:
+    """A text data file from ``prompts/``."""
     return prompt_file(name).read_text(encoding="utf-8")
 
 
-def read_prompt_yaml(name: str):
+def read_prompt_yaml(name: str) -> Any:
     """Parse a YAML data file from ``prompts/``."""
     return yaml.safe_load(read_prompt_text(name))

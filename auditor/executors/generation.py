@@ -148,7 +148,7 @@ def text_to_image_recipe(study: StudyRun) -> ModelRecipe:
     return ModelRecipe("t2i", config.t2i.spec, config.generation)
 
 
-def say_cut_prompts(study: StudyRun, backend: Any, prompts: Sequence[str]) -> None:
+def say_cut_prompts(study: StudyRun, backend: TextToImage, prompts: Sequence[str]) -> None:
     """A notice for each prompt to generate whose end the model's text encoder never reads (a model loaded in this
     process with ``cut_prompts``): its images cannot show what that end says, a counterfactual word included."""
     cut_prompts = getattr(backend, "cut_prompts", None)

@@ -7,7 +7,7 @@ each batch, so Ctrl-C or a crash leaves a valid partial record (status ``interru
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -23,6 +23,7 @@ from auditor.core.store import (
 from auditor.core.text import single_spaced
 from auditor.executors.generation import PromptRequest
 from auditor.records import (
+    ChatMessage,
     GenerationSettings,
     PerceptionSettings,
     RunConfig,
@@ -45,6 +46,7 @@ from auditor.studies.run import (
 
 if TYPE_CHECKING:  # pragma: no cover
     import numpy as np
+
 
 #: VQA images sent per call (each image's questions are asked together inside the call).
 IMAGES_PER_VQA_CALL = 8
@@ -190,11 +192,10 @@ class PromptAudit(StudyRun[RunRecord]):
                 plan = review_plan(plan)
         self.record.plan = plan
 
-    def _save_transcript(self, transcript) -> None:
+    def _save_transcript(self, transcript: Sequence[ChatMessage]) -> None:
         from pydantic import TypeAdapter
 
         from auditor.core.store import atomic_write_bytes
-        from auditor.records import ChatMessage
 
         adapter = TypeAdapter(list[ChatMessage])
         atomic_write_bytes(self.run_dir / TRANSCRIPT_FILE, adapter.dump_json(list(transcript), indent=2))
