@@ -132,6 +132,7 @@ def test_every_record_kind_has_a_schema_and_a_title():
 #: Libraries auditor imports that change no number, so a record need not name their versions.
 NO_NUMBERS = {
     "huggingface_hub": "downloads weights; the weights' digests are recorded",
+    "httpx": "carries requests to OpenAI-compatible servers, whose URL and model the record names",
     "Jinja2": "renders the HTML report",
     "pydantic-settings": "reads settings, which the config records",
     "ray": "runs the same stages elsewhere, to the same results (tests/test_executor_ray.py)",
