@@ -374,7 +374,8 @@ def _handler_for(fake: FakeOpenAI) -> type[BaseHTTPRequestHandler]:
         def _send(self, status: int, body: dict | bytes, headers: dict | None = None) -> None:
             data = body if isinstance(body, bytes) else json.dumps(body).encode("utf-8")  # bytes: sent as they are
             self.send_response(status)
-            self.send_header("Content-Type", "application/json")
+            if "content-type" not in {name.lower() for name in headers or {}}:
+                self.send_header("Content-Type", "application/json")
             self.send_header("Content-Length", str(len(data)))
             for name, value in (headers or {}).items():
                 self.send_header(name, value)

@@ -465,17 +465,19 @@ def test_a_reply_that_is_not_json_is_one_line_for_every_openai_backend(fake_open
     from auditor.records import GenerationSettings, PerceptionSettings
 
     page = (200, b"<html>502 bad gateway</html>")  # sent as application/json, as a misconfigured proxy may
+    html = (200, b"<html>502 bad gateway</html>", {"Content-Type": "text/html"})  # the SDK returns its text
     fake_openai.chat_replies(page, page)
-    fake_openai.image_replies(page)
+    fake_openai.image_replies(page, html)
     not_json = f"the reply from {fake_openai.base_url} is not JSON"
     with pytest.raises(BackendError, match=not_json):
         make_plan(PROMPT, "openai:gpt-4o-mini")
     vqa = VQA_BACKENDS.load("openai:gpt-4o-mini", settings=PerceptionSettings(concurrency=1))
     with pytest.raises(BackendError, match=not_json):
         vqa.answer([Image.new("RGB", (8, 8))], ["What is the gender of the person?"])
-    images = T2I_BACKENDS.load("openai:dall-e-3", settings=GenerationSettings())
-    with pytest.raises(BackendError, match=not_json):
-        images.generate([GenerationItem(PROMPT, 0, 0)])
+    images = T2I_BACKENDS.load("openai:dall-e-3", settings=GenerationSettings(batch_size=1))
+    for _ in range(2):
+        with pytest.raises(BackendError, match=not_json):
+            images.generate([GenerationItem(PROMPT, 0, 0)])
 
 
 def test_a_server_that_trickles_its_reply_is_timed_out_and_retried_a_bounded_number_of_times(fake_openai):
@@ -497,3 +499,27 @@ def test_a_server_that_trickles_its_reply_is_timed_out_and_retried_a_bounded_num
     fake_openai.chat_replies("an answer")  # a server that answers is unaffected
     reply = client.chat.completions.create(model="gpt-4o-mini", messages=[{"role": "user", "content": "hi"}])
     assert reply.choices[0].message.content == "an answer"
+
+
+def test_requests_go_through_the_proxy_the_environment_names(fake_openai, monkeypatch):
+    """The deadline transport sends what the SDK built, through HTTP(S)_PROXY as the SDK's own client would."""
+    from auditor.core.openai_api import openai_client
+
+    for name in ("NO_PROXY", "no_proxy", "ALL_PROXY", "all_proxy"):
+        monkeypatch.delenv(name, raising=False)
+    proxy = fake_openai.base_url.removesuffix("/v1")
+    monkeypatch.setenv("HTTP_PROXY", proxy)
+    monkeypatch.setenv("OPENAI_BASE_URL", "http://llm.corp.invalid/v1")  # resolvable only through the proxy
+    fake_openai.chat_replies("via the proxy")
+    reply = openai_client("no key").chat.completions.create(
+        model="gpt-4o-mini", messages=[{"role": "user", "content": "hi"}]
+    )
+    assert reply.choices[0].message.content == "via the proxy"
+    assert fake_openai.chat_requests()[-1].path == "http://llm.corp.invalid/v1/chat/completions"
+
+
+def test_a_malformed_base_url_leaves_error_lines_alone(monkeypatch):
+    from auditor.core.openai_api import one_line
+
+    monkeypatch.setenv("OPENAI_BASE_URL", "http://[oops/v1")  # urlsplit refuses it
+    assert one_line("error: no run 'x'") == "error: no run 'x'"

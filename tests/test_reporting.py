@@ -657,7 +657,17 @@ def test_numbers_that_are_not_zero_are_never_written_as_zero():
     assert with_bounds(0.62, 0.55, 0.69) == "0.62 [0.55, 0.69]"  # the place's own decimals where they do
     assert with_bounds(0.05, -0.00228, 0.1015, signed=True) == "+0.050 [-0.002, +0.102]"  # not "-0.00"
     assert bounds(0.0, 0.0) == "[0.00, 0.00]" and number(None) == "-"
-    assert number(1e-9, 4) == "0.0000000"  # at most three decimals more: beyond that, it is as good as 0
+    assert number(1e-5, 4) == "0.00001"  # at most three decimals more
+    assert with_bounds(0.3, -4e-17, 0.7, signed=True) == "+0.30 [-0.00, +0.70]"  # noise around 0 asks for none
     p_value = template_environment().from_string("{{ p | p_value }}")
     assert p_value.render(p=3.2e-7) == "3.2e-07" and p_value.render(p=0.0123) == "0.0123"
     assert p_value.render(p=None) == "–"
+
+
+def test_the_held_out_difference_names_its_one_sided_level_exactly():
+    from auditor.records import Confirmation
+    from auditor.reporting.explore import held_out_difference
+
+    confirmation = Confirmation(seeds=24, difference=0.05, difference_lower_bound=0.004)
+    assert held_out_difference(confirmation, 0.05) == "+0.050, one-sided 95% lower bound +0.004"
+    assert held_out_difference(confirmation, 0.025) == "+0.050, one-sided 97.5% lower bound +0.004"

@@ -207,9 +207,28 @@ def test_a_damaged_or_busy_cache_file_is_one_line_saying_what_to_do(tmp_path, mo
     with pytest.raises(CacheError, match="another process held it"):
         shared.put("generate", "fp", {"seed": 1}, b"png")
     holder.execute("ROLLBACK")
-    shared.put_many("generate", "fp", [({"seed": 1}, b"png")])  # no transaction was left open
-    assert shared.get("generate", "fp", {"seed": 1}) == b"png"
     holder.close()
+
+    class CommitFails:  # the connection as another process's lock makes a COMMIT fail
+        def __init__(self, db):
+            self.db = db
+
+        def execute(self, statement, *args):
+            if statement == "COMMIT":
+                raise sqlite3.OperationalError("database is locked")
+            return self.db.execute(statement, *args)
+
+        def __getattr__(self, name):
+            return getattr(self.db, name)
+
+    real = shared._db
+    shared._db = CommitFails(real)
+    with pytest.raises(CacheError, match="another process held it"):
+        shared.put_many("generate", "fp", [({"seed": 1}, b"png")])
+    assert not real.in_transaction  # rolled back: the next batch can begin its own
+    shared._db = real
+    shared.put_many("generate", "fp", [({"seed": 1}, b"png")])
+    assert shared.get("generate", "fp", {"seed": 1}) == b"png"
     shared.close()
 
 

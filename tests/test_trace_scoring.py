@@ -191,6 +191,9 @@ def test_pair_values_by_hand():
     assert pair.neutral_feminine["image_embedding_0"] is None and pair.neutral_masculine["image_embedding_0"] == 0.6
     assert pair.neutral_feminine["objects"] == 0.0  # no object in the feminine image: nothing shared
     assert pair.neutral_masculine["objects"] == pytest.approx(2 / (math.sqrt(2) * 2))
+    # a float16 pipeline's failed image (NaN latents) leaves its pair out of that stage; the run goes on
+    images["feminine"] = traced([0, 1], [[np.nan, 1]], flat, None, {})
+    assert pair_similarity(3, 1, images).neutral_feminine["denoising_z0"] is None
 
 
 def test_detections_and_dependency_groups_of_one_image_by_hand():

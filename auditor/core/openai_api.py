@@ -74,20 +74,22 @@ def deadline_transport(seconds: float) -> httpx.BaseTransport:
     runs in a daemon thread that reads the whole response; past the deadline it counts as a
     read timeout, which the SDK retries a bounded number of times. The abandoned thread ends when
     the server closes the connection, or with the process. Replies are read whole anyway (no
-    call streams), so nothing changes for a server that answers.
+    call streams), so nothing changes for a server that answers. The request goes out as the
+    SDK's own client would send it: through the proxy the environment names (``HTTPS_PROXY``,
+    ``NO_PROXY``), which an inner client picks per request.
     """
     import httpx
 
     class DeadlineTransport(httpx.BaseTransport):
         def __init__(self) -> None:
-            self._inner = httpx.HTTPTransport()
+            self._inner = httpx.Client(trust_env=True)  # sends what the outer client built; picks the proxy
 
         def handle_request(self, request: httpx.Request) -> httpx.Response:
             outcome: dict[str, Any] = {}
 
             def fetch() -> None:
                 try:
-                    response = self._inner.handle_request(request)
+                    response = self._inner.send(request, stream=True)
                     try:
                         body = b"".join(response.stream)  # as sent: the client decodes it (gzip) once
                     finally:
@@ -141,8 +143,11 @@ def without_url_secrets(text: str) -> str:
     server may echo in its error: that encoding is blanked too."""
     from urllib.parse import parse_qsl, unquote, urlsplit
 
-    parts = urlsplit(configured_base_url())
-    secrets = {parts.password or "", parts.query, parts.fragment} | {value for _, value in parse_qsl(parts.query)}
+    try:
+        parts = urlsplit(configured_base_url())
+        secrets = {parts.password or "", parts.query, parts.fragment} | {value for _, value in parse_qsl(parts.query)}
+    except ValueError:  # a malformed URL (the client refuses it with its own error): nothing to find in it
+        return text
     if parts.password:
         credentials = f"{unquote(parts.username or '')}:{unquote(parts.password)}".encode()
         secrets.add(base64.b64encode(credentials).decode("ascii"))

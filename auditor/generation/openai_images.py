@@ -96,6 +96,8 @@ class OpenAIImages:
             raise request_failed(self.ref.spec, exc, self._client) from None
         except json.JSONDecodeError:
             raise reply_not_json(self.ref.spec, self.base_url) from None
+        if isinstance(response, str):  # a page not labelled JSON: the SDK hands back its text
+            raise reply_not_json(self.ref.spec, self.base_url)
         data = response.data[0].b64_json if response.data else None
         if not data:
             raise BackendError(f"{self.ref.spec}: the reply from {self.base_url} holds no base64 image")

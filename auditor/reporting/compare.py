@@ -24,7 +24,7 @@ from rich.text import Text
 from auditor.core.errors import AuditorError
 from auditor.records import INITIAL_PROMPT_ID, AxisScore, Interval, RunRecord
 from auditor.reporting.glossary import METRICS, MetricInfo
-from auditor.reporting.numbers import number
+from auditor.reporting.numbers import number, with_bounds
 from auditor.reporting.sentences import bounds
 from auditor.reporting.views import Bounds
 from auditor.reporting.wording import Segment, prompt_segments
@@ -276,7 +276,7 @@ def _delta(value: float | None, ci: Bounds | None, digits: int, lower_is_better:
     when the interval excludes 0."""
     if value is None:
         return Text("-")
-    text = f"{value:+.{digits}f}" + (f" [{ci[0]:+.{digits}f}, {ci[1]:+.{digits}f}]" if ci else "")
+    text = with_bounds(value, *(ci or (None, None)), digits, signed=True)
     if lower_is_better is None or ci is None or ci[0] <= 0 <= ci[1] or value == 0:
         return Text(text)
     better = value < 0 if lower_is_better else value > 0

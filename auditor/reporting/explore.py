@@ -84,7 +84,7 @@ def held_out_difference(confirmation: Confirmation, alpha: float) -> str:
         return with_span(confirmation.difference, confirmation.difference_ci, signed=True)
     places = decimals([confirmation.difference, confirmation.difference_lower_bound], 2)
     return (
-        f"{number(confirmation.difference, places, signed=True)}, one-sided {1 - alpha:.0%} lower bound "
+        f"{number(confirmation.difference, places, signed=True)}, one-sided {(1 - alpha) * 100:g}% lower bound "
         f"{number(confirmation.difference_lower_bound, places, signed=True)}"
     )
 

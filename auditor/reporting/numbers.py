@@ -20,8 +20,10 @@ MOST_EXTRA_DECIMALS = 3
 
 
 def decimals(values: Iterable[float | None], digits: int) -> int:
-    """The fewest decimals, ``digits`` or more, at which no finite value other than 0 is written as 0."""
-    shown = [v for v in values if v is not None and math.isfinite(v) and v != 0]
+    """The fewest decimals, ``digits`` or more, at which no finite value other than 0 is written as 0; a value
+    below what even the most decimals would show (floating-point noise around 0) asks for none."""
+    smallest = 0.5 * 10.0 ** -(digits + MOST_EXTRA_DECIMALS)
+    shown = [v for v in values if v is not None and math.isfinite(v) and abs(v) >= smallest]
     for places in range(digits, digits + MOST_EXTRA_DECIMALS):
         if all(float(f"{v:.{places}f}") != 0 for v in shown):
             return places

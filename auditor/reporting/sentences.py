@@ -21,7 +21,7 @@ from __future__ import annotations
 import math
 
 from auditor.records import AssociationResult, AxisScore, CounterfactualScore, Interval, RunRecord, Scores
-from auditor.reporting.numbers import with_bounds, with_span, written_apart
+from auditor.reporting.numbers import number, with_bounds, with_span, written_apart
 from auditor.reporting.views import AssociationView, AxisView, Bounds
 from auditor.reporting.wording import quote
 from auditor.scoring.uncertainty import MIN_SEEDS
@@ -50,7 +50,7 @@ def axis_finding(prompt: str, axis: str, score: AxisScore) -> str:
         return f"No {axis} counterfactual has a CAS: there were no concepts to compare (see the notes)."
     if len(known) == 1:
         finding = (
-            f"Only {quote(known[0].prompt)} has a CAS among the {axis} counterfactuals ({known[0].cas:.2f}), "
+            f"Only {quote(known[0].prompt)} has a CAS among the {axis} counterfactuals ({number(known[0].cas)}), "
             "so there is nothing to compare it with."
         )
     else:
@@ -68,17 +68,17 @@ def _compared(subject: str, counted: str, known: list[CounterfactualScore], scor
     by_id = {cf.prompt_id: cf for cf in known}
     spread = score.spread
     if spread is None or spread.first not in by_id or spread.second not in by_id:
-        values = ", ".join(f"{quote(cf.prompt)} {cf.cas:.2f}" for cf in known)
+        values = ", ".join(f"{quote(cf.prompt)} {number(cf.cas)}" for cf in known)
         return f"CAS of the {counted}: {values} ({NO_INTERVAL})."
     top, bottom = by_id[spread.first], by_id[spread.second]
     if spread.ci is None or spread.ci.low is None:
         return (
-            f"{subject} have the highest CAS with {quote(top.prompt)} ({top.cas:.2f}) and the lowest with "
-            f"{quote(bottom.prompt)} ({bottom.cas:.2f}); {NO_INTERVAL}."
+            f"{subject} have the highest CAS with {quote(top.prompt)} ({number(top.cas)}) and the lowest with "
+            f"{quote(bottom.prompt)} ({number(bottom.cas)}); {NO_INTERVAL}."
         )
     value, low, high = written_apart(spread.value, spread.ci.low, spread.ci.high, signed=True)
     if not spread.ci.excludes(0):
-        pair = f"{quote(top.prompt)} ({top.cas:.2f}) and {quote(bottom.prompt)} ({bottom.cas:.2f})"
+        pair = f"{quote(top.prompt)} ({number(top.cas)}) and {quote(bottom.prompt)} ({number(bottom.cas)})"
         if len(known) == 2:
             return f"No clear difference between {pair}: difference {value} ({low} to {high})."
         return (
@@ -88,13 +88,13 @@ def _compared(subject: str, counted: str, known: list[CounterfactualScore], scor
     evidence = f"difference {value}, {method_name(spread.ci)} interval [{low}, {high}]"
     if len(known) == 2:
         return (
-            f"{subject} resemble {quote(top.prompt)} (CAS {top.cas:.2f}) more than {quote(bottom.prompt)} "
-            f"({bottom.cas:.2f}; {evidence})."
+            f"{subject} resemble {quote(top.prompt)} (CAS {number(top.cas)}) more than {quote(bottom.prompt)} "
+            f"({number(bottom.cas)}; {evidence})."
         )
     # The interval tests this pair only: the others are not claimed to lie between them (ties are named).
     return (
-        f"{subject} resemble {quote(top.prompt)} (CAS {top.cas:.2f}, {_rank(top, known, 'highest')}) more than "
-        f"{quote(bottom.prompt)} ({bottom.cas:.2f}, {_rank(bottom, known, 'lowest')}) of the {counted} ({evidence})."
+        f"{subject} resemble {quote(top.prompt)} (CAS {number(top.cas)}, {_rank(top, known, 'highest')}) more than "
+        f"{quote(bottom.prompt)} ({number(bottom.cas)}, {_rank(bottom, known, 'lowest')}) of the {counted} ({evidence})."
     )
 
 
@@ -213,7 +213,7 @@ def headline(record: RunRecord, axes: list[AxisView]) -> str:
     if len(ranked) == 1:
         return f"Only {top.name} has a BAV ({_bav(top)}). {top.finding}"
     if top.bav_ci is None:
-        return f"The axis with the largest BAV is {top.name} ({top.bav:.4f}); {NO_RANKING}."
+        return f"The axis with the largest BAV is {top.name} ({number(top.bav, 4)}); {NO_RANKING}."
     tied = [axis for axis in ranked[1:] if axis.bav_ci is None or axis.bav_ci[1] >= top.bav_ci[0]]
     if not tied:
         return f"The axis that leans most is {top.name} (BAV {_bav(top)}). {top.finding}"

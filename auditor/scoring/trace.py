@@ -169,8 +169,12 @@ class TracedImage:
 
 
 def _cosine(first: np.ndarray, second: np.ndarray) -> float | None:
-    """The metric's cosine of one pair (:func:`~auditor.metrics.trace.paired_cosines`); None for a zero vector."""
-    value = float(paired_cosines(np.asarray(first)[None], np.asarray(second)[None])[0])
+    """The metric's cosine of one pair (:func:`~auditor.metrics.trace.paired_cosines`); None for a zero vector, or
+    for NaN or infinite values (a float16 pipeline's failed image): the pair is left out and counted, not fatal."""
+    first, second = np.asarray(first), np.asarray(second)
+    if not (np.isfinite(first).all() and np.isfinite(second).all()):
+        return None
+    value = float(paired_cosines(first[None], second[None])[0])
     return None if math.isnan(value) else value
 
 
