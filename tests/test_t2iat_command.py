@@ -329,6 +329,10 @@ def test_run_a_custom_test_end_to_end_with_tiny_models(tmp_path, tiny_models):
     assert record.environment.wordnet is None  # a T2IAT test reads no WordNet, whatever its process read
     assert record.result.n_x == 4 and record.result.n_y == 2  # 2 prompts x 2 images; 1 prompt x 2 images
     assert summary["association"] == record.result.association
+    # S and d carry intervals from the paired bootstrap over the 2 seeds, with the settings that made them
+    assert record.config.bootstrap == 1000 and record.intervals.seeds == 2 and record.intervals.resamples == 1000
+    ci = record.result.association_ci
+    assert ci.method == "percentile" and ci.low <= ci.high and summary["association_ci"]["low"] == ci.low
 
     # report.html: the result in words, the Asc spread of X and Y, the images, every number explained
     html = Path(summary["report_html"]).read_text(encoding="utf-8")
@@ -596,3 +600,40 @@ def test_pages_of_unscored_runs_show_their_images_and_escape_every_name(tmp_path
     html = write_t2iat_report(occupations, tmp_path).read_text(encoding="utf-8")
     assert "chef &lt;b&gt;" in html and "<b>" not in html
     assert "Not scored" in html and "not scored" in html and html.count('src="images/x.png"') == 1
+
+
+def test_association_intervals_resample_seeds_across_all_six_groups_by_hand():
+    """One draw of seed indices weights every group's rows: each resample's S and d are the test's own S and d
+    on the images of the drawn seeds, and the identity row is the test itself."""
+    from auditor.metrics import bootstrap
+    from auditor.metrics.t2iat import association_test
+    from auditor.scoring.counts import SetEmbeddings
+    from auditor.scoring.t2iat import association_intervals
+    from auditor.scoring.uncertainty import BootstrapSettings
+
+    rng = np.random.default_rng(4)
+    seeds = 5
+    groups = {"X": ["x0", "x1"], "Y": ["y0"], "XA": ["xa0"], "XB": ["xb0"], "YA": ["ya0"], "YB": ["yb0", "yb1"]}
+    sets = {
+        pid: SetEmbeddings(image_indices=np.arange(seeds), vectors=rng.normal(size=(seeds, 6)) + shift)
+        for shift, pid in enumerate(pid for ids in groups.values() for pid in ids)
+    }
+    sets["x1"] = SetEmbeddings(image_indices=np.array([0, 2, 4]), vectors=sets["x1"].vectors[[0, 2, 4]])  # flagged
+    settings = BootstrapSettings(resamples=50, seed=3)
+    association, effect = association_intervals(sets, groups, seeds, settings)
+
+    draws = bootstrap.resample_indices(seeds, 50, 3)
+    expected_s, expected_d = [], []
+    for drawn in draws:
+        rows = []
+        for group in ("X", "Y", "XA", "XB", "YA", "YB"):
+            picked = [sets[pid].vectors[sets[pid].image_indices == i] for pid in groups[group] for i in drawn]
+            rows.append(np.concatenate(picked))
+        found = association_test(*rows, permutations=1)
+        expected_s.append(found.association)
+        expected_d.append(np.nan if found.effect_size is None else found.effect_size)
+    low, high = bootstrap.percentile_bounds(np.column_stack([expected_s, expected_d]))
+    assert (association.low, association.high) == pytest.approx((low[0], high[0]), abs=1e-9)
+    assert (effect.low, effect.high) == pytest.approx((low[1], high[1]), abs=1e-9)
+    with pytest.raises(AuditorError, match="at least 2 seeds"):
+        association_intervals(sets, groups, 1, settings)

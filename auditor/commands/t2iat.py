@@ -181,6 +181,8 @@ def run(
     scheduler: str | None = common.SCHEDULER,
     permutations: int = _PERMUTATIONS,
     permutation_seed: int = _PERMUTATION_SEED,
+    bootstrap: int = common.BOOTSTRAP,
+    ci_seed: int = common.CI_SEED,
     name: str | None = _NAME,
     resume: str | None = _RESUME,
     runs_dir: Path | None = _RUNS_DIR,
@@ -189,7 +191,8 @@ def run(
     quiet: bool = common.QUIET,
     json_output: bool = _JSON,
 ) -> None:
-    """Run a T2IAT test: generate neutral and attribute-guided images, embed them, report S, d and p."""
+    """Run a T2IAT test: generate neutral and attribute-guided images, embed them, report S and d with their
+    intervals over seeds, and p."""
     from auditor.studies.t2iat import T2IATTestRun, start_t2iat_test
     from auditor.studies.t2iat_tests import resolve_test
 
@@ -202,7 +205,7 @@ def run(
             t2i, embedder, images, seed, batch_size, compile_models, executor, ray_address, steps, guidance,
             scheduler, permutations, permutation_seed, device, allow_partial_weights,
         )  # fmt: skip
-        start = partial(start_t2iat_test, test, source, options, run_name=name)
+        start = partial(start_t2iat_test, test, source, options, run_name=name, bootstrap=bootstrap, ci_seed=ci_seed)
     record, run_dir = _run_study(ctx, start, T2IATTestRun, runs_dir, quiet, json_output)
     from auditor.reporting.t2iat import render_test_run, test_run_json
 

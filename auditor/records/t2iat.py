@@ -14,7 +14,7 @@ from pydantic import Field, field_validator
 from auditor.metrics.t2iat import EffectLabel
 from auditor.records.base import StudyConfig, StudyRecord
 from auditor.records.images import PromptSet
-from auditor.records.intervals import Interval
+from auditor.records.intervals import Interval, IntervalSettings
 from auditor.records.models import ModelRef
 from auditor.records.record import Record
 
@@ -128,6 +128,13 @@ class T2IATConfig(StudyConfig):
     images_per_prompt: int = Field(ge=1, description="Images generated per prompt (paper: 10).")
     permutations: int = Field(ge=1, description="Monte Carlo permutations when the splits are too many to enumerate.")
     permutation_seed: int = Field(ge=0, description="Seed of the permutation generator.")
+    bootstrap: int = Field(
+        default=0,
+        ge=0,
+        description="Paired-bootstrap resamples over seeds behind the intervals of S and d (--bootstrap); 0 = none "
+        "(as runs recorded before these intervals read).",
+    )
+    ci_seed: int = Field(default=0, ge=0, description="Seed of the bootstrap's resampling (--ci-seed).")
 
 
 class T2IATRecord(StudyRecord):
@@ -148,7 +155,13 @@ class T2IATRecord(StudyRecord):
         default_factory=dict,
         description="Asc of every usable neutral image of X and of Y, in prompt-set then image order (Eq. 2).",
     )
-    result: AssociationResult | None = Field(default=None, description="S, d with its label, and the p-value.")
+    result: AssociationResult | None = Field(
+        default=None, description="S, d with its label, the p-value, and the intervals of S and d."
+    )
+    intervals: IntervalSettings | None = Field(
+        default=None,
+        description="How the intervals of S and d were made; null without them (--bootstrap 0, one image per prompt).",
+    )
 
     def subject(self) -> str:
         return f"T2IAT test {self.config.test.name}"

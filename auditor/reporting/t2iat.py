@@ -20,6 +20,7 @@ from auditor.records import (
     T2IATRecord,
     T2IATTestDefinition,
 )
+from auditor.reporting.numbers import with_span
 
 #: Below this p-value a test's direction is stated without a caveat (the conventional level; the paper reports p).
 SIGNIFICANCE = 0.05
@@ -47,13 +48,14 @@ def _p_text(result: AssociationResult) -> str:
 
 
 def render_association(result: AssociationResult, x_name: str, y_name: str, console: Console) -> None:
-    """S, d with its label, p and the group sizes, one per line."""
+    """S and d (with their intervals over seeds, where the run made them), d's label, p and the group sizes, one
+    per line."""
     d = (
         "undefined (the Asc values have no spread within the groups)"
         if result.effect_size is None
-        else f"{result.effect_size:+.3f} ({result.effect_label})"
+        else f"{with_span(result.effect_size, result.effect_size_ci, 3, signed=True)} ({result.effect_label})"
     )
-    _say(console, f"  association S   {result.association:+.5f}")
+    _say(console, f"  association S   {with_span(result.association, result.association_ci, 5, signed=True)}")
     _say(console, f"  effect size d   {d}")
     _say(console, f"  p-value         {_p_text(result)}")
     _say(console, f"  images          {x_name}: {result.n_x}, {y_name}: {result.n_y}")
@@ -67,6 +69,7 @@ def test_run_json(record: T2IATRecord, run_dir: Path) -> dict[str, Any]:
         **run_files(run_dir),
         **names,
         **(result.model_dump() if result else {}),
+        "intervals": record.intervals.model_dump() if record.intervals else None,
     }
 
 

@@ -16,6 +16,8 @@ import numpy as np
 
 from auditor.core.errors import AuditorError
 from auditor.core.store import slugify
+from auditor.metrics import bootstrap
+from auditor.metrics.resampled import association_test_samples
 from auditor.metrics.t2iat import (
     Association,
     association_result,
@@ -23,7 +25,9 @@ from auditor.metrics.t2iat import (
     quartiles,
     single_concept_association,
 )
-from auditor.records import T2IAT_GROUPS, AssociationResult, OccupationAssociation
+from auditor.records import T2IAT_GROUPS, AssociationResult, Interval, OccupationAssociation
+from auditor.scoring.counts import SetEmbeddings
+from auditor.scoring.uncertainty import BootstrapSettings, check_resamplable
 
 #: The arrays ``t2iat score`` reads from an .npz file (rows = embeddings), in the order the test takes them.
 NPZ_ARRAYS = T2IAT_GROUPS
@@ -57,6 +61,42 @@ def score_test(
     asc_y = association_scores(rows["Y"], rows["YA"], rows["YB"])
     result = association_result(asc_x, asc_y, permutations=permutations, seed=seed)
     return {"X": asc_x.tolist(), "Y": asc_y.tolist()}, association_record(result)
+
+
+def association_intervals(
+    sets: Mapping[str, SetEmbeddings], groups: Mapping[str, list[str]], seeds: int, settings: BootstrapSettings
+) -> tuple[Interval, Interval]:
+    """Percentile intervals of the six-group test's S and d from a paired bootstrap over seeds.
+
+    Image *i* of every prompt set shares seed *i*, so one draw of seed indices weights the rows
+    of all six groups (:func:`~auditor.metrics.resampled.association_test_samples`); the identity
+    row gives back the test's own S and d. ``sets`` are the usable images of each prompt set
+    with their seed indices (:func:`~auditor.scoring.counts.usable_embeddings`).
+    """
+    check_resamplable(seeds)
+    weights = np.vstack([np.ones((1, seeds)), bootstrap.resample_weights(seeds, settings.resamples, settings.seed)])
+    vectors, group_weights = [], []
+    for group in T2IAT_GROUPS:
+        chosen = [sets[pid] for pid in groups[group] if pid in sets and len(sets[pid].vectors)]
+        if not chosen:
+            raise AuditorError(f"group {group} has no usable image (all flagged by the safety checker?)")
+        vectors.append(np.concatenate([found.vectors for found in chosen]))
+        group_weights.append(weights[:, np.concatenate([found.image_indices for found in chosen])])
+    association, effect = association_test_samples(vectors, group_weights)
+    found = bootstrap.intervals(
+        np.array([association[0], effect[0]]), np.column_stack([association[1:], effect[1:]]), level=settings.level
+    )
+
+    def interval(j: int) -> Interval:
+        low, high = float(found.low[j]), float(found.high[j])
+        return Interval(
+            low=None if np.isnan(low) else low,
+            high=None if np.isnan(high) else high,
+            method="percentile",
+            defined=float(found.defined[j]),
+        )
+
+    return interval(0), interval(1)
 
 
 def occupation_ids(occupation: str) -> dict[str, str]:

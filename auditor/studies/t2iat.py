@@ -24,13 +24,16 @@ from auditor.executors.generation import PromptRequest
 from auditor.records import (
     T2IAT_GROUPS,
     GenerationSettings,
+    IntervalSettings,
     OccupationsConfig,
     OccupationsRecord,
     T2IATConfig,
     T2IATRecord,
     T2IATTestDefinition,
 )
-from auditor.scoring.t2iat import occupation_ids, score_occupation, score_test
+from auditor.scoring.counts import usable_embeddings
+from auditor.scoring.t2iat import association_intervals, occupation_ids, score_occupation, score_test
+from auditor.scoring.uncertainty import MIN_SEEDS, BootstrapSettings
 from auditor.studies.progress import ProgressReporter
 from auditor.studies.run import (
     RecordT,
@@ -116,7 +119,7 @@ class T2IATTestRun(T2IATStudyRun[T2IATRecord]):
     record_type: ClassVar[type[T2IATRecord]] = T2IATRecord
 
     def clear_scores(self) -> None:
-        self.record.association_scores, self.record.result = {}, None
+        self.record.association_scores, self.record.result, self.record.intervals = {}, None, None
 
     def run(self) -> T2IATRecord:
         """Run (or resume) the test; the record's status says how it ended."""
@@ -128,11 +131,29 @@ class T2IATTestRun(T2IATStudyRun[T2IATRecord]):
                 record.association_scores, record.result = score_test(
                     embed.vectors(), record.groups, record.config.permutations, record.config.permutation_seed
                 )
+                self.add_intervals(embed.vectors())
                 outcome.computed = 1
 
         requests = [PromptRequest(p.prompt_id, p.prompt) for p in all_prompts(record.config.test)]
         self.execute([("generate", lambda: self.run_images(requests, [embed])), ("score", score)])
         return record
+
+    def add_intervals(self, vectors: dict[str, np.ndarray]) -> None:
+        """Bootstrap intervals of S and d over seeds (``--bootstrap``), unless there are none to make: no resamples
+        asked for, or one image per prompt (every resample of one seed is that seed)."""
+        config = self.record.config
+        if config.bootstrap == 0 or config.images_per_prompt < MIN_SEEDS or self.record.result is None:
+            return
+        settings = BootstrapSettings(resamples=config.bootstrap, seed=config.ci_seed)
+        sets = usable_embeddings(self.record.prompt_sets, vectors)
+        association, effect = association_intervals(sets, self.record.groups, config.images_per_prompt, settings)
+        self.record.result = self.record.result.model_copy(
+            update={"association_ci": association, "effect_size_ci": effect}
+        )
+        self.record.intervals = IntervalSettings(
+            resamples=settings.resamples, level=settings.level, method=settings.method, seed=settings.seed,
+            seeds=config.images_per_prompt,
+        )  # fmt: skip
 
 
 def start_t2iat_test(
@@ -143,10 +164,19 @@ def start_t2iat_test(
     cache: ContentCache,
     progress: ProgressReporter,
     run_name: str | None = None,
+    *,
+    bootstrap: int = 1000,
+    ci_seed: int = 0,
 ) -> T2IATTestRun:
-    """Check the options, create the run folder and its first record; nothing is loaded yet."""
+    """Check the options, create the run folder and its first record; nothing is loaded yet.
+
+    ``bootstrap`` resamples (seeded by ``ci_seed``; 0 for none) put intervals on the test's S and d."""
     options.validate()
-    config = T2IATConfig(test=test, source=source, **options.config_fields())
+    if bootstrap < 0 or ci_seed < 0:
+        raise AuditorError(f"--bootstrap and --ci-seed must be 0 or more (got {bootstrap} and {ci_seed})")
+    config = T2IATConfig(
+        test=test, source=source, bootstrap=bootstrap, ci_seed=ci_seed, **options.config_fields()
+    )
     prompts = all_prompts(test)
     run_dir = store.create_run(run_name, f"t2iat {test.name}")
     record = T2IATRecord(
