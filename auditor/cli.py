@@ -8,7 +8,9 @@ stderr and a non-zero exit code, never a traceback.
 
 from __future__ import annotations
 
+import signal
 import sys
+import threading
 
 import typer
 
@@ -29,7 +31,7 @@ from auditor.commands import (
     t2iat,
     trace,
 )
-from auditor.core.errors import AuditorError
+from auditor.core.errors import AuditorError, Terminated
 
 app = typer.Typer(
     name="auditor",
@@ -48,9 +50,13 @@ for command_module in (
 
 
 def main() -> None:
-    """Entry point of the ``auditor`` script: user errors end in one ``error:`` line, never a traceback."""
+    """Entry point of the ``auditor`` script: user errors end in one ``error:`` line, never a traceback.
+
+    SIGTERM (a scheduler's time limit) interrupts a run as Ctrl-C does (:class:`Terminated`), so its record says
+    ``interrupted``, not ``running``, and it gets its page."""
+    signal.signal(signal.SIGTERM, _terminate)
     try:
-        app(standalone_mode=False, prog_name="auditor")
+        code = app(standalone_mode=False, prog_name="auditor")
     except AuditorError as exc:
         _fail(str(exc), exc.exit_code)
     except typer.TyperException as exc:  # click's usage errors: unknown option or command, bad value
@@ -61,8 +67,28 @@ def main() -> None:
         context = getattr(exc, "ctx", None)
         hint = f" (see `{context.command_path} --help`)" if context is not None else ""
         _fail(message + hint, exc.exit_code)
+    except Terminated as exc:
+        _fail(str(exc), exc.exit_code)
     except (typer.Abort, KeyboardInterrupt):
-        _fail("interrupted", 130)
+        _fail("interrupted", INTERRUPTED)
+    # Outside a command's own handling, typer turns an interruption into the exit code 130 and returns it.
+    if code == INTERRUPTED and SIGTERM_RECEIVED.is_set():
+        _fail(str(Terminated()), Terminated.exit_code)
+    if code == INTERRUPTED:
+        _fail("interrupted", INTERRUPTED)
+    if isinstance(code, int) and code:
+        sys.exit(code)
+
+
+#: The exit code of an interrupted command (128 + SIGINT).
+INTERRUPTED = 130
+#: Set once this process gets SIGTERM: typer's exit code alone does not tell it from Ctrl-C.
+SIGTERM_RECEIVED = threading.Event()
+
+
+def _terminate(_signum: int, _frame: object) -> None:
+    SIGTERM_RECEIVED.set()
+    raise Terminated
 
 
 def _fail(message: str, code: int) -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 
@@ -203,3 +204,28 @@ def test_out_of_memory_in_a_run_is_one_line_that_says_what_to_change(tmp_path):
     assert len(message.splitlines()) == 1
     assert out_of_memory(MemoryError()) == "MemoryError"
     assert out_of_memory(RuntimeError("shape mismatch")) is None and out_of_memory(ValueError("can't allocate memory")) is None
+
+
+@pytest.mark.parametrize("sigterm", [False, True])
+def test_an_interrupted_command_says_so_and_exits_130_or_143_on_sigterm(monkeypatch, capsys, sigterm):
+    """typer turns Ctrl-C inside a command into the exit code 130 and returns it: the entry point exits with it
+    and says so (it used to exit 0 in silence), 143 for SIGTERM."""
+    from auditor import cli
+    from auditor.commands import common
+
+    def interrupted(_runs_dir):
+        if sigterm:
+            cli._terminate(15, None)
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(common, "run_store", interrupted)
+    monkeypatch.setattr(cli, "SIGTERM_RECEIVED", type(cli.SIGTERM_RECEIVED)())  # this test's own
+    monkeypatch.setattr(sys, "argv", ["auditor", "runs"])
+    previous = signal.getsignal(signal.SIGTERM)
+    try:
+        with pytest.raises(SystemExit) as exited:
+            cli.main()
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+    assert exited.value.code == (143 if sigterm else 130)
+    assert capsys.readouterr().err == ("error: terminated (SIGTERM)\n" if sigterm else "error: interrupted\n")

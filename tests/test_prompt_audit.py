@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
+import signal
 import sys
 from pathlib import Path
 
@@ -316,3 +318,36 @@ def test_review_edits_the_plan_before_anything_is_generated(tiny_models, tmp_pat
         ("gender", ["a photo of a man", "a photo of a woman"])
     ]
     assert [s.prompt for s in record.prompt_sets] == [PROMPT, "a photo of a man", "a photo of a woman"]
+
+
+class TerminateAfter(StopAfter):
+    """A progress reporter that sends this process SIGTERM (a scheduler's time limit) once ``stage`` has advanced
+    ``count`` units."""
+
+    def advance(self, stage: str, amount: int = 1) -> None:
+        if stage == self.stage:
+            self.seen += amount
+            if self.seen == self.count:
+                os.kill(os.getpid(), signal.SIGTERM)
+
+
+def test_sigterm_ends_a_run_as_interrupted_with_its_page_and_exit_code_143(tiny_models, tmp_path, capsys):
+    from auditor.cli import _terminate
+    from auditor.commands.common import run_resumable
+
+    store, cache = RunStore(tmp_path / "runs"), ContentCache(tmp_path / "cache.sqlite")
+    audit = start_audit(tiny_options(tiny_models), store, cache, TerminateAfter("generate", 2), run_name="r")
+    previous = signal.signal(signal.SIGTERM, _terminate)  # as the command line installs it
+    try:
+        with pytest.raises(SystemExit) as exited:
+            run_resumable(audit)
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+    assert exited.value.code == 143
+    assert capsys.readouterr().err.startswith("error: terminated (SIGTERM); partial run kept in ")
+    record = load_record(audit.run_dir / "record.json")
+    assert record.status == "interrupted" and record.errors[-1].stage == "generate"
+    assert (record.errors[-1].type, record.errors[-1].message) == ("Terminated", "terminated (SIGTERM)")
+    assert (audit.run_dir / "report.html").is_file()
+    assert resume_audit("r", store, cache, QuietProgress()).run().status == "completed"
+    cache.close()

@@ -22,7 +22,14 @@ from typing import TYPE_CHECKING, Any, NoReturn
 
 import typer
 
-from auditor.core.errors import AuditorError, BackendError, RunBusyError, StartAgainError, out_of_memory
+from auditor.core.errors import (
+    AuditorError,
+    BackendError,
+    RunBusyError,
+    StartAgainError,
+    Terminated,
+    out_of_memory,
+)
 from auditor.core.settings import DEFAULT_T2I, MAX_SEED
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -296,8 +303,8 @@ def run_resumable(study: StudyRun[RecordT]) -> RecordT:
     """
     try:
         return study.run()
-    except KeyboardInterrupt:
-        exit_interrupted(f"partial run kept in {study.run_dir}; continue with --resume {study.run_dir}")
+    except KeyboardInterrupt as exc:
+        exit_interrupted(f"partial run kept in {study.run_dir}; continue with --resume {study.run_dir}", exc)
     except RunBusyError:
         raise  # another process runs it: nothing to continue here
     except StartAgainError as exc:
@@ -336,7 +343,9 @@ def show_result(
         render(record, run_dir, out)
 
 
-def exit_interrupted(where: str) -> NoReturn:
-    """After Ctrl-C: one line saying where the partial run is kept, and exit code 130 (128 + SIGINT)."""
-    print(f"error: interrupted; {where}", file=sys.stderr)
-    raise SystemExit(130) from None
+def exit_interrupted(where: str, exc: KeyboardInterrupt) -> NoReturn:
+    """After Ctrl-C or SIGTERM: one line saying where the partial run is kept, and exit code 130 (128 + SIGINT) or
+    143 (128 + SIGTERM)."""
+    what = str(exc) if isinstance(exc, Terminated) else "interrupted"
+    print(f"error: {what}; {where}", file=sys.stderr)
+    raise SystemExit(getattr(exc, "exit_code", 130)) from None

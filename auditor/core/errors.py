@@ -44,6 +44,22 @@ class CacheError(BackendError):
     what the run computed so far is in it, so the message says how to free or replace it."""
 
 
+class Terminated(KeyboardInterrupt):
+    """SIGTERM (a scheduler's time limit, ``timeout``, ``kill``), raised in the main thread by the command line's
+    handler. A kind of interruption, so a run ends as after Ctrl-C: recorded ``interrupted`` with its page, its lock
+    let go, and resumable; the exit code is 143 (128 + SIGTERM)."""
+
+    exit_code = 143
+
+    def __str__(self) -> str:
+        return "terminated (SIGTERM)"
+
+
+def interruption(exc: KeyboardInterrupt) -> str:
+    """How an interruption reads in a record and an error line."""
+    return str(exc) if isinstance(exc, Terminated) else "interrupted by the user"
+
+
 def out_of_memory(exc: BaseException) -> str | None:
     """The first line of ``exc`` when it is an allocation failure (Python's, or torch's on the GPU or CPU), else None.
 

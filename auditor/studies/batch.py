@@ -158,10 +158,10 @@ class Batch(StudyRun[BatchRecord]):
         except BaseException as exc:
             for audit in live:
                 if audit.record.status == "running":  # the others stop where the batch stopped
-                    audit.interrupt(stage) if isinstance(exc, KeyboardInterrupt) else audit.fail(stage, exc)
+                    audit.interrupt(stage, exc) if isinstance(exc, KeyboardInterrupt) else audit.fail(stage, exc)
             self._sync()
             if self.record.status == "running":  # stopped outside a step: while finishing its audits' pages
-                self.interrupt(stage) if isinstance(exc, KeyboardInterrupt) else self.fail(stage, exc)
+                self.interrupt(stage, exc) if isinstance(exc, KeyboardInterrupt) else self.fail(stage, exc)
             else:
                 self.save()
                 self.after_end()  # the batch's page again, now with every audit's status

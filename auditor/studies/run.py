@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypeVar
 from auditor.core.cache import ContentCache
 from auditor.core.devices import release_accelerator_memory
 from auditor.core.environment import collect_environment
-from auditor.core.errors import AuditorError
+from auditor.core.errors import AuditorError, interruption
 from auditor.core.fingerprint import CHUNK, file_sha256
 from auditor.core.redaction import redact
 from auditor.core.registry import Registry, parse_spec
@@ -359,17 +359,17 @@ class StudyRun(Generic[RecordT]):
         """Run one step; Ctrl-C or an error ends the run (``interrupted``/``failed``, the stage named) and propagates."""
         try:
             step()
-        except KeyboardInterrupt:
-            self.interrupt(self._failed_stage or name)
+        except KeyboardInterrupt as exc:
+            self.interrupt(self._failed_stage or name, exc)
             raise
         except Exception as exc:
             self.fail(self._failed_stage or name, exc)
             raise
         self.save()
 
-    def interrupt(self, stage: Stage | None) -> None:
-        """End the run as ``interrupted`` at ``stage`` (Ctrl-C)."""
-        self._end("interrupted", RunError(stage=stage, type="KeyboardInterrupt", message="interrupted by the user"))
+    def interrupt(self, stage: Stage | None, exc: KeyboardInterrupt) -> None:
+        """End the run as ``interrupted`` at ``stage`` (Ctrl-C, or SIGTERM: :class:`~auditor.core.errors.Terminated`)."""
+        self._end("interrupted", RunError(stage=stage, type=type(exc).__name__, message=interruption(exc)))
 
     def fail(self, stage: Stage | None, exc: BaseException) -> None:
         """End the run as ``failed`` at ``stage`` with ``exc`` as its error (API keys redacted)."""
