@@ -57,6 +57,8 @@ def main() -> None:
     signal.signal(signal.SIGTERM, _terminate)
     try:
         code = app(standalone_mode=False, prog_name="auditor")
+        if code == INTERRUPTED:  # outside a command's own handling, typer turns an interruption into 130 and returns it
+            raise Terminated() if SIGTERM_RECEIVED.is_set() else KeyboardInterrupt()
     except AuditorError as exc:
         _fail(str(exc), exc.exit_code)
     except typer.TyperException as exc:  # click's usage errors: unknown option or command, bad value
@@ -70,11 +72,6 @@ def main() -> None:
     except Terminated as exc:
         _fail(str(exc), exc.exit_code)
     except (typer.Abort, KeyboardInterrupt):
-        _fail("interrupted", INTERRUPTED)
-    # Outside a command's own handling, typer turns an interruption into the exit code 130 and returns it.
-    if code == INTERRUPTED and SIGTERM_RECEIVED.is_set():
-        _fail(str(Terminated()), Terminated.exit_code)
-    if code == INTERRUPTED:
         _fail("interrupted", INTERRUPTED)
     if isinstance(code, int) and code:
         sys.exit(code)

@@ -269,7 +269,6 @@ def resumption(
 
 def run_store(runs_dir: Path | None) -> RunStore:
     """The runs folder: ``--runs-dir``, else AUDITOR_RUNS_DIR or ./runs."""
-
     from auditor.core.settings import get_settings
     from auditor.core.store import RunStore
 

@@ -140,7 +140,6 @@ def audit_options(
 
     ``planning_and_device`` passes the remaining :class:`PromptAuditOptions` fields through unchanged.
     """
-
     from auditor.core.settings import default_llm_spec
     from auditor.studies.prompt_audit import PromptAuditOptions
     from auditor.studies.run import named_model_is_required

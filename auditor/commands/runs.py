@@ -23,7 +23,6 @@ def runs(
     """List runs: id, prompt, date, status and models."""
     from rich.table import Table
 
-
     store = common.run_store(runs_dir)
     rows = [
         _row(folder, record) if record is not None else {"run_id": folder.name, "status": "unreadable"}

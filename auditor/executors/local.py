@@ -34,7 +34,9 @@ POLL_SECONDS = 0.1
 MODEL_LOADING = threading.Lock()
 
 
-def _generate(study: StudyRun, generation: GenerationStage, writer: BackgroundWriter, between: Callable[[], None] = lambda: None) -> None:
+def _generate(
+    study: StudyRun, generation: GenerationStage, writer: BackgroundWriter, between: Callable[[], None] = lambda: None
+) -> None:
     """The generate stage: cache scan, then the misses in batches; the writer stores each batch.
 
     ``between`` runs before every batch (the overlapped executor raises a reader's error there).

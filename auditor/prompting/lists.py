@@ -72,6 +72,11 @@ def _read_lines(path: Path) -> list[str]:
                 raise AuditorError(f'{path}:{number}: expected an object with a non-empty "prompt" string')
             prompts.append(single_spaced(item["prompt"]))
         return prompts
+    return _text_lines(text)
+
+
+def _text_lines(text: str) -> list[str]:
+    """A text file's lines, single-spaced; blank lines and ``#`` comment lines skipped."""
     return [single_spaced(line) for line in text.splitlines() if line.strip() and not line.lstrip().startswith("#")]
 
 
@@ -130,7 +135,7 @@ def _read_values(path: Path) -> dict[str, list[str]] | list[dict[str, str]] | li
                 if isinstance(value, bool) or not isinstance(value, (str, int, float)):
                     raise AuditorError(f"{path}: {name!r} has the value {value!r}; values are words or numbers")
         return {str(k): [single_spaced(str(v)) for v in values] for k, values in data.items()}
-    return [single_spaced(line) for line in text.splitlines() if line.strip() and not line.lstrip().startswith("#")]
+    return _text_lines(text)
 
 
 def _fill(template: str, names: list[str], table, values: Path | None) -> list[str]:

@@ -31,7 +31,8 @@ def decimals(values: Iterable[float | None], digits: int) -> int:
 
 
 def number(value: float | None, digits: int = 2, *, signed: bool = False, missing: str = "-") -> str:
-    """``0.62`` (``+0.62`` when ``signed``), with more decimals where fewer would write it as 0; ``missing`` for None."""
+    """``0.62`` (``+0.62`` when ``signed``), with more decimals where fewer would write it as 0; ``missing`` for
+    None."""
     if value is None:
         return missing
     return _written(value, decimals([value], digits), signed)
@@ -59,8 +60,8 @@ def with_bounds(
         return missing
     if low is None or high is None:
         return number(value, digits, signed=signed)
-    places = decimals([value, low, high], digits)
-    return f"{_written(value, places, signed)} [{_written(low, places, signed)}, {_written(high, places, signed)}]"
+    value_text, low_text, high_text = written_apart(value, low, high, digits, signed=signed)
+    return f"{value_text} [{low_text}, {high_text}]"
 
 
 def p_value(p: float | None, missing: str = "-") -> str:

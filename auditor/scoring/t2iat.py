@@ -27,7 +27,7 @@ from auditor.metrics.t2iat import (
 )
 from auditor.records import T2IAT_GROUPS, AssociationResult, Interval, OccupationAssociation
 from auditor.scoring.counts import SetEmbeddings
-from auditor.scoring.uncertainty import BootstrapSettings, check_resamplable
+from auditor.scoring.uncertainty import BootstrapSettings, check_resamplable, interval_at
 
 #: The arrays ``t2iat score`` reads from an .npz file (rows = embeddings), in the order the test takes them.
 NPZ_ARRAYS = T2IAT_GROUPS
@@ -73,6 +73,8 @@ def association_intervals(
     row gives back the test's own S and d. ``sets`` are the usable images of each prompt set
     with their seed indices (:func:`~auditor.scoring.counts.usable_embeddings`).
     """
+    from auditor.scoring.intervals import record_interval  # here: scoring.intervals imports this module
+
     check_resamplable(seeds)
     weights = np.vstack([np.ones((1, seeds)), bootstrap.resample_weights(seeds, settings.resamples, settings.seed)])
     vectors, group_weights = [], []
@@ -83,20 +85,9 @@ def association_intervals(
         vectors.append(np.concatenate([found.vectors for found in chosen]))
         group_weights.append(weights[:, np.concatenate([found.image_indices for found in chosen])])
     association, effect = association_test_samples(vectors, group_weights)
-    found = bootstrap.intervals(
-        np.array([association[0], effect[0]]), np.column_stack([association[1:], effect[1:]]), level=settings.level
-    )
-
-    def interval(j: int) -> Interval:
-        low, high = float(found.low[j]), float(found.high[j])
-        return Interval(
-            low=None if np.isnan(low) else low,
-            high=None if np.isnan(high) else high,
-            method="percentile",
-            defined=float(found.defined[j]),
-        )
-
-    return interval(0), interval(1)
+    estimates = np.array([association[0], effect[0]])
+    found = bootstrap.intervals(estimates, np.column_stack([association[1:], effect[1:]]), level=settings.level)
+    return record_interval(interval_at(found, estimates, 0)), record_interval(interval_at(found, estimates, 1))
 
 
 def occupation_ids(occupation: str) -> dict[str, str]:

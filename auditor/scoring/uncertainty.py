@@ -382,10 +382,10 @@ def score_intervals(
             CounterfactualIntervals(
                 prompt_id=samples.counterfactual_ids[j],
                 prompt=prompt,
-                cas=_interval(cas_bounds, cas[0], j),
+                cas=interval_at(cas_bounds, cas[0], j),
                 embedding_similarity=None
                 if similarity is None or np.isnan(samples.similarity[0, j])
-                else _interval(similarity, samples.similarity[0], j),
+                else interval_at(similarity, samples.similarity[0], j),
             )
             for j, prompt in zip(columns, cfs)
         ]
@@ -396,14 +396,14 @@ def score_intervals(
             AxisIntervals(
                 axis=name,
                 counterfactuals=counterfactuals,
-                bav=_interval(by_axis["bav"], samples.bav[0], a),
-                bav_mad=_interval(by_axis["bav_mad"], samples.bav_mad[0], a),
-                relative_bav=_interval(by_axis["relative_bav"], samples.relative_bav[0], a),
+                bav=interval_at(by_axis["bav"], samples.bav[0], a),
+                bav_mad=interval_at(by_axis["bav_mad"], samples.bav_mad[0], a),
+                relative_bav=interval_at(by_axis["relative_bav"], samples.relative_bav[0], a),
                 ranks_first=float(ranks[a]),
-                lean=_interval(by_axis["lean"], samples.lean[0], a) if has_lean else None,
+                lean=interval_at(by_axis["lean"], samples.lean[0], a) if has_lean else None,
                 spread=_spread(cas, list(columns), samples.counterfactual_ids, bounds),
-                association=_interval(association, samples.association[0], a) if has_test else None,
-                effect_size=_interval(effect, samples.effect_size[0], a) if has_test else None,
+                association=interval_at(association, samples.association[0], a) if has_test else None,
+                effect_size=interval_at(effect, samples.effect_size[0], a) if has_test else None,
             )
         )
     return ScoreIntervals(settings=boot, seeds=seeds, axes=result)
@@ -461,7 +461,7 @@ def difference_test(
     p = float(bootstrap.p_value_above(difference[1:end])[0])
     lower = float(bootstrap.quantiles(difference[1:end], alpha)[0])
     return DifferenceTest(
-        interval=_interval(found, difference[0], 0),
+        interval=interval_at(found, difference[0], 0),
         p_value=None if np.isnan(p) else p,
         lower_bound=None if np.isnan(lower) else lower,
     )
@@ -478,11 +478,13 @@ def _spread(
     top, bottom = ranked[0], ranked[-1]
     difference = cas[:, top] - cas[:, bottom]
     return Difference(
-        first=ids[top], second=ids[bottom], interval=_interval(bounds(difference[:, None]), difference[:1], 0)
+        first=ids[top], second=ids[bottom], interval=interval_at(bounds(difference[:, None]), difference[:1], 0)
     )
 
 
-def _interval(bounds: bootstrap.Bounds, estimate: np.ndarray, j: int) -> Interval:
+def interval_at(bounds: bootstrap.Bounds, estimate: np.ndarray, j: int) -> Interval:
+    """Statistic ``j`` of ``bounds`` with its point estimate, NaN read as None (undefined on the data)."""
+
     def value(x: float) -> float | None:
         return None if np.isnan(x) else float(x)
 

@@ -128,10 +128,11 @@ class T2IATTestRun(T2IATStudyRun[T2IATRecord]):
 
         def score() -> None:
             with self.stage("score") as outcome:
+                vectors = embed.vectors()
                 record.association_scores, record.result = score_test(
-                    embed.vectors(), record.groups, record.config.permutations, record.config.permutation_seed
+                    vectors, record.groups, record.config.permutations, record.config.permutation_seed
                 )
-                self.add_intervals(embed.vectors())
+                self.add_intervals(vectors)
                 outcome.computed = 1
 
         requests = [PromptRequest(p.prompt_id, p.prompt) for p in all_prompts(record.config.test)]
