@@ -28,8 +28,8 @@ those tokens zeroed (random weights then never choose them). A counter on the la
 model checks it: both sides must decode the same number of token rows, or the benchmark
 stops. Reported per measurement: wall seconds, images/s and VQA pairs/s over the phases,
 GPU idle share (NVML utilisation sampled every 50 ms: the time no kernel ran), peak GPU
-memory. Results go to ``benchmarks/results/<gpu>-<date>.json`` (written after every
-measurement) with the exact command, versions and device.
+memory. Results go to ``benchmarks/results/<gpu>-<date>.json`` with the exact command,
+versions and device, rewritten after every run: a session cut short keeps what it finished.
 
 ``--budget-minutes`` fits a session to a lent GPU's fixed time: the UNet is measured right
 after the warm-ups, and a run starts only while its expected time is left; what did not fit
@@ -619,8 +619,10 @@ def _run(args: argparse.Namespace, root: Path) -> dict:
         for _ in range(args.repeats):  # interleaved, so drift hits every side alike
             for name in list(names):
                 result = attempt(name, None)
-                if result is not None:
+                if result is not None:  # summarised at once: a session cut short keeps what it measured
                     runs[name].append(result)
+                    entry["measurements"][name] = summarise(runs[name])
+                    write()
         measured = {name: runs[name] for name in names if runs[name]}
         entry["checks"] = check_same_work(measured)
         for name, name_runs in measured.items():

@@ -84,3 +84,43 @@ def test_bench_audit_records_what_a_spent_budget_left_out(tmp_path):
     sd15 = json.loads(out.read_text())["models"]["sd15"]
     assert sd15["measurements"] == {} and sd15["errors"] == {}
     assert sd15["left_out_for_budget"] == {"authors": 3, "unet": 1}  # warm-up and 2 runs; the UNet
+
+
+class _FakeSetup:
+    """What the driver reads of a Setup, with no models (the driver is under test, not the audit)."""
+
+    def __init__(self, args, t2i, root):
+        self.size, self.steps, self.images, self.tokens = 32, 2, 2, 3
+        self.work = root / "work"
+
+    def sets(self, count=None):
+        return [("initial", "a photo"), ("gender/0", "a photo of a man"), ("gender/1", "a photo of a woman")][:count]
+
+    def questions(self, sets):
+        return ["What is the gender?"], "Describe the image."
+
+
+def test_a_session_cut_short_keeps_every_run_it_finished(tmp_path, monkeypatch):
+    """A lent GPU's command limit kills the benchmark mid-way: each finished run is already summarised on disk."""
+    bench = _bench_module()
+    out = tmp_path / "result.json"
+    walls = iter([1.0, 10.0, 12.0])  # warm-up, first run, then the kill
+
+    def measure(setup, name, sets, workdir):
+        wall = next(walls, None)
+        if wall is None:
+            raise KeyboardInterrupt  # what the command limit's signal ends the process with
+        return {"wall_s": wall, "phases": {"generate": wall / 2, "perceive": wall / 2}, "images_generated": 6,
+                "pairs": 12, "decoded_token_rows": 36, "gpu_idle_share": None, "peak_memory_gib": None}  # fmt: skip
+
+    monkeypatch.setattr(bench, "Setup", _FakeSetup)
+    monkeypatch.setattr(bench, "measure", measure)
+    args = bench.parse_args(["--tiny", "--only", "authors", "--repeats", "3", "--out", str(out)])
+    try:
+        bench._run(args, tmp_path)
+    except KeyboardInterrupt:
+        pass
+    else:
+        raise AssertionError("the third run should have been interrupted")
+    authors = json.loads(out.read_text())["models"]["sd15"]["measurements"]["authors"]
+    assert authors["runs"] == 2 and authors["wall_s"] == {"median": 11.0, "min": 10.0, "max": 12.0}
