@@ -50,9 +50,9 @@ _HINT = "pass --t2i diffusers:/path/to/local/copy"
 _MARKER = "model_index.json"
 #: torch.compile mode of --compile: fused pointwise kernels around cuBLAS/cuDNN, no autotuning, no CUDA
 #: graphs (whose capture the pipeline's Python-side scheduler steps would split). Not max-autotune: on an
-#: H100 (benchmarks/results, 2026-11-24) it spent about 9 s timing 18 candidates for each convolution
-#: shape of SD 1.5's UNet, cuDNN's own kernel won every one seen, and it had not finished compiling after
-#: 6 minutes, longer than the audit it was to speed up.
+#: H100 (README, Performance, 2026-11-24) it spent about 9 s timing 18 candidates for each convolution
+#: shape of SD 1.5's UNet, cuDNN's own kernel won both shapes the log kept, and it had not finished
+#: compiling within the 6 minutes left in its command: longer than the audit it was to speed up.
 COMPILE_MODE = "default"
 #: A tokenizer's ``model_max_length`` above this is transformers' "not set" (about 1e30), not a real window.
 MAX_KNOWN_WINDOW = 1 << 20
