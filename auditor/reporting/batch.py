@@ -11,12 +11,12 @@ from pathlib import Path
 from typing import Any
 
 from rich.console import Console
-from rich.table import Table
 from rich.text import Text
 
 from auditor.core.store import REPORT_FILE, run_files, run_files_text
 from auditor.records import BatchRecord, BatchRow
 from auditor.reporting.numbers import with_span
+from auditor.reporting.tables import borderless_table
 from auditor.reporting.wording import quote
 
 
@@ -78,7 +78,7 @@ def render_batch(record: BatchRecord, run_dir: Path, console: Console) -> None:
     """The leaderboard (prompt x axis: BAV and lean with intervals), then the prompts that failed."""
     console.print(Text(f"Batch {record.run_id}: {record.subject()}", style="bold"))
     console.print(Text(headline(record)))
-    table = Table(box=None, padding=(0, 1), show_edge=False, pad_edge=False, header_style="bold")
+    table = borderless_table()
     table.add_column("#", justify="right", no_wrap=True)
     table.add_column("prompt", overflow="fold", ratio=1, min_width=12)
     table.add_column("axis", no_wrap=True)

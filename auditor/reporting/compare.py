@@ -26,6 +26,7 @@ from auditor.records import INITIAL_PROMPT_ID, AxisScore, Interval, RunRecord
 from auditor.reporting.glossary import METRICS, MetricInfo
 from auditor.reporting.numbers import number, with_bounds
 from auditor.reporting.sentences import bounds
+from auditor.reporting.tables import borderless_table
 from auditor.reporting.views import Bounds
 from auditor.reporting.wording import Segment, prompt_segments
 from auditor.scoring.comparison import NOISE_DIGITS, ChangeIntervals, counterfactual_key
@@ -304,7 +305,7 @@ def render_comparison_terminal(view: ComparisonView, console: Console) -> None:
                 _delta(axis.delta, axis.delta_ci, 4, bav_better),
             )
         )
-        table = Table(box=None, padding=(0, 1), pad_edge=False, header_style="bold")
+        table = borderless_table()
         table.add_column("counterfactual", overflow="fold", ratio=1)
         for column in ("CAS A", "CAS B", "B - A"):
             table.add_column(column, justify="right", no_wrap=True)

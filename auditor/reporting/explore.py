@@ -23,6 +23,7 @@ from auditor.core.store import run_files, run_files_text
 from auditor.records import Arm, Candidate, Confirmation, ExploreRecord, Interval
 from auditor.reporting.glossary import METRICS
 from auditor.reporting.numbers import decimals, number, with_span
+from auditor.reporting.tables import borderless_table
 from auditor.reporting.wording import quote
 
 #: Rows of the terminal leaderboard (the JSON and HTML have them all).
@@ -204,7 +205,7 @@ def round_table(record: ExploreRecord) -> RenderableType:
 
 
 def _leaderboard_table(rows: list[Row], record: ExploreRecord, *, confirmation: bool) -> Table:
-    table = Table(box=None, padding=(0, 1), show_edge=False, pad_edge=False, header_style="bold")
+    table = borderless_table()
     table.add_column("#", justify="right", no_wrap=True)
     table.add_column("prompt", overflow="fold", ratio=1, min_width=12)
     table.add_column("axis", no_wrap=True)

@@ -22,6 +22,7 @@ from auditor.reporting.glossary import METRICS
 from auditor.reporting.numbers import bounds as written_bounds
 from auditor.reporting.numbers import number
 from auditor.reporting.prompt_audit import build_view
+from auditor.reporting.tables import borderless_table
 from auditor.reporting.views import AxisView, Bounds, Concept, CounterfactualView, ReportView
 
 CAS_COLOUR = "green"
@@ -51,7 +52,7 @@ def _ci(bounds: Bounds | None, digits: int = 2) -> str:
 
 def _bar_table(*columns: tuple[str, str], bar_width: int = BAR_WIDTH) -> Table:
     """A borderless table; ``columns`` are (header, justify). The first column wraps."""
-    table = Table(box=None, padding=(0, 1), show_edge=False, pad_edge=False, header_style="bold")
+    table = borderless_table()
     for i, (header, justify) in enumerate(columns):
         if i == 0:
             table.add_column(header, justify=justify, overflow="fold", ratio=1, min_width=8)

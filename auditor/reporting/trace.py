@@ -31,6 +31,7 @@ from auditor.records import TRIPLET_SETS, ChiSquareResult, ObjectCount, StageSim
 from auditor.reporting.glossary import METRICS
 from auditor.reporting.numbers import number, span, with_span
 from auditor.reporting.sentences import STATUS_PHRASES
+from auditor.reporting.tables import borderless_table
 
 #: Triplets listed in full in the reports (the record holds all of them).
 TRIPLETS_SHOWN = 10
@@ -201,7 +202,7 @@ def short_measure(row: StageSimilarity) -> str:
 
 
 def _table(*columns: tuple[str, str]) -> Table:
-    table = Table(box=None, padding=(0, 1), header_style="bold", show_edge=False, pad_edge=False)
+    table = borderless_table()
     for i, (header, justify) in enumerate(columns):
         if i == 0:
             table.add_column(header, justify=justify, overflow="fold", ratio=1, min_width=10)
