@@ -148,6 +148,7 @@ def test_a_group_without_a_command_shows_its_help():
     [
         (["plan", "a photo of a cat", "--llm", "offline", "--out", "{blocker}/plan"], {}),
         (["schemas", "--out", "{blocker}/schemas"], {}),
+        (["schemas", "--out", "{blocker}"], {}),
         (["selftest", "--out", "{blocker}/selftest"], {}),
         (["prompt", "a photo of a cat", "--llm", "offline"], {"AUDITOR_CACHE_PATH": "{blocker}/cache.sqlite"}),
     ],
@@ -161,6 +162,7 @@ def test_unwritable_output_paths_are_one_line(tmp_path, args, env):
     assert "Traceback" not in result.stderr
     assert result.stderr.startswith("error: ") and str(blocker) in result.stderr
     assert len(result.stderr.strip().splitlines()) == 1, result.stderr
+    assert "File exists" not in result.stderr  # the OS's words for a file where a folder was wanted say little
 
 
 @pytest.mark.parametrize(

@@ -22,6 +22,7 @@ from typing import Any
 
 from auditor.core.errors import AuditorError, CacheError
 from auditor.core.fingerprint import file_sha256
+from auditor.core.store import write_problem
 
 
 def cache_key(stage: str, fingerprint: str, inputs: Any) -> str:
@@ -69,7 +70,9 @@ class ContentCache:
         except sqlite3.Error as exc:
             raise CacheError(self._failure(exc)) from None
         except OSError as exc:
-            raise AuditorError(f"cannot open the cache {self.path}: {exc} (set AUDITOR_CACHE_PATH)") from None
+            raise AuditorError(
+                f"cannot open the cache {self.path}: {write_problem(self.path, exc)} (set AUDITOR_CACHE_PATH)"
+            ) from None
         self.hits: Counter[str] = Counter()
         self.misses: Counter[str] = Counter()
         #: Look-ups per stage that found a damaged value (counted as misses too, and computed again).

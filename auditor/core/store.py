@@ -45,6 +45,15 @@ def _default_file_mode() -> int:
     return 0o666 & ~umask
 
 
+def write_problem(path: Path, exc: OSError) -> str:
+    """Why ``path`` could not be written, in words: a file standing where one of its folders must be is named
+    (the OS says only "File exists" or "Not a directory")."""
+    for folder in path.parents:
+        if folder.exists():
+            return exc.strerror or str(exc) if folder.is_dir() else f"{folder} is a file, not a folder"
+    return exc.strerror or str(exc)
+
+
 def atomic_write_bytes(path: Path, data: bytes) -> None:
     """Write ``data`` to ``path`` so readers see the old file or the new one, never a mix.
 
@@ -55,7 +64,7 @@ def atomic_write_bytes(path: Path, data: bytes) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     except OSError as exc:
-        raise AuditorError(f"cannot write {path}: {exc.strerror or exc}") from None
+        raise AuditorError(f"cannot write {path}: {write_problem(path, exc)}") from None
     try:
         os.fchmod(fd, _default_file_mode())
         with os.fdopen(fd, "wb") as handle:
