@@ -29,14 +29,7 @@ from auditor.core.fingerprint import CHUNK, file_sha256
 from auditor.core.redaction import redact
 from auditor.core.registry import Registry, parse_spec
 from auditor.core.runlock import RunLock
-from auditor.core.store import (
-    RECORD_FILE,
-    REPORT_FILE,
-    RunStore,
-    atomic_write_bytes,
-    remove_partial_writes,
-    write_model,
-)
+from auditor.core.store import RECORD_FILE, RunStore, remove_partial_writes, write_model
 from auditor.core.weights import LoadOptions
 from auditor.executors import check_executor
 from auditor.executors.generation import PromptRequest
@@ -228,9 +221,6 @@ class StudyRun(Generic[RecordT]):
         self._failed_stage: Stage | None = None
         #: Stages timed in this attempt: a stage run again in the same attempt adds to its timing.
         self._timed: set[Stage] = set()
-        #: The record file of a run that was complete when this attempt began, put back if the attempt does not
-        #: complete too (see :meth:`_end`).
-        self._completed_before: dict[str, bytes] = {}
         #: Least seconds between two partial saves during a stage (see :meth:`checkpoint`).
         self.checkpoint_seconds = 0.0
         self._saved_at = float("-inf")
@@ -350,14 +340,8 @@ class StudyRun(Generic[RecordT]):
         ``running`` and forgets the errors and scores of an earlier one, and what a killed attempt left half-written
         is removed."""
         remove_partial_writes(self.run_dir)
-        self._completed_before = {}
         if self.record.status == "completed":
             self.progress.notice(f"run {self.record.run_id} is already complete; {self.completed_again}")
-            self._completed_before = {
-                name: (self.run_dir / name).read_bytes()
-                for name in (RECORD_FILE, REPORT_FILE)
-                if (self.run_dir / name).is_file()
-            }
         self.clear_scores()
         self.record.status = "running"
         self.record.errors = []
@@ -404,14 +388,7 @@ class StudyRun(Generic[RecordT]):
     def _end(self, status: RunStatus, error: RunError | None = None) -> None:
         """Record how the attempt ended and write its page. Ending on an error, a record or page that cannot be
         written (the disk that filled up and failed the stage) is skipped: the caller raises the error that ended
-        the run, which says more, and the cache keeps what was computed for the resume.
-
-        An attempt on a run that was already complete (a rescoring, a resume pointed at other models) that
-        fails or is interrupted puts the completed record and page back as they were: their results still hold,
-        and the error is the caller's to show."""
-        if status != "completed" and RECORD_FILE in self._completed_before:
-            self._put_back_completed(status)
-            return
+        the run, which says more, and the cache keeps what was computed for the resume."""
         self.record.status = status
         if error is not None:
             self.record.errors.append(error)
@@ -421,16 +398,6 @@ class StudyRun(Generic[RecordT]):
         except AuditorError:
             if error is None:
                 raise
-
-    def _put_back_completed(self, status: RunStatus) -> None:
-        """Write back the files the completed run had when this attempt began, and take its record up again."""
-        self.record = type(self.record).model_validate_json(self._completed_before[RECORD_FILE])
-        try:
-            for name, data in self._completed_before.items():
-                atomic_write_bytes(self.run_dir / name, data)
-        except AuditorError:
-            return  # the disk that failed the attempt: the caller raises the error that ended it
-        self.progress.notice(f"run {self.record.run_id} keeps its completed record and page: this attempt {status}")
 
     def after_end(self) -> None:
         """Called once the run has ended, however it ended (e.g. to write a report)."""
