@@ -306,3 +306,21 @@ def test_runs_started_in_the_same_second_get_their_own_folders(tmp_path, monkeyp
     assert store.create_run("mine", "nurse").name == "mine"
     with pytest.raises(AuditorError, match="'mine' already exists .*; use --resume mine or another --name"):
         store.create_run("mine", "nurse")
+
+
+def test_a_write_problem_names_what_stands_where_a_folder_must_be(tmp_path, monkeypatch):
+    from auditor.core.store import write_problem
+
+    (tmp_path / "a-file").write_text("x")
+    (tmp_path / "broken").symlink_to(tmp_path / "nowhere")
+    exists = FileExistsError(17, "File exists")
+    assert write_problem(tmp_path / "a-file" / "sub" / "x.json", exists) == f"{tmp_path / 'a-file'} is not a folder"
+    assert write_problem(tmp_path / "broken" / "x.json", exists) == f"{tmp_path / 'broken'} is not a folder"
+    denied = PermissionError(13, "Permission denied")
+    assert write_problem(tmp_path / "x.json", denied) == "Permission denied"  # the folder is there: the OS's words
+
+    def locked(_path):  # a folder this user may not look into (root may look into any, so it is simulated)
+        raise PermissionError(13, "Permission denied")
+
+    monkeypatch.setattr("auditor.core.store.os.path.lexists", locked)
+    assert write_problem(tmp_path / "locked" / "sub" / "x.json", denied) == "Permission denied"

@@ -46,11 +46,16 @@ def _default_file_mode() -> int:
 
 
 def write_problem(path: Path, exc: OSError) -> str:
-    """Why ``path`` could not be written, in words: a file standing where one of its folders must be is named
-    (the OS says only "File exists" or "Not a directory")."""
-    for folder in path.parents:
-        if folder.exists():
-            return exc.strerror or str(exc) if folder.is_dir() else f"{folder} is a file, not a folder"
+    """Why ``path`` could not be written, in words: a file (or a broken link) standing where one of its folders
+    must be is named, where the OS says only "File exists" or "Not a directory"."""
+    try:
+        for folder in path.parents:
+            if os.path.lexists(folder):
+                if not folder.is_dir():
+                    return f"{folder} is not a folder"
+                break
+    except OSError:  # a folder this user may not look into: the OS's own words are all there is
+        pass
     return exc.strerror or str(exc)
 
 
