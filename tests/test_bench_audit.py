@@ -9,6 +9,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 BENCH = Path(__file__).resolve().parent.parent / "benchmarks" / "bench_audit.py"
 
 
@@ -100,27 +102,53 @@ class _FakeSetup:
         return ["What is the gender?"], "Describe the image."
 
 
+def _measure_then(stop: BaseException, last_rows: int = 36):
+    """A stand-in for one measured run: a warm-up of 1 s, runs of 10 and 12 s (the second decoding
+    ``last_rows`` token rows), then ``stop`` is raised."""
+    walls = iter([(1.0, 36), (10.0, 36), (12.0, last_rows)])
+
+    def measure(setup, name, sets, workdir):
+        wall, rows = next(walls, (None, None))
+        if wall is None:
+            raise stop
+        return {"wall_s": wall, "phases": {"generate": wall / 2, "perceive": wall / 2}, "images_generated": 6,
+                "pairs": 12, "decoded_token_rows": rows, "gpu_idle_share": None, "peak_memory_gib": None}  # fmt: skip
+
+    return measure
+
+
 def test_a_session_cut_short_keeps_every_run_it_finished(tmp_path, monkeypatch):
     """A lent GPU's command limit kills the benchmark mid-way: each finished run is already summarised on disk."""
     bench = _bench_module()
     out = tmp_path / "result.json"
-    walls = iter([1.0, 10.0, 12.0])  # warm-up, first run, then the kill
-
-    def measure(setup, name, sets, workdir):
-        wall = next(walls, None)
-        if wall is None:
-            raise KeyboardInterrupt  # what the command limit's signal ends the process with
-        return {"wall_s": wall, "phases": {"generate": wall / 2, "perceive": wall / 2}, "images_generated": 6,
-                "pairs": 12, "decoded_token_rows": 36, "gpu_idle_share": None, "peak_memory_gib": None}  # fmt: skip
-
     monkeypatch.setattr(bench, "Setup", _FakeSetup)
-    monkeypatch.setattr(bench, "measure", measure)
+    monkeypatch.setattr(bench, "measure", _measure_then(KeyboardInterrupt()))  # what the limit's signal raises
     args = bench.parse_args(["--tiny", "--only", "authors", "--repeats", "3", "--out", str(out)])
-    try:
+    with pytest.raises(KeyboardInterrupt):
         bench._run(args, tmp_path)
-    except KeyboardInterrupt:
-        pass
-    else:
-        raise AssertionError("the third run should have been interrupted")
     authors = json.loads(out.read_text())["models"]["sd15"]["measurements"]["authors"]
     assert authors["runs"] == 2 and authors["wall_s"] == {"median": 11.0, "min": 10.0, "max": 12.0}
+
+
+def test_a_measurement_that_fails_after_some_runs_keeps_them_and_is_still_checked(tmp_path, monkeypatch):
+    bench = _bench_module()
+    out = tmp_path / "result.json"
+    monkeypatch.setattr(bench, "Setup", _FakeSetup)
+    monkeypatch.setattr(bench, "measure", _measure_then(RuntimeError("CUDA out of memory"), last_rows=30))
+    args = bench.parse_args(["--tiny", "--only", "authors", "--repeats", "3", "--out", str(out)])
+    with pytest.raises(SystemExit, match="decoded different work"):  # its two runs decoded 36 and 30 rows
+        bench._run(args, tmp_path)
+    sd15 = json.loads(out.read_text())["models"]["sd15"]
+    assert sd15["errors"] == {"authors": "RuntimeError: CUDA out of memory"}
+    assert sd15["measurements"]["authors"]["runs"] == 2
+    assert sd15["checks"] == {"same_decoded_token_rows": False, "decoded_token_rows": {"authors": [30, 36]}}
+
+
+def test_runs_that_decoded_different_work_are_flagged_with_their_rows():
+    bench = _bench_module()
+    same = {"authors": [{"decoded_token_rows": 36}], "auditor-default": [{"decoded_token_rows": 36, "answers": {}}]}
+    assert bench.check_same_work(same) == {"same_decoded_token_rows": True}
+    differ = {"authors": [{"decoded_token_rows": 36}], "auditor-default": [{"decoded_token_rows": 30}]}
+    assert bench.check_same_work(differ) == {
+        "same_decoded_token_rows": False, "decoded_token_rows": {"authors": [36], "auditor-default": [30]},
+    }  # fmt: skip
