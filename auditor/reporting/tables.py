@@ -13,3 +13,18 @@ from rich.table import Table
 def borderless_table() -> Table:
     """An empty table with bold headers, no borders and one space between columns (none at the edges)."""
     return Table(box=None, padding=(0, 1), show_edge=False, pad_edge=False, header_style="bold")
+
+
+def column_table(*columns: tuple[str, str], first_min_width: int, bar_width: int | None = None) -> Table:
+    """A borderless table of ``columns`` (header, justify): the first (a prompt, a concept) wraps and is at
+    least ``first_min_width`` wide, the others never wrap; with ``bar_width``, a column headed "bar" is an
+    unheaded column that wide, for ranked bars."""
+    table = borderless_table()
+    for i, (header, justify) in enumerate(columns):
+        if i == 0:
+            table.add_column(header, justify=justify, overflow="fold", ratio=1, min_width=first_min_width)
+        elif bar_width is not None and header == "bar":
+            table.add_column("", width=bar_width, no_wrap=True)
+        else:
+            table.add_column(header, justify=justify, no_wrap=True)
+    return table

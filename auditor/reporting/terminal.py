@@ -22,7 +22,7 @@ from auditor.reporting.glossary import METRICS
 from auditor.reporting.numbers import bounds as written_bounds
 from auditor.reporting.numbers import number
 from auditor.reporting.prompt_audit import build_view
-from auditor.reporting.tables import borderless_table
+from auditor.reporting.tables import column_table
 from auditor.reporting.views import AxisView, Bounds, Concept, CounterfactualView, ReportView
 
 CAS_COLOUR = "green"
@@ -51,16 +51,8 @@ def _ci(bounds: Bounds | None, digits: int = 2) -> str:
 
 
 def _bar_table(*columns: tuple[str, str], bar_width: int = BAR_WIDTH) -> Table:
-    """A borderless table; ``columns`` are (header, justify). The first column wraps."""
-    table = borderless_table()
-    for i, (header, justify) in enumerate(columns):
-        if i == 0:
-            table.add_column(header, justify=justify, overflow="fold", ratio=1, min_width=8)
-        elif header == "bar":
-            table.add_column("", width=bar_width, no_wrap=True)
-        else:
-            table.add_column(header, justify=justify, no_wrap=True)
-    return table
+    """A borderless table; ``columns`` are (header, justify), "bar" for a bar. The first column wraps."""
+    return column_table(*columns, first_min_width=8, bar_width=bar_width)
 
 
 def _section(title: str | Text) -> Group:

@@ -31,7 +31,7 @@ from auditor.records import TRIPLET_SETS, ChiSquareResult, ObjectCount, StageSim
 from auditor.reporting.glossary import METRICS
 from auditor.reporting.numbers import number, span, with_span
 from auditor.reporting.sentences import STATUS_PHRASES
-from auditor.reporting.tables import borderless_table
+from auditor.reporting.tables import column_table
 
 #: Triplets listed in full in the reports (the record holds all of them).
 TRIPLETS_SHOWN = 10
@@ -202,13 +202,7 @@ def short_measure(row: StageSimilarity) -> str:
 
 
 def _table(*columns: tuple[str, str]) -> Table:
-    table = borderless_table()
-    for i, (header, justify) in enumerate(columns):
-        if i == 0:
-            table.add_column(header, justify=justify, overflow="fold", ratio=1, min_width=10)
-        else:
-            table.add_column(header, justify=justify, no_wrap=True)
-    return table
+    return column_table(*columns, first_min_width=10)
 
 
 def _say(console: Console, text: str | Text) -> None:
