@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 from auditor.core.cache import ContentCache
+from auditor.core.errors import BackendError
 from auditor.core.store import RunStore
 from auditor.executors.batch_size import STAGE as BATCH_SIZE_STAGE
 from auditor.generation.base import GenerationItem
@@ -40,14 +41,38 @@ def unet_batches(backend):
         hook.remove()
 
 
-def test_probe_doubles_the_batch_with_real_pipeline_calls(tiny_models):
+def test_probe_starts_at_the_cap_with_one_real_pipeline_call(tiny_models):
     backend = load(tiny_models)
     with unet_batches(backend) as seen:
-        assert backend.probe_batch_size() == 4  # on a CPU: 1, 2, 4, the CPU cap
-    # One short call per batch of 1, 2 and 4 images, in that order (guidance doubles each UNet batch).
-    assert sorted(set(seen)) == [2, 4, 8] and seen == sorted(seen)
+        assert backend.probe_batch_size() == 4  # on a CPU the cap is 4, and it fits
+    assert set(seen) == {8}  # one call, of 4 images (guidance doubles each UNet batch)
     key = backend.batch_size_key()
     assert key["device"] == "cpu" and key["memory"] is None
+
+
+@contextmanager
+def memory_for(backend, images: int):
+    """The UNet runs out of memory above ``images`` images (a smaller device than this machine)."""
+    import torch
+
+    def refuse(_module, args):
+        if args[0].shape[0] > 2 * images:
+            raise torch.OutOfMemoryError(f"tried a batch of {args[0].shape[0] // 2} images")
+
+    hook = backend.pipeline.unet.register_forward_pre_hook(refuse)
+    try:
+        yield
+    finally:
+        hook.remove()
+
+
+def test_probe_halves_the_batch_until_one_fits(tiny_models):
+    backend = load(tiny_models)
+    with unet_batches(backend) as seen, memory_for(backend, 2):
+        assert backend.probe_batch_size() == 2
+    assert seen[0] == 8 and set(seen[1:]) == {4}  # 4 images ran out of memory at the first step; 2 ran
+    with memory_for(backend, 0), pytest.raises(BackendError, match="not even one image fits in the memory of cpu"):
+        backend.probe_batch_size()
 
 
 def audit_options(tiny_models, images: int = 1, **generation) -> PromptAuditOptions:

@@ -1,7 +1,7 @@
 """``--batch-size auto``: the largest generation batch that fits, found once per model and device.
 
-The probe (a backend's ``probe_batch_size``, e.g. the diffusers backend doubling the batch
-until memory runs out) costs a few short pipeline calls; its answer is remembered in the
+The probe (a backend's ``probe_batch_size``, e.g. the diffusers backend halving the batch
+from 64 until one fits) costs a few short pipeline calls; its answer is remembered in the
 content cache database under the stage ``batch-size``, keyed on the model's cache
 fingerprint (weights, size, steps, ...) and the device's name, memory and speed-ups, so
 a later run on the same GPU reads it instead of probing. Backends without a probe (an
