@@ -324,6 +324,7 @@ class FirstLineComplete:
         self.tokenizer = tokenizer
         self.prompt_length = prompt_length
         self.newline_ids = newline_ids
+        self._newline_tensor: Any = None  # ``newline_ids`` on the device, made at the first step, not at every one
 
     def __call__(self, input_ids: Any, scores: Any, **kwargs: Any) -> Any:
         import torch
@@ -332,7 +333,9 @@ class FirstLineComplete:
         new = input_ids[:, self.prompt_length :]
         if new.shape[1] == 0 or not self.newline_ids:
             return done
-        ended_line = torch.isin(new[:, -1], torch.tensor(self.newline_ids, device=input_ids.device))
+        if self._newline_tensor is None or self._newline_tensor.device != input_ids.device:
+            self._newline_tensor = torch.tensor(self.newline_ids, device=input_ids.device)
+        ended_line = torch.isin(new[:, -1], self._newline_tensor)
         for row in ended_line.nonzero().flatten().tolist():
             done[row] = first_line_complete(self.tokenizer.decode(new[row], skip_special_tokens=True))
         return done
