@@ -98,6 +98,38 @@ def test_difference_test_against_a_direct_bootstrap():
     assert other_way.p_value == pytest.approx(1.0) and other_way.lower_bound < 0
 
 
+def test_difference_test_with_bca_corrects_its_p_value_and_bound_as_the_interval():
+    """With BCa intervals the test inverts BCa's one-sided bound: p below alpha exactly where that bound is above 0."""
+    from auditor.records import ImageAnswers, ScoringSettings
+    from auditor.scoring.counts import answer_counts
+    from auditor.scoring.uncertainty import BootstrapSettings, difference_test
+
+    seeds, rng = 16, np.random.default_rng(11)
+    settings = ScoringSettings(include_captions=False)
+    axes = [("gender", ["a photo of a male nurse", "a photo of a female nurse"])]
+    methods, moved = [], 0
+    for p_female in (0.3, 0.4, 0.5, 0.6, 0.7):
+        answers = {
+            prompt_id: [
+                ImageAnswers(image_index=i, answers={"gender": "female" if rng.random() < p else "male"})
+                for i in range(seeds)
+            ]
+            for prompt_id, p in (("initial", p_female), ("gender/0", 0.2), ("gender/1", 0.8))
+        }
+        counts = answer_counts(answers, ["gender"], include_captions=False, seeds=seeds)
+        for alpha in (0.05, 0.2):
+            bca, plain = (
+                difference_test(axes, counts, settings, "gender/1", "gender/0", boot, alpha=alpha)
+                for boot in (BootstrapSettings(400, method="bca", seed=3), BootstrapSettings(400, seed=3))
+            )
+            methods.append(bca.method)
+            assert plain.method == "percentile"
+            if bca.method == "bca":
+                assert (bca.p_value < alpha) == (bca.lower_bound > 0)
+                moved += bca.p_value != plain.p_value
+    assert methods.count("bca") >= 8 and moved >= 4  # BCa is defined on most of these, and it moves p
+
+
 def test_an_exploration_is_never_separated_while_an_arm_in_contention_is_unscored():
     """A round the budget cut short leaves new arms unseen: the top K are not 'separated from every other arm'."""
     def arm(number: int, state: str = "alive", bounds: tuple[float, float, float] | None = None) -> Arm:

@@ -70,6 +70,44 @@ def test_bca_interval_by_hand():
     assert (low[0], high[0]) == pytest.approx((p_low[0], p_high[0]))
 
 
+def test_bca_p_value_and_one_sided_bound_by_hand():
+    # the example above: estimate 8, resamples 1..20, jackknife 1, 2, 3, 6 -> z0 = -0.318639, a = -0.057270.
+    # "above 3.5": 3 resamples at or below -> F = (1 + 3) / (1 + 20) = 0.190476, Φ⁻¹(F) = -0.876143,
+    # d = Φ⁻¹(F) - z0 = -0.557503, p = Φ(d / (1 + a d) - z0) = Φ(-0.540254 + 0.318639) = 0.412307
+    samples, jackknife = np.arange(1, 21, dtype=float)[:, None], np.array([[1.0], [2.0], [3.0], [6.0]])
+    p, note = bootstrap.bca_p_value_above(np.array([8.0]), samples, jackknife, value=3.5)
+    assert note[0] is None and p[0] == pytest.approx(0.4123069, abs=1e-6)
+    # the inversion: BCa's one-sided lower bound at level 1 - p sits at the resamples' F quantile, 1 + 19 F
+    low, note = bootstrap.bca_quantile(np.array([8.0]), samples, jackknife, p[0])
+    assert note[0] is None and low[0] == pytest.approx(1 + 19 * 4 / 21)
+    # the percentile p-value of the same resamples is F itself; BCa moves it, as it moves the interval
+    assert bootstrap.p_value_above(samples, 3.5)[0] == pytest.approx(4 / 21)
+    # a one-sided bound is the two-sided interval's end at the same tail
+    low, _ = bootstrap.bca_quantile(np.array([8.0]), samples, jackknife, 0.05)
+    assert low[0] == pytest.approx(bootstrap.bca_bounds(np.array([8.0]), samples, jackknife, 0.90)[0][0])
+    # no bias and a symmetric jackknife (z0 = a = 0): the percentile p-value
+    symmetric = np.arange(1, 22, dtype=float)[:, None]
+    p, _ = bootstrap.bca_p_value_above(np.array([11.0]), symmetric, np.array([[1.0], [2.0], [3.0]]), value=4.5)
+    assert p[0] == pytest.approx(bootstrap.p_value_above(symmetric, 4.5)[0])
+
+
+def test_bca_p_value_is_undefined_where_bca_is():
+    samples = np.linspace(0.0, 1.0, 10_000)[:, None]
+    p, note = bootstrap.bca_p_value_above(np.array([2.0]), samples, np.linspace(0.4, 0.5, 9)[:, None], 0.5)
+    assert np.isnan(p[0]) and note[0] == "every resample lies on one side of the estimate"
+    # One seed moves the statistic far more than the others: a = -0.1664. With the estimate above one resample
+    # alone (z0 = Φ⁻¹(2 / 20000) = -3.719) and 9,999 resamples at or below 0.9999 (Φ⁻¹(F) = 3.719), d = 7.44 and
+    # 1 + a d < 0: the acceleration keeps BCa's lower bound from ever reaching 0.9999, at any level.
+    outlier = np.r_[np.zeros(999), 1.0][:, None]
+    p, note = bootstrap.bca_p_value_above(np.array([0.00005]), samples, outlier, 0.9999)
+    assert np.isnan(p[0]) and note[0] == "the acceleration is too large for this test"
+    # every resample at or below the value: so is every bound, p = 1 whatever the acceleration
+    p, note = bootstrap.bca_p_value_above(np.array([0.00005]), samples, outlier, 1.0)
+    assert p[0] == 1.0 and note[0] is None
+    with pytest.raises(ValueError, match="strictly between 0 and 1"):
+        bootstrap.bca_quantile(np.array([0.5]), samples, outlier, 1.0)
+
+
 def test_bca_agrees_with_scipy_on_a_skewed_mean():
     data = np.random.default_rng(5).exponential(size=30)
     resamples = 20_000

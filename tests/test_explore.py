@@ -129,6 +129,7 @@ def test_a_planted_bias_is_found_in_the_top_k_confirmed_and_everything_is_record
     assert nurse["axis"] == "gender" and nurse["confirmed"] is True
     assert nurse["confirmation"]["p_adjusted"] < 0.05 and nurse["confirmation"]["difference"] > 0
     assert 0 < nurse["confirmation"]["difference_lower_bound"] <= nurse["confirmation"]["difference"]
+    assert nurse["confirmation"]["test_method"] == "percentile"  # the scoring's interval method
     # the finding quotes the one-sided bound its test rests on, which a confirmed finding always has above 0
     finding = next(text for text in data["findings"] if text.startswith("Confirmed: images for 'a photo of a nurse'"))
     assert "one-sided 95% lower bound +" in finding

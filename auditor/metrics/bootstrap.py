@@ -148,11 +148,84 @@ def bca_bounds(
     Returns ``(low, high, note)``: where BCa is not defined, ``low``/``high`` are NaN and
     ``note`` (object array) says why; :func:`intervals` then uses the percentile interval.
     """
+    _check_level(level)
+    samples = np.asarray(samples, dtype=np.float64)
+    z0, acceleration, note = _bca_correction(estimate, samples, jackknife)
+    tail = (1 - level) / 2
+    low = _corrected_quantile(samples, z0, acceleration, note, tail)
+    high = _corrected_quantile(samples, z0, acceleration, note, 1 - tail)
+    usable = np.equal(note, None)
+    return np.where(usable, low, np.nan), np.where(usable, high, np.nan), note
+
+
+def bca_quantile(
+    estimate: np.ndarray, samples: np.ndarray, jackknife: np.ndarray, q: float
+) -> tuple[np.ndarray, np.ndarray]:
+    """BCa's ``q`` quantile: the bound :func:`bca_bounds` puts at the tail ``q``, alone (a one-sided bound at level
+    ``1 − q``, for any ``q`` in (0, 1)). Returns ``(value, note)``, NaN and the reason where BCa is not defined."""
+    if not 0 < q < 1:
+        raise ValueError(f"the quantile must lie strictly between 0 and 1, got {q}")
+    samples = np.asarray(samples, dtype=np.float64)
+    z0, acceleration, note = _bca_correction(estimate, samples, jackknife)
+    value = _corrected_quantile(samples, z0, acceleration, note, q)
+    return np.where(np.equal(note, None), value, np.nan), note
+
+
+def _corrected_quantile(
+    samples: np.ndarray, z0: np.ndarray, acceleration: np.ndarray, note: np.ndarray, q: float
+) -> np.ndarray:
+    """The resamples' quantile at ``Φ(z0 + (z0 + z) / (1 − a (z0 + z)))``, ``z = Φ⁻¹(q)``; notes (in place) where
+    the denominator is not positive. Values where ``note`` is set are meaningless."""
     from scipy.special import ndtr, ndtri  # here, not at import: records import this module's types
 
-    _check_level(level)
-    estimate = np.asarray(estimate, dtype=np.float64)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        z = ndtri(q)
+        denominator = 1 - acceleration * (z0 + z)
+        note[np.equal(note, None) & ~(denominator > 0)] = "the acceleration is too large for the requested level"
+        level = ndtr(z0 + (z0 + z) / denominator)
+    return quantiles(samples, np.where(np.equal(note, None), level, q))
+
+
+def bca_p_value_above(
+    estimate: np.ndarray, samples: np.ndarray, jackknife: np.ndarray, value: float = 0.0
+) -> tuple[np.ndarray, np.ndarray]:
+    """One-sided BCa p-value of "the statistic is above ``value``": :func:`p_value_above` with BCa's correction.
+
+    Test inversion, as :func:`p_value_above` does for the percentile interval: the smallest
+    one-sided level ``α`` at which BCa's lower bound (the quantile at
+    ``Φ(z0 + (z0 + z_α) / (1 − a (z0 + z_α)))``, :func:`bca_bounds`) still lies above
+    ``value``. That bound passes ``value`` where its quantile level reaches
+    ``F = (1 + #resamples <= value) / (1 + #defined resamples)``, so with ``d = Φ⁻¹(F) − z0``,
+    ``p = Φ(d / (1 + a d) − z0)``; with ``z0 = a = 0`` it is ``F``, the percentile p-value.
+
+    Where every resample lies at or below ``value`` (``F = 1``) so does every bound: p is 1.
+
+    Returns ``(p, note)``: NaN and the reason where BCa is not defined (:func:`bca_bounds`'s
+    reasons), or where ``1 + a d <= 0`` (the acceleration keeps every BCa bound on one side of
+    ``value``, at any level).
+    """
+    from scipy.special import ndtr, ndtri
+
     samples = np.asarray(samples, dtype=np.float64)
+    z0, acceleration, note = _bca_correction(estimate, samples, jackknife)
+    share = p_value_above(samples, value)  # F: the smoothed share of resamples at or below ``value``
+    below_all = share >= 1
+    with np.errstate(divide="ignore", invalid="ignore"):
+        d = ndtri(share) - z0
+        reach = 1 + acceleration * d
+        note[np.equal(note, None) & ~below_all & ~(reach > 0)] = "the acceleration is too large for this test"
+        p = np.where(below_all, 1.0, ndtr(d / reach - z0))
+    return np.where(np.equal(note, None), p, np.nan), note
+
+
+def _bca_correction(
+    estimate: np.ndarray, samples: np.ndarray, jackknife: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """BCa's bias correction ``z0`` and acceleration ``a`` per statistic (:func:`bca_bounds`), and a note (object
+    array) saying why BCa is not defined, None where it is."""
+    from scipy.special import ndtri
+
+    estimate = np.asarray(estimate, dtype=np.float64)
     jackknife = np.asarray(jackknife, dtype=np.float64)
     defined = ~np.isnan(samples)
     count = defined.sum(axis=0)
@@ -162,17 +235,9 @@ def bca_bounds(
         deviation = jackknife.mean(axis=0) - jackknife
         spread = (deviation**2).sum(axis=0)
         acceleration = (deviation**3).sum(axis=0) / (6.0 * spread**1.5)
-        tail = (1 - level) / 2
-        levels = []
-        bad_denominator = np.zeros(estimate.shape, dtype=bool)
-        for z in (ndtri(tail), ndtri(1 - tail)):
-            denominator = 1 - acceleration * (z0 + z)
-            bad_denominator |= ~(denominator > 0)
-            levels.append(ndtr(z0 + (z0 + z) / denominator))
     note = np.full(estimate.shape, None, dtype=object)
     # The last matching reason wins, so the list runs from the least to the most basic.
     reasons = [
-        (bad_denominator, "the acceleration is too large for the requested level"),
         (spread == 0, "the leave-one-seed-out values do not vary"),
         (np.isnan(jackknife).any(axis=0), "a leave-one-seed-out value is undefined"),
         (~np.isfinite(z0), "every resample lies on one side of the estimate"),
@@ -182,10 +247,7 @@ def bca_bounds(
     ]
     for mask, reason in reasons:
         note[mask] = reason
-    usable = np.equal(note, None)
-    low = np.where(usable, quantiles(samples, np.where(usable, levels[0], 0.0)), np.nan)
-    high = np.where(usable, quantiles(samples, np.where(usable, levels[1], 1.0)), np.nan)
-    return low, high, note
+    return z0, acceleration, note
 
 
 def intervals(

@@ -15,6 +15,7 @@ from typing import ClassVar, Literal
 
 from pydantic import Field
 
+from auditor.metrics.bootstrap import IntervalMethod
 from auditor.records.base import StudyConfig, StudyRecord
 from auditor.records.images import ImageAnswers, PromptSet
 from auditor.records.intervals import Correction, Interval
@@ -148,10 +149,17 @@ class Confirmation(Record):
     difference_lower_bound: float | None = Field(
         default=None,
         description="One-sided lower bound of the difference at level 1 - alpha, from the resamples behind p_value "
-        "(the alpha quantile): above 0 wherever p_value is below alpha, which the two-sided interval need not be.",
+        "(their alpha quantile, by test_method): above 0 wherever p_value is below alpha, which the two-sided "
+        "interval need not be.",
     )
     p_value: float | None = Field(
         default=None, ge=0, le=1, description="One-sided bootstrap p-value of CAS(first) - CAS(second) > 0."
+    )
+    test_method: IntervalMethod | None = Field(
+        default=None,
+        description="How p_value and difference_lower_bound were found from the resamples: 'percentile', or 'bca' "
+        "(BCa's correction, when the scoring asks for BCa intervals; 'percentile' where BCa is not defined for the "
+        "test). Null in records written before it was recorded (they used 'percentile').",
     )
     p_adjusted: float | None = Field(
         default=None, ge=0, le=1, description="Benjamini-Hochberg adjusted p-value across the confirmed arms."

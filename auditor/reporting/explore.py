@@ -102,7 +102,8 @@ def finding(row: Row, record: ExploreRecord) -> str | None:
     first, second = quote(prompts[confirmation.first]), quote(prompts[confirmation.second])
     difference = f"CAS difference {held_out_difference(confirmation, record.config.scoring.alpha)}"
     q = confirmation.p_adjusted
-    tested = f"one-sided p = {confirmation.p_value:.3g}, Benjamini-Hochberg adjusted {q:.3g}" if q is not None else ""
+    test = "one-sided BCa" if confirmation.test_method == "bca" else "one-sided"
+    tested = f"{test} p = {confirmation.p_value:.3g}, Benjamini-Hochberg adjusted {q:.3g}" if q is not None else ""
     fresh = f"on {confirmation.seeds} fresh seeds"
     if confirmation.confirmed:
         return (
@@ -182,6 +183,7 @@ def _row_json(row: Row) -> dict[str, Any]:
             "difference_ci": _bounds(confirmation.difference_ci),
             "difference_lower_bound": confirmation.difference_lower_bound,
             "p_value": confirmation.p_value,
+            "test_method": confirmation.test_method,
             "p_adjusted": confirmation.p_adjusted,
             "note": confirmation.note,
         },

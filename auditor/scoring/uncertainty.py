@@ -417,10 +417,13 @@ class DifferenceTest:
     interval: Interval
     #: One-sided bootstrap p-value; None where no resample defines the difference.
     p_value: float | None
-    #: The ``alpha`` quantile of the resamples: the one-sided ``1 − alpha`` lower bound the test inverts, so it lies
-    #: above 0 wherever ``p_value`` is below ``alpha``. A report shows it beside a claim the two-sided interval, at
-    #: the same level, may not support. None where no resample defines the difference.
+    #: The one-sided ``1 − alpha`` lower bound the test inverts, so it lies above 0 wherever ``p_value`` is below
+    #: ``alpha``. A report shows it beside a claim the two-sided interval, at the same level, may not support. None
+    #: where no resample defines the difference.
     lower_bound: float | None
+    #: How the p-value and lower bound were found: "bca" (BCa's correction of the resamples' quantiles) or
+    #: "percentile" (the quantiles themselves: asked for, or where BCa is not defined for this test).
+    method: IntervalMethod = "percentile"
 
 
 def difference_test(
@@ -438,8 +441,10 @@ def difference_test(
 
     ``first`` and ``second`` are counterfactual ids chosen *before* these images were made (an
     exploration picks them on its own seeds and tests them on fresh ones), so the p-value is
-    not bent by the choice. It comes from the same paired resamples as the interval
-    (:func:`auditor.metrics.bootstrap.p_value_above`).
+    not bent by the choice. It comes from the same paired resamples as the interval, by the
+    interval's method: the resamples' share at or below 0 (:func:`auditor.metrics.bootstrap.p_value_above`), or
+    with BCa that share corrected as BCa corrects the interval's quantiles
+    (:func:`auditor.metrics.bootstrap.bca_p_value_above`), so test and interval never disagree on method.
     """
     boot = bootstrap_settings or BootstrapSettings()
     seeds = counts.seeds
@@ -454,16 +459,22 @@ def difference_test(
             raise AuditorError(f"no counterfactual {prompt_id!r} among {', '.join(ids)}")
     difference = (samples.cas[:, ids.index(first)] - samples.cas[:, ids.index(second)])[:, None]
     end = 1 + boot.resamples
+    estimate, resamples = difference[0], difference[1:end]
     jackknife = difference[end:] if boot.method == "bca" else None
-    found = bootstrap.intervals(
-        difference[0], difference[1:end], level=boot.level, method=boot.method, jackknife=jackknife
-    )
-    p = float(bootstrap.p_value_above(difference[1:end])[0])
-    lower = float(bootstrap.quantiles(difference[1:end], alpha)[0])
+    found = bootstrap.intervals(estimate, resamples, level=boot.level, method=boot.method, jackknife=jackknife)
+    p = float(bootstrap.p_value_above(resamples)[0])
+    lower = float(bootstrap.quantiles(resamples, alpha)[0])
+    method: IntervalMethod = "percentile"
+    if jackknife is not None:
+        bca_p, p_note = bootstrap.bca_p_value_above(estimate, resamples, jackknife)
+        bca_lower, lower_note = bootstrap.bca_quantile(estimate, resamples, jackknife, alpha)
+        if p_note[0] is None and lower_note[0] is None:
+            p, lower, method = float(bca_p[0]), float(bca_lower[0]), "bca"
     return DifferenceTest(
-        interval=interval_at(found, difference[0], 0),
+        interval=interval_at(found, estimate, 0),
         p_value=None if np.isnan(p) else p,
         lower_bound=None if np.isnan(lower) else lower,
+        method=method,
     )
 
 

@@ -79,5 +79,6 @@ def _confirmation(record: ExploreRecord, arm: Arm, indices: Sequence[int]) -> Co
     return Confirmation(
         seeds=len(indices), score=score, first=pair[0], second=pair[1], difference=test.interval.estimate,
         difference_ci=record_interval(test.interval), difference_lower_bound=test.lower_bound, p_value=test.p_value,
+        test_method=test.method,
         note=None if test.p_value is not None else "the difference is undefined on the fresh images",
     )  # fmt: skip
