@@ -3,12 +3,16 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import typer
 
 from auditor.commands import common
 from auditor.core.errors import AuditorError
 from auditor.core.settings import DEFAULT_VQA
+
+if TYPE_CHECKING:  # pragma: no cover
+    from auditor.records import TraceScoringSettings
 
 #: Options a resumed run takes; the rest comes from its record.
 RESUME_OPTIONS = frozenset(
@@ -126,12 +130,21 @@ def trace(
             raise AuditorError("--resume continues a run with its own triplets; leave out CAPTIONS_FILE")
         resumption = common.resumption(ctx, RESUME_OPTIONS, check_trace_executor)
     else:
-        options = _options(
-            captions, professions, caption_column, limit, seeds_per_triplet, seed, t2i, vqa, embedders, detector,
-            box_threshold, text_threshold, segmenter, min_count, top_k, show, batch_size, steps, guidance, scheduler,
-            width, height, vqa_batch_size, vqa_max_tokens, bootstrap, ci_seed, alpha, min_expected, device,
-            allow_partial_weights, executor,
+        from auditor.records import PerceptionSettings
+        from auditor.studies.trace_options import TraceOptions
+
+        options = TraceOptions(
+            captions=captions, professions=professions, caption_column=caption_column, t2i=t2i, vqa=vqa,
+            embedders=_embedders(embedders), detector=detector, box_threshold=box_threshold,
+            text_threshold=text_threshold, segmenter=segmenter, seeds_per_triplet=seeds_per_triplet, limit=limit,
+            generation=common.generation_settings(
+                batch_size, False, steps=steps, guidance_scale=guidance, scheduler=scheduler, width=width, height=height
+            ),
+            perception=PerceptionSettings(batch_size=vqa_batch_size, max_new_tokens=vqa_max_tokens),
+            scoring=_scoring_settings(bootstrap, ci_seed, alpha, min_count, top_k, min_expected),
+            show=show, device=device, allow_partial_weights=allow_partial_weights, executor=executor,
         )  # fmt: skip
+        options.seeds = common.parse_seeds(seed, options.seed_count)
         use_ray_address(executor, ray_address)
     with common.study_session(quiet, json_output) as (cache, progress):
         if options is None:
@@ -146,59 +159,37 @@ def trace(
     )
 
 
-def _options(
-    captions, professions, caption_column, limit, seeds_per_triplet, seed, t2i, vqa, embedders, detector,
-    box_threshold, text_threshold, segmenter, min_count, top_k, show, batch_size, steps, guidance, scheduler,
-    width, height, vqa_batch_size, vqa_max_tokens, bootstrap, ci_seed, alpha, min_expected, device,
-    allow_partial_weights, executor,
-):  # fmt: skip
-    """The study's options from the command line (their checks run in ``TraceOptions.validate``)."""
+def _embedders(embedders: list[str] | None) -> list[str]:
+    """The image embedders ``--embedder`` names: the defaults when none, no embedder for ``none``."""
+    from auditor.studies.trace_options import DEFAULT_TRACE_EMBEDDERS
+
+    if not embedders:
+        return list(DEFAULT_TRACE_EMBEDDERS)
+    if any(spec.strip().lower() == "none" for spec in embedders):
+        if len(embedders) > 1:
+            raise AuditorError("--embedder none turns image embeddings off; do not name other embedders with it")
+        return []
+    return list(embedders)
+
+
+def _scoring_settings(
+    bootstrap: int, ci_seed: int, alpha: float, min_count: float, top_k: int, min_expected: float | None
+) -> TraceScoringSettings:
+    """The study's scoring settings, a bad value in one line naming the options it comes from."""
     from pydantic import ValidationError
 
     from auditor.core.store import describe_validation_error
-    from auditor.records import PerceptionSettings, TraceScoringSettings
-    from auditor.studies.trace_options import DEFAULT_TRACE_EMBEDDERS, TraceOptions
+    from auditor.records import TraceScoringSettings
 
-    if embedders and any(spec.strip().lower() == "none" for spec in embedders):
-        if len(embedders) > 1:
-            raise AuditorError("--embedder none turns image embeddings off; do not name other embedders with it")
-        chosen: list[str] = []
-    else:
-        chosen = list(embedders) if embedders else list(DEFAULT_TRACE_EMBEDDERS)
     try:
-        scoring = TraceScoringSettings(
+        return TraceScoringSettings(
             bootstrap=bootstrap, ci_seed=ci_seed, alpha=alpha, min_count=min_count, top_k=top_k,
             min_expected=min_expected,
-        )
+        )  # fmt: skip
     except ValidationError as exc:
         raise AuditorError(
             f"bad scoring setting: {describe_validation_error(exc)} (--bootstrap, --alpha, --min-expected)"
         ) from None
-    options = TraceOptions(
-        captions=captions,
-        professions=professions,
-        caption_column=caption_column,
-        t2i=t2i,
-        vqa=vqa,
-        embedders=chosen,
-        detector=detector,
-        box_threshold=box_threshold,
-        text_threshold=text_threshold,
-        segmenter=segmenter,
-        seeds_per_triplet=seeds_per_triplet,
-        limit=limit,
-        generation=common.generation_settings(
-            batch_size, False, steps=steps, guidance_scale=guidance, scheduler=scheduler, width=width, height=height
-        ),
-        perception=PerceptionSettings(batch_size=vqa_batch_size, max_new_tokens=vqa_max_tokens),
-        scoring=scoring,
-        show=show,
-        device=device,
-        allow_partial_weights=allow_partial_weights,
-        executor=executor,
-    )
-    options.seeds = common.parse_seeds(seed, options.seed_count)
-    return options
 
 
 def register(app: typer.Typer) -> None:
