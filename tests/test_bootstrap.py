@@ -91,6 +91,28 @@ def test_bca_p_value_and_one_sided_bound_by_hand():
     assert p[0] == pytest.approx(bootstrap.p_value_above(symmetric, 4.5)[0])
 
 
+def test_a_p_value_below_alpha_always_comes_with_a_lower_bound_above_0():
+    # 12 of 20 resamples at or below 0, the last two -0.1 and 0.01: the interpolated quantile passes 0 at level
+    # (11 + 0.1 / 0.11) / 19 = 0.62679, above the smoothed share 13 / 21 = 0.61905, so that level is F. The estimate
+    # lies above 17 resamples (z0 = Φ⁻¹(0.85) = 1.03643) and the jackknife is symmetric (a = 0):
+    # p = Φ(Φ⁻¹(0.62679) - 2 z0) = Φ(0.32305 - 2.07287) = 0.040103. From the share alone it would be 0.0382, and
+    # a test at alpha 0.04 would claim "above 0" with a lower bound of -0.0009.
+    samples = np.r_[np.linspace(-1.2, -0.1, 12), 0.01, np.linspace(0.2, 1.6, 7)][:, None]
+    estimate, jackknife = np.array([(samples[16, 0] + samples[17, 0]) / 2]), np.array([[1.0], [2.0], [3.0]])
+    assert bootstrap.p_value_above(samples)[0] == pytest.approx((11 + 0.1 / 0.11) / 19)
+    p, _ = bootstrap.bca_p_value_above(estimate, samples, jackknife)
+    assert p[0] == pytest.approx(0.040103, abs=1e-6)
+    for alpha in np.linspace(0.001, 0.3, 300):
+        low, _ = bootstrap.bca_quantile(estimate, samples, jackknife, alpha)
+        assert (low[0] > 0) == (alpha > p[0])
+    # the same for the percentile p-value, on random resamples (the share alone fails past the median)
+    rng = np.random.default_rng(0)
+    for _ in range(200):
+        resamples = rng.normal(rng.normal(), 1.0, size=(int(rng.integers(2, 40)), 1)).round(1)
+        p = bootstrap.p_value_above(resamples)[0]
+        assert all(bootstrap.quantiles(resamples, q)[0] > 0 for q in np.linspace(0.001, 0.999, 200) if q > p)
+
+
 def test_bca_p_value_is_undefined_where_bca_is():
     samples = np.linspace(0.0, 1.0, 10_000)[:, None]
     p, note = bootstrap.bca_p_value_above(np.array([2.0]), samples, np.linspace(0.4, 0.5, 9)[:, None], 0.5)

@@ -295,16 +295,36 @@ def intervals(
 def p_value_above(samples: np.ndarray, value: float = 0.0) -> np.ndarray:
     """One-sided bootstrap p-value of "the statistic is above ``value``", per column of ``samples``.
 
-    ``(1 + #resamples <= value) / (1 + #defined resamples)``: the smallest one-sided level at
-    which the percentile interval's lower bound still lies above ``value`` (test inversion),
-    with the +1 that keeps a finite number of resamples from claiming p = 0. NaN resamples
-    (statistic undefined there) are left out; a column with none gives NaN.
+    ``(1 + #resamples <= value) / (1 + #defined resamples)``: the one-sided level at which the
+    percentile interval's lower bound passes ``value`` (test inversion), with the +1 that keeps
+    a finite number of resamples from claiming p = 0. The bound is the resamples' interpolated
+    quantile (:func:`quantiles`), which can pass ``value`` at a higher level than that share
+    when most resamples lie at or below ``value``; p is then that level. So at any level
+    above p the lower bound lies above ``value``. NaN resamples (statistic undefined there)
+    are left out; a column with none gives NaN.
     """
     samples = np.asarray(samples, dtype=np.float64)
     defined = ~np.isnan(samples)
     count = defined.sum(axis=0)
     at_or_below = (defined & (samples <= value)).sum(axis=0)
-    return np.where(count > 0, (1.0 + at_or_below) / (1.0 + count), np.nan)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        share = (1.0 + at_or_below) / (1.0 + count)
+    return np.where(count > 0, np.maximum(share, _level_passing(samples, value)), np.nan)
+
+
+def _level_passing(samples: np.ndarray, value: float) -> np.ndarray:
+    """Per column, the level from which :func:`quantiles` lies above ``value``: with ``k`` of ``n`` defined
+    resamples at or below it and ``s`` sorted, ``(k - 1 + f) / (n - 1)`` where the interpolation between
+    ``s[k-1] <= value < s[k]`` passes it at fraction ``f``; 0 when none is at or below it, 1 when all are."""
+    ordered = np.sort(samples, axis=0)  # NaN sorts last
+    count = (~np.isnan(samples)).sum(axis=0)
+    k = (ordered <= value).sum(axis=0)
+    inside = (k > 0) & (k < count)
+    below = np.take_along_axis(ordered, np.clip(k - 1, 0, None)[None], axis=0)[0]
+    above = np.take_along_axis(ordered, np.minimum(k, np.maximum(count - 1, 0))[None], axis=0)[0]
+    with np.errstate(invalid="ignore", divide="ignore"):
+        level = (k - 1 + (value - below) / (above - below)) / (count - 1)
+    return np.where(inside, level, np.where(k >= count, 1.0, 0.0))
 
 
 def _check_level(level: float) -> None:
