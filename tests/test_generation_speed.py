@@ -51,13 +51,13 @@ def test_probe_starts_at_the_cap_with_one_real_pipeline_call(tiny_models):
 
 
 @contextmanager
-def memory_for(backend, images: int):
-    """The UNet runs out of memory above ``images`` images (a smaller device than this machine)."""
+def memory_for(backend, images: int, error: type[Exception] | None = None):
+    """The UNet runs out of memory (or raises ``error``) above ``images`` images (a smaller device than this one)."""
     import torch
 
     def refuse(_module, args):
         if args[0].shape[0] > 2 * images:
-            raise torch.OutOfMemoryError(f"tried a batch of {args[0].shape[0] // 2} images")
+            raise (error or torch.OutOfMemoryError)(f"tried a batch of {args[0].shape[0] // 2} images")
 
     hook = backend.pipeline.unet.register_forward_pre_hook(refuse)
     try:
@@ -73,6 +73,11 @@ def test_probe_halves_the_batch_until_one_fits(tiny_models):
     assert seen[0] == 8 and set(seen[1:]) == {4}  # 4 images ran out of memory at the first step; 2 ran
     with memory_for(backend, 0), pytest.raises(BackendError, match="not even one image fits in the memory of cpu"):
         backend.probe_batch_size()
+    # a kernel that cannot take a large batch (e.g. past 32-bit indexing) is no reason to stop probing
+    with memory_for(backend, 1, RuntimeError):
+        assert backend.probe_batch_size() == 1
+    with memory_for(backend, 0, RuntimeError), pytest.raises(RuntimeError, match="a batch of 1 images"):
+        backend.probe_batch_size()  # but an error at one image is the model's own, and it is raised
 
 
 def audit_options(tiny_models, images: int = 1, **generation) -> PromptAuditOptions:

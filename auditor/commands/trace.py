@@ -133,15 +133,17 @@ def trace(
         from auditor.records import PerceptionSettings
         from auditor.studies.trace_options import TraceOptions
 
+        chosen = _embedders(embedders)
+        scoring = _scoring_settings(bootstrap, ci_seed, alpha, min_count, top_k, min_expected)
         options = TraceOptions(
             captions=captions, professions=professions, caption_column=caption_column, t2i=t2i, vqa=vqa,
-            embedders=_embedders(embedders), detector=detector, box_threshold=box_threshold,
+            embedders=chosen, detector=detector, box_threshold=box_threshold,
             text_threshold=text_threshold, segmenter=segmenter, seeds_per_triplet=seeds_per_triplet, limit=limit,
             generation=common.generation_settings(
                 batch_size, False, steps=steps, guidance_scale=guidance, scheduler=scheduler, width=width, height=height
             ),
             perception=PerceptionSettings(batch_size=vqa_batch_size, max_new_tokens=vqa_max_tokens),
-            scoring=_scoring_settings(bootstrap, ci_seed, alpha, min_count, top_k, min_expected),
+            scoring=scoring,
             show=show, device=device, allow_partial_weights=allow_partial_weights, executor=executor,
         )  # fmt: skip
         options.seeds = common.parse_seeds(seed, options.seed_count)

@@ -209,8 +209,9 @@ class DiffusersTextToImage:
         """The largest batch (a power of two up to the cap) a short pipeline call runs at without running out of memory.
 
         Top down: the cap first (:data:`AUTO_BATCH_CAP_GPU` on a GPU, :data:`AUTO_BATCH_CAP_CPU` on a CPU), halved
-        while the call runs out of memory or, on a GPU, uses more than :data:`MEMORY_HEADROOM` of its memory; a
-        batch of 1 is taken whenever it runs. Where the cap fits (SD 1.5 on an 80 GB GPU) that is one call of 64
+        while the call fails (out of memory, or a kernel that cannot take so large a batch) or, on a GPU, uses more
+        than :data:`MEMORY_HEADROOM` of its memory; a batch of 1 is taken whenever it runs, and its error is
+        raised. Where the cap fits (SD 1.5 on an 80 GB GPU) that is one call of 64
         images, where doubling up from 1 made seven calls and 127 images. Each probe is a real call (text encoder,
         UNet with guidance, VAE decoder, safety checker) at the run's size, :data:`PROBE_STEPS` steps.
         """
@@ -228,6 +229,10 @@ class DiffusersTextToImage:
             try:
                 self._call([item] * size, PROBE_STEPS)
             except (torch.OutOfMemoryError, MemoryError):
+                fits = False
+            except RuntimeError:  # a batch some kernel cannot take (past 32-bit indexing, say); 1 image must run
+                if size == 1:
+                    raise
                 fits = False
             else:
                 fits = size == 1 or not on_gpu or torch.cuda.max_memory_allocated(device) <= MEMORY_HEADROOM * total
