@@ -180,8 +180,14 @@ def test_a_planted_bias_is_found_in_the_top_k_confirmed_and_everything_is_record
             assert FAKE_API_KEY not in path.read_text(encoding="utf-8")
     assert isinstance(load_record(exploration.run_dir / "record.json", ExploreRecord), ExploreRecord)
 
-    # Explored again into another folder: round 1's images are all in the cache, so reused and not charged.
-    again = start_exploration(options(), RunStore(tmp_path / "again"), cache, QuietProgress(), "x").run()
+    # Explored again into another folder, with BCa intervals: round 1's images are all in the cache, so reused and
+    # not charged; the confirmation tests are BCa's too.
+    bca = options(scoring=ScoringSettings(bootstrap=300, ci_method="bca"))
+    again = start_exploration(bca, RunStore(tmp_path / "again"), cache, QuietProgress(), "x").run()
+    tested = [arm.confirmation for arm in again.arms if arm.confirmation and arm.confirmation.p_value is not None]
+    assert tested and {c.test_method for c in tested} == {"bca"}
+    again_data = explore_json(again)
+    assert any("one-sided BCa p = " in text for text in again_data["findings"])
     first = again.rounds[0]
     assert first.allocated == record.rounds[0].allocated
     assert (first.images_charged, first.images_generated) == (0, 0)
