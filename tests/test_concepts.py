@@ -14,6 +14,7 @@ import pytest
 from auditor.core.langdata import english_stopwords
 from auditor.records import ImageAnswers
 from auditor.scoring.concepts import (
+    LemmaStore,
     SynonymIndex,
     histogram,
     merge_synonyms,
@@ -115,6 +116,9 @@ class CountingWordNet:
         self.calls[word] = self.calls.get(word, 0) + 1
         return self.wordnet.synsets(word)
 
+    def get_version(self):
+        return self.wordnet.get_version()
+
 
 def test_each_word_is_looked_up_once_across_pairs():
     wordnet = CountingWordNet()
@@ -124,6 +128,68 @@ def test_each_word_is_looked_up_once_across_pairs():
         merge_synonyms(initial, other, index)
     assert wordnet.calls == {"coat": 1, "doctor": 1, "man": 1, "physician": 1, "woman": 1}
     assert index.lookups == 5
+
+
+class NoWordNet:
+    """A WordNet that must not be read: every word is in the store."""
+
+    def synsets(self, word):
+        raise AssertionError(f"{word!r} was looked up in WordNet, not read from the store")
+
+
+def test_a_lemma_store_answers_later_indexes_without_wordnet(tmp_path):
+    pairs = [({"doctor": 1.0, "coat": 0.5, "man": 0.5}, {"physician": 1.0, "male": 1.0})]
+    wordnet = CountingWordNet()
+    first = SynonymIndex(wordnet, LemmaStore(tmp_path / "lemmas.json"))  # type: ignore[arg-type]
+    expected = [merge_synonyms(p, q, first) for p, q in pairs]
+    assert set(wordnet.calls) == {"coat", "doctor", "male", "man", "physician"}
+    stored = json.loads((tmp_path / "lemmas.json").read_text())
+    assert stored["version"] == "3.0" and "adult_male" in stored["lemmas"]["man"]
+
+    later = SynonymIndex(NoWordNet(), LemmaStore(tmp_path / "lemmas.json"))  # type: ignore[arg-type]
+    assert [merge_synonyms(p, q, later) for p, q in pairs] == expected
+    assert later.lookups == 5
+
+    # a word the store lacks is looked up and added; a store that cannot be read is no store
+    grown = SynonymIndex(CountingWordNet(), LemmaStore(tmp_path / "lemmas.json"))  # type: ignore[arg-type]
+    merge_synonyms({"doctor": 1.0}, {"nurse": 1.0}, grown)
+    assert set(json.loads((tmp_path / "lemmas.json").read_text())["lemmas"]) == {
+        "coat", "doctor", "male", "man", "nurse", "physician"
+    }  # fmt: skip
+    (tmp_path / "lemmas.json").write_text("{not json")
+    assert LemmaStore(tmp_path / "lemmas.json").lemmas == {}
+    (tmp_path / "folder-is-a-file").write_text("")
+    unwritable = SynonymIndex(CountingWordNet(), LemmaStore(tmp_path / "folder-is-a-file" / "x.json"))  # type: ignore[arg-type]
+    assert merge_synonyms(*pairs[0], unwritable) == expected[0]  # scored all the same, nothing kept
+
+
+def test_a_later_process_scores_from_the_store_without_loading_wordnet(tmp_path):
+    """The process-wide index keeps its lookups in auditor's home folder: the next process imports no NLTK, gets the
+    same merges, and still records the WordNet version its concepts came from."""
+    from auditor.core.langdata import build_wordnet_from_system, find_system_wordnet
+
+    source = find_system_wordnet()
+    if source is None:
+        pytest.skip("no system WordNet files (apt-get install wordnet-base wordnet-sense-index)")
+    home = tmp_path / "home"
+    build_wordnet_from_system(source, home / "nltk_data" / "corpora" / "wordnet")
+    script = (
+        "import json, sys\n"
+        "from auditor.core.langdata import loaded_wordnet_version\n"
+        "from auditor.scoring.concepts import merge_synonyms\n"
+        "p, q = merge_synonyms({'doctor': 1.0, 'man': 0.5}, {'physician': 1.0, 'male': 1.0})\n"
+        "print(json.dumps([p, q, 'nltk' in sys.modules, loaded_wordnet_version()]))\n"
+    )
+    env = {**os.environ, "AUDITOR_HOME": str(home), "NLTK_DATA": str(tmp_path / "none")}
+    runs = [
+        json.loads(subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True,
+                                  check=True).stdout)
+        for _ in range(2)
+    ]  # fmt: skip
+    assert runs[0][2] is True and runs[1][2] is False  # the first loaded WordNet; the second read the store
+    assert runs[0][:2] == runs[1][:2] and runs[0][0] == {"doctor": 1.0, "male": 0.5}
+    assert runs[0][3] == runs[1][3] == "3.0"
+    assert len(list((home / "wordnet-lemmas").glob("*.json"))) == 1
 
 
 def test_merging_is_identical_across_processes(tmp_path):

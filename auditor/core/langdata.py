@@ -164,12 +164,39 @@ def load_wordnet() -> WordNetCorpusReader:
         raise AuditorError(f"WordNet could not be loaded: {reason or type(exc).__name__}") from None
 
 
+#: Versions of WordNet whose data this process used without loading it: lemma names an earlier process read
+#: and stored (:class:`auditor.scoring.concepts.LemmaStore`).
+_REMEMBERED_VERSIONS: set[str] = set()
+
+
 def loaded_wordnet_version() -> str | None:
-    """The version of the WordNet this process has read (e.g. '3.0'), None when it has read none (nothing is loaded
-    to find out): concepts depend on it, so a run records it."""
-    if load_wordnet.cache_info().currsize == 0:
+    """The version of the WordNet this process has read (e.g. '3.0'), loaded or as lemma names stored from it, None
+    when it has read none (nothing is loaded to find out): concepts depend on it, so a run records it."""
+    if load_wordnet.cache_info().currsize:
+        return load_wordnet().get_version()
+    return min(_REMEMBERED_VERSIONS, default=None)
+
+
+def used_remembered_wordnet(version: str) -> None:
+    """Say that this process used lemma names stored from WordNet ``version`` (:func:`loaded_wordnet_version`)."""
+    _REMEMBERED_VERSIONS.add(version)
+
+
+def wordnet_identity() -> str | None:
+    """What identifies the WordNet in auditor's own NLTK data folder, found without importing NLTK (about a second)
+    or loading WordNet (two more): a hash of its files' names, sizes and modification times. NLTK reads that folder
+    first (:func:`ensure_wordnet` puts it at the head of its path). None where it holds no WordNet yet: the first
+    :func:`load_wordnet` puts one there (from the system's files), or NLTK reads one from elsewhere."""
+    import hashlib
+    import json
+
+    folder = _wordnet_target()
+    try:
+        files = [(name, (folder / name).stat()) for name in sorted(_WORDNET_FILES)]
+    except OSError:
         return None
-    return load_wordnet().get_version()
+    described = json.dumps([[name, stat.st_size, stat.st_mtime_ns] for name, stat in files])
+    return hashlib.sha256(described.encode()).hexdigest()[:20]
 
 
 @lru_cache(maxsize=1)

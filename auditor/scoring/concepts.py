@@ -19,14 +19,17 @@ every pair and set: a full prompt (31 sets) shares most of its vocabulary betwee
 
 from __future__ import annotations
 
+import json
 import math
 import string
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from functools import lru_cache
+from pathlib import Path
 from typing import TYPE_CHECKING
 
-from auditor.core.langdata import english_stopwords, load_wordnet
+from auditor.core.errors import AuditorError
+from auditor.core.langdata import english_stopwords, load_wordnet, used_remembered_wordnet, wordnet_identity
 from auditor.records import ImageAnswers, SetConcepts
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -100,15 +103,61 @@ def set_concepts(
     )
 
 
+class LemmaStore:
+    """WordNet's lemma names of the words looked up so far, kept on disk for later processes.
+
+    Loading WordNet costs a process about 3 s (importing NLTK, reading its lemma index),
+    while scoring a run looks up a few hundred words. One JSON file per WordNet, named by
+    :func:`~auditor.core.langdata.wordnet_identity` (another WordNet, or the same one
+    changed, gets a file of its own), holds that WordNet's version and each word's lemma
+    names. Written atomically: two processes at worst keep each their own new words, and a
+    store that cannot be read or written only costs the lookups again.
+    """
+
+    def __init__(self, path: Path):
+        self.path = path
+        self.version: str | None = None
+        self.lemmas: dict[str, frozenset[str]] = {}
+        self._added = False
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+            self.version = str(data["version"])
+            self.lemmas = {word: frozenset(names) for word, names in data["lemmas"].items()}
+        except (OSError, ValueError, KeyError, TypeError, AttributeError):
+            pass  # none yet, or unreadable: it fills again
+
+    def add(self, word: str, names: frozenset[str], version: str) -> None:
+        """Remember ``word``'s lemma names, read from WordNet ``version`` (the store's own: its file says which)."""
+        self.version = version
+        self.lemmas[word] = names
+        self._added = True
+
+    def save(self) -> None:
+        """Write the store if words were added since it was read or saved."""
+        from auditor.core.store import atomic_write_text
+
+        if not self._added:
+            return
+        lemmas = {word: sorted(names) for word, names in sorted(self.lemmas.items())}
+        try:
+            atomic_write_text(self.path, json.dumps({"version": self.version, "lemmas": lemmas}) + "\n")
+        except AuditorError:
+            return  # a folder auditor cannot write: the next process looks the words up again
+        self._added = False
+
+
 class SynonymIndex:
     """WordNet synonym links, each word looked up once and remembered.
 
     Keep one instance for a whole audit (or use :func:`default_synonym_index`): the
-    cache is what makes scoring 30 pairs cost about one pass over the vocabulary.
+    cache is what makes scoring 30 pairs cost about one pass over the vocabulary. With a
+    :class:`LemmaStore`, words an earlier process looked up are read from it, and WordNet is
+    loaded only for words it lacks.
     """
 
-    def __init__(self, wordnet: WordNetCorpusReader | None = None):
+    def __init__(self, wordnet: WordNetCorpusReader | None = None, store: LemmaStore | None = None):
         self._wordnet = wordnet
+        self._store = store
         self._lemmas: dict[str, frozenset[str]] = {}
         self._extra: dict[str, frozenset[str]] = {}
         for u, v in EXTRA_SYNONYMS:
@@ -117,19 +166,24 @@ class SynonymIndex:
 
     @property
     def lookups(self) -> int:
-        """Distinct words looked up in WordNet so far."""
+        """Distinct words looked up so far (in WordNet or the store)."""
         return len(self._lemmas)
 
     def lemma_names(self, word: str) -> frozenset[str]:
         """Lower-cased lemma names of every WordNet synset of ``word`` (morphy applied: 'books' -> book's)."""
         found = self._lemmas.get(word)
-        if found is None:
+        if found is not None:
+            return found
+        store = self._store
+        if store is not None and store.version is not None and (found := store.lemmas.get(word)) is not None:
+            used_remembered_wordnet(store.version)
+        else:
             if self._wordnet is None:
                 self._wordnet = load_wordnet()
-            found = frozenset(
-                name.lower() for synset in self._wordnet.synsets(word) for name in synset.lemma_names()
-            )
-            self._lemmas[word] = found
+            found = frozenset(name.lower() for synset in self._wordnet.synsets(word) for name in synset.lemma_names())
+            if store is not None:
+                store.add(word, found, self._wordnet.get_version())
+        self._lemmas[word] = found
         return found
 
     def neighbours(self, word: str) -> frozenset[str]:
@@ -153,6 +207,8 @@ class SynonymIndex:
                 a, b = root(word), root(other)
                 if a != b:
                     parent[max(a, b)] = min(a, b)
+        if self._store is not None:
+            self._store.save()
         groups: dict[str, list[str]] = {}
         for word in vocab:
             groups.setdefault(root(word), []).append(word)
@@ -161,8 +217,13 @@ class SynonymIndex:
 
 @lru_cache(maxsize=1)
 def default_synonym_index() -> SynonymIndex:
-    """The process-wide index, so lookups are shared by every pair and set of a run."""
-    return SynonymIndex()
+    """The process-wide index, so lookups are shared by every pair and set of a run; with a :class:`LemmaStore` in
+    auditor's home folder once WordNet is installed there, so later processes need not load WordNet."""
+    from auditor.core.settings import get_settings
+
+    identity = wordnet_identity()
+    store = None if identity is None else LemmaStore(get_settings().home / "wordnet-lemmas" / f"{identity}.json")
+    return SynonymIndex(store=store)
 
 
 def merge_synonyms(
