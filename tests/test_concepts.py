@@ -163,6 +163,80 @@ def test_a_lemma_store_answers_later_indexes_without_wordnet(tmp_path):
     assert merge_synonyms(*pairs[0], unwritable) == expected[0]  # scored all the same, nothing kept
 
 
+def test_a_store_holding_anything_else_is_no_store(tmp_path):
+    path = tmp_path / "lemmas.json"
+    for text in (
+        '{"version": null, "lemmas": {"car": ["auto"]}}',
+        '{"version": "3.0", "lemmas": {"car": "automobile"}}',  # a string is no list of names
+        '{"version": "3.0", "lemmas": {"car": [1, 2]}}',
+        '{"version": "3.0", "lemmas": ["car"]}',
+        "[" * 100_000 + "]" * 100_000,  # too deep for the JSON reader
+    ):
+        path.write_text(text)
+        store = LemmaStore(path)
+        assert (store.version, store.lemmas) == (None, {}), text[:40]
+
+
+def test_the_store_is_filled_only_from_auditors_own_wordnet(tmp_path, monkeypatch):
+    """A process whose NLTK read another WordNet (here one built elsewhere) keeps none of its lookups."""
+    import auditor.scoring.concepts as concepts
+    from auditor.core.langdata import (
+        build_wordnet_from_system,
+        find_system_wordnet,
+        load_wordnet,
+        reads_auditors_wordnet,
+    )
+
+    if find_system_wordnet() is None:
+        pytest.skip("no system WordNet files (apt-get install wordnet-base wordnet-sense-index)")
+    import nltk
+    from nltk.corpus.reader.wordnet import WordNetCorpusReader
+
+    assert reads_auditors_wordnet(load_wordnet())
+    monkeypatch.setattr(nltk.data, "path", [str(tmp_path), *nltk.data.path])  # NLTK reads only from its data path
+    elsewhere = WordNetCorpusReader(str(build_wordnet_from_system(find_system_wordnet(), tmp_path / "wordnet")), None)
+    assert not reads_auditors_wordnet(elsewhere)
+    monkeypatch.setattr(concepts, "load_wordnet", lambda: elsewhere)
+    index = SynonymIndex(store=LemmaStore(tmp_path / "lemmas.json"))
+    assert merge_synonyms({"doctor": 1.0}, {"physician": 1.0}, index) == ({"doctor": 1.0}, {"doctor": 1.0})
+    assert not (tmp_path / "lemmas.json").exists()
+
+
+def test_no_store_where_nltk_might_read_another_wordnet(tmp_path, monkeypatch):
+    """NLTK skips a data folder writable by others (and reads the next one): then no identity, so no store; and
+    auditor's folder goes first on NLTK's path even where NLTK_DATA names it after another."""
+    import stat
+
+    import nltk
+
+    from auditor.core.langdata import (
+        _register_nltk_path,
+        build_wordnet_from_system,
+        find_system_wordnet,
+        wordnet_identity,
+    )
+
+    if find_system_wordnet() is None:
+        pytest.skip("no system WordNet files (apt-get install wordnet-base wordnet-sense-index)")
+    home = tmp_path / "home"
+    monkeypatch.setenv("AUDITOR_HOME", str(home))
+    assert wordnet_identity() is None  # no WordNet there yet
+    target = build_wordnet_from_system(find_system_wordnet(), home / "nltk_data" / "corpora" / "wordnet")
+    identity = wordnet_identity()
+    assert identity is not None
+    for path in (home / "nltk_data", target, target / "index.noun"):
+        path.chmod(path.stat().st_mode | stat.S_IWGRP)
+        assert wordnet_identity() is None, path
+        path.chmod(path.stat().st_mode & ~stat.S_IWGRP)
+    assert wordnet_identity() == identity
+    (target / "index.noun").write_bytes((target / "index.noun").read_bytes() + b"\n")
+    assert wordnet_identity() not in (None, identity)  # the same folder changed: another store
+
+    monkeypatch.setattr(nltk.data, "path", [str(tmp_path / "other"), str(home / "nltk_data")])
+    _register_nltk_path()
+    assert nltk.data.path == [str(home / "nltk_data"), str(tmp_path / "other")]
+
+
 def test_a_later_process_scores_from_the_store_without_loading_wordnet(tmp_path):
     """The process-wide index keeps its lookups in auditor's home folder: the next process imports no NLTK, gets the
     same merges, and still records the WordNet version its concepts came from."""

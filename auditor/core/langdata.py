@@ -51,11 +51,14 @@ def _wordnet_target() -> Path:
 
 
 def _register_nltk_path() -> None:
+    """Put auditor's NLTK data folder first on NLTK's path (moved there if ``NLTK_DATA`` names it later): the WordNet
+    it holds is then the one read, which is what :func:`wordnet_identity` describes."""
     import nltk
 
     folder = str(get_settings().nltk_data_dir)
-    if folder not in nltk.data.path:
-        nltk.data.path.insert(0, folder)
+    if folder in nltk.data.path:
+        nltk.data.path.remove(folder)
+    nltk.data.path.insert(0, folder)
 
 
 def wordnet_present() -> Path | None:
@@ -184,19 +187,41 @@ def used_remembered_wordnet(version: str) -> None:
 
 def wordnet_identity() -> str | None:
     """What identifies the WordNet in auditor's own NLTK data folder, found without importing NLTK (about a second)
-    or loading WordNet (two more): a hash of its files' names, sizes and modification times. NLTK reads that folder
-    first (:func:`ensure_wordnet` puts it at the head of its path). None where it holds no WordNet yet: the first
-    :func:`load_wordnet` puts one there (from the system's files), or NLTK reads one from elsewhere."""
+    or loading WordNet (two more): a hash of NLTK's version and the folder's files (names, sizes, modification
+    times). NLTK reads that folder first (:func:`ensure_wordnet` puts it at the head of its path) unless it finds
+    it unsafe: a folder or file on the way writable by others or owned by another account, or a link. Then, or
+    where the folder holds no WordNet yet, None: the WordNet NLTK would read is not known without loading it."""
     import hashlib
     import json
+    from importlib.metadata import PackageNotFoundError, version
 
+    data = get_settings().nltk_data_dir
     folder = _wordnet_target()
     try:
-        files = [(name, (folder / name).stat()) for name in sorted(_WORDNET_FILES)]
-    except OSError:
+        nltk_version = version("nltk")
+        files = sorted(folder.iterdir())
+        stats = [path.lstat() for path in (data, data / "corpora", folder, *files)]
+    except (OSError, PackageNotFoundError):
         return None
-    described = json.dumps([[name, stat.st_size, stat.st_mtime_ns] for name, stat in files])
-    return hashlib.sha256(described.encode()).hexdigest()[:20]
+    if not all(map(_private, stats)) or not set(_WORDNET_FILES) <= {path.name for path in files}:
+        return None
+    described = [nltk_version, [[path.name, st.st_size, st.st_mtime_ns] for path, st in zip(files, stats[3:])]]
+    return hashlib.sha256(json.dumps(described).encode()).hexdigest()[:20]
+
+
+def reads_auditors_wordnet(reader: object) -> bool:
+    """Whether a loaded WordNet reader reads the folder :func:`wordnet_identity` describes."""
+    root = getattr(reader, "root", None)
+    return root is not None and Path(str(root)).resolve() == _wordnet_target().resolve()
+
+
+def _private(st: os.stat_result) -> bool:
+    """NLTK's test of a data folder or file it will read: owned by this account or root, writable by no one else,
+    and (stricter than NLTK, which follows a link after checking it) not a link."""
+    import stat
+
+    unshared = not st.st_mode & (stat.S_IWGRP | stat.S_IWOTH)
+    return st.st_uid in (os.geteuid(), 0) and unshared and not stat.S_ISLNK(st.st_mode)
 
 
 @lru_cache(maxsize=1)

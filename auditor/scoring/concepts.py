@@ -29,7 +29,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from auditor.core.errors import AuditorError
-from auditor.core.langdata import english_stopwords, load_wordnet, used_remembered_wordnet, wordnet_identity
+from auditor.core.langdata import (
+    english_stopwords,
+    load_wordnet,
+    reads_auditors_wordnet,
+    used_remembered_wordnet,
+    wordnet_identity,
+)
 from auditor.records import ImageAnswers, SetConcepts
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -108,11 +114,17 @@ class LemmaStore:
 
     Loading WordNet costs a process about 3 s (importing NLTK, reading its lemma index),
     while scoring a run looks up a few hundred words. One JSON file per WordNet, named by
-    :func:`~auditor.core.langdata.wordnet_identity` (another WordNet, or the same one
-    changed, gets a file of its own), holds that WordNet's version and each word's lemma
-    names. Written atomically: two processes at worst keep each their own new words, and a
-    store that cannot be read or written only costs the lookups again.
+    :func:`~auditor.core.langdata.wordnet_identity` (another WordNet or NLTK, or the same
+    WordNet changed, gets a file of its own; none where NLTK might read another WordNet
+    than auditor's), holds that WordNet's version and each word's lemma names. It is filled
+    only from auditor's WordNet (:func:`~auditor.core.langdata.reads_auditors_wordnet`).
+    Written atomically: two processes at worst keep each their own new words, and a store
+    that cannot be read or written, or holds anything else, only costs the lookups again.
     """
+
+    #: Changes when what a word's entry holds changes (the lookup rule of :meth:`SynonymIndex.lemma_names`): a new
+    #: format starts a new file.
+    FORMAT = 1
 
     def __init__(self, path: Path):
         self.path = path
@@ -121,10 +133,16 @@ class LemmaStore:
         self._added = False
         try:
             data = json.loads(path.read_text(encoding="utf-8"))
-            self.version = str(data["version"])
-            self.lemmas = {word: frozenset(names) for word, names in data["lemmas"].items()}
-        except (OSError, ValueError, KeyError, TypeError, AttributeError):
-            pass  # none yet, or unreadable: it fills again
+            version, lemmas = data["version"], data["lemmas"]
+            if not isinstance(version, str) or not all(
+                isinstance(word, str) and isinstance(names, list) and all(isinstance(n, str) for n in names)
+                for word, names in lemmas.items()
+            ):
+                raise ValueError("not a lemma store")
+        except (OSError, ValueError, KeyError, TypeError, AttributeError, RecursionError):
+            return  # none yet, or not one this class wrote: it fills again
+        self.version = version
+        self.lemmas = {word: frozenset(names) for word, names in lemmas.items()}
 
     def add(self, word: str, names: frozenset[str], version: str) -> None:
         """Remember ``word``'s lemma names, read from WordNet ``version`` (the store's own: its file says which)."""
@@ -180,6 +198,8 @@ class SynonymIndex:
         else:
             if self._wordnet is None:
                 self._wordnet = load_wordnet()
+                if store is not None and not reads_auditors_wordnet(self._wordnet):
+                    self._store = store = None  # NLTK read another WordNet than the store's: keep none of it
             found = frozenset(name.lower() for synset in self._wordnet.synsets(word) for name in synset.lemma_names())
             if store is not None:
                 store.add(word, found, self._wordnet.get_version())
@@ -222,8 +242,8 @@ def default_synonym_index() -> SynonymIndex:
     from auditor.core.settings import get_settings
 
     identity = wordnet_identity()
-    store = None if identity is None else LemmaStore(get_settings().home / "wordnet-lemmas" / f"{identity}.json")
-    return SynonymIndex(store=store)
+    path = get_settings().home / "wordnet-lemmas" / f"v{LemmaStore.FORMAT}-{identity}.json"
+    return SynonymIndex(store=None if identity is None else LemmaStore(path))
 
 
 def merge_synonyms(
