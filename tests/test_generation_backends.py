@@ -44,8 +44,7 @@ def test_diffusers_records_what_ran(t2i, tiny_models):
     assert t2i.ref.fingerprint == folder_fingerprint(tiny_models.t2i)
     assert (t2i.ref.dtype, t2i.ref.device) == ("float32", "cpu")
     # Defaults resolved from the pipeline, so the record says what actually ran.
-    assert t2i.scheduler_name == "PNDMScheduler"
-    assert t2i.settings.scheduler == "PNDMScheduler"
+    assert type(t2i.pipeline.scheduler).__name__ == t2i.settings.scheduler == "PNDMScheduler"
     assert (t2i.settings.steps, t2i.settings.guidance_scale) == (2, 7.5)
     assert (t2i.settings.width, t2i.settings.height) == (32, 32)
 
@@ -77,8 +76,7 @@ def test_diffusers_size_scheduler_and_negative_prompt_options(t2i, tiny_models):
         steps=2, width=48, height=40, scheduler="DPMSolverMultistepScheduler", negative_prompt="blurry"
     )
     backend = T2I_BACKENDS.load(str(tiny_models.t2i), settings=settings)  # a bare pipeline folder works too
-    assert backend.scheduler_name == "DPMSolverMultistepScheduler"
-    assert type(backend.pipeline.scheduler).__name__ == "DPMSolverMultistepScheduler"
+    assert type(backend.pipeline.scheduler).__name__ == backend.settings.scheduler == "DPMSolverMultistepScheduler"
     picture = backend.generate([GenerationItem(PROMPT, 0, 11)])[0]
     assert picture.image.size == (48, 40)
     assert backend.cache_fingerprint() != t2i.cache_fingerprint()

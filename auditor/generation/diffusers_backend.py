@@ -78,11 +78,6 @@ class DiffusersTextToImage:
         #: The settings in effect, defaults resolved (scheduler class, steps, guidance, size).
         self.settings = settings
 
-    @property
-    def scheduler_name(self) -> str:
-        """Class name of the scheduler in use, e.g. ``'PNDMScheduler'``."""
-        return type(self.pipeline.scheduler).__name__
-
     def cache_fingerprint(self) -> str:
         return settings_fingerprint(
             self.ref.fingerprint,
