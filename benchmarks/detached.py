@@ -77,9 +77,9 @@ def collect(state: Path, wait_s: float, into: Path) -> int:
     ended = (state / EXIT_STATUS).exists()
     into.mkdir(parents=True, exist_ok=True)
     for path in sorted(state.iterdir()):
-        changed = path.stat().st_mtime >= started - MTIME_SLACK_S
-        if path.is_file() and path.name != PID and not path.name.endswith(".tmp") and changed:
-            shutil.copyfile(path, into / path.name)
+        if path.is_file() and path.name != PID and not path.name.endswith(".tmp"):
+            if path.stat().st_mtime >= started - MTIME_SLACK_S:  # written by this run
+                shutil.copyfile(path, into / path.name)
     if running and not ended:
         print(f"still running after {wait_s:g} s; its log so far is in {into / LOG}")
         return STILL_RUNNING

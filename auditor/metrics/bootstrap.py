@@ -194,9 +194,10 @@ def bca_p_value_above(
     Test inversion, as :func:`p_value_above` does for the percentile interval: the smallest
     one-sided level ``α`` at which BCa's lower bound (the quantile at
     ``Φ(z0 + (z0 + z_α) / (1 − a (z0 + z_α)))``, :func:`bca_bounds`) still lies above
-    ``value``. That bound passes ``value`` where its quantile level reaches
-    ``F = (1 + #resamples <= value) / (1 + #defined resamples)``, so with ``d = Φ⁻¹(F) − z0``,
-    ``p = Φ(d / (1 + a d) − z0)``; with ``z0 = a = 0`` it is ``F``, the percentile p-value.
+    ``value``. That bound passes ``value`` where its quantile level reaches ``F``, the
+    percentile p-value (:func:`p_value_above`: the smoothed share of resamples at or below
+    ``value``, or the level where the interpolated quantile passes it, whichever is larger),
+    so with ``d = Φ⁻¹(F) − z0``, ``p = Φ(d / (1 + a d) − z0)``; with ``z0 = a = 0`` it is ``F``.
 
     Where every resample lies at or below ``value`` (``F = 1``) so does every bound: p is 1.
 
@@ -208,7 +209,7 @@ def bca_p_value_above(
 
     samples = np.asarray(samples, dtype=np.float64)
     z0, acceleration, note = _bca_correction(estimate, samples, jackknife)
-    share = p_value_above(samples, value)  # F: the smoothed share of resamples at or below ``value``
+    share = p_value_above(samples, value)  # F: the level at which the percentile lower bound passes ``value``
     below_all = share >= 1
     with np.errstate(divide="ignore", invalid="ignore"):
         d = ndtri(share) - z0
@@ -307,8 +308,7 @@ def p_value_above(samples: np.ndarray, value: float = 0.0) -> np.ndarray:
     defined = ~np.isnan(samples)
     count = defined.sum(axis=0)
     at_or_below = (defined & (samples <= value)).sum(axis=0)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        share = (1.0 + at_or_below) / (1.0 + count)
+    share = (1.0 + at_or_below) / (1.0 + count)
     return np.where(count > 0, np.maximum(share, _level_passing(samples, value)), np.nan)
 
 
