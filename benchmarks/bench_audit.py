@@ -29,7 +29,10 @@ model checks it: both sides must decode the same number of token rows, or the be
 stops. Reported per measurement: wall seconds, images/s and VQA pairs/s over the phases,
 GPU idle share (NVML utilisation sampled every 50 ms: the time no kernel ran), peak GPU
 memory. Results go to ``benchmarks/results/<gpu>-<date>.json`` with the exact command,
-versions and device, rewritten after every run: a session cut short keeps what it finished.
+versions, device and digests of the code measured, rewritten after every run: a session cut
+short keeps what it finished. Each run is kept as measured beside the summary, so
+``benchmarks/merge_results.py`` can pool the runs of several sessions (a lent GPU's time
+holds one or two paper-size runs, not three of every side).
 
 ``--budget-minutes`` fits a session to a lent GPU's fixed time: the UNet is measured right
 after the warm-ups, and a run starts only while its expected time is left; what did not fit
@@ -504,6 +507,11 @@ def measure(setup: Setup, name: str, sets: list[tuple[str, str]], workdir: Path)
     return result
 
 
+def kept_run(run: dict) -> dict:
+    """A run as the results file keeps it: everything measured, without the answers (compared, then dropped)."""
+    return {key: value for key, value in run.items() if key != "answers"}
+
+
 def summarise(runs: list[dict]) -> dict:
     walls = [run["wall_s"] for run in runs]
     generation = [run["phases"].get("generate") for run in runs]
@@ -525,6 +533,43 @@ def summarise(runs: list[dict]) -> dict:
         "peak_memory_gib": max((run["peak_memory_gib"] or 0) for run in runs) or None,
         **{key: last[key] for key in ("batch_size", "optimizations") if key in last},
     }
+
+
+#: The benchmark's own files: the authors' loop and the models measured are defined in them.
+BENCHMARK_FILES = ("bench_audit.py", "real_models.py")
+#: auditor's sources (code, prompts, word lists, templates), read where its package is, links followed.
+AUDITOR_SOURCES = {".py", ".yaml", ".j2", ".txt"}
+
+
+def code_digests() -> dict[str, str]:
+    """sha256 (16 hex digits) of the benchmark's files and of auditor's sources. A lent GPU machine gets a copy
+    of the working tree without git, so no commit can say which code was measured; runs are pooled across
+    sessions only where the digests their measurement depends on (:func:`code_kinds`) agree."""
+    import hashlib
+    import os
+
+    import auditor
+
+    here = Path(__file__).resolve().parent
+    package = Path(auditor.__file__).resolve().parent
+    walked = os.walk(package, followlinks=True)  # auditor/prompts links to the repository's prompts/
+    sources = {
+        "benchmark": (here, [here / name for name in BENCHMARK_FILES]),
+        "auditor": (package, sorted(Path(folder, name) for folder, _, names in walked for name in names
+                                    if Path(name).suffix in AUDITOR_SOURCES)),
+    }  # fmt: skip
+    digests = {}
+    for kind, (root, paths) in sources.items():
+        digest = hashlib.sha256()
+        for path in paths:
+            digest.update(path.relative_to(root).as_posix().encode() + b"\0" + path.read_bytes() + b"\0")
+        digests[kind] = digest.hexdigest()[:16]
+    return digests
+
+
+def code_kinds(measurement: str) -> tuple[str, ...]:
+    """The code digests a measurement's numbers depend on (the authors' loop runs none of auditor's stages)."""
+    return ("benchmark",) if measurement.startswith("authors") else ("benchmark", "auditor")
 
 
 def environment(args: argparse.Namespace) -> dict:
@@ -549,6 +594,7 @@ def environment(args: argparse.Namespace) -> dict:
         "python": platform.python_version(),
         "versions": versions,
         "device": device,
+        "code": code_digests(),
         "settings": {key: value for key, value in vars(args).items() if key != "out"},
     }
 
@@ -584,7 +630,7 @@ def _run(args: argparse.Namespace, root: Path) -> dict:
         entry = results["models"].setdefault(t2i, {
             "size_px": setup.size, "steps": setup.steps, "prompt_sets": len(sets), "images_per_set": setup.images,
             "questions_per_image": len(setup.questions(sets)[0]) + 1, "answer_tokens": setup.tokens,
-            "measurements": {}, "errors": {}, "left_out_for_budget": {},
+            "measurements": {}, "runs": {}, "errors": {}, "left_out_for_budget": {},
         })  # fmt: skip
         names = [name for name in MEASUREMENTS if name in args.only and name != "unet"]
         runs: dict[str, list[dict]] = {name: [] for name in names}
@@ -612,7 +658,8 @@ def _run(args: argparse.Namespace, root: Path) -> dict:
                 warmup_walls[name] = warmup["wall_s"]
         if "unet" in args.only:  # short, and a target of its own: before the long runs a budget may cut
             if budget.fits(None):
-                entry["measurements"]["unet"] = unet_throughput(setup, "auto", args.compile, args.unet_iterations)
+                unet = unet_throughput(setup, "auto", args.compile, args.unet_iterations)
+                entry["measurements"]["unet"], entry["runs"]["unet"] = unet, [unet]
             else:
                 entry["left_out_for_budget"]["unet"] = 1
             write()
@@ -621,6 +668,7 @@ def _run(args: argparse.Namespace, root: Path) -> dict:
                 result = attempt(name, None)
                 if result is not None:  # summarised at once: a session cut short keeps what it measured
                     runs[name].append(result)
+                    entry["runs"][name] = [kept_run(run) for run in runs[name]]
                     entry["measurements"][name] = summarise(runs[name])
                     write()
         measured = {name: name_runs for name, name_runs in runs.items() if name_runs}  # one that failed later too

@@ -31,6 +31,7 @@ def test_bench_audit_tiny_runs_every_measurement_on_the_same_work(tmp_path):
     report = json.loads(out.read_text())
     assert report["command"].endswith(f"--out {out}") and report["device"]["kind"] == "cpu"
     assert report["versions"]["torch"] and report["versions"]["diffusers"]
+    assert set(report["code"]) == {"benchmark", "auditor"}
     sd15 = report["models"]["sd15"]
     assert sd15["errors"] == {}
     assert sd15["checks"] == {"same_decoded_token_rows": True, "executors_same_answers": True}
@@ -46,10 +47,13 @@ def test_bench_audit_tiny_runs_every_measurement_on_the_same_work(tmp_path):
         # Every answer decoded to its full budget on both sides: the same work.
         assert m["decoded_token_rows"] == m["vqa_pairs"] * sd15["answer_tokens"]
         assert m["images_per_s"] > 0 and m["vqa_pairs_per_s"] > 0
+        [run] = sd15["runs"][name]  # kept as measured, for merge_results.py; the answers were compared, then dropped
+        assert round(run["wall_s"], 2) == m["wall_s"]["median"] and "answers" not in run
     assert measured["authors"]["images_generated"] == images
     assert measured["auditor-sequential"]["batch_size"] == 4  # --batch-size auto on a CPU
     unet = measured["unet"]
     assert unet["flops_per_forward"] > 0 and unet["achieved_tflops"] > 0 and unet["unet_batch"] == 8
+    assert sd15["runs"]["unet"] == [unet]
     assert "sd15" in result.stdout and "auditor-overlapped" in result.stdout
 
 

@@ -1,0 +1,151 @@
+"""Pool the runs of several ``bench_audit.py`` sessions into one results file.
+
+A lent GPU is lent for about 30 minutes of device time, and at the paper's size one run of the
+authors' loop takes over a quarter of an hour: three runs of every side take several sessions.
+Each session's file keeps its runs as measured (``runs``); this script pools them per model and
+measurement and summarises them as ``bench_audit.py`` does, naming the files they came from.
+
+Runs are pooled only where they measured the same thing, else it stops and says what differs:
+the same GPU, Python and package versions; for each model, the same image size, steps, prompt
+sets, images, questions and answer tokens; for each measurement, the same code (the digests of
+``code_kinds``) and, for auditor's side and the UNet, the same batch size and optimisations.
+Every pooled run must have decoded the same token rows, as within one session.
+
+Usage: ``python benchmarks/merge_results.py SESSION.json ... --out benchmarks/results/<name>.json``
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from bench_audit import check_same_work, code_kinds, print_table, summarise  # noqa: E402
+
+#: What every pooled file must share.
+SAME_SESSION = ("python", "versions", "device")
+#: What every pooled file must share about one text-to-image model.
+SAME_WORK = ("size_px", "steps", "prompt_sets", "images_per_set", "questions_per_image", "answer_tokens")
+#: What a run records about how it ran, which must agree between pooled runs (auditor's side and the UNet).
+SAME_RUN = ("batch_size", "optimizations", "unet_batch")
+
+
+class Incomparable(ValueError):
+    """Two sessions' runs measured different things; the message says what differs and where."""
+
+
+def load_session(path: Path) -> dict:
+    """A results file that keeps its runs (written by ``bench_audit.py`` since it records them)."""
+    try:
+        session = json.loads(path.read_text())
+    except (OSError, json.JSONDecodeError) as exc:
+        raise Incomparable(f"{path}: not a results file ({exc})") from None
+    if "code" not in session or any("runs" not in entry for entry in session.get("models", {}).values()):
+        raise Incomparable(f"{path}: written before bench_audit.py kept each run and the code's digests; it cannot be pooled")
+    return session
+
+
+def merge(sessions: dict[str, dict], command: str) -> dict[str, Any]:
+    """The sessions' runs pooled per model and measurement and summarised (``sessions``: file name -> contents)."""
+    first_name, first = next(iter(sessions.items()))
+    for name, session in sessions.items():
+        for key in SAME_SESSION:
+            _same(session[key], first[key], f"{key} of {name} and {first_name}")
+    merged: dict[str, Any] = {
+        "command": command,
+        "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        **{key: first[key] for key in SAME_SESSION},
+        "merged_from": [{"file": name, "command": session["command"], "date": session["date"], "code": session["code"]}
+                        for name, session in sessions.items()],
+        "models": {},
+    }  # fmt: skip
+    for name, session in sessions.items():
+        for t2i, entry in session["models"].items():
+            _pool(merged["models"], t2i, entry, name, session["code"])
+    for entry in merged["models"].values():
+        _summarise(entry)
+    return merged
+
+
+def _pool(models: dict[str, dict], t2i: str, entry: dict, source: str, code: dict[str, str]) -> None:
+    """Add one session's runs of one model to the pooled ``models``."""
+    pooled = models.setdefault(t2i, {**{key: entry[key] for key in SAME_WORK}, "runs": {}, "errors": {},
+                                     "left_out_for_budget": {}, "executors_same_answers": []})  # fmt: skip
+    for key in SAME_WORK:
+        _same(entry[key], pooled[key], f"{t2i}'s {key} in {source}")
+    for measurement, runs in entry["runs"].items():
+        measured = {kind: code[kind] for kind in code_kinds(measurement)}
+        for run in runs:
+            tagged = {**run, "source": source, "code": measured}
+            for earlier in pooled["runs"].get(measurement, []):
+                where = f"{t2i} {measurement} in {source} and {earlier['source']}"
+                _same(tagged["code"], earlier["code"], f"code of {where}")
+                for key in SAME_RUN:
+                    _same(tagged.get(key), earlier.get(key), f"{key} of {where}")
+            pooled["runs"].setdefault(measurement, []).append(tagged)
+    for measurement, error in entry.get("errors", {}).items():
+        pooled["errors"].setdefault(measurement, []).append(f"{source}: {error}")
+    for measurement, count in entry.get("left_out_for_budget", {}).items():
+        pooled["left_out_for_budget"][measurement] = pooled["left_out_for_budget"].get(measurement, 0) + count
+    if "executors_same_answers" in entry.get("checks", {}):
+        pooled["executors_same_answers"].append(entry["checks"]["executors_same_answers"])
+
+
+def _summarise(entry: dict) -> None:
+    """The pooled runs' summaries and checks, in the shape of one session's."""
+    timed = {name: runs for name, runs in entry["runs"].items() if name != "unet"}
+    entry["measurements"] = {}
+    if "unet" in entry["runs"]:
+        entry["measurements"]["unet"] = median_unet(entry["runs"]["unet"])
+    entry["measurements"].update({name: summarise(runs) for name, runs in timed.items()})
+    for name, measurement in entry["measurements"].items():
+        measurement["sources"] = sorted({run["source"] for run in entry["runs"][name]})
+    checks = check_same_work(timed)
+    if not checks["same_decoded_token_rows"]:
+        raise Incomparable(f"the pooled runs decoded different work: {checks['decoded_token_rows']}")
+    same_answers = entry.pop("executors_same_answers")
+    if same_answers:  # compared within each session that ran both executors
+        checks["executors_same_answers"] = all(same_answers)
+    entry["checks"] = checks
+
+
+def median_unet(runs: list[dict]) -> dict:
+    """The UNet measurement of median speed (the lower of the two middle ones), with how many were pooled."""
+    middle = statistics.median_low(run["achieved_tflops"] for run in runs)
+    chosen = next(run for run in runs if run["achieved_tflops"] == middle)
+    return {**{key: value for key, value in chosen.items() if key not in ("source", "code")}, "runs": len(runs)}
+
+
+def _same(value: Any, expected: Any, what: str) -> None:
+    if value != expected:
+        raise Incomparable(f"{what} differ: {value!r} and {expected!r}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("sessions", nargs="+", type=Path, help="Results files of bench_audit.py sessions.")
+    parser.add_argument("--out", type=Path, required=True, help="Where to write the pooled results.")
+    args = parser.parse_args(argv)
+    if len(set(args.sessions)) != len(args.sessions):
+        parser.error("a results file is named twice: its runs would be counted twice")
+    try:
+        sessions = {str(path): load_session(path) for path in args.sessions}
+        merged = merge(sessions, " ".join([Path(sys.executable).name, *sys.argv]))
+    except Incomparable as exc:
+        print(f"merge_results: {exc}", file=sys.stderr)
+        return 2
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(merged, indent=2) + "\n")
+    for t2i, entry in merged["models"].items():
+        print_table(t2i, entry)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
