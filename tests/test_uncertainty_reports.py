@@ -207,15 +207,42 @@ def test_compare_gives_each_change_an_interval_paired_over_shared_seeds(tmp_path
     assert gender["delta"] == 0 and gender["delta_ci"] == [0.0, 0.0]  # paired: the same run resampled the same way
     assert all(cf["delta_ci"] == [0.0, 0.0] for cf in gender["counterfactuals"])
     assert any("paired over their shared seeds" in note and "(--ci-seed 0)" in note for note in same["notes"])
-    assert same["intervals"] == {"resamples": 200, "level": 0.95, "method": "percentile", "seed": 0, "paired": True}
+    assert same["intervals"] == {
+        "resamples": 200, "level": 0.95, "method": "percentile", "seed": 0, "paired": True, "paired_seeds": 3,
+    }  # fmt: skip
 
     other = json.loads(run_auditor("compare", "pharmacist-sd15", "pharmacist-sd21", "--json").stdout)
-    assert any("independently (the runs used other seeds)" in note for note in other["notes"])
+    # Seeds 0 1 2 against 0 1: the two they share are paired, A's third is resampled on its own.
+    assert any("paired over the 2 seeds they share, the other seeds (1 of run A) independently" in note
+               for note in other["notes"])  # fmt: skip
+    assert other["intervals"]["paired"] is False and other["intervals"]["paired_seeds"] == 2
     shared = [cf for axis in other["axes"] for cf in axis["counterfactuals"] if cf["only_in"] is None]
     assert shared and all(cf["delta"] is None or cf["delta_ci"][0] <= cf["delta_ci"][1] for cf in shared)
     off = json.loads(run_auditor("compare", "pharmacist-sd15", "pharmacist-sd21", "--json", "--bootstrap", "0").stdout)
     assert all(axis["delta_ci"] is None for axis in off["axes"]) and "no change is claimed" in off["notes"][-1]
     assert off["intervals"] is None
+
+
+def test_paired_draws_share_one_draw_over_the_shared_seeds_and_keep_each_runs_size():
+    from auditor.metrics.bootstrap import resample_weights
+    from auditor.scoring.comparison import paired_draws
+
+    same = paired_draws([0, 1, 2, 3], [0, 1, 2, 3], 50, 7)
+    assert np.array_equal(same.a, resample_weights(4, 50, 7)) and np.array_equal(same.b, same.a)
+    assert (same.shared, same.unshared) == (4, (0, 0))
+
+    reordered = paired_draws([0, 1, 2, 3], [3, 2, 1, 0], 50, 7)  # a seed's column follows the seed, not its position
+    assert np.array_equal(reordered.b, reordered.a[:, ::-1])
+
+    nested = paired_draws(list(range(6)), [4, 0, 2], 200, 1)  # B drew 3 of A's 6 seeds
+    assert np.array_equal(nested.b, nested.a[:, [4, 0, 2]])
+    assert (nested.a.sum(axis=1) == 6).all() and (nested.b.sum(axis=1) == 3).all()  # each run keeps its size
+    assert (nested.a[:, [0, 2, 4]].sum(axis=1) == 3).all()  # the shared stratum is drawn as one
+    assert (nested.shared, nested.unshared) == (3, (3, 0))
+
+    apart = paired_draws([0, 1, 2], [10, 11], 200, 1)  # no seed shared: two draws of their own
+    assert np.array_equal(apart.a, resample_weights(3, 200, 2)) and np.array_equal(apart.b, resample_weights(2, 200, 3))
+    assert (apart.shared, apart.unshared) == (0, (3, 2))
 
 
 def _one_image_per_set(record):

@@ -226,7 +226,7 @@ def compare_records(a: RunRecord, b: RunRecord, changes: ChangeIntervals | None 
             "Relative BAV is not compared: it is relative within one run."
         )
     else:
-        how = "paired over their shared seeds" if changes.paired else "independently (the runs used other seeds)"
+        how = _pairing(changes)
         notes.append(
             f"Deltas are B minus A with {changes.settings.level:.0%} intervals from {changes.settings.resamples} "
             f"bootstrap resamples of both runs (--ci-seed {changes.settings.seed}), {how}; a change is coloured only "
@@ -248,9 +248,21 @@ def compare_records(a: RunRecord, b: RunRecord, changes: ChangeIntervals | None 
             "level": changes.settings.level,
             "method": "percentile",
             "seed": changes.settings.seed,
-            "paired": changes.paired,
+            "paired": changes.fully_paired,
+            "paired_seeds": changes.paired_seeds,
         },
     )
+
+
+def _pairing(changes: ChangeIntervals) -> str:
+    """How the two runs' seeds were resampled, in words."""
+    if changes.fully_paired:
+        return "paired over their shared seeds"
+    if not changes.paired_seeds:
+        return "independently (the runs share no seed)"
+    only_a, only_b = changes.unpaired_seeds
+    others = " and ".join(f"{count} of run {label}" for label, count in (("A", only_a), ("B", only_b)) if count)
+    return f"paired over the {changes.paired_seeds} seeds they share, the other seeds ({others}) independently"
 
 
 def _concept_settings_differ(a: RunRecord, b: RunRecord) -> str:

@@ -1,10 +1,12 @@
 """Intervals on the change between two runs: CAS(B) - CAS(A) and BAV(B) - BAV(A).
 
 Two audits of the same prompt (two models, or a model before and after a mitigation)
-usually share their seeds: image i of every set of both runs comes from seed i. Then the
-change is bootstrapped *paired*: one draw of seed indices is applied to both runs, so
-noise both runs share through a seed cancels. Runs with different seeds are resampled
-independently (each run its own draw), which gives wider, still honest, intervals. Each
+usually share their seeds: image i of every set of both runs comes from seed i. The
+change is bootstrapped *paired* over the seeds they share: one draw of those seeds is
+applied to both runs, so noise both runs share through a seed cancels. A run's other seeds
+(one run drew 40 images, the other 20 of the same seeds) are resampled independently, each
+run its own draw, so each run's resample keeps its own number of images. Runs that share no
+seed are resampled wholly independently, which gives wider, still honest, intervals. Each
 run is rescored with its own scoring settings, from its recorded answers.
 """
 
@@ -34,9 +36,16 @@ class ChangeIntervals:
     cas: dict[tuple[str, str], tuple[float | None, Interval]]
     #: axis -> BAV(B) - BAV(A), and its interval.
     bav: dict[str, tuple[float | None, Interval]]
-    #: True when both runs were resampled with the same draw of seed indices.
-    paired: bool
+    #: How many seeds the runs share, resampled with one draw for both.
+    paired_seeds: int
+    #: Seeds of run A, then of run B, that the other run lacks (each run's own draw).
+    unpaired_seeds: tuple[int, int]
     settings: BootstrapSettings
+
+    @property
+    def fully_paired(self) -> bool:
+        """Whether every seed of both runs was resampled with one draw for both."""
+        return self.paired_seeds > 0 and self.unpaired_seeds == (0, 0)
 
 
 def counterfactual_key(text: str) -> str:
@@ -50,15 +59,14 @@ def change_intervals(a: RunRecord, b: RunRecord, settings: BootstrapSettings) ->
 
     Axes are matched by name, counterfactuals by :func:`counterfactual_key`.
     """
-    paired = a.config.seeds == b.config.seeds
+    for record in (a, b):
+        check_resamplable(record.config.images_per_prompt)
+    draws = paired_draws(a.config.seeds, b.config.seeds, settings.resamples, settings.seed)
     samples = {}
-    for label, record, offset in (("a", a, 0), ("b", b, 0 if paired else 1)):
+    for label, record, weights in (("a", a, draws.a), ("b", b, draws.b)):
         plan = plan_of(record)
         axes = [(axis.name, axis.counterfactuals) for axis in plan.axes]
-        seeds = record.config.images_per_prompt
-        check_resamplable(seeds)
-        draws = bootstrap.resample_weights(seeds, settings.resamples, settings.seed + offset)
-        weights = np.vstack([np.ones((1, seeds)), draws])
+        weights = np.vstack([np.ones((1, weights.shape[1])), weights])
         try:
             found = tibet_samples(axes, record_counts(record), record.config.scoring, weights)
         except AuditorError as exc:
@@ -90,4 +98,41 @@ def change_intervals(a: RunRecord, b: RunRecord, settings: BootstrapSettings) ->
         axis: interval(found_b.bav[:, axes_b[axis]] - found_a.bav[:, axes_a[axis]])
         for axis in axes_a.keys() & axes_b.keys()
     }
-    return ChangeIntervals(cas=cas, bav=bav, paired=paired, settings=settings)
+    return ChangeIntervals(
+        cas=cas, bav=bav, paired_seeds=draws.shared, unpaired_seeds=draws.unshared, settings=settings
+    )
+
+
+@dataclass(frozen=True)
+class PairedDraws:
+    """Bootstrap weight rows of two runs over their own image indices (image i: the run's seed i)."""
+
+    a: np.ndarray
+    b: np.ndarray
+    #: Seeds both runs drew, resampled with one draw for both.
+    shared: int
+    #: Seeds only run A, and only run B, drew.
+    unshared: tuple[int, int]
+
+
+def paired_draws(seeds_a: list[int], seeds_b: list[int], resamples: int, seed: int) -> PairedDraws:
+    """Resample the seeds both runs drew with one draw for both (``seed``), and each run's other seeds with a
+    draw of its own (``seed + 1`` for A's, ``seed + 2`` for B's): a bootstrap stratified by whether a seed is
+    shared, so each run's resample has its own number of images and shared noise cancels in the change.
+
+    Runs with the same seeds in the same order get exactly the rows of one
+    ``resample_weights(len(seeds), resamples, seed)`` each."""
+    in_b = set(seeds_b)
+    shared = [value for value in seeds_a if value in in_b]
+    only = ([value for value in seeds_a if value not in in_b], [value for value in seeds_b if value not in set(seeds_a)])
+    columns: dict[tuple[str, int], np.ndarray] = {}
+    for stratum, values, offset in (("shared", shared, 0), ("a", only[0], 1), ("b", only[1], 2)):
+        if values:
+            rows = bootstrap.resample_weights(len(values), resamples, seed + offset)
+            columns.update({(stratum, value): rows[:, j] for j, value in enumerate(values)})
+
+    def weights(own: str, seeds: list[int]) -> np.ndarray:
+        return np.column_stack([columns[("shared", v)] if ("shared", v) in columns else columns[(own, v)] for v in seeds])
+
+    return PairedDraws(a=weights("a", seeds_a), b=weights("b", seeds_b), shared=len(shared),
+                       unshared=(len(only[0]), len(only[1])))  # fmt: skip
