@@ -362,13 +362,13 @@ def test_run_a_custom_test_end_to_end_with_tiny_models(tmp_path, tiny_models):
     assert (timings["embed"].computed, timings["embed"].cached) == (0, 20)
     assert rerun.result == record.result
 
-    # T2IAT runs are listed beside prompt audits; prompt-audit commands refuse them in one line.
+    # T2IAT runs are listed beside prompt audits, and `auditor report` shows them as `auditor t2iat report` does.
     listing = {row["run_id"]: row for row in json.loads(run_auditor("runs", "--json").stdout)}
     assert listing["first"]["kind"] == "t2iat_test" and listing["first"]["status"] == "completed"
     assert listing["first"]["prompt"].startswith("T2IAT test")
-    refused = run_auditor("report", "first", process=True)
-    assert refused.returncode == 2 and "is a T2IAT test record" in refused.stderr
-    assert len(refused.stderr.strip().splitlines()) == 1
+    assert json.loads(run_auditor("report", "first", "--json", process=True).stdout) == summary
+    shown_alike = run_auditor("report", "first", process=True)
+    assert shown_alike.returncode == 0 and shown_alike.stdout == run_auditor("t2iat", "report", "first", process=True).stdout
 
 
 @pytest.mark.parametrize("executor", ["sequential", "overlapped"])

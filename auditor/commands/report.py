@@ -22,13 +22,18 @@ def report(
     runs_dir: Path | None = common.RUNS_DIR,
 ) -> None:
     """Show what a run found: axes ranked by how much they lean, CAS per counterfactual, concepts
-    (for a batch or an exploration: its leaderboard; for a trace: its tables)."""
+    (for a batch or an exploration: its leaderboard; for a trace: its tables; a T2IAT or amplification run as
+    its own ``report`` command shows it)."""
     from auditor.core.console import err
     from auditor.core.store import RECORD_FILE
     from auditor.records import load_any_record
 
     folder = common.run_store(runs_dir).resolve(run)
     record = load_any_record(folder / RECORD_FILE)
+    study_report = _study_report(record)
+    if study_report is not None:
+        study_report(str(folder), html=html, json_output=json_output, runs_dir=None)
+        return
     write, as_json, render = _outputs(record, folder / RECORD_FILE)
     if html:
         path = write(record, folder)
@@ -39,9 +44,25 @@ def report(
         render(record, folder, out)
 
 
+def _study_report(record: StudyRecord) -> Callable[..., None] | None:
+    """The ``report`` command of a study with a command group of its own (T2IAT, amplification), which shows its
+    record; None for the kinds this command renders itself."""
+    from auditor.records import AmplificationRecord, OccupationsRecord, T2IATRecord
+
+    if isinstance(record, T2IATRecord | OccupationsRecord):
+        from auditor.commands.t2iat import report as t2iat_report
+
+        return t2iat_report
+    if isinstance(record, AmplificationRecord):
+        from auditor.commands.amplification import report as amplification_report
+
+        return amplification_report
+    return None
+
+
 def _outputs(record: StudyRecord, path: Path) -> tuple[Callable, Callable, Callable]:
     """The HTML writer ``(record, folder)``, JSON builder ``(record, folder)`` and terminal renderer
-    ``(record, folder, console)`` of the record's kind; a kind another command reports is a one-line error."""
+    ``(record, folder, console)`` of the record's kind (one :func:`_study_report` does not cover)."""
     from auditor.records import BatchRecord, ExploreRecord, RunRecord, TraceRecord, load_record
     from auditor.reporting import batch, explore, render_terminal, report_json, trace, write_html_report
 
@@ -51,7 +72,7 @@ def _outputs(record: StudyRecord, path: Path) -> tuple[Callable, Callable, Calla
         return explore.write_explore_report, explore.explore_json, explore.render_explore
     if isinstance(record, TraceRecord):
         return trace.write_trace_report, trace.trace_json, trace.render_trace
-    load_record(path, RunRecord)  # any other kind than a prompt audit: one line naming the command that reports it
+    load_record(path, RunRecord)  # a kind added later and not reported here: one line, not a traceback
     return (
         write_html_report,
         lambda run_record, _folder: report_json(run_record),
