@@ -376,8 +376,10 @@ def test_explore_offline_on_tiny_models_from_the_command_line(tiny_models, tmp_p
     assert {c.proposed_by for c in record.candidates} == {"offline"}
     assert all("WordNet noun" in c.origin or c.parent for c in record.candidates)
     assert record.config.text_embedder is not None or "exact match" in result.stderr
-    shown = run_auditor("report", data["run_dir"])
+    shown = run_auditor("report", data["run_dir"], env={"COLUMNS": "80"})
     assert shown.returncode == 0 and "Leaderboard" in shown.stdout and "Stopped because" in shown.stdout
+    header = next(line for line in shown.stdout.splitlines() if line.startswith("#  prompt"))
+    assert header.split()[-3:] == ["seeds", "adj.", "p"]  # every column fits 80 columns (the intervals wrap)
 
 
 @pytest.mark.parametrize(
