@@ -115,6 +115,25 @@ def test_tibet_file_through_the_cli(tmp_path):
     assert pairs == {("gender", "age"), ("age", "gender")}
 
 
+def test_image_sets_of_different_sizes_are_said_to_be_resampled_as_seeds_they_lack(tmp_path):
+    """The initial set has 4 images, every counterfactual 2: image i is seed i, so the counterfactuals lack seeds
+    2 and 3, and the notice says so instead of leaving '4 seeds' unexplained."""
+    parsed = parse_tibet_result(tibet_result())
+    assert parsed.warnings == [
+        "the image sets differ in size (4 images at most; gender/0 has 2, gender/1 has 2, age/0 has 2, age/1 has 2): "
+        "image i of "
+        "each set is taken as seed i, so a shorter set lacks the last seeds, and its intervals hold over the "
+        "resamples that draw one of its images"
+    ]
+    even = tibet_result()
+    even["concepts_initial"] = even["concepts_initial"][:2]
+    assert parse_tibet_result(even).warnings == []
+    path = tmp_path / "result.json"
+    path.write_text(json.dumps(tibet_result()))
+    result = run_auditor("score", str(path))
+    assert result.returncode == 0 and "the image sets differ in size" in " ".join(result.stderr.split())
+
+
 def test_tibet_file_frequency_normalization():
     scores = score_tibet_result(parse_tibet_result(tibet_result()), ScoringSettings(cas_normalization="frequency"))
     axes = {

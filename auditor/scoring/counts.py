@@ -111,8 +111,6 @@ def tibet_file_counts(result: TibetResult) -> ConceptCounts:
     )
 
 
-
-
 @dataclass(frozen=True)
 class SetEmbeddings:
     """Embeddings of one prompt set's usable images, with the seed index of each row."""

@@ -176,7 +176,7 @@ def parse_tibet_result(data: Any) -> TibetResult:
         answers = [_image_set(images, f"{where}[{k}]", n_questions) for k, images in enumerate(sets)]
         asked = [question for question, axis in zip(questions, tied) if axis == name]
         axes.append(TibetAxis(name=name, questions=asked, counterfactuals=prompts, answers=answers))
-    return TibetResult(
+    parsed = TibetResult(
         prompt=prompt,
         id=None if run_id is None else str(run_id),
         axes=axes,
@@ -185,6 +185,23 @@ def parse_tibet_result(data: Any) -> TibetResult:
         question_axes=tied,
         warnings=_question_warnings(questions, tied, list(counterfactuals)),
     )
+    parsed.warnings.extend(_size_warnings(parsed))
+    return parsed
+
+
+def _size_warnings(result: TibetResult) -> list[str]:
+    """A file whose image sets differ in size: image i of every set is taken as seed i, so a short set lacks the
+    last seeds, and the bootstrap's numbers exist only in resamples that draw one of its images."""
+    sizes = {prompt_id: len(images) for prompt_id, images in result.image_sets().items()}
+    longest = max(sizes.values())
+    short = [f"{prompt_id} has {size}" for prompt_id, size in sizes.items() if size < longest]
+    if not short:
+        return []
+    listed = ", ".join(short[:4]) + (f" and {len(short) - 4} more" if len(short) > 4 else "")
+    return [
+        f"the image sets differ in size ({longest} images at most; {listed}): image i of each set is taken as seed "
+        "i, so a shorter set lacks the last seeds, and its intervals hold over the resamples that draw one of its images"
+    ]
 
 
 def _question_warnings(questions: list[str], tied: list[str | None], axes: list[str]) -> list[str]:
