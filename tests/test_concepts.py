@@ -163,6 +163,21 @@ def test_a_lemma_store_answers_later_indexes_without_wordnet(tmp_path):
     assert merge_synonyms(*pairs[0], unwritable) == expected[0]  # scored all the same, nothing kept
 
 
+def test_two_processes_filling_one_store_keep_each_others_words(tmp_path):
+    path = tmp_path / "lemmas.json"
+    first, second = LemmaStore(path), LemmaStore(path)  # both read it before either wrote
+    first.add("car", frozenset({"car", "auto"}), "3.0")
+    second.add("dog", frozenset({"dog", "domestic_dog"}), "3.0")
+    first.save()
+    second.save()
+    assert LemmaStore(path).lemmas == {"car": frozenset({"car", "auto"}), "dog": frozenset({"dog", "domestic_dog"})}
+    other = LemmaStore(path)  # a file of another version (hand-copied) is not mixed in
+    other.version, other.lemmas = "2.1", {}
+    other.add("cat", frozenset({"cat"}), "2.1")
+    other.save()
+    assert LemmaStore(path).lemmas == {"cat": frozenset({"cat"})}
+
+
 def test_a_store_holding_anything_else_is_no_store(tmp_path):
     path = tmp_path / "lemmas.json"
     for text in (

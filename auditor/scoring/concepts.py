@@ -118,8 +118,9 @@ class LemmaStore:
     WordNet changed, gets a file of its own; none where NLTK might read another WordNet
     than auditor's), holds that WordNet's version and each word's lemma names. It is filled
     only from auditor's WordNet (:func:`~auditor.core.langdata.reads_auditors_wordnet`).
-    Written atomically: two processes at worst keep each their own new words, and a store
-    that cannot be read or written, or holds anything else, only costs the lookups again.
+    Written atomically, after reading the file again: words another process stored meanwhile
+    are kept (two writing in the same instant may still keep only one's). A store that cannot
+    be read or written, or holds anything else, only costs the lookups again.
     """
 
     #: Changes when what a word's entry holds changes (the lookup rule of :meth:`SynonymIndex.lemma_names`): a new
@@ -156,6 +157,9 @@ class LemmaStore:
 
         if not self._added:
             return
+        on_disk = LemmaStore(self.path)  # what other processes added since this one read the file
+        if on_disk.version == self.version:
+            self.lemmas = {**on_disk.lemmas, **self.lemmas}
         lemmas = {word: sorted(names) for word, names in sorted(self.lemmas.items())}
         try:
             atomic_write_text(self.path, json.dumps({"version": self.version, "lemmas": lemmas}) + "\n")
