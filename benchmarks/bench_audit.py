@@ -28,7 +28,8 @@ those tokens zeroed (random weights then never choose them). A counter on the la
 model checks it: both sides must decode the same number of token rows, or the benchmark
 stops. Reported per measurement: wall seconds, images/s and VQA pairs/s over the phases,
 GPU idle share (NVML utilisation sampled every 50 ms: the time no kernel ran), peak GPU
-memory. Results go to ``benchmarks/results/<gpu>-<date>.json`` with the exact command,
+memory, and where generation's time goes per image (UNet, VAE decode, the rest; runs that
+compile are not split). Results go to ``benchmarks/results/<gpu>-<date>.json`` with the exact command,
 versions, device and digests of the code measured, rewritten after every run: a session cut
 short keeps what it finished. Each run is kept as measured beside the summary, so
 ``benchmarks/merge_results.py`` can pool the runs of several sessions (a lent GPU's time
@@ -56,7 +57,7 @@ import tempfile
 import threading
 import time
 from collections.abc import Callable
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -217,6 +218,66 @@ class DecodeCounter:
             yield self
         finally:
             OPTForCausalLM.forward = original
+
+
+class GenerationSplit:
+    """Seconds a run's image generation spends in the UNet's forward and in the VAE's decode, on both sides.
+
+    The two methods are wrapped on their diffusers classes, so the authors' pipeline and auditor's
+    backend are timed alike. On CUDA each call is bracketed by two events on the calling thread's
+    stream, with no synchronisation (the run's timing barely changes), and the spans are summed once
+    the run has ended; on a CPU, by the clock. The rest of the generate phase is what generation
+    spends outside both: loading the model, text encoding, the scheduler, PNG files, hashing, the
+    cache (a batch-size probe's pipeline calls count in the UNet and the VAE). Under the overlapped
+    executor VQA kernels run beside these calls on their own stream, so the spans include time the
+    two share. A compiled run is not split: dynamo would trace the wrapper, and an event inside a
+    graph breaks it.
+    """
+
+    TIMED = (("unet", "UNet2DConditionModel", "forward"), ("vae_decode", "AutoencoderKL", "decode"))
+
+    def __init__(self, device: str):
+        self.device = device
+        self._spans: dict[str, list[tuple[Any, Any]]] = {name: [] for name, _, _ in self.TIMED}
+
+    @contextmanager
+    def timing(self):
+        import diffusers
+
+        originals = []
+        for name, class_name, method in self.TIMED:
+            owner = getattr(diffusers, class_name)
+            original = getattr(owner, method)
+            originals.append((owner, method, original))
+
+            def timed(module, *args, _original=original, _spans=self._spans[name], **kwargs):
+                started = self._mark()
+                result = _original(module, *args, **kwargs)
+                _spans.append((started, self._mark()))
+                return result
+
+            setattr(owner, method, timed)
+        try:
+            yield self
+        finally:
+            for owner, method, original in originals:
+                setattr(owner, method, original)
+
+    def _mark(self) -> Any:
+        if self.device != "cuda":
+            return time.perf_counter()
+        import torch
+
+        event = torch.cuda.Event(enable_timing=True)
+        event.record()
+        return event
+
+    def seconds(self) -> dict[str, float]:
+        """Seconds per timed method, summed over its calls (after the GPU has finished them)."""
+        synchronize()
+        if self.device != "cuda":
+            return {name: sum(end - start for start, end in spans) for name, spans in self._spans.items()}
+        return {name: sum(start.elapsed_time(end) for start, end in spans) / 1000 for name, spans in self._spans.items()}
 
 
 class IdleSampler:
@@ -491,7 +552,11 @@ def measure(setup: Setup, name: str, sets: list[tuple[str, str]], workdir: Path)
     if torch.cuda.is_available():
         torch.cuda.reset_peak_memory_stats()
     counter = DecodeCounter()
-    with IdleSampler(setup.device == "cuda") as sampler, counter.counting():
+    split = GenerationSplit(setup.device)
+    compiled = name in AUDITOR_VARIANTS and AUDITOR_VARIANTS[name][2] and setup.compile
+    with IdleSampler(setup.device == "cuda") as sampler, counter.counting(), (
+        nullcontext() if compiled else split.timing()
+    ):
         started = time.perf_counter()
         if name.startswith("authors"):
             calls = max(1, setup.images // 8) if name == "authors-6x" else 1
@@ -500,6 +565,7 @@ def measure(setup: Setup, name: str, sets: list[tuple[str, str]], workdir: Path)
             result = auditor_audit(setup, workdir, sets, name)
         wall = time.perf_counter() - started
     result["wall_s"] = wall
+    result["generation_split_s"] = None if compiled else split.seconds()
     result["decoded_token_rows"] = counter.rows
     result["gpu_idle_share"] = sampler.idle_share
     result["peak_memory_gib"] = round(torch.cuda.max_memory_allocated() / 2**30, 2) if torch.cuda.is_available() else None
@@ -529,6 +595,7 @@ def summarise(runs: list[dict]) -> dict:
         "images_generated": last["images_generated"],
         "vqa_pairs": last["pairs"],
         "decoded_token_rows": last["decoded_token_rows"],
+        "generation_s_per_image": generation_split(runs),
         "gpu_idle_share": [run["gpu_idle_share"] for run in runs],
         "peak_memory_gib": max((run["peak_memory_gib"] or 0) for run in runs) or None,
         **{key: last[key] for key in ("batch_size", "optimizations") if key in last},
@@ -570,6 +637,19 @@ def code_digests() -> dict[str, str]:
 def code_kinds(measurement: str) -> tuple[str, ...]:
     """The code digests a measurement's numbers depend on (the authors' loop runs none of auditor's stages)."""
     return ("benchmark",) if measurement.startswith("authors") else ("benchmark", "auditor")
+
+
+def generation_split(runs: list[dict]) -> dict[str, float] | None:
+    """Median seconds per generated image in the UNet, in the VAE's decode, and in the rest of the generate phase
+    (:class:`GenerationSplit`); None where a run was compiled (not split)."""
+    if any(run.get("generation_split_s") is None for run in runs):
+        return None
+    per_image = [
+        {**{name: value / run["images_generated"] for name, value in run["generation_split_s"].items()},
+         "rest": (run["phases"]["generate"] - sum(run["generation_split_s"].values())) / run["images_generated"]}
+        for run in runs
+    ]  # fmt: skip
+    return {name: significant(statistics.median(split[name] for split in per_image)) for name in per_image[0]}
 
 
 def environment(args: argparse.Namespace) -> dict:

@@ -47,7 +47,10 @@ def test_bench_audit_tiny_runs_every_measurement_on_the_same_work(tmp_path):
         # Every answer decoded to its full budget on both sides: the same work.
         assert m["decoded_token_rows"] == m["vqa_pairs"] * sd15["answer_tokens"]
         assert m["images_per_s"] > 0 and m["vqa_pairs_per_s"] > 0
+        split = m["generation_s_per_image"]  # nothing compiles with --tiny, so every run is split
+        assert split["unet"] > 0 and split["vae_decode"] > 0 and split["rest"] > 0
         [run] = sd15["runs"][name]  # kept as measured, for merge_results.py; the answers were compared, then dropped
+        assert run["generation_split_s"]["unet"] < run["phases"]["generate"]
         assert round(run["wall_s"], 2) == m["wall_s"]["median"] and "answers" not in run
     assert measured["authors"]["images_generated"] == images
     assert measured["auditor-sequential"]["batch_size"] == 4  # --batch-size auto on a CPU
@@ -156,3 +159,15 @@ def test_runs_that_decoded_different_work_are_flagged_with_their_rows():
     assert bench.check_same_work(differ) == {
         "same_decoded_token_rows": False, "decoded_token_rows": {"authors": [36], "auditor-default": [30]},
     }  # fmt: skip
+
+
+def test_generation_split_per_image_and_not_for_compiled_runs():
+    bench = _bench_module()
+
+    def run(generate, unet, vae):
+        return {"images_generated": 10, "phases": {"generate": generate}, "generation_split_s": {"unet": unet, "vae_decode": vae}}  # fmt: skip
+
+    runs = [run(10.0, 6.0, 2.0), run(12.0, 7.0, 2.0), run(20.0, 8.0, 4.0)]
+    # per image: unet .6 .7 .8, vae .2 .2 .4, rest .2 .3 .8 -> medians
+    assert bench.generation_split(runs) == {"unet": 0.7, "vae_decode": 0.2, "rest": 0.3}
+    assert bench.generation_split([*runs, {**runs[0], "generation_split_s": None}]) is None
