@@ -212,10 +212,10 @@ def test_compare_gives_each_change_an_interval_paired_over_shared_seeds(tmp_path
     }  # fmt: skip
 
     other = json.loads(run_auditor("compare", "pharmacist-sd15", "pharmacist-sd21", "--json").stdout)
-    # Seeds 0 1 2 against 0 1: the two they share are paired, A's third is resampled on its own.
-    assert any("paired over the 2 seeds they share, the other seeds (1 of run A) independently" in note
+    # Seeds 0 1 2 against 0 1: A's third seed alone in its stratum would never vary, so each run is resampled alone.
+    assert any("independently (pairing over the 2 seeds they share would leave a single seed" in note
                for note in other["notes"])  # fmt: skip
-    assert other["intervals"]["paired"] is False and other["intervals"]["paired_seeds"] == 2
+    assert other["intervals"]["paired"] is False and other["intervals"]["paired_seeds"] == 0
     shared = [cf for axis in other["axes"] for cf in axis["counterfactuals"] if cf["only_in"] is None]
     assert shared and all(cf["delta"] is None or cf["delta_ci"][0] <= cf["delta_ci"][1] for cf in shared)
     off = json.loads(run_auditor("compare", "pharmacist-sd15", "pharmacist-sd21", "--json", "--bootstrap", "0").stdout)
@@ -243,6 +243,19 @@ def test_paired_draws_share_one_draw_over_the_shared_seeds_and_keep_each_runs_si
     apart = paired_draws([0, 1, 2], [10, 11], 200, 1)  # no seed shared: two draws of their own
     assert np.array_equal(apart.a, resample_weights(3, 200, 2)) and np.array_equal(apart.b, resample_weights(2, 200, 3))
     assert (apart.shared, apart.unshared) == (0, (3, 2))
+
+    # One seed alone in a stratum would be drawn exactly once in every resample (its share of the variance lost):
+    # the runs are resampled apart instead, each with all of its seeds.
+    for seeds_b in ([0, 1, 2], [0, 9]):  # A's seed 3 alone; the shared seed 0 alone
+        lone = paired_draws([0, 1, 2, 3], seeds_b, 200, 1)
+        assert (lone.shared, lone.unshared) == (0, (4, len(seeds_b)))
+        assert np.array_equal(lone.a, resample_weights(4, 200, 2))
+        assert np.array_equal(lone.b, resample_weights(len(seeds_b), 200, 3))
+
+    # A seed repeated (records from before repeats were refused) pairs occurrence by occurrence.
+    repeated = paired_draws([0, 0, 1, 1], [0, 1, 0, 1], 100, 3)
+    assert np.array_equal(repeated.b, repeated.a[:, [0, 2, 1, 3]]) and (repeated.a.sum(axis=1) == 4).all()
+    assert (repeated.shared, repeated.unshared) == (4, (0, 0))
 
 
 def _one_image_per_set(record):

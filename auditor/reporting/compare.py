@@ -226,7 +226,7 @@ def compare_records(a: RunRecord, b: RunRecord, changes: ChangeIntervals | None 
             "Relative BAV is not compared: it is relative within one run."
         )
     else:
-        how = _pairing(changes)
+        how = _pairing(changes, len(set(a.config.seeds) & set(b.config.seeds)))
         notes.append(
             f"Deltas are B minus A with {changes.settings.level:.0%} intervals from {changes.settings.resamples} "
             f"bootstrap resamples of both runs (--ci-seed {changes.settings.seed}), {how}; a change is coloured only "
@@ -254,12 +254,17 @@ def compare_records(a: RunRecord, b: RunRecord, changes: ChangeIntervals | None 
     )
 
 
-def _pairing(changes: ChangeIntervals) -> str:
-    """How the two runs' seeds were resampled, in words."""
+def _pairing(changes: ChangeIntervals, shared_seeds: int) -> str:
+    """How the two runs' seeds were resampled (``shared_seeds``: how many they share), in words."""
     if changes.fully_paired:
         return "paired over their shared seeds"
     if not changes.paired_seeds:
-        return "independently (the runs share no seed)"
+        if not shared_seeds:
+            return "independently (the runs share no seed)"
+        return (
+            f"independently (pairing over the {shared_seeds} seeds they share would leave a single seed in a "
+            "stratum of its own, which resampling cannot vary)"
+        )
     only_a, only_b = changes.unpaired_seeds
     others = " and ".join(f"{count} of run {label}" for label, count in (("A", only_a), ("B", only_b)) if count)
     return f"paired over the {changes.paired_seeds} seeds they share, the other seeds ({others}) independently"

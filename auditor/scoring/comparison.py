@@ -6,7 +6,8 @@ change is bootstrapped *paired* over the seeds they share: one draw of those see
 applied to both runs, so noise both runs share through a seed cancels. A run's other seeds
 (one run drew 40 images, the other 20 of the same seeds) are resampled independently, each
 run its own draw, so each run's resample keeps its own number of images. Runs that share no
-seed are resampled wholly independently, which gives wider, still honest, intervals. Each
+seed, or whose pairing would leave one seed alone in a stratum, are resampled wholly
+independently, which gives wider, still honest, intervals. Each
 run is rescored with its own scoring settings, from its recorded answers.
 """
 
@@ -109,9 +110,9 @@ class PairedDraws:
 
     a: np.ndarray
     b: np.ndarray
-    #: Seeds both runs drew, resampled with one draw for both.
+    #: Seeds both runs drew, resampled with one draw for both (0 when the runs were resampled independently).
     shared: int
-    #: Seeds only run A, and only run B, drew.
+    #: Seeds only run A, and only run B, drew (resampled with each run's own draw).
     unshared: tuple[int, int]
 
 
@@ -120,19 +121,39 @@ def paired_draws(seeds_a: list[int], seeds_b: list[int], resamples: int, seed: i
     draw of its own (``seed + 1`` for A's, ``seed + 2`` for B's): a bootstrap stratified by whether a seed is
     shared, so each run's resample has its own number of images and shared noise cancels in the change.
 
-    Runs with the same seeds in the same order get exactly the rows of one
-    ``resample_weights(len(seeds), resamples, seed)`` each."""
-    in_b = set(seeds_b)
-    shared = [value for value in seeds_a if value in in_b]
-    only = ([value for value in seeds_a if value not in in_b], [value for value in seeds_b if value not in set(seeds_a)])
-    columns: dict[tuple[str, int], np.ndarray] = {}
-    for stratum, values, offset in (("shared", shared, 0), ("a", only[0], 1), ("b", only[1], 2)):
-        if values:
-            rows = bootstrap.resample_weights(len(values), resamples, seed + offset)
-            columns.update({(stratum, value): rows[:, j] for j, value in enumerate(values)})
+    A stratum's resamples vary its seeds' share of the variance by (n - 1) / n, so a stratum of one seed
+    would never vary at all and the intervals would come out too narrow: where a stratum would hold a single
+    seed, each run is resampled on its own instead (``seed + 1`` and ``seed + 2``). A seed a run repeats (an
+    old record) pairs with its same occurrence in the other run. Runs with the same seeds in the same order get
+    exactly the rows of one ``resample_weights(len(seeds), resamples, seed)`` each."""
+    keys_a, keys_b = _occurrences(seeds_a), _occurrences(seeds_b)
+    in_a, in_b = set(keys_a), set(keys_b)
+    strata = {
+        "shared": [key for key in keys_a if key in in_b],
+        "a": [key for key in keys_a if key not in in_b],
+        "b": [key for key in keys_b if key not in in_a],
+    }
+    if any(len(keys) == 1 for keys in strata.values()) or not strata["shared"]:
+        strata = {"shared": [], "a": keys_a, "b": keys_b}
+    columns: dict[tuple[int, int], np.ndarray] = {}
+    own: dict[str, dict[tuple[int, int], np.ndarray]] = {"a": {}, "b": {}}
+    for stratum, keys, offset in (("shared", strata["shared"], 0), ("a", strata["a"], 1), ("b", strata["b"], 2)):
+        if keys:
+            rows = bootstrap.resample_weights(len(keys), resamples, seed + offset)
+            (columns if stratum == "shared" else own[stratum]).update({key: rows[:, j] for j, key in enumerate(keys)})
+    return PairedDraws(
+        a=np.column_stack([columns.get(key, own["a"].get(key)) for key in keys_a]),
+        b=np.column_stack([columns.get(key, own["b"].get(key)) for key in keys_b]),
+        shared=len(strata["shared"]),
+        unshared=(len(strata["a"]), len(strata["b"])),
+    )
 
-    def weights(own: str, seeds: list[int]) -> np.ndarray:
-        return np.column_stack([columns[("shared", v)] if ("shared", v) in columns else columns[(own, v)] for v in seeds])
 
-    return PairedDraws(a=weights("a", seeds_a), b=weights("b", seeds_b), shared=len(shared),
-                       unshared=(len(only[0]), len(only[1])))  # fmt: skip
+def _occurrences(seeds: list[int]) -> list[tuple[int, int]]:
+    """Each seed with how many times it came before: (seed, 0) for a seed drawn once."""
+    seen: dict[int, int] = {}
+    keys = []
+    for value in seeds:
+        keys.append((value, seen.get(value, 0)))
+        seen[value] = seen.get(value, 0) + 1
+    return keys
