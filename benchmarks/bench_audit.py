@@ -56,6 +56,7 @@ import sys
 import tempfile
 import threading
 import time
+import uuid
 from collections.abc import Callable
 from contextlib import contextmanager, nullcontext
 from datetime import datetime, timezone
@@ -635,7 +636,8 @@ def code_digests() -> dict[str, str]:
 
 
 def code_kinds(measurement: str) -> tuple[str, ...]:
-    """The code digests a measurement's numbers depend on (the authors' loop runs none of auditor's stages)."""
+    """The code digests a measurement's numbers depend on. The authors' loop runs none of auditor's stages; it
+    borrows only the questions' wording, which each model's entry records (``questions``) for pooling to compare."""
     return ("benchmark",) if measurement.startswith("authors") else ("benchmark", "auditor")
 
 
@@ -669,6 +671,7 @@ def environment(args: argparse.Namespace) -> dict:
         device = {"kind": "cuda", "name": properties.name, "memory_gib": round(properties.total_memory / 2**30, 1),
                   "cuda": torch.version.cuda}  # fmt: skip
     return {
+        "session": uuid.uuid4().hex,  # names this session's runs when merge_results.py pools several
         "command": " ".join([Path(sys.executable).name, *sys.argv]),
         "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
         "python": platform.python_version(),
@@ -710,6 +713,7 @@ def _run(args: argparse.Namespace, root: Path) -> dict:
         entry = results["models"].setdefault(t2i, {
             "size_px": setup.size, "steps": setup.steps, "prompt_sets": len(sets), "images_per_set": setup.images,
             "questions_per_image": len(setup.questions(sets)[0]) + 1, "answer_tokens": setup.tokens,
+            "questions": [*setup.questions(sets)[0], setup.questions(sets)[1]],
             "measurements": {}, "runs": {}, "errors": {}, "left_out_for_budget": {},
         })  # fmt: skip
         names = [name for name in MEASUREMENTS if name in args.only and name != "unet"]
@@ -795,12 +799,9 @@ def expected_seconds(
 def check_same_work(runs: dict[str, list[dict]]) -> dict:
     """Whether every measurement decoded the same token rows (if not, the comparison is void and the
     driver stops, with the rows in the results), and whether auditor's two executors, with the same
-    settings, gave the same answers."""
-    rows = {name: sorted({run["decoded_token_rows"] for run in name_runs}) for name, name_runs in runs.items()}
-    if len({row for values in rows.values() for row in values}) > 1:
-        return {"same_decoded_token_rows": False, "decoded_token_rows": rows}
-    checks: dict[str, Any] = {"same_decoded_token_rows": True}
-    if "auditor-sequential" in runs and "auditor-overlapped" in runs:
+    settings, gave the same answers (compared here, then dropped from the runs)."""
+    checks = same_decoded_rows(runs)
+    if checks["same_decoded_token_rows"] and "auditor-sequential" in runs and "auditor-overlapped" in runs:
         checks["executors_same_answers"] = all(
             a["answers"] == b["answers"] for a, b in zip(runs["auditor-sequential"], runs["auditor-overlapped"])
         )
@@ -808,6 +809,14 @@ def check_same_work(runs: dict[str, list[dict]]) -> dict:
         for run in name_runs:
             run.pop("answers", None)
     return checks
+
+
+def same_decoded_rows(runs: dict[str, list[dict]]) -> dict:
+    """``same_decoded_token_rows``, with each measurement's rows where they differ."""
+    rows = {name: sorted({run["decoded_token_rows"] for run in name_runs}) for name, name_runs in runs.items()}
+    if len({row for values in rows.values() for row in values}) > 1:
+        return {"same_decoded_token_rows": False, "decoded_token_rows": rows}
+    return {"same_decoded_token_rows": True}
 
 
 def print_table(t2i: str, entry: dict) -> None:

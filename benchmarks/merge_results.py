@@ -7,9 +7,11 @@ measurement and summarises them as ``bench_audit.py`` does, naming the files the
 
 Runs are pooled only where they measured the same thing, else it stops and says what differs:
 the same GPU, Python and package versions; for each model, the same image size, steps, prompt
-sets, images, questions and answer tokens; for each measurement, the same code (the digests of
-``code_kinds``) and, for auditor's side and the UNet, the same batch size and optimisations.
-Every pooled run must have decoded the same token rows, as within one session.
+sets, images, questions (their wording too) and answer tokens; for each measurement, the same
+code (the digests of ``code_kinds``) and, for auditor's side and the UNet, the same batch size
+and optimisations. Every pooled run must have decoded the same token rows, as within one session.
+A merged file may be merged again with later sessions; a session given twice (itself, or inside
+a merged file) is refused, since its runs would count twice.
 
 Usage: ``python benchmarks/merge_results.py SESSION.json ... --out benchmarks/results/<name>.json``
 """
@@ -26,12 +28,14 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from bench_audit import check_same_work, code_kinds, print_table, summarise  # noqa: E402
+from bench_audit import code_kinds, print_table, same_decoded_rows, summarise  # noqa: E402
 
 #: What every pooled file must share.
 SAME_SESSION = ("python", "versions", "device")
 #: What every pooled file must share about one text-to-image model.
-SAME_WORK = ("size_px", "steps", "prompt_sets", "images_per_set", "questions_per_image", "answer_tokens")
+SAME_WORK = (
+    "size_px", "steps", "prompt_sets", "images_per_set", "questions_per_image", "questions", "answer_tokens",
+)  # fmt: skip
 #: What a run records about how it ran, which must agree between pooled runs (auditor's side and the UNet).
 SAME_RUN = ("batch_size", "optimizations", "unet_batch")
 
@@ -41,14 +45,29 @@ class Incomparable(ValueError):
 
 
 def load_session(path: Path) -> dict:
-    """A results file that keeps its runs (written by ``bench_audit.py`` since it records them)."""
+    """A results file that keeps its runs: one session's (written by ``bench_audit.py`` since it records them and
+    the code's digests) or a merged one (whose runs each name their session and code)."""
     try:
         session = json.loads(path.read_text())
     except (OSError, json.JSONDecodeError) as exc:
         raise Incomparable(f"{path}: not a results file ({exc})") from None
-    if "code" not in session or any("runs" not in entry for entry in session.get("models", {}).values()):
-        raise Incomparable(f"{path}: written before bench_audit.py kept each run and the code's digests; it cannot be pooled")
+    if not isinstance(session, dict) or not isinstance(session.get("models"), dict):
+        raise Incomparable(f"{path}: not a results file of bench_audit.py")
+    entries = session["models"].values()
+    has_questions = all("questions" in entry for entry in entries)
+    kept = "merged_from" in session or ("code" in session and "session" in session)
+    if not kept or not has_questions or any("runs" not in entry for entry in entries):
+        raise Incomparable(
+            f"{path}: written before bench_audit.py kept each run, the code's digests and the questions; it cannot be pooled"
+        )
     return session
+
+
+def sessions_of(name: str, results: dict) -> list[dict]:
+    """The sessions whose runs ``results`` holds: itself, or those a merged file was pooled from."""
+    if "merged_from" in results:
+        return results["merged_from"]
+    return [{"file": name, **{key: results[key] for key in ("session", "command", "date", "code")}}]
 
 
 def merge(sessions: dict[str, dict], command: str) -> dict[str, Any]:
@@ -57,40 +76,53 @@ def merge(sessions: dict[str, dict], command: str) -> dict[str, Any]:
     for name, session in sessions.items():
         for key in SAME_SESSION:
             _same(session[key], first[key], f"{key} of {name} and {first_name}")
+    merged_from = [source for name, session in sessions.items() for source in sessions_of(name, session)]
+    seen: dict[str, str] = {}
+    for source in merged_from:
+        if source["session"] in seen:
+            raise Incomparable(
+                f"the session of {source['file']} is given twice (also as {seen[source['session']]}): its runs would "
+                "count twice"
+            )
+        seen[source["session"]] = source["file"]
     merged: dict[str, Any] = {
         "command": command,
         "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
         **{key: first[key] for key in SAME_SESSION},
-        "merged_from": [{"file": name, "command": session["command"], "date": session["date"], "code": session["code"]}
-                        for name, session in sessions.items()],
+        "merged_from": merged_from,
         "models": {},
-    }  # fmt: skip
+    }
     for name, session in sessions.items():
         for t2i, entry in session["models"].items():
-            _pool(merged["models"], t2i, entry, name, session["code"])
+            _pool(merged["models"], t2i, entry, name, session.get("code"))
     for entry in merged["models"].values():
         _summarise(entry)
     return merged
 
 
-def _pool(models: dict[str, dict], t2i: str, entry: dict, source: str, code: dict[str, str]) -> None:
-    """Add one session's runs of one model to the pooled ``models``."""
+def _pool(models: dict[str, dict], t2i: str, entry: dict, source: str, code: dict[str, str] | None) -> None:
+    """Add one file's runs of one model to the pooled ``models`` (``code``: a session's digests; None for a merged
+    file, whose runs carry their own session and code)."""
     pooled = models.setdefault(t2i, {**{key: entry[key] for key in SAME_WORK}, "runs": {}, "errors": {},
                                      "left_out_for_budget": {}, "executors_same_answers": []})  # fmt: skip
     for key in SAME_WORK:
         _same(entry[key], pooled[key], f"{t2i}'s {key} in {source}")
     for measurement, runs in entry["runs"].items():
-        measured = {kind: code[kind] for kind in code_kinds(measurement)}
         for run in runs:
-            tagged = {**run, "source": source, "code": measured}
+            if code is None:
+                tagged = run
+            else:
+                tagged = {**run, "source": source, "code": {kind: code[kind] for kind in code_kinds(measurement)}}
             for earlier in pooled["runs"].get(measurement, []):
-                where = f"{t2i} {measurement} in {source} and {earlier['source']}"
+                where = f"{t2i} {measurement} in {tagged['source']} and {earlier['source']}"
                 _same(tagged["code"], earlier["code"], f"code of {where}")
                 for key in SAME_RUN:
                     _same(tagged.get(key), earlier.get(key), f"{key} of {where}")
             pooled["runs"].setdefault(measurement, []).append(tagged)
-    for measurement, error in entry.get("errors", {}).items():
-        pooled["errors"].setdefault(measurement, []).append(f"{source}: {error}")
+    for measurement, errors in entry.get("errors", {}).items():
+        pooled["errors"].setdefault(measurement, []).extend(
+            errors if code is None else [f"{source}: {errors}"]
+        )  # a merged file's are already listed with their sessions
     for measurement, count in entry.get("left_out_for_budget", {}).items():
         pooled["left_out_for_budget"][measurement] = pooled["left_out_for_budget"].get(measurement, 0) + count
     if "executors_same_answers" in entry.get("checks", {}):
@@ -106,7 +138,7 @@ def _summarise(entry: dict) -> None:
     entry["measurements"].update({name: summarise(runs) for name, runs in timed.items()})
     for name, measurement in entry["measurements"].items():
         measurement["sources"] = sorted({run["source"] for run in entry["runs"][name]})
-    checks = check_same_work(timed)
+    checks = same_decoded_rows(timed)
     if not checks["same_decoded_token_rows"]:
         raise Incomparable(f"the pooled runs decoded different work: {checks['decoded_token_rows']}")
     same_answers = entry.pop("executors_same_answers")

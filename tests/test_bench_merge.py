@@ -35,7 +35,9 @@ def run_session(folder: Path, monkeypatch, walls: dict[str, list[float]], rows: 
         wall = next(left[name])
         run = {"wall_s": wall, "phases": {"generate": wall / 4, "perceive": wall / 2}, "images_generated": 6,
                "pairs": 12, "decoded_token_rows": rows, "gpu_idle_share": 0.25, "peak_memory_gib": 2.0}  # fmt: skip
-        return run | ({"batch_size": 4, "optimizations": []} if name.startswith("auditor") else {})
+        if not name.startswith("auditor"):
+            return run
+        return run | {"batch_size": 4, "optimizations": [], "answers": {"initial": ["a man"]}}
 
     monkeypatch.setattr(bench, "Setup", _FakeSetup)
     monkeypatch.setattr(bench, "measure", measure)
@@ -97,12 +99,14 @@ def test_the_authors_loop_pools_across_auditor_code_changes_but_auditor_runs_do_
     [
         (lambda s: s["models"]["sd15"].update(answer_tokens=30), "sd15's answer_tokens"),
         (lambda s: s["versions"].update(torch="0.0"), "versions of"),
+        (lambda s: s["models"]["sd15"]["questions"].__setitem__(0, "Who is it?"), "sd15's questions"),
         (lambda s: s["device"].update(name="another GPU"), "device of"),
         (lambda s: s["code"].update(benchmark="0" * 16), "code of sd15 authors"),
         (lambda s: s["models"]["sd15"]["runs"]["auditor-default"][0].update(optimizations=["fused-qkv"]),
          "optimizations of sd15 auditor-default"),
         (lambda s: s["models"]["sd15"]["runs"]["authors"][0].update(decoded_token_rows=30), "decoded different work"),
         (lambda s: s.pop("code"), "written before bench_audit.py kept each run"),
+        (lambda s: s.pop("session"), "written before bench_audit.py kept each run"),
         (lambda s: s["models"]["sd15"].pop("runs"), "written before bench_audit.py kept each run"),
     ],
 )  # fmt: skip
@@ -112,6 +116,36 @@ def test_sessions_that_measured_something_else_are_refused_in_one_line(tmp_path,
     result = merge_files(tmp_path, first, second)
     assert result.returncode == 2 and result.stderr.startswith("merge_results: ") and says in result.stderr
     assert result.stderr.count("\n") == 1 and not (tmp_path / "merged.json").exists()
+
+
+def test_both_executors_pool_and_their_answer_checks_carry_over(tmp_path, monkeypatch):
+    walls = {"auditor-sequential": [1, 8], "auditor-overlapped": [1, 6]}
+    first, second = run_session(tmp_path / "a", monkeypatch, walls), run_session(tmp_path / "b", monkeypatch, walls)
+    assert json.loads(first.read_text())["models"]["sd15"]["checks"]["executors_same_answers"] is True
+    result = merge_files(tmp_path, first, second)
+    assert result.returncode == 0, result.stderr
+    sd15 = json.loads((tmp_path / "merged.json").read_text())["models"]["sd15"]
+    assert sd15["checks"] == {"same_decoded_token_rows": True, "executors_same_answers": True}
+    assert sd15["measurements"]["auditor-overlapped"]["runs"] == 2
+
+
+def test_a_merged_file_takes_later_sessions_but_not_one_it_holds(tmp_path, monkeypatch):
+    first = run_session(tmp_path / "a", monkeypatch, {"authors": [1, 10], "auditor-default": [1, 6]})
+    second = run_session(tmp_path / "b", monkeypatch, {"authors": [1, 12]})
+    third = run_session(tmp_path / "c", monkeypatch, {"authors": [1, 14]})
+    assert merge_files(tmp_path, first, second).returncode == 0
+    pooled = tmp_path / "pooled.json"
+    (tmp_path / "merged.json").rename(pooled)
+    again = merge_files(tmp_path, pooled, third)
+    assert again.returncode == 0, again.stderr
+    merged = json.loads((tmp_path / "merged.json").read_text())
+    assert [source["file"] for source in merged["merged_from"]] == [str(first), str(second), str(third)]
+    authors = merged["models"]["sd15"]["measurements"]["authors"]
+    assert authors["runs"] == 3 and authors["wall_s"]["median"] == 12.0
+    assert authors["sources"] == sorted(map(str, (first, second, third)))
+    twice = merge_files(tmp_path, pooled, second)
+    assert twice.returncode == 2 and "is given twice" in twice.stderr and str(second) in twice.stderr
+    assert merge_files(tmp_path, first, second, third).returncode == 0  # each session once: pooled
 
 
 def test_a_file_named_twice_is_refused(tmp_path, monkeypatch):
