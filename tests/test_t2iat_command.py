@@ -367,6 +367,8 @@ def test_run_a_custom_test_end_to_end_with_tiny_models(tmp_path, tiny_models):
     assert listing["first"]["kind"] == "t2iat_test" and listing["first"]["status"] == "completed"
     assert listing["first"]["prompt"].startswith("T2IAT test")
     assert json.loads(run_auditor("report", "first", "--json", process=True).stdout) == summary
+    both = run_auditor("report", "first", "--html", "--json")  # the page's path on stderr, the JSON on stdout
+    assert json.loads(both.stdout) == summary and both.stderr.strip().endswith("report.html")
     shown_alike = run_auditor("report", "first", process=True)
     assert shown_alike.returncode == 0 and shown_alike.stdout == run_auditor("t2iat", "report", "first", process=True).stdout
 

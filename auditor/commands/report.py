@@ -30,10 +30,6 @@ def report(
 
     folder = common.run_store(runs_dir).resolve(run)
     record = load_any_record(folder / RECORD_FILE)
-    study_report = _study_report(record)
-    if study_report is not None:
-        study_report(str(folder), html=html, json_output=json_output, runs_dir=None)
-        return
     write, as_json, render = _outputs(record, folder / RECORD_FILE)
     if html:
         path = write(record, folder)
@@ -44,28 +40,33 @@ def report(
         render(record, folder, out)
 
 
-def _study_report(record: StudyRecord) -> Callable[..., None] | None:
-    """The ``report`` command of a study with a command group of its own (T2IAT, amplification), which shows its
-    record; None for the kinds this command renders itself."""
-    from auditor.records import AmplificationRecord, OccupationsRecord, T2IATRecord
-
-    if isinstance(record, T2IATRecord | OccupationsRecord):
-        from auditor.commands.t2iat import report as t2iat_report
-
-        return t2iat_report
-    if isinstance(record, AmplificationRecord):
-        from auditor.commands.amplification import report as amplification_report
-
-        return amplification_report
-    return None
-
-
 def _outputs(record: StudyRecord, path: Path) -> tuple[Callable, Callable, Callable]:
     """The HTML writer ``(record, folder)``, JSON builder ``(record, folder)`` and terminal renderer
-    ``(record, folder, console)`` of the record's kind (one :func:`_study_report` does not cover)."""
-    from auditor.records import BatchRecord, ExploreRecord, RunRecord, TraceRecord, load_record
+    ``(record, folder, console)`` of the record's kind (a T2IAT or amplification run shown as its own ``report``
+    command shows it)."""
+    from auditor.records import (
+        AmplificationRecord,
+        BatchRecord,
+        ExploreRecord,
+        OccupationsRecord,
+        RunRecord,
+        T2IATRecord,
+        TraceRecord,
+        load_record,
+    )
     from auditor.reporting import batch, explore, render_terminal, report_json, trace, write_html_report
 
+    if isinstance(record, T2IATRecord | OccupationsRecord):
+        from auditor.reporting import t2iat
+        from auditor.reporting.t2iat_html import write_t2iat_report
+
+        if isinstance(record, T2IATRecord):
+            return write_t2iat_report, t2iat.test_run_json, t2iat.render_test_run
+        return write_t2iat_report, t2iat.occupations_json, t2iat.render_occupations
+    if isinstance(record, AmplificationRecord):
+        from auditor.reporting import amplification
+
+        return amplification.write_amplification_html, amplification.amplification_json, amplification.render_amplification
     if isinstance(record, BatchRecord):
         return batch.write_batch_report, batch.batch_json, batch.render_batch
     if isinstance(record, ExploreRecord):
