@@ -11,14 +11,20 @@ from pathlib import Path
 
 import pytest
 
-BENCH = Path(__file__).resolve().parent.parent / "benchmarks" / "bench_audit.py"
+BENCHMARKS = Path(__file__).resolve().parent.parent / "benchmarks"
+BENCH = BENCHMARKS / "bench_audit.py"
 
 
-def _bench_module():
-    spec = importlib.util.spec_from_file_location("bench_audit", BENCH)
+def benchmark_module(name: str):
+    """``benchmarks/<name>.py`` imported afresh (the benchmarks are scripts, not a package)."""
+    spec = importlib.util.spec_from_file_location(name, BENCHMARKS / f"{name}.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
+
+
+def _bench_module():
+    return benchmark_module("bench_audit")
 
 
 def test_bench_audit_tiny_runs_every_measurement_on_the_same_work(tmp_path):

@@ -3,7 +3,6 @@ thing, summarised as one session's are."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import subprocess
 import sys
@@ -11,16 +10,13 @@ from pathlib import Path
 
 import pytest
 
-from tests.test_bench_audit import _bench_module, _FakeSetup
+from tests.test_bench_audit import BENCHMARKS, _bench_module, _FakeSetup, benchmark_module
 
-MERGE = Path(__file__).resolve().parent.parent / "benchmarks" / "merge_results.py"
+MERGE = BENCHMARKS / "merge_results.py"
 
 
 def _merge_module():
-    spec = importlib.util.spec_from_file_location("merge_results", MERGE)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return benchmark_module("merge_results")
 
 
 def run_session(folder: Path, monkeypatch, walls: dict[str, list[float]], rows: int = 36) -> Path:
