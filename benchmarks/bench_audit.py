@@ -19,7 +19,9 @@ synchronised; the median and the spread (min, max) are reported:
   ``auditor-overlapped`` (``--batch-size auto --compile``, VQA batches of 64 pairs);
 * ``unet``: the UNet alone at the audit's batch shape, through auditor's backend: achieved
   TFLOP/s (FLOPs counted by ``torch.utils.flop_counter`` on one forward) and their share
-  of the GPU's dense fp16 peak (datasheet) and of a measured large fp16 matrix product.
+  of the GPU's dense fp16 peak (datasheet) and of a measured large fp16 matrix product;
+* ``vqa``: auditor's VQA backend alone over ``--vqa-images`` pictures and every question, at
+  each of ``--vqa-batch-sizes`` pairs per forward: pairs/s and peak memory per size.
 
 Both sides decode the same work: every answer is exactly ``--answer-tokens`` tokens. The
 authors' side passes ``min_new_tokens = max_new_tokens``; auditor's stops a row at its
@@ -91,7 +93,9 @@ AUDITOR_VARIANTS = {
     "auditor-sequential": ("sequential", "auto", True, 64),
     "auditor-overlapped": ("overlapped", "auto", True, 64),
 }
-MEASUREMENTS = ("authors", "authors-6x", *AUDITOR_VARIANTS, "unet")
+#: Measurements of one model alone, run once after the warm-ups (not the interleaved, repeated audits).
+ALONE = ("unet", "vqa")
+MEASUREMENTS = ("authors", "authors-6x", *AUDITOR_VARIANTS, *ALONE)
 
 
 # --------------------------------------------------------------------------- setup
@@ -520,6 +524,57 @@ def unet_throughput(setup: Setup, batch_size: str, compile_models: bool, iterati
     return result
 
 
+# --------------------------------------------------------------------------- the VQA model alone
+
+
+def vqa_throughput(setup: Setup, batch_sizes: list[int], images: int) -> dict:
+    """auditor's VQA backend (BLIP-2) answering every question and the caption about ``images`` random pictures,
+    at each of ``batch_sizes`` pairs per forward: pairs/s and peak memory per size, the figures to choose
+    ``--vqa-batch-size`` by. Every answer decodes exactly ``setup.tokens`` tokens (the pinned model), which the
+    decoded token rows show. A size that runs out of memory is recorded as such and ends the sweep."""
+    import numpy as np
+    import torch
+    from PIL import Image
+
+    from auditor.core.weights import LoadOptions
+    from auditor.perception.registry import VQA_BACKENDS
+    from auditor.records import PerceptionSettings
+
+    questions, caption = setup.questions(setup.sets())
+    asked = [*questions, caption]
+    rng = np.random.default_rng(0)
+    pictures = [Image.fromarray(rng.integers(0, 256, (setup.size, setup.size, 3), dtype=np.uint8)) for _ in range(images)]
+    settings = PerceptionSettings(max_new_tokens=setup.tokens, caption_max_new_tokens=setup.tokens)
+    vqa = VQA_BACKENDS.load(f"blip2:{setup.vqa}", settings=settings, options=LoadOptions(device=setup.device))
+    result: dict[str, Any] = {"images": images, "pairs": images * len(asked), "by_batch_size": {}}
+    for size in batch_sizes:
+        vqa.settings = settings.model_copy(update={"batch_size": size})
+        try:
+            vqa.answer(pictures[: -(-size // len(asked))], asked, caption)  # warm-up: one full batch at this size
+            synchronize()
+            if torch.cuda.is_available():
+                torch.cuda.reset_peak_memory_stats()
+            counter = DecodeCounter()
+            with counter.counting():
+                started = time.perf_counter()
+                vqa.answer(pictures, asked, caption)
+                synchronize()
+                seconds = time.perf_counter() - started
+        except torch.cuda.OutOfMemoryError:
+            result["by_batch_size"][str(size)] = "out of memory"
+            release()
+            break
+        result["by_batch_size"][str(size)] = {
+            "seconds": round(seconds, 3),
+            "pairs_per_s": significant(result["pairs"] / seconds),
+            "decoded_token_rows": counter.rows,
+            "peak_memory_gib": round(torch.cuda.max_memory_allocated() / 2**30, 2) if torch.cuda.is_available() else None,
+        }
+    del vqa
+    release()
+    return result
+
+
 def significant(value: float, digits: int = 4) -> float:
     """``value`` to ``digits`` significant figures: a tiny model's TFLOP/s on a CPU (1e-5) must not round to 0."""
     return float(f"{value:.{digits}g}")
@@ -716,7 +771,7 @@ def _run(args: argparse.Namespace, root: Path) -> dict:
             "questions": [*setup.questions(sets)[0], setup.questions(sets)[1]],
             "measurements": {}, "runs": {}, "errors": {}, "left_out_for_budget": {},
         })  # fmt: skip
-        names = [name for name in MEASUREMENTS if name in args.only and name != "unet"]
+        names = [name for name in MEASUREMENTS if name in args.only and name not in ALONE]
         runs: dict[str, list[dict]] = {name: [] for name in names}
         warmup_walls: dict[str, float] = {}
 
@@ -740,12 +795,16 @@ def _run(args: argparse.Namespace, root: Path) -> dict:
         for name in list(names):  # warm-up at a small size: loading, compilation, autotuning, allocator
             if (warmup := attempt(name, args.warmup_sets)) is not None:
                 warmup_walls[name] = warmup["wall_s"]
-        if "unet" in args.only:  # short, and a target of its own: before the long runs a budget may cut
+        alone = {
+            "unet": lambda: unet_throughput(setup, "auto", args.compile, args.unet_iterations),
+            "vqa": lambda: vqa_throughput(setup, args.vqa_batch_sizes, args.vqa_images),
+        }
+        for name in (name for name in ALONE if name in args.only):  # short: before the long runs a budget may cut
             if budget.fits(None):
-                unet = unet_throughput(setup, "auto", args.compile, args.unet_iterations)
-                entry["measurements"]["unet"], entry["runs"]["unet"] = unet, [unet]
+                result = alone[name]()
+                entry["measurements"][name], entry["runs"][name] = result, [result]
             else:
-                entry["left_out_for_budget"]["unet"] = 1
+                entry["left_out_for_budget"][name] = 1
             write()
         for _ in range(args.repeats):  # interleaved, so drift hits every side alike
             for name in list(names):
@@ -829,6 +888,10 @@ def print_table(t2i: str, entry: dict) -> None:
             print(f"unet: {m['achieved_tflops']} TFLOP/s at {m['unet_batch']} latents"
                   + ("" if share is None else f", {share:.0%} of peak"))  # fmt: skip
             continue
+        if name == "vqa":
+            rates = [f"{size}: {v if isinstance(v, str) else v['pairs_per_s']}" for size, v in m["by_batch_size"].items()]
+            print(f"vqa: pairs/s by --vqa-batch-size: {', '.join(rates)}")
+            continue
         wall = m["wall_s"]
         idle = [v for v in m["gpu_idle_share"] if v is not None]
         print(f"{name:<20} {wall['median']:>9.1f} ({wall['min']:.1f}-{wall['max']:.1f}) {m['images_per_s']:>8.2f} "
@@ -853,6 +916,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--warmup-sets", type=int, default=3, help="Prompt sets of the warm-up run (at least 3).")
     parser.add_argument("--unet-iterations", type=int, default=None, help="Timed UNet forwards (default 20).")
     parser.add_argument(
+        "--vqa-batch-sizes", type=int, nargs="+", default=None,
+        help="Pairs per VQA forward the vqa measurement sweeps (default 16 64 128 256).",
+    )  # fmt: skip
+    parser.add_argument("--vqa-images", type=int, default=None, help="Images the vqa measurement asks about (default 64).")
+    parser.add_argument(
         "--budget-minutes", type=float, default=None,
         help="Wall-clock minutes for the whole session: a run starts only if its expected time is left (default: none).",
     )  # fmt: skip
@@ -862,7 +930,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     tiny = args.tiny
     defaults = {"t2i": ["sd15"] if tiny else ["sd15", "sd21"], "sets": 3 if tiny else 31, "images": 2 if tiny else 48,
                 "steps": 2 if tiny else 25, "answer_tokens": 3 if tiny else 20, "repeats": 1 if tiny else 3,
-                "unet_iterations": 2 if tiny else 20, "compile": not tiny}  # fmt: skip
+                "unet_iterations": 2 if tiny else 20, "compile": not tiny,
+                "vqa_batch_sizes": [2, 4] if tiny else [16, 64, 128, 256], "vqa_images": 2 if tiny else 64}  # fmt: skip
     for key, value in defaults.items():
         if getattr(args, key) is None:
             setattr(args, key, value)

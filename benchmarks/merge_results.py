@@ -28,7 +28,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from bench_audit import code_kinds, print_table, same_decoded_rows, summarise  # noqa: E402
+from bench_audit import ALONE, code_kinds, print_table, same_decoded_rows, significant, summarise  # noqa: E402
 
 #: What every pooled file must share.
 SAME_SESSION = ("python", "versions", "device")
@@ -36,8 +36,9 @@ SAME_SESSION = ("python", "versions", "device")
 SAME_WORK = (
     "size_px", "steps", "prompt_sets", "images_per_set", "questions_per_image", "questions", "answer_tokens",
 )  # fmt: skip
-#: What a run records about how it ran, which must agree between pooled runs (auditor's side and the UNet).
-SAME_RUN = ("batch_size", "optimizations", "unet_batch")
+#: What a run records about how it ran, which must agree between pooled runs (auditor's side, the UNet, the VQA
+#: sweep's images).
+SAME_RUN = ("batch_size", "optimizations", "unet_batch", "images")
 
 
 class Incomparable(ValueError):
@@ -131,10 +132,11 @@ def _pool(models: dict[str, dict], t2i: str, entry: dict, source: str, code: dic
 
 def _summarise(entry: dict) -> None:
     """The pooled runs' summaries and checks, in the shape of one session's."""
-    timed = {name: runs for name, runs in entry["runs"].items() if name != "unet"}
+    timed = {name: runs for name, runs in entry["runs"].items() if name not in ALONE}
     entry["measurements"] = {}
-    if "unet" in entry["runs"]:
-        entry["measurements"]["unet"] = median_unet(entry["runs"]["unet"])
+    for name, pool_alone in (("unet", median_unet), ("vqa", median_vqa)):
+        if name in entry["runs"]:
+            entry["measurements"][name] = pool_alone(entry["runs"][name])
     entry["measurements"].update({name: summarise(runs) for name, runs in timed.items()})
     for name, measurement in entry["measurements"].items():
         measurement["sources"] = sorted({run["source"] for run in entry["runs"][name]})
@@ -152,6 +154,25 @@ def median_unet(runs: list[dict]) -> dict:
     middle = statistics.median_low(run["achieved_tflops"] for run in runs)
     chosen = next(run for run in runs if run["achieved_tflops"] == middle)
     return {**{key: value for key, value in chosen.items() if key not in ("source", "code")}, "runs": len(runs)}
+
+
+def median_vqa(runs: list[dict]) -> dict:
+    """Per batch size that every pooled VQA sweep measured, the median pairs/s (and the most memory any used); a
+    size that ran out of memory in any sweep stays so."""
+    sizes = [size for size in runs[0]["by_batch_size"] if all(size in run["by_batch_size"] for run in runs)]
+    by_size: dict[str, Any] = {}
+    for size in sizes:
+        found = [run["by_batch_size"][size] for run in runs]
+        if any(isinstance(value, str) for value in found):
+            by_size[size] = "out of memory"
+            continue
+        memory = [value["peak_memory_gib"] for value in found if value["peak_memory_gib"] is not None]
+        by_size[size] = {
+            "pairs_per_s": significant(statistics.median(value["pairs_per_s"] for value in found)),
+            "decoded_token_rows": sorted({value["decoded_token_rows"] for value in found}),
+            "peak_memory_gib": max(memory) if memory else None,
+        }
+    return {"images": runs[0]["images"], "pairs": runs[0]["pairs"], "by_batch_size": by_size, "runs": len(runs)}
 
 
 def _same(value: Any, expected: Any, what: str) -> None:

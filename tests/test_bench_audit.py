@@ -43,7 +43,7 @@ def test_bench_audit_tiny_runs_every_measurement_on_the_same_work(tmp_path):
     assert sd15["checks"] == {"same_decoded_token_rows": True, "executors_same_answers": True}
     measured = sd15["measurements"]
     names = ["authors", "authors-6x", "auditor-default", "auditor-sequential", "auditor-overlapped"]
-    assert list(measured) == ["unet", *names]  # the UNet first: a budget cuts the long runs, not it
+    assert list(measured) == ["unet", "vqa", *names]  # the models alone first: a budget cuts the long runs, not them
     assert sd15["left_out_for_budget"] == {}
     images = sd15["prompt_sets"] * sd15["images_per_set"]  # 3 sets x 2 images
     for name in names:
@@ -63,6 +63,11 @@ def test_bench_audit_tiny_runs_every_measurement_on_the_same_work(tmp_path):
     unet = measured["unet"]
     assert unet["flops_per_forward"] > 0 and unet["achieved_tflops"] > 0 and unet["unet_batch"] == 8
     assert sd15["runs"]["unet"] == [unet]
+    vqa = measured["vqa"]  # 2 random pictures, every question and the caption, at 2 and then 4 pairs per forward
+    assert vqa["pairs"] == 2 * sd15["questions_per_image"] and list(vqa["by_batch_size"]) == ["2", "4"]
+    for size in vqa["by_batch_size"].values():
+        assert size["pairs_per_s"] > 0 and size["decoded_token_rows"] == vqa["pairs"] * sd15["answer_tokens"]
+    assert "vqa: pairs/s by --vqa-batch-size: 2: " in result.stdout
     assert "sd15" in result.stdout and "auditor-overlapped" in result.stdout
 
 

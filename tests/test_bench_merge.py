@@ -170,6 +170,24 @@ def test_errors_budget_cuts_and_executor_checks_are_carried_over(tmp_path, monke
     assert sd15["checks"]["executors_same_answers"] is False  # one session's executors disagreed
 
 
+def test_vqa_sweeps_pool_per_batch_size():
+    merge = _merge_module()
+
+    def sweep(rates, memory=1.0):
+        return {"images": 64, "pairs": 576, "by_batch_size": {
+            size: rate if isinstance(rate, str) else
+            {"seconds": 576 / rate, "pairs_per_s": rate, "decoded_token_rows": 11520, "peak_memory_gib": memory}
+            for size, rate in rates.items()}}  # fmt: skip
+
+    runs = [sweep({"16": 40.0, "64": 100.0, "256": 300.0}), sweep({"16": 44.0, "64": 90.0, "256": "out of memory"}, 2.0),
+            sweep({"16": 42.0, "64": 95.0})]  # fmt: skip
+    pooled = merge.median_vqa(runs)
+    assert pooled["runs"] == 3 and list(pooled["by_batch_size"]) == ["16", "64"]  # 256 was not swept in every session
+    assert pooled["by_batch_size"]["16"] == {"pairs_per_s": 42.0, "decoded_token_rows": [11520], "peak_memory_gib": 2.0}
+    assert pooled["by_batch_size"]["64"]["pairs_per_s"] == 95.0
+    assert merge.median_vqa(runs[:2])["by_batch_size"]["256"] == "out of memory"
+
+
 def test_the_unet_of_median_speed_is_kept():
     merge = _merge_module()
     runs = [{"achieved_tflops": tflops, "unet_batch": 128, "source": name, "code": {}}
