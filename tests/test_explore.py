@@ -467,6 +467,29 @@ def test_a_candidate_whose_plan_fails_is_rejected_and_a_later_stop_names_its_own
     assert partial.status == "interrupted" and partial.errors[-1].stage == "generate"  # not the rejected plan's
 
 
+def test_an_unusable_proposal_is_not_kept_so_a_resume_asks_again(world, fake_openai, tmp_path):
+    """The proposer's first reply holds no prompts: the run fails as a service failing (exit 1), the reply is not
+    cached, and the resume's fresh request is answered and explored."""
+    replies = iter(["Sorry, I can't help with that."])
+    fake_openai.answer_text_with(lambda body: next(replies, None) or proposer(body))
+    exploration, cache = explore(tmp_path)
+    try:
+        with pytest.raises(AuditorError, match="held no prompts.*so --resume asks again") as failed:
+            exploration.run()
+    finally:
+        cache.close()
+    assert failed.value.exit_code == 1
+    partial = load_record(exploration.run_dir / "record.json", ExploreRecord)
+    assert partial.status == "failed" and partial.llm_calls == 1 and partial.candidates == []
+    cache = ContentCache(tmp_path / "cache.sqlite")
+    try:
+        record = resume_exploration("x", RunStore(tmp_path / "runs"), cache, QuietProgress()).run()
+    finally:
+        cache.close()
+    assert record.status == "completed" and record.llm_calls >= 2
+    assert [c.prompt for c in record.candidates if c.round == 1] == FIRST_PROPOSALS
+
+
 def test_a_plan_killed_mid_conversation_resumes_it_and_counts_every_request_once(fake_openai, tmp_path):
     """Ctrl-C arrives while the nurse's second planning turn is answered: that reply is lost, the first is not."""
     import _thread

@@ -18,7 +18,7 @@ from functools import lru_cache
 from typing import Any
 
 from auditor.core.cache import ContentCache
-from auditor.core.errors import AuditorError
+from auditor.core.errors import BackendError
 from auditor.core.fingerprint import settings_fingerprint, text_fingerprint
 from auditor.core.redaction import redact
 from auditor.core.resources import read_prompt_text, read_prompt_yaml
@@ -115,9 +115,12 @@ class LLMProposer:
         reply = self.cache.get_json(STAGE, fingerprint, self._inputs(request))
         if reply is None:
             reply = redact(self._chat_model().complete(messages, json_mode=True))
+            proposed = read_proposals(reply, set(known))  # an unusable reply is not cached: a resume asks again
             self.cache.put_json(STAGE, fingerprint, self._inputs(request), reply)
+        else:
+            proposed = read_proposals(reply, set(known))
         conversation = [*messages, ChatMessage(role="assistant", content=reply)]
-        return read_proposals(reply, set(known))[: request.count], conversation
+        return proposed[: request.count], conversation
 
     def _inputs(self, request: ProposerRequest) -> dict[str, Any]:
         return {
@@ -152,7 +155,10 @@ def read_proposals(reply: str, known: set[str]) -> list[Proposed]:
                     found[proposed.prompt.casefold()] = proposed
             if found:
                 return list(found.values())
-    raise AuditorError(f'the LLM\'s reply held no prompts (expected JSON with a "prompts" list): {reply[:200]!r}')
+    raise BackendError(
+        f'the LLM\'s reply held no prompts (expected JSON with a "prompts" list): {reply[:200]!r}; it was not kept, '
+        "so --resume asks again"
+    )
 
 
 def _items(value: Any) -> list[Any]:
