@@ -165,7 +165,10 @@ def test_an_interrupted_batch_resumes_without_recomputing(tiny_models, tmp_path)
             self.said.append(message)
 
     again = resume_batch("b", store, cache, Notices()).run()  # complete: nothing is run, the audits are ranked
-    assert Notices.said == ["run b is already complete; ranking its audits and writing its report again"]
+    assert Notices.said == [
+        "run b is already complete; auditing again the prompts whose audit failed, then ranking its audits and "
+        "writing its report"
+    ]
     assert again.leaderboard == record.leaderboard and cache.misses["generate"] == 3 * 3 * 2 - made
 
     saved = batch.run_dir / "record.json"  # an audit's folder edited to leave the batch's: one line

@@ -134,7 +134,7 @@ def run(
     resume: str | None = typer.Option(
         None,
         "--resume",
-        help="Continue an earlier run (id or folder) with its own settings; --t2i/--embedder/--text-embedder may point at the same models elsewhere.",
+        help="Continue an earlier run (id or folder) with its own settings; --t2i/--embedder/--text-embedder say where its models are now (other weights are allowed: what they make is computed again, as the cache keys on the weights).",
     ),
     runs_dir: Path | None = common.RUNS_DIR,
     device: str | None = common.DEVICE,

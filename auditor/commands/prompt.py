@@ -64,7 +64,7 @@ def prompt(
     review: bool = typer.Option(False, "--review", help="Edit the plan ($EDITOR) before anything is generated."),
     name: str | None = typer.Option(None, "--name", help="Run folder name (default: date-time-prompt)."),
     resume: str | None = typer.Option(
-        None, "--resume", help="Continue an earlier run (id or folder) with its own settings; --t2i/--vqa/--embedder may point at the same models elsewhere."
+        None, "--resume", help="Continue an earlier run (id or folder) with its own settings; --t2i/--vqa/--embedder say where its models are now (other weights are allowed: what they make is computed again, as the cache keys on the weights)."
     ),
     runs_dir: Path | None = common.RUNS_DIR,
     device: str | None = common.DEVICE,

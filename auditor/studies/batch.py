@@ -117,7 +117,7 @@ def _finished(folder: Path, cache: ContentCache, progress: ProgressReporter) -> 
 class Batch(StudyRun[BatchRecord]):
     """The batch's folder and record, and its prompts' audits, run stage by stage."""
 
-    completed_again = "ranking its audits and writing its report again"
+    completed_again = "auditing again the prompts whose audit failed, then ranking its audits and writing its report"
 
     def __init__(
         self,

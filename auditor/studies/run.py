@@ -195,7 +195,7 @@ class StudyRun(Generic[RecordT]):
     """
 
     #: What running a completed run again does (said when ``--resume`` names one).
-    completed_again: ClassVar[str] = "rescoring from cached results"
+    completed_again: ClassVar[str] = "rescoring it (what the same models made before comes from the cache)"
     #: Whether the study's numbers depend on WordNet (concepts, nouns, offline plans): its record names the
     #: version this process read. A study that reads none records none, even in a process (a notebook) where
     #: an earlier study did.
