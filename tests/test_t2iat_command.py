@@ -463,7 +463,10 @@ def test_occupations_resume_takes_only_where_and_how_and_refuses_other_runs(tmp_
     assert "HTML report" not in run_auditor("t2iat", "report", "occ").stdout
     rewritten = run_auditor("t2iat", "report", "occ", "--html")
     assert rewritten.returncode == 0 and rewritten.stdout.strip() == json.loads(again.stdout)["report_html"]
-    assert "chef <i>de cuisine</i>" in run_auditor("t2iat", "report", "occ").stdout  # the terminal prints it as is
+    shown = run_auditor("t2iat", "report", "occ", env={"COLUMNS": "80"}).stdout  # the terminal prints it as is,
+    assert "chef <i>de" in shown and "cuisine</i>" in shown  # wrapped in its column at 80 columns
+    narrow = run_auditor("t2iat", "report", "occ", env={"COLUMNS": "80"}).stdout  # every number whole in 80 columns
+    assert "…" not in narrow and "image-text" in narrow and max(map(len, narrow.splitlines())) <= 80
     assert f"image {occupation.image_association:+.3g}, text {occupation.text_association:+.3g}" in html
 
     taken = run_auditor("t2iat", "occupations", "--occupations", "jobs.txt", *models, "--name", "occ", process=True)

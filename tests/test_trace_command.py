@@ -83,6 +83,9 @@ def test_trace_a_caption_file_then_resume_it(tiny_models, tiny_tracing_models, t
     assert timings["perceive"].computed == timings["embed"].computed == timings["detect"].computed == 0
     assert resumed.similarity == record.similarity and resumed.chi_square == record.chi_square
     assert max(len(line) for line in again.stdout.splitlines()) <= 80
+    assert "…" not in again.stdout  # no cell cut short: an interval wraps instead
+    verdicts = [row.closer_to for row in record.similarity]
+    assert all(verdict in again.stdout for verdict in verdicts)
     for heading in ("closer to the masculine or the feminine", "Human words (counted apart", "χ² tests",
                     "dependency groups", "HTML report"):  # fmt: skip
         assert heading in again.stdout

@@ -21,6 +21,7 @@ from auditor.records import (
     T2IATTestDefinition,
 )
 from auditor.reporting.numbers import with_span
+from auditor.reporting.tables import column_table
 
 #: Below this p-value a test's direction is stated without a caveat (the conventional level; the paper reports p).
 SIGNIFICANCE = 0.05
@@ -123,10 +124,11 @@ def render_occupations(record: OccupationsRecord, run_dir: Path, console: Consol
     def number(value: float | None) -> str:
         return "—" if value is None else f"{value:+.4f}"
 
-    table = Table(title="Gender association per occupation (> 0: closer to the male images)")
-    table.add_column("occupation", no_wrap=True)
-    for header in ("n", "Q1", "median", "Q3", "image", "text", "image-text", "p"):
-        table.add_column(header, justify="right")
+    console.print(Text("Gender association per occupation (> 0: closer to the male images)", style="bold"))
+    table = column_table(
+        ("occupation", "left"), *((header, "right") for header in ("n", "Q1", "median", "Q3", "image", "text",
+                                                                    "image-text", "p")), first_min_width=10,
+    )  # fmt: skip
     for result in record.occupations:
         quartiles = result.quartiles or [None, None, None]
         table.add_row(

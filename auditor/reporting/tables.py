@@ -7,6 +7,8 @@ line up the same way.
 
 from __future__ import annotations
 
+from collections.abc import Collection
+
 from rich.table import Table
 
 
@@ -15,16 +17,25 @@ def borderless_table() -> Table:
     return Table(box=None, padding=(0, 1), show_edge=False, pad_edge=False, header_style="bold")
 
 
-def column_table(*columns: tuple[str, str], first_min_width: int, bar_width: int | None = None) -> Table:
+#: Narrowest a wrapping value column gets: a bound such as "[-0.00067," stays whole.
+WRAPPED_VALUE_WIDTH = 10
+
+
+def column_table(
+    *columns: tuple[str, str], first_min_width: int, bar_width: int | None = None, wrapping: Collection[str] = ()
+) -> Table:
     """A borderless table of ``columns`` (header, justify): the first (a prompt, a concept) wraps and is at
-    least ``first_min_width`` wide, the others never wrap; with ``bar_width``, a column headed "bar" is an
-    unheaded column that wide, for ranked bars."""
+    least ``first_min_width`` wide, the others never wrap except those headed as in ``wrapping`` (a value and
+    its interval, which break between the two on a narrow terminal instead of pushing a column out); with
+    ``bar_width``, a column headed "bar" is an unheaded column that wide, for ranked bars."""
     table = borderless_table()
     for i, (header, justify) in enumerate(columns):
         if i == 0:
             table.add_column(header, justify=justify, overflow="fold", ratio=1, min_width=first_min_width)
         elif bar_width is not None and header == "bar":
             table.add_column("", width=bar_width, no_wrap=True)
+        elif header in wrapping:
+            table.add_column(header, justify=justify, min_width=WRAPPED_VALUE_WIDTH)
         else:
             table.add_column(header, justify=justify, no_wrap=True)
     return table

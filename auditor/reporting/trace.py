@@ -201,8 +201,8 @@ def short_measure(row: StageSimilarity) -> str:
     return SHORT_MEASURES.get(row.key) or row.measure.replace(" image embedding", " embedding")
 
 
-def _table(*columns: tuple[str, str]) -> Table:
-    return column_table(*columns, first_min_width=10)
+def _table(*columns: tuple[str, str], wrapping: tuple[str, ...] = ()) -> Table:
+    return column_table(*columns, first_min_width=10, wrapping=wrapping)
 
 
 def _say(console: Console, text: str | Text) -> None:
@@ -239,7 +239,7 @@ def render_trace(record: TraceRecord, run_dir: Path, console: Console) -> None:
     _say(console, Text("\nIs the neutral prompt closer to the masculine or the feminine one?", style="bold"))
     table = _table(
         ("stage", "left"), ("s(n,f)", "right"), ("s(n,m)", "right"), ("m - f [interval]", "right"),
-        ("swap p", "right"), ("sign p", "right"), ("closer", "left"),
+        ("swap p", "right"), ("sign p", "right"), ("closer", "left"), wrapping=("m - f [interval]",),
     )  # fmt: skip
     for row in record.similarity:
         difference = with_span(row.difference, row.ci, 4, signed=True)
