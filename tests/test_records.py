@@ -84,6 +84,11 @@ def test_schema_check_command_catches_a_stale_schema(tmp_path):
     stale.write_bytes(b"\xff\xfe not UTF-8")  # not even text: out of date, not a UnicodeDecodeError
     result = run_auditor("schemas", "--check", "--out", str(folder))
     assert result.returncode == 2 and result.stderr.startswith("error: schemas out of date")
+    (folder / "gone_record.schema.json").write_text("{}", encoding="utf-8")  # a kind no record has any more
+    assert "gone_record.schema.json" in run_auditor("schemas", "--check", "--out", str(folder)).stderr
+    rewritten = run_auditor("schemas", "--out", str(folder))  # what --check advises mends both
+    assert rewritten.returncode == 0 and "removed gone_record.schema.json" in " ".join(rewritten.stdout.split())
+    assert run_auditor("schemas", "--check", "--out", str(folder)).returncode == 0
     (tmp_path / "elsewhere").mkdir()
     elsewhere = run_auditor("schemas", "--check", cwd=tmp_path / "elsewhere")  # no ./schemas: nothing is stale
     assert elsewhere.returncode == 2

@@ -31,7 +31,11 @@ def schemas(
 
     for name, text in rendered.items():
         atomic_write_text(out_dir / name, text)
-    out.print(f"wrote {len(rendered)} schemas to {out_dir}")
+    # A schema of no current record (a kind renamed or gone) would keep `--check` failing: the folder is generated.
+    removed = sorted(path.name for path in out_dir.glob("*.schema.json") if path.name not in rendered)
+    for name in removed:
+        (out_dir / name).unlink()
+    out.print(f"wrote {len(rendered)} schemas to {out_dir}" + (f", removed {', '.join(removed)}" if removed else ""))
 
 
 def _read(path: Path) -> str | None:
