@@ -41,6 +41,19 @@ def test_prompt_lists_in_every_format_and_templates_with_values(tmp_path):
     assert read_prompt_list(tmp_path / "b.csv", tmp_path / "bv.csv") == ["a photo of a fox"]
 
 
+def test_values_are_read_as_written(tmp_path):
+    """YAML's own typing would read 1.10 as 1.1 and NO (Norway) as False; a values file's values stay as written."""
+    (tmp_path / "p.txt").write_text("a photo from {place} of {count} people\n")
+    (tmp_path / "v.yaml").write_text("place: [NO, 'yes', on]\ncount: [1.10]\n")
+    assert read_prompt_list(tmp_path / "p.txt", tmp_path / "v.yaml") == [
+        "a photo from NO of 1.10 people", "a photo from yes of 1.10 people", "a photo from on of 1.10 people",
+    ]  # fmt: skip
+    (tmp_path / "v.json").write_text('{"place": ["NO"], "count": [1.10, 2]}')
+    assert read_prompt_list(tmp_path / "p.txt", tmp_path / "v.json") == [
+        "a photo from NO of 1.10 people", "a photo from NO of 2 people",
+    ]  # fmt: skip
+
+
 @pytest.mark.parametrize(
     "files, message",
     [
@@ -55,8 +68,9 @@ def test_prompt_lists_in_every_format_and_templates_with_values(tmp_path):
         ),
         ({"p.txt": "a {a} and a {b}\n", "v.txt": "x\n"}, "has 2 placeholders"),
         ({"p.txt": "a {0}\n", "v.txt": "x\n"}, "use plain {name} placeholders"),
-        ({"p.txt": "a {job}\n", "v.yaml": "job: [nurse, null]\n"}, "'job' has the value None; values are words"),
-        ({"p.txt": "a {job}\n", "v.yaml": "job: [{x: 1}]\n"}, "'job' has the value {'x': 1}"),
+        ({"p.txt": "a {job}\n", "v.yaml": "job: [nurse, null]\n"}, "'job' has the value 'null'; values are words"),
+        ({"p.txt": "a {job}\n", "v.json": '{"job": ["nurse", null]}'}, "'job' has the value None; values are words"),
+        ({"p.txt": "a {job}\n", "v.yaml": "job: [{x: 1}]\n"}, "'job' has the value {'x': '1'}"),
         ({"p.txt": "a {job}\n", "v.json": '{"job": ["nurse", ""]}'}, "has an empty value for job"),
         ({"p.txt": "a {job} in {place}\n", "v.csv": "job,place\nnurse,\n"}, "has an empty value for place"),
     ],

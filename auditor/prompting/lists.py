@@ -21,6 +21,7 @@ import itertools
 import json
 import string
 from pathlib import Path
+from typing import Any
 
 import yaml
 
@@ -124,18 +125,30 @@ def _read_values(path: Path) -> dict[str, list[str]] | list[dict[str, str]] | li
             {k.strip(): single_spaced(v or "") for k, v in row.items() if k} for _, row in _csv_rows(text, path)
         ]
     if suffix in (".json", ".yaml", ".yml"):
-        try:
-            data = yaml.safe_load(text)  # JSON is YAML
-        except yaml.YAMLError as exc:
-            raise AuditorError(f"{path} is not valid {suffix[1:].upper()}: {exc}") from None
+        data = _values_mapping(text, path, suffix)
         if not isinstance(data, dict) or not all(isinstance(v, list) and v for v in data.values()):
             raise AuditorError(f"{path} must map each placeholder to a non-empty list of values")
         for name, values in data.items():
             for value in values:  # a null or a nested mapping would read "a photo of a None"
-                if isinstance(value, bool) or not isinstance(value, (str, int, float)):
+                if not isinstance(value, str) or value.strip() in YAML_NULLS:
                     raise AuditorError(f"{path}: {name!r} has the value {value!r}; values are words or numbers")
         return {str(k): [single_spaced(str(v)) for v in values] for k, values in data.items()}
     return _text_lines(text)
+
+
+#: How YAML writes "no value" (its core schema), which a values file's scalars, read as strings, may hold.
+YAML_NULLS = frozenset({"~", "null", "Null", "NULL"})
+
+
+def _values_mapping(text: str, path: Path, suffix: str) -> Any:
+    """A values file's mapping with every value as written: YAML's own typing would turn ``1.10`` into 1.1 and
+    ``NO`` (Norway) into False, so YAML scalars stay strings, and JSON numbers keep their text."""
+    try:
+        if suffix == ".json":
+            return json.loads(text, parse_float=str, parse_int=str)
+        return yaml.load(text, Loader=yaml.BaseLoader)
+    except (json.JSONDecodeError, yaml.YAMLError) as exc:
+        raise AuditorError(f"{path} is not valid {suffix[1:].upper()}: {exc}") from None
 
 
 def _fill(template: str, names: list[str], table, values: Path | None) -> list[str]:
