@@ -112,13 +112,11 @@ class LLMProposer:
         """The proposals (parents outside ``known`` candidate ids dropped) and the conversation."""
         messages = request.messages()
         fingerprint = proposer_fingerprint(self.llm)
-        reply = self.cache.get_json(STAGE, fingerprint, self._inputs(request))
-        if reply is None:
-            reply = redact(self._chat_model().complete(messages, json_mode=True))
-            proposed = read_proposals(reply, set(known))  # an unusable reply is not cached: a resume asks again
+        cached = self.cache.get_json(STAGE, fingerprint, self._inputs(request))
+        reply = cached if cached is not None else redact(self._chat_model().complete(messages, json_mode=True))
+        proposed = read_proposals(reply, set(known))  # raises on an unusable reply, before it is cached
+        if cached is None:
             self.cache.put_json(STAGE, fingerprint, self._inputs(request), reply)
-        else:
-            proposed = read_proposals(reply, set(known))
         conversation = [*messages, ChatMessage(role="assistant", content=reply)]
         return proposed[: request.count], conversation
 
