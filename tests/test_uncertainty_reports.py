@@ -229,7 +229,7 @@ def test_paired_draws_share_one_draw_over_the_shared_seeds_and_keep_each_runs_si
 
     same = paired_draws([0, 1, 2, 3], [0, 1, 2, 3], 50, 7)
     assert np.array_equal(same.a, resample_weights(4, 50, 7)) and np.array_equal(same.b, same.a)
-    assert (same.shared, same.unshared) == (4, (0, 0))
+    assert (same.shared, same.unshared, same.common) == (4, (0, 0), 4)
 
     reordered = paired_draws([0, 1, 2, 3], [3, 2, 1, 0], 50, 7)  # a seed's column follows the seed, not its position
     assert np.array_equal(reordered.b, reordered.a[:, ::-1])
@@ -238,17 +238,17 @@ def test_paired_draws_share_one_draw_over_the_shared_seeds_and_keep_each_runs_si
     assert np.array_equal(nested.b, nested.a[:, [4, 0, 2]])
     assert (nested.a.sum(axis=1) == 6).all() and (nested.b.sum(axis=1) == 3).all()  # each run keeps its size
     assert (nested.a[:, [0, 2, 4]].sum(axis=1) == 3).all()  # the shared stratum is drawn as one
-    assert (nested.shared, nested.unshared) == (3, (3, 0))
+    assert (nested.shared, nested.unshared, nested.common) == (3, (3, 0), 3)
 
     apart = paired_draws([0, 1, 2], [10, 11], 200, 1)  # no seed shared: two draws of their own
     assert np.array_equal(apart.a, resample_weights(3, 200, 2)) and np.array_equal(apart.b, resample_weights(2, 200, 3))
-    assert (apart.shared, apart.unshared) == (0, (3, 2))
+    assert (apart.shared, apart.unshared, apart.common) == (0, (3, 2), 0)
 
     # One seed alone in a stratum would be drawn exactly once in every resample (its share of the variance lost):
     # the runs are resampled apart instead, each with all of its seeds.
-    for seeds_b in ([0, 1, 2], [0, 9]):  # A's seed 3 alone; the shared seed 0 alone
+    for seeds_b, common in (([0, 1, 2], 3), ([0, 9], 1)):  # A's seed 3 alone; the shared seed 0 alone
         lone = paired_draws([0, 1, 2, 3], seeds_b, 200, 1)
-        assert (lone.shared, lone.unshared) == (0, (4, len(seeds_b)))
+        assert (lone.shared, lone.unshared, lone.common) == (0, (4, len(seeds_b)), common)
         assert np.array_equal(lone.a, resample_weights(4, 200, 2))
         assert np.array_equal(lone.b, resample_weights(len(seeds_b), 200, 3))
 

@@ -226,7 +226,7 @@ def compare_records(a: RunRecord, b: RunRecord, changes: ChangeIntervals | None 
             "Relative BAV is not compared: it is relative within one run."
         )
     else:
-        how = _pairing(changes, len(set(a.config.seeds) & set(b.config.seeds)))
+        how = _pairing(changes)
         notes.append(
             f"Deltas are B minus A with {changes.settings.level:.0%} intervals from {changes.settings.resamples} "
             f"bootstrap resamples of both runs (--ci-seed {changes.settings.seed}), {how}; a change is coloured only "
@@ -254,15 +254,15 @@ def compare_records(a: RunRecord, b: RunRecord, changes: ChangeIntervals | None 
     )
 
 
-def _pairing(changes: ChangeIntervals, shared_seeds: int) -> str:
-    """How the two runs' seeds were resampled (``shared_seeds``: how many they share), in words."""
+def _pairing(changes: ChangeIntervals) -> str:
+    """How the two runs' seeds were resampled, in words."""
     if changes.fully_paired:
         return "paired over their shared seeds"
     if not changes.paired_seeds:
-        if not shared_seeds:
+        if not changes.common_seeds:
             return "independently (the runs share no seed)"
         return (
-            f"independently (pairing over the {shared_seeds} seeds they share would leave a single seed in a "
+            f"independently (pairing over the {changes.common_seeds} seeds they share would leave a single seed in a "
             "stratum of its own, which resampling cannot vary)"
         )
     only_a, only_b = changes.unpaired_seeds

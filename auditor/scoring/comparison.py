@@ -41,6 +41,8 @@ class ChangeIntervals:
     paired_seeds: int
     #: Seeds of run A, then of run B, that the other run lacks (each run's own draw).
     unpaired_seeds: tuple[int, int]
+    #: How many seeds both runs drew, paired or not (a pairing that would leave a lone seed in a stratum is not made).
+    common_seeds: int
     settings: BootstrapSettings
 
     @property
@@ -100,8 +102,9 @@ def change_intervals(a: RunRecord, b: RunRecord, settings: BootstrapSettings) ->
         for axis in axes_a.keys() & axes_b.keys()
     }
     return ChangeIntervals(
-        cas=cas, bav=bav, paired_seeds=draws.shared, unpaired_seeds=draws.unshared, settings=settings
-    )
+        cas=cas, bav=bav, paired_seeds=draws.shared, unpaired_seeds=draws.unshared, common_seeds=draws.common,
+        settings=settings,
+    )  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -112,8 +115,10 @@ class PairedDraws:
     b: np.ndarray
     #: Seeds both runs drew, resampled with one draw for both (0 when the runs were resampled independently).
     shared: int
-    #: Seeds only run A, and only run B, drew (resampled with each run's own draw).
+    #: Seeds of run A, and of run B, resampled with each run's own draw (all of them when not paired).
     unshared: tuple[int, int]
+    #: Seeds both runs drew, whether or not they were paired.
+    common: int
 
 
 def paired_draws(seeds_a: list[int], seeds_b: list[int], resamples: int, seed: int) -> PairedDraws:
@@ -133,7 +138,8 @@ def paired_draws(seeds_a: list[int], seeds_b: list[int], resamples: int, seed: i
         "a": [key for key in keys_a if key not in in_b],
         "b": [key for key in keys_b if key not in in_a],
     }
-    if any(len(keys) == 1 for keys in strata.values()) or not strata["shared"]:
+    common = len(strata["shared"])
+    if any(len(keys) == 1 for keys in strata.values()) or not common:
         strata = {"shared": [], "a": keys_a, "b": keys_b}
     columns: dict[tuple[int, int], np.ndarray] = {}
     own: dict[str, dict[tuple[int, int], np.ndarray]] = {"a": {}, "b": {}}
@@ -146,6 +152,7 @@ def paired_draws(seeds_a: list[int], seeds_b: list[int], resamples: int, seed: i
         b=np.column_stack([columns.get(key, own["b"].get(key)) for key in keys_b]),
         shared=len(strata["shared"]),
         unshared=(len(strata["a"]), len(strata["b"])),
+        common=common,
     )
 
 
