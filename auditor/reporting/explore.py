@@ -23,7 +23,7 @@ from auditor.core.store import run_files, run_files_text
 from auditor.records import Arm, Candidate, Confirmation, ExploreRecord, Interval
 from auditor.reporting.glossary import METRICS
 from auditor.reporting.numbers import decimals, number, with_span
-from auditor.reporting.tables import borderless_table
+from auditor.reporting.tables import WRAPPED_VALUE_WIDTH, borderless_table
 from auditor.reporting.wording import quote
 
 #: Rows of the terminal leaderboard (the JSON and HTML have them all).
@@ -211,11 +211,13 @@ def _leaderboard_table(rows: list[Row], record: ExploreRecord, *, confirmation: 
     table.add_column("#", justify="right", no_wrap=True)
     table.add_column("prompt", overflow="fold", ratio=1, min_width=12)
     table.add_column("axis", no_wrap=True)
-    # A score and its interval may wrap between the two (9 wide: "[-0.0123,"), so no column is dropped at 80 columns.
-    table.add_column(record.config.objective if record.config.objective == "bav" else "|lean|", min_width=9)
+    # A score and its interval may wrap between the two, so no column is dropped at 80 columns.
+    table.add_column(
+        record.config.objective if record.config.objective == "bav" else "|lean|", min_width=WRAPPED_VALUE_WIDTH
+    )
     table.add_column("seeds", justify="right", no_wrap=True)
     if confirmation:
-        table.add_column("fresh seeds", min_width=9)
+        table.add_column("fresh seeds", min_width=WRAPPED_VALUE_WIDTH)
         table.add_column("adj. p", justify="right", no_wrap=True)
     for row in rows:
         cells: list[Text | str] = [

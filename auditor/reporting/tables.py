@@ -17,7 +17,7 @@ def borderless_table() -> Table:
     return Table(box=None, padding=(0, 1), show_edge=False, pad_edge=False, header_style="bold")
 
 
-#: Narrowest a wrapping value column gets: a bound such as "[-0.00067," stays whole.
+#: Narrowest a wrapping value column gets (a score beside its interval): a bound such as "[-0.00067," stays whole.
 WRAPPED_VALUE_WIDTH = 10
 
 
