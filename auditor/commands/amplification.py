@@ -250,16 +250,12 @@ def report(
     runs_dir: Path | None = common.RUNS_DIR,
 ) -> None:
     """Show a stored amplification run again: terminal, JSON, or a fresh report.html."""
+    from auditor.commands.report import show_stored
     from auditor.core.store import RECORD_FILE
     from auditor.records import AmplificationRecord, load_record
-    from auditor.reporting.amplification import write_amplification_html
 
     folder = common.run_store(runs_dir).resolve(run_id)
-    record = load_record(folder / RECORD_FILE, AmplificationRecord)
-    if html:
-        out.print(str(write_amplification_html(record, folder)), markup=False, highlight=False, soft_wrap=True)
-    else:
-        _show(record, folder, False, json_output)
+    show_stored(load_record(folder / RECORD_FILE, AmplificationRecord), folder, html=html, json_output=json_output)
 
 
 def register(main_app: typer.Typer) -> None:

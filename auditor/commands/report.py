@@ -24,12 +24,19 @@ def report(
     """Show what a run found: axes ranked by how much they lean, CAS per counterfactual, concepts
     (for a batch or an exploration: its leaderboard; for a trace: its tables; a T2IAT or amplification run as
     its own ``report`` command shows it)."""
-    from auditor.core.console import err
     from auditor.core.store import RECORD_FILE
     from auditor.records import load_any_record
 
     folder = common.run_store(runs_dir).resolve(run)
-    record = load_any_record(folder / RECORD_FILE)
+    show_stored(load_any_record(folder / RECORD_FILE), folder, html=html, json_output=json_output)
+
+
+def show_stored(record: StudyRecord, folder: Path, *, html: bool, json_output: bool) -> None:
+    """A stored run of any kind, as every ``report`` command shows it: with ``html``, report.html written again and
+    its path printed (on stderr when ``json_output`` puts JSON on stdout); the JSON; or else the terminal report."""
+    from auditor.core.console import err
+    from auditor.core.store import RECORD_FILE
+
     write, as_json, render = _outputs(record, folder / RECORD_FILE)
     if html:
         path = write(record, folder)

@@ -286,25 +286,15 @@ def report(
     runs_dir: Path | None = _RUNS_DIR,
 ) -> None:
     """Show a stored T2IAT test or occupation study again: terminal, JSON, or a fresh report.html."""
+    from auditor.commands.report import show_stored
     from auditor.core.store import RECORD_FILE
     from auditor.records import OccupationsRecord, T2IATRecord, load_any_record
-    from auditor.reporting.t2iat import occupations_json, render_occupations, render_test_run, test_run_json
-    from auditor.reporting.t2iat_html import write_t2iat_report
 
     folder = common.run_store(runs_dir).resolve(run_id)
     record = load_any_record(folder / RECORD_FILE)
     if not isinstance(record, T2IATRecord | OccupationsRecord):
         raise AuditorError(f"{folder} is a {record.title} record; auditor t2iat report reads T2IAT runs")
-    if html:
-        out.print(str(write_t2iat_report(record, folder)), markup=False, highlight=False, soft_wrap=True)
-    elif isinstance(record, T2IATRecord):
-        common.show_result(
-            record, folder, quiet=False, json_output=json_output, as_json=test_run_json, render=render_test_run
-        )
-    else:
-        common.show_result(
-            record, folder, quiet=False, json_output=json_output, as_json=occupations_json, render=render_occupations
-        )
+    show_stored(record, folder, html=html, json_output=json_output)
 
 
 def register(main_app: typer.Typer) -> None:
