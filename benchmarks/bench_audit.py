@@ -765,10 +765,10 @@ def _run(args: argparse.Namespace, root: Path) -> dict:
     for t2i in args.t2i:
         setup = Setup(args, t2i, root)
         sets = setup.sets()
+        questions, caption = setup.questions(sets)
         entry = results["models"].setdefault(t2i, {
             "size_px": setup.size, "steps": setup.steps, "prompt_sets": len(sets), "images_per_set": setup.images,
-            "questions_per_image": len(setup.questions(sets)[0]) + 1, "answer_tokens": setup.tokens,
-            "questions": [*setup.questions(sets)[0], setup.questions(sets)[1]],
+            "questions_per_image": len(questions) + 1, "answer_tokens": setup.tokens, "questions": [*questions, caption],
             "measurements": {}, "runs": {}, "errors": {}, "left_out_for_budget": {},
         })  # fmt: skip
         names = [name for name in MEASUREMENTS if name in args.only and name not in ALONE]
