@@ -286,6 +286,10 @@ def test_a_resume_with_other_vqa_weights_is_refused_before_it_mixes_two_models_a
             resume_exploration("x", store, cache, QuietProgress(), other).run()
         refused = load_record(exploration.run_dir / "record.json", ExploreRecord)
         assert refused.status == "failed" and refused.answers == before.answers
+        assert refused.config.vqa.spec == "openai:gpt-4o" and refused.results_from == before.results_from
+        # the refused attempt left its config pointing at the other model: a plain resume is refused too
+        with pytest.raises(AuditorError, match="answers came from other weights than --vqa openai:gpt-4o "):
+            resume_exploration("x", store, cache, QuietProgress()).run()
         same = Resumption(models={"vqa": "openai:gpt-4o-mini"})  # the same model, named again: goes on
         record = resume_exploration("x", store, cache, QuietProgress(), same).run()
     finally:

@@ -292,3 +292,50 @@ def test_hub_probe_is_skipped_for_local_folders_and_under_hf_hub_offline(tiny_mo
     assert weights.hub_options(str(tiny_models.vqa)) == {}  # a folder: no probe, no option
     assert weights.hub_options("Salesforce/blip2-opt-2.7b") == {"local_files_only": True}  # HF_HUB_OFFLINE=1
     weights.hub_reachable.cache_clear()
+
+
+def test_a_resume_with_other_weights_says_so_and_makes_the_images_again(tiny_models, tmp_path):
+    from auditor.studies.prompt_audit import resume_audit
+    from auditor.studies.run import Resumption
+
+    other_t2i = _retrained_copy(tiny_models.t2i, tmp_path / "t2i-finetune")
+    cache = ContentCache(tmp_path / "cache.sqlite")
+    first = _audit(tiny_models.t2i, tiny_models.vqa, cache, tmp_path / "runs", "r")
+    assert first.results_from == {"t2i": first.config.t2i.fingerprint, "vqa": first.config.vqa.fingerprint}
+    notices: list[str] = []
+
+    class Notices(QuietProgress):
+        def notice(self, message: str) -> None:
+            notices.append(message)
+
+    store = RunStore(tmp_path / "runs")
+    again = resume_audit("r", store, cache, Notices(), Resumption(models={"t2i": f"diffusers:{other_t2i}"})).run()
+    before, now = first.config.t2i.fingerprint, again.config.t2i.fingerprint
+    assert before != now and again.results_from["t2i"] == now and again.results_from["vqa"] == first.results_from["vqa"]
+    assert notices[-1] == (
+        f"--t2i diffusers:{other_t2i} is other weights than this run's earlier images came from "
+        f"(fingerprint {before[:12]}, now {now[:12]}); they are made again with it"
+    )
+    assert {t.stage: t.computed for t in again.timings}["generate"] == 6  # nothing of the first weights reused
+    notices.clear()
+    resume_audit("r", store, cache, Notices(), Resumption(models={"t2i": f"diffusers:{other_t2i}"})).run()
+    assert not any("other weights" in notice for notice in notices)  # the record's images are these weights' now
+    cache.close()
+
+
+def test_a_record_written_before_results_from_was_kept_reads_it_from_its_models(tiny_models, tmp_path):
+    """An older record has no results_from: its config's models made what it holds."""
+    import json
+
+    from auditor.records import RunRecord
+    from auditor.studies.run import reopen_run
+
+    cache = ContentCache(tmp_path / "cache.sqlite")
+    first = _audit(tiny_models.t2i, tiny_models.vqa, cache, tmp_path / "runs", "r")
+    cache.close()
+    path = tmp_path / "runs" / "r" / "record.json"
+    data = json.loads(path.read_text())
+    del data["results_from"]
+    path.write_text(json.dumps(data))
+    _, record = reopen_run("r", RunStore(tmp_path / "runs"), RunRecord)
+    assert record.results_from == first.results_from

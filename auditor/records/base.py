@@ -113,6 +113,13 @@ class StudyRecord(Record):
     timings: list[StageTiming] = Field(default_factory=list, description="Time spent per stage.")
     errors: list[RunError] = Field(default_factory=list, description="Errors that ended or marred the run.")
     environment: Environment = Field(description="Software and hardware versions.")
+    results_from: dict[str, str] = Field(
+        default_factory=dict,
+        description="Model field ('t2i', 'vqa') -> fingerprint of the weights behind the images and answers the "
+        "record holds, kept across attempts (a resume may point the config at other weights before they load). "
+        "A resume whose weights differ makes them again, or is refused by a study that adds to them (an "
+        "exploration).",
+    )
 
     def subject(self) -> str:
         """What the run audited, in a few words, for listings (the prompt, the test, the occupations)."""

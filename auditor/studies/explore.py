@@ -60,7 +60,15 @@ from auditor.studies.explore_rounds import allocate_round, play_round
 from auditor.studies.explore_standings import leading_arms, top_separated
 from auditor.studies.progress import ProgressReporter
 from auditor.studies.prompt_audit import point_models
-from auditor.studies.run import ModelPool, Resumption, StudyRun, named_model_is_required, reopen_run
+from auditor.studies.run import (
+    ModelPool,
+    Resumption,
+    StudyRun,
+    describe_change,
+    named_model_is_required,
+    reopen_run,
+    results_word,
+)
 
 #: Seconds between partial saves of the record during a stage.
 CHECKPOINT_SECONDS = 2.0
@@ -92,18 +100,14 @@ class Exploration(StudyRun[ExploreRecord]):
         self._explored: Callable[[], float] | None = None
         #: Where the seconds explored are read from (a test may give a clock of its own).
         self.clock: Callable[[], float] = time.monotonic
-        #: Model field -> fingerprint of the weights behind the images and answers the record holds (set on
-        #: resume): the rounds add to them, so other weights would mix two models' results in one score.
-        self.results_of: dict[str, str] = {}
 
-    def check_model(self, field: str, ref: ModelRef) -> None:
-        before = self.results_of.get(field)
-        if before is not None and ref.fingerprint != before:
-            raise AuditorError(
-                f"this exploration's {'images' if field == 't2i' else 'answers'} came from other weights than "
-                f"--{field} {ref.spec} (fingerprint {before[:12]}, now {(ref.fingerprint or 'none')[:12]}); "
-                "point it at the model it ran with, or start a new exploration"
-            )
+    def other_weights(self, field: str, ref: ModelRef, before: str) -> None:
+        """The rounds add to the earlier rounds' images and answers: other weights would mix two models' results
+        in one score."""
+        raise AuditorError(
+            f"this exploration's {results_word(field)} came from other weights than --{field} {ref.spec} "
+            f"({describe_change(before, ref)}); point it at the model it ran with, or start a new exploration"
+        )
 
     def save(self) -> None:
         explored = self._explored  # read once: a stage's thread may save as the exploration ends
@@ -216,14 +220,11 @@ def resume_exploration(
 ) -> Exploration:
     """Reopen an exploration; its own settings are used, and finished work comes from the record and the cache."""
     run_dir, record = reopen_run(run, store, ExploreRecord)
-    recorded = {field: getattr(record.config, field).fingerprint for field in ("t2i", "vqa")}
     point_models(record.config, resumption)
     named = record.config.text_embedder
     required = "text_embedder" in resumption.models or named_model_is_required(
         named.spec if named else None, DEFAULT_TEXT_EMBEDDER
     )  # the default is optional: without it the duplicate guard matches exactly
-    exploration = Exploration(
+    return Exploration(
         run_dir, record, cache, progress, device=resumption.device, text_embedder_required=required, on_round=on_round
     )
-    exploration.results_of = {field: found for field, found in recorded.items() if found and record.prompt_sets}
-    return exploration

@@ -105,7 +105,23 @@ ModelT = TypeVar("ModelT")
 def reopen_run(run: str, store: RunStore, record_type: type[RecordT]) -> tuple[Path, RecordT]:
     """For ``--resume``: the run's folder and record (a one-line error when it is another kind of run)."""
     run_dir = store.resolve(run)
-    return run_dir, load_record(run_dir / RECORD_FILE, record_type)
+    record = load_record(run_dir / RECORD_FILE, record_type)
+    if record.prompt_sets:  # a record written before results_from was kept: its config's models made them
+        for field in ("t2i", "vqa"):
+            ref = getattr(record.config, field, None)
+            if field not in record.results_from and ref is not None and ref.fingerprint is not None:
+                record.results_from[field] = ref.fingerprint
+    return run_dir, record
+
+
+def results_word(field: str) -> str:
+    """What the ``field`` model (``t2i``, ``vqa``) made, for messages."""
+    return "images" if field == "t2i" else "answers"
+
+
+def describe_change(before: str, ref: ModelRef) -> str:
+    """The two fingerprints, short, for a message about other weights."""
+    return f"fingerprint {before[:12]}, now {(ref.fingerprint or 'none')[:12]}"
 
 
 @dataclass(frozen=True)
@@ -250,9 +266,24 @@ class StudyRun(Generic[RecordT]):
 
     def check_model(self, field: str, ref: ModelRef) -> None:
         """A stage is about to record ``ref`` as the run's ``field`` model (``t2i``, ``vqa``), loaded or recalled
-        (:mod:`~auditor.executors.recall`); a study
-        that keeps earlier attempts' results of that model refuses other weights here (none does by default: a
-        stage reads every image again through the cache, which keys on the model)."""
+        (:mod:`~auditor.executors.recall`): from now on the record's results are its (``results_from``).
+
+        Other weights than those behind the results an earlier attempt left go to :meth:`other_weights`.
+        """
+        before = self.record.results_from.get(field)
+        if before is not None and ref.fingerprint != before and self.record.prompt_sets:
+            self.other_weights(field, ref, before)
+        if ref.fingerprint is not None:
+            self.record.results_from[field] = ref.fingerprint
+
+    def other_weights(self, field: str, ref: ModelRef, before: str) -> None:
+        """``ref`` is not the model an earlier attempt's results came from (fingerprint ``before``). By default the
+        user is told and the work is done again: a stage reads every image again through the cache, which keys on
+        the model, so nothing of the other weights is reused. A study that keeps results refuses here."""
+        self.progress.notice(
+            f"--{field} {ref.spec} is other weights than this run's earlier {results_word(field)} came from "
+            f"({describe_change(before, ref)}); they are made again with it"
+        )
 
     def load_options(self) -> LoadOptions:
         """How this run's stages load models: its device, whether partial checkpoints are allowed,
