@@ -162,6 +162,8 @@ def reply_text(response: Any, spec: str, base_url: str) -> str:
     The SDK builds its response objects without validating them, so an OpenAI-compatible
     server's malformed reply only shows when it is read: here, as one line naming the server.
     """
+    if isinstance(response, str):  # a page not labelled JSON (a proxy's HTML): the SDK hands back its text
+        raise reply_not_json(spec, base_url)
     choices = getattr(response, "choices", None)
     if not isinstance(choices, list) or not choices:
         raise BackendError(f"{spec}: the reply from {base_url} has no choices")
