@@ -57,9 +57,9 @@ COMPILE = typer.Option(
 EXECUTOR = typer.Option(
     "sequential",
     "--executor",
-    help="How the stages run: sequential (one after the other) or overlapped (VQA and embeddings alongside "
-    "generation; every model in memory at once) in this process, or ray (each stage on Ray workers across GPUs "
-    "and machines; pip install 'auditor[ray]'). Same results either way.",
+    help="How the stages run: sequential (one after the other) or overlapped (the stages that read the images, "
+    "VQA or embeddings, alongside generation; every model in memory at once) in this process, or ray (each stage "
+    "on Ray workers across GPUs and machines; pip install 'auditor[ray]'). Same results either way.",
 )
 RAY_ADDRESS = typer.Option(
     None,
