@@ -118,6 +118,37 @@ def test_models_load_once_for_the_whole_batch(tiny_models, tmp_path, monkeypatch
 
 
 
+def test_a_resume_naming_other_weights_audits_every_prompt_again_with_them(tiny_models, tmp_path):
+    """The leaderboard ranks one model's results: completed audits are audited again too, and said so once."""
+    from auditor.studies.run import Resumption
+    from tests.test_model_identity import _retrained_copy
+
+    other = _retrained_copy(tiny_models.t2i, tmp_path / "t2i-finetune")
+    store, cache = RunStore(tmp_path / "runs"), ContentCache(tmp_path / "cache.sqlite")
+    options = BatchOptions(source="list", prompts=PROMPTS[:2], audit=tiny_audit(tiny_models))
+    first = start_batch(options, store, cache, QuietProgress(), "b").run()
+    assert first.status == "completed" and first.results_from["t2i"] == first.config.t2i
+    notices: list[str] = []
+
+    class Notices(QuietProgress):
+        def notice(self, message: str) -> None:
+            notices.append(message)
+
+    resumption = Resumption(models={"t2i": f"diffusers:{other}"})
+    again = resume_batch("b", store, cache, Notices(), resumption).run()
+    assert again.status == "completed" and [a.status for a in again.audits] == ["completed"] * 2
+    assert notices[0].startswith("models named on resume: every prompt is audited again with them")
+    assert sum("loads other weights" in notice for notice in notices) == 1  # every audit says it: once
+    assert not any("already complete" in notice for notice in notices)
+    assert {t.stage: t.computed for t in again.timings}["generate"] == 2 * 3 * 2  # every image made again
+    audits = [load_record(again_dir / entry.folder / "record.json", RunRecord)
+              for again_dir in [store.resolve("b")] for entry in again.audits]  # fmt: skip
+    assert {audit.config.t2i.fingerprint for audit in audits} == {again.config.t2i.fingerprint}
+    assert again.config.t2i.fingerprint != first.config.t2i.fingerprint
+    assert again.results_from["t2i"] == again.config.t2i
+    cache.close()
+
+
 def test_an_interrupted_batch_resumes_without_recomputing(tiny_models, tmp_path):
     store = RunStore(tmp_path / "runs")
     cache = ContentCache(tmp_path / "cache.sqlite")

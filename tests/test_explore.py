@@ -279,22 +279,55 @@ def test_a_resume_with_other_vqa_weights_is_refused_before_it_mixes_two_models_a
         exploration.run()
     cache.close()
     before = load_record(exploration.run_dir / "record.json", ExploreRecord)
+    assert before.results_from["vqa"] == before.config.vqa and before.answers
     store, cache = RunStore(tmp_path / "runs"), ContentCache(tmp_path / "cache.sqlite")
     try:
         other = Resumption(models={"vqa": "openai:gpt-4o"})
-        with pytest.raises(AuditorError, match="answers came from other weights than --vqa openai:gpt-4o "):
+        refusal = (
+            r"this exploration's answers came from other weights than --vqa openai:gpt-4o "
+            r"\(openai:gpt-4o-mini, fingerprint [0-9a-f]{12}; now [0-9a-f]{12}\); resume it without --vqa"
+        )
+        with pytest.raises(AuditorError, match=refusal):
             resume_exploration("x", store, cache, QuietProgress(), other).run()
         refused = load_record(exploration.run_dir / "record.json", ExploreRecord)
         assert refused.status == "failed" and refused.answers == before.answers
-        assert refused.config.vqa.spec == "openai:gpt-4o" and refused.results_from == before.results_from
-        # the refused attempt left its config pointing at the other model: a plain resume is refused too
-        with pytest.raises(AuditorError, match="answers came from other weights than --vqa openai:gpt-4o "):
-            resume_exploration("x", store, cache, QuietProgress()).run()
+        # the record names the model its answers came from again (the resume had pointed it at the other one)
+        assert refused.config.vqa == before.config.vqa and refused.results_from == before.results_from
         same = Resumption(models={"vqa": "openai:gpt-4o-mini"})  # the same model, named again: goes on
         record = resume_exploration("x", store, cache, QuietProgress(), same).run()
     finally:
         cache.close()
     assert record.status == "completed" and record.config.vqa.spec == "openai:gpt-4o-mini"
+
+
+def test_a_resume_with_other_image_weights_is_refused_before_a_round_is_proposed_or_charged(world, tmp_path):
+    """A round is priced on the text-to-image model's cache before any of its images is made: a round priced on
+    other weights would be charged for what they have cached, not for what the exploration's model makes."""
+
+    def stop(_record: ExploreRecord) -> None:
+        raise KeyboardInterrupt
+
+    cache = ContentCache(tmp_path / "cache.sqlite")
+    first = start_exploration(options(), RunStore(tmp_path / "runs"), cache, QuietProgress(), "x", on_round=stop)
+    with pytest.raises(KeyboardInterrupt):
+        first.run()
+    cache.close()
+    before = load_record(first.run_dir / "record.json", ExploreRecord)
+    assert [r.status for r in before.rounds] == ["done"] and before.stop_reason is None
+    store, cache = RunStore(tmp_path / "runs"), ContentCache(tmp_path / "cache.sqlite")
+    try:
+        other = Resumption(models={"t2i": "openai:dall-e-2"})
+        with pytest.raises(AuditorError, match=r"images came from other weights than --t2i openai:dall-e-2 \("):
+            resume_exploration("x", store, cache, QuietProgress(), other).run()
+        refused = load_record(first.run_dir / "record.json", ExploreRecord)
+        assert refused.rounds == before.rounds and refused.images_spent == before.images_spent
+        assert refused.proposed_rounds == before.proposed_rounds and refused.llm_calls == before.llm_calls
+        assert refused.config.t2i == before.config.t2i
+        record = resume_exploration("x", store, cache, QuietProgress()).run()  # a plain resume goes on
+    finally:
+        cache.close()
+    assert record.status == "completed" and record.config.t2i == before.config.t2i
+    assert record.results_from["t2i"] == before.results_from["t2i"]
 
 
 def test_a_named_text_embedder_that_fails_to_load_fails_the_resume_too(world, tmp_path):

@@ -301,7 +301,7 @@ def test_a_resume_with_other_weights_says_so_and_makes_the_images_again(tiny_mod
     other_t2i = _retrained_copy(tiny_models.t2i, tmp_path / "t2i-finetune")
     cache = ContentCache(tmp_path / "cache.sqlite")
     first = _audit(tiny_models.t2i, tiny_models.vqa, cache, tmp_path / "runs", "r")
-    assert first.results_from == {"t2i": first.config.t2i.fingerprint, "vqa": first.config.vqa.fingerprint}
+    assert first.results_from == {"t2i": first.config.t2i, "vqa": first.config.vqa}
     notices: list[str] = []
 
     class Notices(QuietProgress):
@@ -311,10 +311,10 @@ def test_a_resume_with_other_weights_says_so_and_makes_the_images_again(tiny_mod
     store = RunStore(tmp_path / "runs")
     again = resume_audit("r", store, cache, Notices(), Resumption(models={"t2i": f"diffusers:{other_t2i}"})).run()
     before, now = first.config.t2i.fingerprint, again.config.t2i.fingerprint
-    assert before != now and again.results_from["t2i"] == now and again.results_from["vqa"] == first.results_from["vqa"]
+    assert before != now and again.results_from == {"t2i": again.config.t2i, "vqa": first.config.vqa}
     assert notices[-1] == (
-        f"--t2i diffusers:{other_t2i} is other weights than this run's earlier images came from "
-        f"(fingerprint {before[:12]}, now {now[:12]}); they are made again with it"
+        f"--t2i diffusers:{other_t2i} loads other weights than the ones this run's images came from "
+        f"(diffusers:{tiny_models.t2i}, fingerprint {before[:12]}; now {now[:12]}): the images are made again with it"
     )
     assert {t.stage: t.computed for t in again.timings}["generate"] == 6  # nothing of the first weights reused
     notices.clear()

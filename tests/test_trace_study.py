@@ -111,6 +111,7 @@ def test_trace_study_end_to_end_numbers_match_independent_computations(
     run_dir = study.run_dir
     assert record.status == "completed" and record.errors == []
     assert load_record(run_dir / "record.json", TraceRecord).model_dump() == record.model_dump()
+    assert record.results_from == {"t2i": record.config.t2i, "vqa": record.config.vqa}  # what made its results
 
     # Triplets: the neutral captions, swapped, with where they came from.
     selection = record.selection

@@ -282,9 +282,7 @@ class GenerationStage:
         given its batch size with :func:`give_batch_size`): what is recorded comes from the model
         itself, with its defaults filled in.
         """
-        config = self.study.record.config
-        self.study.check_model("t2i", backend.ref)
-        config.t2i = backend.ref.model_copy(update={"spec": config.t2i.spec})
+        self.study.adopt_model("t2i", backend.ref)
         self.settle(backend.settings)
 
     def settle(self, settings: GenerationSettings) -> None:

@@ -295,8 +295,7 @@ class AnswerReader(ImageReader):
     def open(self, load: Callable[[ModelRecipe], Any] | None = None) -> bool:
         config = self.study.record.config
         self.model = vqa = self._load(load)
-        self.study.check_model("vqa", vqa.ref)
-        config.vqa = vqa.ref.model_copy(update={"spec": config.vqa.spec})
+        self.study.adopt_model("vqa", vqa.ref)
         config.perception = vqa.settings  # what it answers with, its defaults filled in
         self._fingerprint = vqa.cache_fingerprint()
         return True

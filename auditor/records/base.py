@@ -113,12 +113,13 @@ class StudyRecord(Record):
     timings: list[StageTiming] = Field(default_factory=list, description="Time spent per stage.")
     errors: list[RunError] = Field(default_factory=list, description="Errors that ended or marred the run.")
     environment: Environment = Field(description="Software and hardware versions.")
-    results_from: dict[str, str] = Field(
+    results_from: dict[str, ModelRef] = Field(
         default_factory=dict,
-        description="Model field ('t2i', 'vqa') -> fingerprint of the weights behind the images and answers the "
-        "record holds, kept across attempts (a resume may point the config at other weights before they load). "
-        "A resume whose weights differ makes them again, or is refused by a study that adds to them (an "
-        "exploration).",
+        description="Model field ('t2i', 'vqa') -> the model the record's images and answers were last made with, "
+        "kept across attempts (a resume points the config at other weights before they load, and may stop before "
+        "they do). Set when the model opens, so while an attempt runs the record may still hold some results of "
+        "the model before. A resume whose weights differ makes them again, or is refused by a study that adds to "
+        "them (an exploration). A batch's is its audits'.",
     )
 
     def subject(self) -> str:

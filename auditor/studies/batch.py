@@ -94,19 +94,24 @@ def start_batch(
 def resume_batch(
     run: str, store: RunStore, cache: ContentCache, progress: ProgressReporter, resumption: Resumption = Resumption()
 ) -> Batch:
-    """Reopen a batch; its audits continue with their own settings (``resumption`` as ``auditor prompt --resume``)."""
+    """Reopen a batch; its audits continue with their own settings (``resumption`` as ``auditor prompt --resume``).
+
+    Models named again (``--t2i``, ``--vqa``, ``--embedder``) audit every prompt again, completed ones too, so the
+    leaderboard never ranks two models' results together; what the same weights made comes from the cache.
+    """
     run_dir, record = reopen_run(run, store, BatchRecord)
     point_models(record.config, resumption)
     pool = ModelPool(keep=True)
     audits_store = RunStore(run_dir / AUDITS_FOLDER)
     quiet = NoticesOnly(progress)
+    every = bool(resumption.models)
     audits = [
         resume_audit(str(run_dir / entry.folder), audits_store, cache, quiet, resumption, pool=pool)
-        if entry.status != "completed"
+        if every or entry.status != "completed"
         else _finished(run_dir / entry.folder, cache, quiet)
         for entry in record.audits
     ]
-    return Batch(run_dir, record, cache, progress, resumption.device, pool, audits)
+    return Batch(run_dir, record, cache, progress, resumption.device, pool, audits, every=every)
 
 
 def _finished(folder: Path, cache: ContentCache, progress: ProgressReporter) -> PromptAudit:
@@ -128,9 +133,13 @@ class Batch(StudyRun[BatchRecord]):
         device: str | None,
         pool: ModelPool,
         audits: list[PromptAudit],
+        *,
+        every: bool = False,
     ):
         super().__init__(run_dir, record, cache, progress, device, pool)
         self.audits = audits
+        #: Whether to audit every prompt again, completed ones too (a resume that names models).
+        self.every = every
 
     def run(self) -> BatchRecord:
         """Run (or resume) every unfinished audit stage by stage, then rank; the record's status says how it ended.
@@ -139,8 +148,15 @@ class Batch(StudyRun[BatchRecord]):
             return self._run()
 
     def _run(self) -> BatchRecord:
+        if self.every:
+            self.progress.notice(
+                "models named on resume: every prompt is audited again with them (what the same weights made before "
+                "comes from the cache)"
+            )
+        else:
+            self.say_if_complete()
         self.begin()
-        live = [audit for audit in self.audits if audit.record.status != "completed"]
+        live = [audit for audit in self.audits if self.every or audit.record.status != "completed"]
         stage: Stage | None = None
         try:
             for audit in live:
@@ -203,7 +219,8 @@ class Batch(StudyRun[BatchRecord]):
         self._sync()
 
     def _sync(self) -> None:
-        """Copy each audit's status, error and resolved model references into the batch's record."""
+        """Copy each audit's status, error and resolved model references (and what made its results) into the
+        batch's record."""
         by_id = {audit.record.run_id: audit.record for audit in self.audits}
         for entry in self.record.audits:
             found = by_id[entry.audit_id]
@@ -213,6 +230,7 @@ class Batch(StudyRun[BatchRecord]):
         if ran is not None:
             for field in ("t2i", "vqa", "embedder", "generation", "perception"):
                 setattr(self.record.config, field, getattr(ran.config, field))
+            self.record.results_from = dict(ran.results_from)
 
     def rank(self) -> None:
         """The leaderboard: every axis of every completed audit, highest BAV first (no BAV last)."""

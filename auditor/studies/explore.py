@@ -52,6 +52,7 @@ from auditor.core.cache import ContentCache
 from auditor.core.environment import collect_environment
 from auditor.core.errors import AuditorError
 from auditor.core.store import RunStore
+from auditor.executors.generation import described_text_to_image
 from auditor.records import ExploreConfig, ExploreRecord, ModelRef, Round, StopReason
 from auditor.studies.explore_candidates import CandidateIntake
 from auditor.studies.explore_confirmation import confirm_leaders
@@ -101,12 +102,19 @@ class Exploration(StudyRun[ExploreRecord]):
         #: Where the seconds explored are read from (a test may give a clock of its own).
         self.clock: Callable[[], float] = time.monotonic
 
-    def other_weights(self, field: str, ref: ModelRef, before: str) -> None:
+    def holds_results(self, field: str) -> bool:
+        """A round is priced on the text-to-image model's cache before any of its images is made, so any round
+        holds the model's results (images it was charged for, or found cached)."""
+        return super().holds_results(field) or (field == "t2i" and bool(self.record.rounds))
+
+    def other_weights(self, field: str, ref: ModelRef, before: ModelRef) -> None:
         """The rounds add to the earlier rounds' images and answers: other weights would mix two models' results
-        in one score."""
+        in one score. The record names the model it ran with again, so a plain ``--resume`` goes on."""
+        setattr(self.record.config, field, before)
         raise AuditorError(
             f"this exploration's {results_word(field)} came from other weights than --{field} {ref.spec} "
-            f"({describe_change(before, ref)}); point it at the model it ran with, or start a new exploration"
+            f"({describe_change(before, ref)}); resume it without --{field} (its record names its model again), "
+            "or start a new exploration"
         )
 
     def save(self) -> None:
@@ -134,6 +142,8 @@ class Exploration(StudyRun[ExploreRecord]):
     def explore(self) -> None:
         """Rounds until a budget is spent, the leaders are separated, or nothing is left to do."""
         record = self.record
+        if self.holds_results("t2i"):  # resumed: refuse other weights before a round is proposed or priced
+            self.adopt_model("t2i", described_text_to_image(self).ref)
         started, before = self.clock(), record.elapsed
         self._explored = lambda: before + self.clock() - started
         try:

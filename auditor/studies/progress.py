@@ -96,11 +96,12 @@ class QuietProgress:
 
 
 class NoticesOnly:
-    """Passes notices on and keeps stage bars to itself: a batch shows one bar per stage over its
-    prompts instead of one per prompt and stage."""
+    """Passes notices on, each message once, and keeps stage bars to itself: a batch shows one bar per stage over
+    its prompts instead of one per prompt and stage, and what all its audits say (other weights, say) once."""
 
     def __init__(self, inner: ProgressReporter):
         self.inner = inner
+        self._said: set[str] = set()
 
     def start(self, stage: str, total: int | None, description: str) -> None:
         pass
@@ -112,7 +113,9 @@ class NoticesOnly:
         pass
 
     def notice(self, message: str) -> None:
-        self.inner.notice(message)
+        if message not in self._said:
+            self._said.add(message)
+            self.inner.notice(message)
 
     def workers(self, stage: str, workers: Sequence[WorkerThroughput]) -> None:
         pass

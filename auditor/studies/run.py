@@ -106,11 +106,11 @@ def reopen_run(run: str, store: RunStore, record_type: type[RecordT]) -> tuple[P
     """For ``--resume``: the run's folder and record (a one-line error when it is another kind of run)."""
     run_dir = store.resolve(run)
     record = load_record(run_dir / RECORD_FILE, record_type)
-    if record.prompt_sets:  # a record written before results_from was kept: its config's models made them
-        for field in ("t2i", "vqa"):
-            ref = getattr(record.config, field, None)
-            if field not in record.results_from and ref is not None and ref.fingerprint is not None:
-                record.results_from[field] = ref.fingerprint
+    for name in ("t2i", "vqa"):  # a record written before results_from was kept: its config's models made them
+        ref = getattr(record.config, name, None)
+        known = ref is not None and ref.fingerprint is not None  # None: pointed elsewhere by a resume, never loaded
+        if name not in record.results_from and known and record_holds_results(record, name):
+            record.results_from[name] = ref
     return run_dir, record
 
 
@@ -119,9 +119,14 @@ def results_word(field: str) -> str:
     return "images" if field == "t2i" else "answers"
 
 
-def describe_change(before: str, ref: ModelRef) -> str:
-    """The two fingerprints, short, for a message about other weights."""
-    return f"fingerprint {before[:12]}, now {(ref.fingerprint or 'none')[:12]}"
+def record_holds_results(record: StudyRecord, field: str) -> bool:
+    """Whether ``record`` holds what its ``field`` model made: images (``t2i``) or answers (``vqa``)."""
+    return bool(record.prompt_sets if field == "t2i" else getattr(record, "answers", None))
+
+
+def describe_change(before: ModelRef, ref: ModelRef) -> str:
+    """The model before and the fingerprints, short, for a message about other weights."""
+    return f"{before.spec}, fingerprint {(before.fingerprint or 'none')[:12]}; now {(ref.fingerprint or 'none')[:12]}"
 
 
 @dataclass(frozen=True)
@@ -264,25 +269,30 @@ class StudyRun(Generic[RecordT]):
             if self._failed_stage is None:
                 self._failed_stage = stage
 
-    def check_model(self, field: str, ref: ModelRef) -> None:
-        """A stage is about to record ``ref`` as the run's ``field`` model (``t2i``, ``vqa``), loaded or recalled
-        (:mod:`~auditor.executors.recall`): from now on the record's results are its (``results_from``).
+    def adopt_model(self, field: str, ref: ModelRef) -> None:
+        """Record ``ref`` as the run's ``field`` model (``t2i``, ``vqa``), loaded or recalled
+        (:mod:`~auditor.executors.recall`), with the spec as the run names it: from now on the record's images or
+        answers are made with it (``results_from``). Weights other than those behind what an earlier attempt left
+        go to :meth:`other_weights` first."""
+        with self._lock:
+            recorded = ref.model_copy(update={"spec": getattr(self.record.config, field).spec})
+            before = self.record.results_from.get(field)
+            if before is not None and before.fingerprint != recorded.fingerprint and self.holds_results(field):
+                self.other_weights(field, recorded, before)
+            setattr(self.record.config, field, recorded)
+            self.record.results_from[field] = recorded
 
-        Other weights than those behind the results an earlier attempt left go to :meth:`other_weights`.
-        """
-        before = self.record.results_from.get(field)
-        if before is not None and ref.fingerprint != before and self.record.prompt_sets:
-            self.other_weights(field, ref, before)
-        if ref.fingerprint is not None:
-            self.record.results_from[field] = ref.fingerprint
+    def holds_results(self, field: str) -> bool:
+        """Whether the record holds what the ``field`` model made."""
+        return record_holds_results(self.record, field)
 
-    def other_weights(self, field: str, ref: ModelRef, before: str) -> None:
-        """``ref`` is not the model an earlier attempt's results came from (fingerprint ``before``). By default the
-        user is told and the work is done again: a stage reads every image again through the cache, which keys on
-        the model, so nothing of the other weights is reused. A study that keeps results refuses here."""
+    def other_weights(self, field: str, ref: ModelRef, before: ModelRef) -> None:
+        """``ref`` is not the model an earlier attempt's results came from (``before``). By default the user is told
+        and the work is done again: a stage reads every image again through the cache, which keys on the model, so
+        nothing of the other weights is reused. A study that adds to earlier results refuses here."""
         self.progress.notice(
-            f"--{field} {ref.spec} is other weights than this run's earlier {results_word(field)} came from "
-            f"({describe_change(before, ref)}); they are made again with it"
+            f"--{field} {ref.spec} loads other weights than the ones this run's {results_word(field)} came from "
+            f"({describe_change(before, ref)}): the {results_word(field)} are made again with it"
         )
 
     def load_options(self) -> LoadOptions:
@@ -350,6 +360,7 @@ class StudyRun(Generic[RecordT]):
     def execute(self, steps: Sequence[tuple[Stage, Callable[[], None]]]) -> None:
         """Run the steps in order; the record ends ``completed``, ``failed`` or ``interrupted``."""
         with self.holding_lock():
+            self.say_if_complete()
             self.begin()
             for name, step in steps:
                 self.run_step(name, step)
@@ -366,13 +377,17 @@ class StudyRun(Generic[RecordT]):
         finally:
             self._lock_file.release()
 
+    def say_if_complete(self) -> None:
+        """Before :meth:`begin`: tell the user what running a completed run again does (:attr:`completed_again`).
+        Not said for a batch's audits: the batch says what it does."""
+        if self.record.status == "completed":
+            self.progress.notice(f"run {self.record.run_id} is already complete; {self.completed_again}")
+
     def begin(self) -> None:
         """Start an attempt (under :meth:`holding_lock`, or the lock of the batch it belongs to): the record says
         ``running`` and forgets the errors and scores of an earlier one, and what a killed attempt left half-written
         is removed."""
         remove_partial_writes(self.run_dir)
-        if self.record.status == "completed":
-            self.progress.notice(f"run {self.record.run_id} is already complete; {self.completed_again}")
         self.clear_scores()
         self.record.status = "running"
         self.record.errors = []

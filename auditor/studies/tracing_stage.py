@@ -203,7 +203,7 @@ class TracedGeneration:
             raise AuditorError(f"{config.t2i.spec} has no tokenizer, so its prompt words cannot be traced")
         give_batch_size(study, model)
         self._asked = self._asked.model_copy(update={"batch_size": model.settings.batch_size})
-        config.t2i = model.ref.model_copy(update={"spec": config.t2i.spec})
+        study.adopt_model("t2i", model.ref)
         config.generation = model.settings.model_copy(update={"batch_size_auto": self._asked.batch_size_auto})
         self._requests = self.choose(model.prompt_words)
         self._images = {request.prompt_id: {} for request in self._requests}
