@@ -89,3 +89,41 @@ def test_an_unwritable_auditor_home_is_one_line(tmp_path, monkeypatch):
     assert str(raised.value) == (
         f"cannot write WordNet into {home}/nltk_data: Not a directory (AUDITOR_HOME must be a folder auditor can write)"
     )
+
+
+def test_a_damaged_wordnet_in_auditors_own_folder_is_built_again(tmp_path, monkeypatch):
+    """An interrupted build or download leaves a folder that is present but cannot be read: setup makes it again."""
+    import nltk
+
+    from auditor.core.langdata import ensure_wordnet, wordnet_complete
+
+    if find_system_wordnet() is None:
+        pytest.skip("no system WordNet files to copy")
+    monkeypatch.setenv("AUDITOR_HOME", str(tmp_path / "home"))
+    monkeypatch.setattr(nltk.data, "path", [])
+    own = tmp_path / "home" / "nltk_data" / "corpora" / "wordnet"
+    own.mkdir(parents=True)
+    (own / "lexnames").write_text(lexnames_text())  # no database files
+    assert not wordnet_complete(own)
+    assert ensure_wordnet(try_download=False) == own and wordnet_complete(own)
+
+
+def test_a_damaged_wordnet_elsewhere_is_one_line_naming_it_and_doctor_says_so(tmp_path, monkeypatch):
+    """One under NLTK_DATA is not auditor's to delete, and NLTK would read it first."""
+    import nltk
+
+    from auditor.core.errors import AuditorError
+    from auditor.core.langdata import ensure_wordnet
+    from tests.clitools import run_auditor
+
+    monkeypatch.setenv("AUDITOR_HOME", str(tmp_path / "home"))
+    monkeypatch.setattr(nltk.data, "path", [str(tmp_path / "nltk")])
+    broken = tmp_path / "nltk" / "corpora" / "wordnet.zip"
+    broken.parent.mkdir(parents=True)
+    broken.write_bytes(b"")  # what an interrupted download leaves
+    with pytest.raises(AuditorError) as raised:
+        ensure_wordnet(try_download=False)
+    assert str(raised.value) == f"WordNet at {broken} is incomplete or damaged: delete it, then run `auditor setup`"
+    doctor = run_auditor("doctor", env={"AUDITOR_HOME": str(tmp_path / "home")})
+    said = "".join(doctor.stdout.split())  # the terminal's width may wrap the line, and fold the long path
+    assert "".join(f"wordnet incomplete or damaged ({broken}); run `auditor setup`".split()) in said

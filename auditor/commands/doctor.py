@@ -28,12 +28,13 @@ def _torch_status() -> dict:
 
 
 def _wordnet_status() -> dict:
-    from auditor.core.langdata import find_system_wordnet, wordnet_present
+    from auditor.core.langdata import find_system_wordnet, wordnet_complete, wordnet_present
 
     folder = wordnet_present()
     system = find_system_wordnet()
     return {
         "present": folder is not None,
+        "complete": folder is not None and wordnet_complete(folder),
         "path": str(folder) if folder else None,
         "system_files": str(system) if system else None,
     }
@@ -83,6 +84,8 @@ def doctor(json_output: bool = typer.Option(False, "--json", help="Print one JSO
     wordnet = report["wordnet"]
     wordnet_line = (
         f"present ({wordnet['path']})"
+        if wordnet["complete"]
+        else f"incomplete or damaged ({wordnet['path']}); run `auditor setup`"
         if wordnet["present"]
         else f"missing; run `auditor setup`{' (system files found)' if wordnet['system_files'] else ''}"
     )

@@ -73,6 +73,17 @@ def wordnet_present() -> Path | None:
     return None
 
 
+def wordnet_complete(candidate: Path) -> bool:
+    """Whether ``candidate`` (a ``wordnet`` folder or ``wordnet.zip``) can be what NLTK reads: a folder with every
+    database file and ``lexnames``, or a readable zip (its contents are checked when it loads). An interrupted
+    download or build leaves neither."""
+    import zipfile
+
+    if candidate.suffix == ".zip":
+        return zipfile.is_zipfile(candidate)
+    return all((candidate / name).is_file() for name in [*_WORDNET_FILES, "lexnames"])
+
+
 def find_system_wordnet() -> Path | None:
     """A system folder with the WordNet 3.0 database files NLTK needs."""
     folders = [os.environ["WNSEARCHDIR"]] if os.environ.get("WNSEARCHDIR") else []
@@ -117,9 +128,21 @@ def _try_nltk_download(timeout: float = 10.0) -> bool:
 
 
 def ensure_wordnet(try_download: bool = True) -> Path:
-    """Make WordNet readable by NLTK and return its folder; one clear error when impossible."""
+    """Make WordNet readable by NLTK and return its folder; one clear error when impossible.
+
+    A damaged copy in auditor's own data folder (an interrupted download or build) is removed and made again; one
+    elsewhere (``NLTK_DATA``) is not auditor's to delete, and NLTK would read it first, so it is an error.
+    """
     found = wordnet_present()
-    if found:
+    if found is not None and not wordnet_complete(found) and found.parent == _wordnet_target().parent:
+        if found.is_dir():
+            shutil.rmtree(found)
+        else:
+            found.unlink()
+        found = wordnet_present()
+    if found is not None:
+        if not wordnet_complete(found):
+            raise AuditorError(f"WordNet at {found} is incomplete or damaged: delete it, then run `auditor setup`")
         return found
     if try_download and _try_nltk_download() and (found := wordnet_present()):
         return found
@@ -147,6 +170,7 @@ def load_wordnet() -> WordNetCorpusReader:
     seconds at every start of a process that reads a word; auditor uses no other language.
     """
     import warnings
+    import zipfile
 
     import nltk
     from nltk.corpus.reader.wordnet import WordNetCorpusReader
@@ -162,7 +186,7 @@ def load_wordnet() -> WordNetCorpusReader:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # "the multilingual functions are not available": none are used
             return EnglishWordNet(root, None)
-    except (LookupError, OSError) as exc:  # NLTK's message opens with a line of asterisks
+    except (LookupError, OSError, zipfile.BadZipFile) as exc:  # NLTK's message opens with a line of asterisks
         reason = next((line.strip() for line in str(exc).splitlines() if any(c.isalpha() for c in line)), "")
         raise AuditorError(f"WordNet could not be loaded: {reason or type(exc).__name__}") from None
 
