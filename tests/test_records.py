@@ -84,11 +84,22 @@ def test_schema_check_command_catches_a_stale_schema(tmp_path):
     stale.write_bytes(b"\xff\xfe not UTF-8")  # not even text: out of date, not a UnicodeDecodeError
     result = run_auditor("schemas", "--check", "--out", str(folder))
     assert result.returncode == 2 and result.stderr.startswith("error: schemas out of date")
-    (folder / "gone_record.schema.json").write_text("{}", encoding="utf-8")  # a kind no record has any more
-    assert "gone_record.schema.json" in run_auditor("schemas", "--check", "--out", str(folder)).stderr
-    rewritten = run_auditor("schemas", "--out", str(folder))  # what --check advises mends both
+    gone = (REPO_SCHEMAS / "run_record.schema.json").read_text(encoding="utf-8")
+    (folder / "gone_record.schema.json").write_text(gone, encoding="utf-8")  # a record kind auditor no longer has
+    theirs = '{"properties": {"invoice": {}}}'
+    for name in ("invoice.schema.json", "invoice_record.schema.json"):  # someone else's, in the same folder
+        (folder / name).write_text(theirs, encoding="utf-8")
+    (folder / "trace_record.schema.json").unlink()
+    checked = run_auditor("schemas", "--check", "--out", str(folder)).stderr
+    assert checked == (
+        f"error: schemas out of date in {folder}: run_record.schema.json differ; trace_record.schema.json missing; "
+        f"gone_record.schema.json of no current record; run `auditor schemas --out {folder}`\n"
+    )
+    rewritten = run_auditor("schemas", "--out", str(folder))  # what --check advises mends it all
     assert rewritten.returncode == 0 and "removed gone_record.schema.json" in " ".join(rewritten.stdout.split())
     assert run_auditor("schemas", "--check", "--out", str(folder)).returncode == 0
+    assert all((folder / name).read_text(encoding="utf-8") == theirs
+               for name in ("invoice.schema.json", "invoice_record.schema.json"))  # fmt: skip
     (tmp_path / "elsewhere").mkdir()
     elsewhere = run_auditor("schemas", "--check", cwd=tmp_path / "elsewhere")  # no ./schemas: nothing is stale
     assert elsewhere.returncode == 2
