@@ -642,3 +642,27 @@ def test_association_intervals_resample_seeds_across_all_six_groups_by_hand():
     assert (effect.low, effect.high) == pytest.approx((low[1], high[1]), abs=1e-9)
     with pytest.raises(AuditorError, match="at least 2 seeds"):
         association_intervals(sets, groups, 1, settings)
+
+
+def test_an_effect_size_interval_over_some_resamples_says_so_in_the_terminal_and_the_page():
+    """d is undefined in a draw of seeds with no spread: its interval is over the others, which a bare [a, b] hides."""
+    from rich.console import Console
+
+    from auditor.records import AssociationResult, Interval
+    from auditor.reporting.t2iat import render_association
+
+    def ci(low: float, high: float, defined: float) -> Interval:
+        return Interval(low=low, high=high, method="percentile", defined=defined)
+
+    result = AssociationResult(
+        association=0.00017, association_ci=ci(-0.00007, 0.00017, 1.0), effect_size=0.316,
+        effect_size_ci=ci(0.316, 0.316, 0.5234), effect_label="small", p_value=0.5, exact=True, permutations=6,
+        n_x=2, n_y=2,
+    )  # fmt: skip
+    console = Console(width=200, record=True)
+    render_association(result, "flowers", "insects", console)
+    said = "the interval is over the 52.3% of resamples in which the number exists"
+    assert f"effect size d   +0.316 [+0.316, +0.316] (small; {said})" in console.export_text()
+    assert f"d = +0.32 [+0.32, +0.32] (small; {said})" in association_text(result)
+    whole = result.model_copy(update={"effect_size_ci": ci(0.2, 0.4, 1.0)})
+    assert "d = +0.32 [+0.20, +0.40] (small), p" in association_text(whole)

@@ -289,7 +289,15 @@ def interval_notes(scores: Scores) -> list[str]:
     for what, ci in named_intervals(scores):
         if ci.note:
             notes.append(f"{what} is a {ci.method} interval (BCa could not be used: {ci.note})")
-        if 0 < ci.defined < 1:
-            share = math.floor(round(ci.defined * 1000, 6)) / 10  # rounded down: 99.96% of them is not "100%"
-            notes.append(f"{what} is over the {share:g}% of resamples in which the number exists")
+        if (partial := partial_interval_note(ci)) is not None:
+            notes.append(f"{what} {partial}")
     return notes
+
+
+def partial_interval_note(ci: Interval) -> str | None:
+    """``is over the 52.3% of resamples in which the number exists`` for an interval drawn from only some of the
+    resamples (a number undefined in the others, e.g. an effect size where a draw has no spread); else None."""
+    if not 0 < ci.defined < 1:
+        return None
+    share = math.floor(round(ci.defined * 1000, 6)) / 10  # rounded down: 99.96% of them is not "100%"
+    return f"is over the {share:g}% of resamples in which the number exists"

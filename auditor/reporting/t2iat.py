@@ -21,6 +21,7 @@ from auditor.records import (
     T2IATTestDefinition,
 )
 from auditor.reporting.numbers import with_span
+from auditor.reporting.sentences import partial_interval_note
 from auditor.reporting.tables import column_table
 
 #: Below this p-value a test's direction is stated without a caveat (the conventional level; the paper reports p).
@@ -48,14 +49,21 @@ def _p_text(result: AssociationResult) -> str:
     return f"{result.p_value:.4g} ({how})"
 
 
+def effect_size_text(result: AssociationResult, digits: int, undefined: str) -> str:
+    """d with its interval and label, e.g. ``+0.45 [+0.12, +0.80] (small)``, saying when the interval is over
+    only the resamples in which d exists (a draw of seeds with no spread has none); ``undefined`` when d is."""
+    if result.effect_size is None:
+        return undefined
+    ci = result.effect_size_ci
+    partial = None if ci is None else partial_interval_note(ci)
+    label = result.effect_label if partial is None else f"{result.effect_label}; the interval {partial}"
+    return f"{with_span(result.effect_size, ci, digits, signed=True)} ({label})"
+
+
 def render_association(result: AssociationResult, x_name: str, y_name: str, console: Console) -> None:
     """S and d (with their intervals over seeds, where the run made them), d's label, p and the group sizes, one
     per line."""
-    d = (
-        "undefined (the Asc values have no spread within the groups)"
-        if result.effect_size is None
-        else f"{with_span(result.effect_size, result.effect_size_ci, 3, signed=True)} ({result.effect_label})"
-    )
+    d = effect_size_text(result, 3, "undefined (the Asc values have no spread within the groups)")
     _say(console, f"  association S   {with_span(result.association, result.association_ci, 5, signed=True)}")
     _say(console, f"  effect size d   {d}")
     _say(console, f"  p-value         {_p_text(result)}")

@@ -19,7 +19,7 @@ from auditor.records import AssociationResult, GeneratedImage, OccupationsRecord
 from auditor.reporting.glossary import METRICS
 from auditor.reporting.html import GRID_IMAGES, ImageCell, Spread, range_chart, thumbnail, write_run_page
 from auditor.reporting.numbers import with_span
-from auditor.reporting.t2iat import association_reading
+from auditor.reporting.t2iat import association_reading, effect_size_text
 from auditor.reporting.wording import describe_seeds
 from auditor.scoring.t2iat import occupation_ids
 
@@ -44,11 +44,7 @@ class ImageRow:
 def association_text(result: AssociationResult) -> str:
     """``S = +0.0123 [+0.0050, +0.0190], d = +0.45 [+0.12, +0.80] (small), p = 0.031 (exact over 924 splits)``
     (the intervals where the run made them)."""
-    d = (
-        "undefined"
-        if result.effect_size is None
-        else f"{with_span(result.effect_size, result.effect_size_ci, signed=True)} ({result.effect_label})"
-    )
+    d = effect_size_text(result, 2, "undefined")
     how = f"exact over {result.permutations:,} splits" if result.exact else f"{result.permutations:,} permutations"
     return f"S = {with_span(result.association, result.association_ci, 4, signed=True)}, d = {d}, p = {result.p_value:.3g} ({how})"
 
