@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import os
+import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -61,11 +63,15 @@ def test_runs_lists_records(tmp_path):
     assert rows["broken"]["status"] == "unreadable"
     command = f"auditor prompt --resume '{runs / 'r2'}'"
     assert "resume" not in rows["r1"] and rows["r2"]["resume"] == command
-    table = run_auditor("runs", "--runs-dir", str(runs))
+    table = run_auditor("runs", "--runs-dir", str(runs), env={"COLUMNS": "80"}, process=True)
     assert table.returncode == 0, table.stderr
-    assert "nurse" in table.stdout  # the prompt column wraps the rest of the prompt
+    assert re.search(r"^r1  completed  started \d{4}-\d\d-\d\d \d\d:\d\d UTC\n  a photo of a nurse", table.stdout, re.M)
     assert "[/x] [bold]y" in table.stdout
     assert f"r2 (interrupted) continues with: {command}" in table.stdout
+
+    shutil.copytree(runs / "r2", runs / "r2-copy")  # its record still says r2: listed by the name to give
+    rows = {row["run_id"]: row for row in json.loads(run_auditor("runs", "--json", "--runs-dir", str(runs)).stdout)}
+    assert rows["r2-copy"]["resume"] == f"auditor prompt --resume '{runs / 'r2-copy'}'"
 
 
 @pytest.mark.parametrize(

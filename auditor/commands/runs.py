@@ -21,7 +21,8 @@ def runs(
     json_output: bool = typer.Option(False, "--json", help="Print a JSON list."),
 ) -> None:
     """List runs: id, prompt, date, status and models."""
-    from rich.table import Table
+    from rich.padding import Padding
+    from rich.text import Text
 
     store = common.run_store(runs_dir)
     rows = [
@@ -34,14 +35,18 @@ def runs(
     if not rows:
         out.print(f"no runs in {store.root}")
         return
-    table = Table()
-    table.add_column("run", no_wrap=True)  # the id other commands take: never cut
-    for heading in ("prompt", "date", "status", "models"):
-        table.add_column(heading)
+    # One block per run, not a table: a default id (date, time and prompt) takes half an 80-column terminal, and
+    # a table's columns would cut the prompt, the date or a model's path beside it.
     for row in rows:
-        models = "\n".join(row.get("models", []))
-        table.add_row(row["run_id"], row.get("prompt", ""), row.get("created_at", ""), _shown_status(row), models)
-    out.print(table)
+        head = Text(row["run_id"], style="bold")  # the id other commands take: never cut
+        started = row.get("created_at", "")[:16].replace("T", " ")  # to the minute: this is for finding a run
+        head.append(f"  {_shown_status(row)}" + (f"  started {started} UTC" if started else ""))
+        out.print(head, soft_wrap=True)
+        body = Text(row.get("prompt", ""))
+        for spec in row.get("models", []):
+            body.append(f"\n{spec}", style="dim")
+        if body.plain:
+            out.print(Padding(body, (0, 0, 0, 2), expand=False))
     if any(_shown_status(row) == "stopped" for row in rows):
         out.print("stopped: the record says running, but no process runs it (killed, or its machine went down)")
     for row in rows:
@@ -55,7 +60,7 @@ def _row(folder: Path, record: AnyRecord) -> dict:
     too, and the table shows it as stopped); one that is not complete nor alive gets the command that continues
     it."""
     row = {
-        "run_id": record.run_id,
+        "run_id": folder.name,  # what other commands take (a copied or renamed run's record keeps its first id)
         "kind": record.kind,
         "prompt": record.subject(),
         "created_at": record.created_at.isoformat(timespec="seconds"),
