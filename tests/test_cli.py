@@ -237,3 +237,13 @@ def test_an_interrupted_command_says_so_and_exits_130_or_143_on_sigterm(monkeypa
         signal.signal(signal.SIGTERM, previous)
     assert exited.value.code == (143 if sigterm else 130)
     assert capsys.readouterr().err == ("error: terminated (SIGTERM)\n" if sigterm else "error: interrupted\n")
+
+
+def test_doctor_lists_the_models_of_the_hub_cache_huggingface_hub_reads(tmp_path, monkeypatch):
+    """The hub cache moves with XDG_CACHE_HOME (and HF_HOME, HF_HUB_CACHE): doctor asks huggingface_hub where it is."""
+    (tmp_path / "xdg" / "huggingface" / "hub" / "models--someone--some-model").mkdir(parents=True)
+    for name in ("HF_HOME", "HF_HUB_CACHE", "HUGGINGFACE_HUB_CACHE"):
+        monkeypatch.delenv(name, raising=False)
+    result = run_auditor("doctor", "--json", env={"XDG_CACHE_HOME": str(tmp_path / "xdg")}, process=True)
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout)["cached_models"] == ["someone/some-model"]

@@ -223,6 +223,11 @@ def test_run_rejects_bad_definitions_and_specs_before_loading_models(tmp_path):
     (tmp_path / "bad.yaml").write_text(TINY_TEST + "colour: red\n")
     _assert_one_line_error(run_auditor("t2iat", "run", "bad.yaml", process=True), "invalid T2IAT test: colour")
     _assert_one_line_error(run_auditor("t2iat", "run", "no-such-test", process=True), "no built-in T2IAT test 'no-such-test'")
+    _assert_one_line_error(run_auditor("t2iat", "run", "tests/typo.json", process=True), "no such file: tests/typo.json")
+    _assert_one_line_error(
+        run_auditor("t2iat", "run", "flowers-insects", "--resume", "r", process=True),
+        "--resume continues a run with its own test: give the test or --resume, not both",
+    )
     (tmp_path / "ok.yaml").write_text(TINY_TEST)
     _assert_one_line_error(run_auditor("t2iat", "run", "ok.yaml", "--t2i", "nope:x", process=True), "unknown text-to-image backend")
     _assert_one_line_error(

@@ -110,7 +110,7 @@ CI_METHOD = typer.Option(IntervalMethodChoice.percentile, "--ci-method", help=_C
 CI_SEED = typer.Option(0, "--ci-seed", min=0, help=_CI_SEED_HELP)
 ALPHA = typer.Option(0.05, "--alpha", help="A T2IAT direction is stated only when its Holm-adjusted p is below this.")
 #: The same options for a command that rescores a run: None keeps the run's own setting.
-BOOTSTRAP_OPTIONAL = typer.Option(None, "--bootstrap", min=0, max=MAX_BOOTSTRAP, help=_BOOTSTRAP_HELP + " Default: 1000.")
+BOOTSTRAP_OPTIONAL = typer.Option(None, "--bootstrap", min=0, max=MAX_BOOTSTRAP, help=_BOOTSTRAP_HELP + " Default: the run's, or 1000 where it had none.")
 CI_METHOD_OPTIONAL = typer.Option(None, "--ci-method", help=_CI_METHOD_HELP + " Default: the run's.")
 CI_SEED_OPTIONAL = typer.Option(None, "--ci-seed", min=0, help=_CI_SEED_HELP + " Default: the run's.")
 AXES = typer.Option(

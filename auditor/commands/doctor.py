@@ -41,9 +41,11 @@ def _wordnet_status() -> dict:
 
 
 def _cached_models() -> list[str]:
-    """Hugging Face hub models in the local cache (``HF_HUB_CACHE`` or ``HF_HOME``)."""
-    hub = os.environ.get("HF_HUB_CACHE") or str(Path(os.environ.get("HF_HOME", Path.home() / ".cache/huggingface")) / "hub")
-    folder = Path(hub)
+    """Hugging Face hub models in the local cache, where huggingface_hub looks for them (``HF_HUB_CACHE``,
+    ``HF_HOME``, ``XDG_CACHE_HOME``, ...)."""
+    from huggingface_hub import constants
+
+    folder = Path(constants.HF_HUB_CACHE)
     if not folder.is_dir():
         return []
     return sorted(p.name.removeprefix("models--").replace("--", "/") for p in folder.glob("models--*"))

@@ -196,7 +196,9 @@ def run(
     from auditor.studies.t2iat import T2IATTestRun, start_t2iat_test
     from auditor.studies.t2iat_tests import resolve_test
 
-    if (test_name is None) == (resume is None):
+    if test_name is not None and resume is not None:
+        raise AuditorError("--resume continues a run with its own test: give the test or --resume, not both")
+    if test_name is None and resume is None:
         raise AuditorError("name a test (see `auditor t2iat list`) or a YAML file, or continue a run with --resume")
     start = None
     if test_name is not None:
