@@ -495,7 +495,7 @@ def test_occupations_resume_takes_only_where_and_how_and_refuses_other_runs(tmp_
     page = (tmp_path / "runs" / "occ" / "report.html").read_text(encoding="utf-8")
     assert "Not scored" in page and "did not complete (failed)" in page and page.count('src="images/') == 6
     assert "this run did not complete (failed at embed: " in run_auditor("t2iat", "report", "occ").stdout
-    _assert_one_line_error(run_auditor("t2iat", "run", "weat-1", "--resume", "occ", process=True), "name a test")
+    _assert_one_line_error(run_auditor("t2iat", "run", "weat-1", "--resume", "occ", process=True), "not both")
 
 
 def _write(path: Path, text: str) -> Path:
