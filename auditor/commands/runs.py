@@ -57,7 +57,7 @@ def runs(
 def _row(folder: Path, record: AnyRecord) -> dict:
     """One listing row: what was audited, when, how it ended, with which models. A run whose record says
     ``running`` also says whether a process still runs it (``alive``; a killed one's record says ``running``
-    too, and the table shows it as stopped); one that is not complete nor alive gets the command that continues
+    too, and the listing shows it as stopped); one that is not complete nor alive gets the command that continues
     it."""
     row = {
         "run_id": folder.name,  # what other commands take (a copied or renamed run's record keeps its first id)
@@ -75,7 +75,7 @@ def _row(folder: Path, record: AnyRecord) -> dict:
 
 
 def _shown_status(row: dict) -> str:
-    """The status as the table shows it: a ``running`` record no process holds is a run that was stopped
+    """The status as the listing shows it: a ``running`` record no process holds is a run that was stopped
     without ending (killed, or its machine went down)."""
     if row["status"] == "running" and row.get("alive") is False:
         return "stopped"
