@@ -206,6 +206,8 @@ def test_custom_yaml_loads_and_bad_yaml_is_a_one_line_error(tmp_path):
         "empty.yaml": (TINY_TEST.replace("[ant]", "[]"), "y.stimuli"),
         "repeat.yaml": (TINY_TEST.replace("[ant]", "[ant, ant]"), "repeated stimuli: ant"),
         "list.yaml": ("- a\n- b\n", "must be a YAML mapping"),
+        "shared-concept.yaml": (TINY_TEST.replace("[ant]", "[ant, Rose]"), "Flowers and Insects share stimuli (rose)"),
+        "shared-attribute.yaml": (TINY_TEST.replace("[grief]", "[grief, peace]"), "Pleasant and Unpleasant share stimuli (peace)"),
     }
     for file_name, (text, fragment) in cases.items():
         (tmp_path / file_name).write_text(text)

@@ -61,9 +61,27 @@ def parse_definition(data: Any, where: str) -> T2IATTestDefinition:
             f"{where}: a T2IAT test must be a YAML mapping with name, prompt, attribute_prompt, x, y, a, b"
         )
     try:
-        return T2IATTestDefinition.model_validate(data)
+        test = T2IATTestDefinition.model_validate(data)
     except ValidationError as exc:
         raise AuditorError(f"{where}: invalid T2IAT test: {describe_validation_error(exc)}") from None
+    _refuse_shared_stimuli(test, where)
+    return test
+
+
+def _refuse_shared_stimuli(test: T2IATTestDefinition, where: str) -> None:
+    """Refuse concepts (or attributes) that share a stimulus.
+
+    The test contrasts X with Y and A with B; a word in both sides puts the same prompts in
+    both groups, so the association it measures is partly the test against itself.
+    Checked when a definition is read, not on the record, so recorded runs always load.
+    """
+    for first, second in ((test.x, test.y), (test.a, test.b)):
+        shared = sorted({word.casefold() for word in first.stimuli} & {word.casefold() for word in second.stimuli})
+        if shared:
+            raise AuditorError(
+                f"{where}: {first.name} and {second.name} share stimuli ({', '.join(shared)}); "
+                "each word must belong to one side only"
+            )
 
 
 def _parse_yaml(text: str, where: str) -> Any:
