@@ -89,6 +89,7 @@ def test_a_resume_of_a_run_another_process_runs_is_one_line_and_touches_nothing(
     try:
         result = run_auditor("prompt", "--resume", "r", "--runs-dir", str(runs))
         listed = run_auditor("runs", "--json", "--runs-dir", str(runs))
+        live_report = run_auditor("report", "r", "--runs-dir", str(runs))
     finally:
         holder.send_signal(signal.SIGKILL)
         holder.wait()
@@ -103,6 +104,13 @@ def test_a_resume_of_a_run_another_process_runs_is_one_line_and_touches_nothing(
     stopped = run_auditor("runs", "--runs-dir", str(runs))  # the holder was killed; the record still says running
     assert "r (stopped) continues with: auditor prompt --resume" in stopped.stdout
     assert "stopped: the record says running, but no process runs it" in stopped.stdout
+    assert live_report.returncode == 0 and "was stopped" not in live_report.stderr
+    report = run_auditor("report", "r", "--json", "--runs-dir", str(runs))  # its report says so too, on stderr
+    assert report.returncode == 0 and json.loads(report.stdout)
+    assert report.stderr.strip() == (
+        "note: run r was stopped: the record says running, but no process runs it (killed, or its machine went "
+        f"down); continue it with: auditor prompt --resume {runs / 'r'}"
+    )
 
 
 @pytest.mark.parametrize("ending", ["completed", "failed", "interrupted"])

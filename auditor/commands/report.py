@@ -35,8 +35,17 @@ def show_stored(record: StudyRecord, folder: Path, *, html: bool, json_output: b
     """A stored run of any kind, as every ``report`` command shows it: with ``html``, report.html written again and
     its path printed (on stderr when ``json_output`` puts JSON on stdout); the JSON; or else the terminal report."""
     from auditor.core.console import err
+    from auditor.core.runlock import is_running, lock_folder
     from auditor.core.store import RECORD_FILE
 
+    if record.status == "running" and is_running(lock_folder(folder)) is False:  # its report would read "running"
+        err.print(
+            f"note: run {folder.name} was stopped: {common.STOPPED_MEANING}; "
+            f"continue it with: {common.resume_command(record, folder)}",
+            markup=False,
+            highlight=False,
+            soft_wrap=True,
+        )
     write, as_json, render = _outputs(record, folder / RECORD_FILE)
     if html:
         path = write(record, folder)

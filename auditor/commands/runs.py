@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import shlex
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -48,7 +47,7 @@ def runs(
         if body.plain:
             out.print(Padding(body, (0, 0, 0, 2), expand=False))
     if any(_shown_status(row) == "stopped" for row in rows):
-        out.print("stopped: the record says running, but no process runs it (killed, or its machine went down)")
+        out.print(f"stopped: {common.STOPPED_MEANING}")
     for row in rows:
         if "resume" in row:
             out.print(f"{row['run_id']} ({_shown_status(row)}) continues with: {row['resume']}", markup=False, highlight=False, soft_wrap=True)
@@ -70,7 +69,7 @@ def _row(folder: Path, record: AnyRecord) -> dict:
     if record.status == "running":
         row["alive"] = is_running(folder)
     if record.status != "completed" and not row.get("alive"):
-        row["resume"] = f"{record.made_by} --resume {shlex.quote(str(folder))}"
+        row["resume"] = common.resume_command(record, folder)
     return row
 
 
