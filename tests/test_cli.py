@@ -92,6 +92,9 @@ def test_runs_lists_records(tmp_path):
         (["trace", "--professions", "--seeds", "2", "--seed", "3,3"], "--seed repeats 3: a seed makes"),
         (["trace", "--professions", "--width", "0"], "--width 0: input should be greater than or equal to 8"),
         (["score", "x.json", "--bootstrap", "99999999999"], "--bootstrap"),  # 1.5 TiB of resamples
+        (["score", "x.json", "--bootstrap", "1"], "1 resamples cannot place a 95% interval's ends"),
+        (["prompt", "x", "--llm", "offline", "--bootstrap", "39"], "give at least 40"),
+        (["amplification", "run", "--captions", "c.csv", "--bootstrap", "0"], "--bootstrap"),
         (["prompt", "x", "--llm", "offline", "--images", "99999999999999999999"], "--images"),  # no C ssize_t
         (["t2iat", "occupations", "--images", "1000000000000"], "--images"),  # a seed list that fills memory
         (["trace", "--professions", "--seeds", "100001"], "--seeds"),

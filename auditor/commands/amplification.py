@@ -126,7 +126,7 @@ def run(
     guidance: float | None = common.guidance_option(),
     scheduler: str | None = common.SCHEDULER,
     bootstrap: int = typer.Option(
-        10_000, "--bootstrap", min=1, max=common.MAX_BOOTSTRAP,
+        10_000, "--bootstrap", min=common.MIN_BOOTSTRAP, max=common.MAX_BOOTSTRAP,
         help="Bootstrap resamples behind the intervals of A and its mean.",
     ),
     ci_seed: int = common.CI_SEED,

@@ -102,15 +102,40 @@ class IntervalMethodChoice(str, Enum):
 MAX_IMAGES = 100_000
 #: The most bootstrap resamples an option takes (100 times the default; each resample costs memory).
 MAX_BOOTSTRAP = 100_000
-_BOOTSTRAP_HELP = "Paired-bootstrap resamples over seeds behind every interval; 0 turns intervals off."
+#: The fewest resamples behind a 95% interval: its ends are the 2.5th and 97.5th percentiles of the resamples,
+#: and fewer than 1 / 0.025 = 40 cannot place them (with one, the "interval" is a single resample's value, which
+#: may not even contain the estimate).
+MIN_BOOTSTRAP = 40
+
+
+def bootstrap_count(value: int | None) -> int | None:
+    """``--bootstrap``: 0 (no intervals; where a command allows it) or from :data:`MIN_BOOTSTRAP` resamples."""
+    if value is not None and 0 < value < MIN_BOOTSTRAP:
+        raise typer.BadParameter(
+            f"{value} resamples cannot place a 95% interval's ends (the 2.5th and 97.5th percentiles): "
+            f"give at least {MIN_BOOTSTRAP}"
+        )
+    return value
+
+
+_BOOTSTRAP_HELP = "Paired-bootstrap resamples over seeds behind every interval (at least 40); 0 turns intervals off."
 _CI_METHOD_HELP = "Interval method: percentile, or bca (falls back to percentile, noted, where it degenerates)."
 _CI_SEED_HELP = "Seed of the bootstrap resampling (the same seed gives the same intervals)."
-BOOTSTRAP = typer.Option(1000, "--bootstrap", min=0, max=MAX_BOOTSTRAP, help=_BOOTSTRAP_HELP)
+BOOTSTRAP = typer.Option(
+    1000, "--bootstrap", min=0, max=MAX_BOOTSTRAP, callback=bootstrap_count, help=_BOOTSTRAP_HELP
+)
 CI_METHOD = typer.Option(IntervalMethodChoice.percentile, "--ci-method", help=_CI_METHOD_HELP)
 CI_SEED = typer.Option(0, "--ci-seed", min=0, help=_CI_SEED_HELP)
 ALPHA = typer.Option(0.05, "--alpha", help="A T2IAT direction is stated only when its Holm-adjusted p is below this.")
 #: The same options for a command that rescores a run: None keeps the run's own setting.
-BOOTSTRAP_OPTIONAL = typer.Option(None, "--bootstrap", min=0, max=MAX_BOOTSTRAP, help=_BOOTSTRAP_HELP + " Default: the run's, or 1000 where it had none.")
+BOOTSTRAP_OPTIONAL = typer.Option(
+    None,
+    "--bootstrap",
+    min=0,
+    max=MAX_BOOTSTRAP,
+    callback=bootstrap_count,
+    help=_BOOTSTRAP_HELP + " Default: the run's, or 1000 where it had none.",
+)
 CI_METHOD_OPTIONAL = typer.Option(None, "--ci-method", help=_CI_METHOD_HELP + " Default: the run's.")
 CI_SEED_OPTIONAL = typer.Option(None, "--ci-seed", min=0, help=_CI_SEED_HELP + " Default: the run's.")
 AXES = typer.Option(

@@ -182,7 +182,7 @@ def difference_on(audit: RunRecord, first: str, second: str) -> DifferenceTest:
     settings = audit.config.scoring
     boot = bootstrap_settings(settings)
     if boot is None:
-        raise AuditorError("confirmation needs bootstrap resamples (--bootstrap 1 or more)")
+        raise AuditorError("confirmation needs bootstrap resamples, which --bootstrap 0 turns off")
     plan = audit.plan
     axes = [(axis.name, axis.counterfactuals) for axis in plan.axes]
     return uncertainty.difference_test(axes, record_counts(audit), settings, first, second, boot, alpha=settings.alpha)

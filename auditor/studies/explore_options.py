@@ -91,7 +91,7 @@ def validate_options(options: ExploreOptions) -> None:
         (options.max_prompts is None or options.max_prompts >= 1, "--max-prompts must be at least 1"),
         (options.time_limit is None or options.time_limit > 0, "--time must be more than 0"),
         (0 < options.duplicate_threshold <= 1, "--duplicate-threshold must lie in (0, 1]"),
-        (options.scoring.bootstrap >= 1, "explore needs intervals: --bootstrap must be at least 1"),
+        (options.scoring.bootstrap >= 1, "explore needs intervals, which --bootstrap 0 turns off"),
         (
             options.first_seed + options.max_images_per_prompt + options.confirm_images - 1 <= MAX_SEED,
             f"--seed {options.first_seed} leaves no room below 2^63 for the "
