@@ -81,6 +81,7 @@ def test_runs_lists_records(tmp_path):
         (["frobnicate"], "No such command 'frobnicate'"),
         (["plan", "x", "--max-counterfactuals", "1"], "--max-counterfactuals"),
         (["score"], "Missing argument"),
+        (["plan"], "Missing argument 'PROMPT'"),  # plan has no --resume: its prompt is required
         (["score", "x.json", "--ci-seed", "-1"], "--ci-seed"),  # numpy takes no negative seed
         (["t2iat", "run", "--permutation-seed", "-1"], "--permutation-seed"),
         (["prompt", "x", "--llm", "offline", "--seed", "99999999999999999999"], "--seed takes seeds from 0 to 2^63 - 1"),

@@ -16,7 +16,7 @@ PLAN_FILE = "plan.json"
 
 
 def plan(
-    text: str = typer.Argument("", metavar="PROMPT", help="The text-to-image prompt to plan an audit for."),
+    text: str = typer.Argument(..., metavar="PROMPT", help="The text-to-image prompt to plan an audit for."),
     llm: str | None = typer.Option(
         None,
         "--llm",
