@@ -673,3 +673,27 @@ def test_an_effect_size_interval_over_some_resamples_says_so_in_the_terminal_and
     assert f"d = +0.32 [+0.32, +0.32] (small; {said})" in association_text(result)
     whole = result.model_copy(update={"effect_size_ci": ci(0.2, 0.4, 1.0)})
     assert "d = +0.32 [+0.20, +0.40] (small), p" in association_text(whole)
+
+
+def test_an_undefined_effect_size_says_whether_images_were_too_few_or_had_no_spread():
+    """Two images (one per group, e.g. ``--images 1``) cannot measure a spread; that is not "no spread"."""
+    from rich.console import Console
+
+    from auditor.records import AssociationResult
+    from auditor.reporting.sentences import association_view
+    from auditor.reporting.t2iat import render_association
+
+    def said(n_x: int, n_y: int) -> str:
+        result = AssociationResult(
+            association=0.01, effect_size=None, effect_label="undefined", p_value=1.0, exact=True, permutations=2,
+            n_x=n_x, n_y=n_y,
+        )  # fmt: skip
+        console = Console(width=200, record=True)
+        render_association(result, "flowers", "insects", console)
+        return console.export_text() + association_view(result, [], None, "none").sentence
+
+    two = said(1, 1)
+    assert "effect size d   undefined (the association scores are too few to measure a spread: 2 in all, and d needs 3)" in two
+    assert "The initial images' association scores are too few to measure a spread: 2 in all, and d needs 3, so" in two
+    assert "no spread within" not in two
+    assert "undefined (the association scores have no spread within the groups)" in said(2, 2)

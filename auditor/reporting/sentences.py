@@ -137,10 +137,7 @@ def association_view(
     )
     subject = "The initial images' embeddings lean towards"
     if result.effect_size is None:
-        sentence = (
-            "The initial images' association scores have no spread within the groups, so the size of any lean "
-            f"is undefined ({numbers})."
-        )
+        sentence = f"The initial images' {why_no_effect_size(result)}, so the size of any lean is undefined ({numbers})."
     elif toward is None or p_adjusted >= level:
         pair = f"{quote(first)} or {quote(second)}" if first and second else "either counterfactual"
         sentence = f"No clear lean of the initial images' embeddings towards {pair} ({numbers}; not below {level:g})."
@@ -292,6 +289,14 @@ def interval_notes(scores: Scores) -> list[str]:
         if (partial := partial_interval_note(ci)) is not None:
             notes.append(f"{what} {partial}")
     return notes
+
+
+def why_no_effect_size(result: AssociationResult) -> str:
+    """Why d is undefined, as a clause: too few images to measure a spread (the pooled deviation needs three),
+    or association scores with no spread within the groups."""
+    if result.n_x + result.n_y < 3:
+        return f"association scores are too few to measure a spread: {result.n_x + result.n_y} in all, and d needs 3"
+    return "association scores have no spread within the groups"
 
 
 def partial_interval_note(ci: Interval) -> str | None:

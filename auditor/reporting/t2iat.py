@@ -21,7 +21,7 @@ from auditor.records import (
     T2IATTestDefinition,
 )
 from auditor.reporting.numbers import with_span
-from auditor.reporting.sentences import partial_interval_note
+from auditor.reporting.sentences import partial_interval_note, why_no_effect_size
 from auditor.reporting.tables import column_table
 
 #: Below this p-value a test's direction is stated without a caveat (the conventional level; the paper reports p).
@@ -63,7 +63,7 @@ def effect_size_text(result: AssociationResult, digits: int, undefined: str) -> 
 def render_association(result: AssociationResult, x_name: str, y_name: str, console: Console) -> None:
     """S and d (with their intervals over seeds, where the run made them), d's label, p and the group sizes, one
     per line."""
-    d = effect_size_text(result, 3, "undefined (the Asc values have no spread within the groups)")
+    d = effect_size_text(result, 3, f"undefined (the {why_no_effect_size(result)})")
     _say(console, f"  association S   {with_span(result.association, result.association_ci, 5, signed=True)}")
     _say(console, f"  effect size d   {d}")
     _say(console, f"  p-value         {_p_text(result)}")
