@@ -10,6 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from PIL import Image
+from pydantic import ValidationError
 
 from auditor.core.errors import AuditorError, BackendError
 from auditor.core.fingerprint import folder_fingerprint
@@ -138,14 +139,25 @@ def test_folder_fingerprint_counts_every_file_and_follows_linked_folders(tiny_mo
     assert folder_fingerprint(pipeline) != templated
 
 
-def test_diffusers_sides_the_vae_cannot_make_are_one_line(t2i, tiny_models):
-    factor = t2i.pipeline.vae_scale_factor
-    side = 4 * factor + 1
-    with pytest.raises(AuditorError) as caught:
-        T2I_BACKENDS.load(f"diffusers:{tiny_models.t2i}", settings=GenerationSettings(width=side, height=4 * factor))
-    assert str(caught.value) == (
-        f"--width {side}: diffusers:{tiny_models.t2i} makes images whose sides are multiples of {factor}"
-    )
+def test_diffusers_sides_the_pipeline_cannot_make_are_one_line(t2i, tiny_models):
+    """Sides are multiples of 8 (the pipelines' own check, whatever the VAE: the tiny one's factor is less) and of a
+    larger VAE factor."""
+    from types import SimpleNamespace
+
+    from auditor.core.registry import parse_spec
+    from auditor.generation.diffusers_backend import _check_sides
+
+    assert 8 % t2i.pipeline.vae_scale_factor == 0
+    with pytest.raises(ValidationError, match="multiple of 8"):
+        GenerationSettings(width=30)
+    spec = f"diffusers:{tiny_models.t2i}"
+    with pytest.raises(AuditorError) as caught:  # a record's settings are not validated again: the load checks too
+        T2I_BACKENDS.load(spec, settings=GenerationSettings.model_construct(width=36, height=32))
+    assert str(caught.value) == f"--width 36: {spec} makes images whose sides are multiples of 8"
+    sixteen = SimpleNamespace(vae_scale_factor=16)
+    with pytest.raises(AuditorError, match="--height 24: .* makes images whose sides are multiples of 16"):
+        _check_sides(sixteen, GenerationSettings(height=24), parse_spec(spec))
+    _check_sides(sixteen, GenerationSettings(width=32, height=48), parse_spec(spec))
 
 
 @pytest.mark.parametrize(
@@ -423,7 +435,7 @@ def test_openai_images_content_policy_refusal_is_a_flagged_black_image(fake_open
 
 def test_openai_images_bad_request_is_not_retried(fake_openai):
     fake_openai.image_replies(http_error(400, "size must be one of 1024x1024, ..."))
-    backend = T2I_BACKENDS.load("openai:dall-e-3", settings=GenerationSettings(width=10, height=10))
+    backend = T2I_BACKENDS.load("openai:dall-e-3", settings=GenerationSettings(width=16, height=16))
     with pytest.raises(BackendError, match=r"HTTP 400 .*size must be one of"):
         backend.generate([GenerationItem(PROMPT, 0, 0)])
     assert len(fake_openai.image_requests()) == 1

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import inspect
 import logging
+import math
 import re
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -43,6 +44,7 @@ from auditor.core.weights import (
 )
 from auditor.generation.base import GeneratedPicture, GenerationItem
 from auditor.records import GenerationSettings, ModelRef
+from auditor.records.models import SIDE_MULTIPLE
 
 _WHAT = "text-to-image"
 _HINT = "pass --t2i diffusers:/path/to/local/copy"
@@ -369,11 +371,13 @@ def identify(spec: Spec, options: LoadOptions = LoadOptions()) -> str | None:
 
 
 def _check_sides(pipeline: Any, settings: GenerationSettings, spec: Spec) -> None:
-    """--width and --height the pipeline's VAE can decode to (multiples of its scale factor, 8 for SD)."""
+    """--width and --height the pipeline can make: multiples of its VAE's scale factor and of 8, which the
+    pipelines' own input checks ask whatever the VAE (a small VAE's factor is less)."""
     factor = getattr(pipeline, "vae_scale_factor", None)
+    multiple = math.lcm(SIDE_MULTIPLE, factor) if isinstance(factor, int) and factor > 0 else SIDE_MULTIPLE
     for option, side in (("--width", settings.width), ("--height", settings.height)):
-        if isinstance(factor, int) and factor > 1 and side is not None and side % factor:
-            raise AuditorError(f"{option} {side}: {spec} makes images whose sides are multiples of {factor}")
+        if side is not None and side % multiple:
+            raise AuditorError(f"{option} {side}: {spec} makes images whose sides are multiples of {multiple}")
 
 
 def _load_pipeline(model_id: str, dtype: Any, options: LoadOptions) -> tuple[Any, list[str]]:

@@ -37,6 +37,10 @@ class ModelRef(Record):
     )
 
 
+#: Image sides are multiples of this: latent diffusion pipelines refuse other sizes (the VAE's 8x8 pixel blocks).
+SIDE_MULTIPLE = 8
+
+
 class GenerationSettings(Record):
     """Text-to-image settings that change the images (and so every number after them)."""
 
@@ -45,8 +49,12 @@ class GenerationSettings(Record):
         default=None, ge=0, allow_inf_nan=False, description="Classifier-free guidance scale; None = default."
     )
     scheduler: str | None = Field(default=None, description="Scheduler class name used, e.g. 'DPMSolverMultistepScheduler'.")
-    width: int | None = Field(default=None, ge=8, description="Image width in pixels; None = the model's default.")
-    height: int | None = Field(default=None, ge=8, description="Image height in pixels; None = the model's default.")
+    width: int | None = Field(
+        default=None, ge=8, multiple_of=SIDE_MULTIPLE, description="Image width in pixels; None = the model's default."
+    )
+    height: int | None = Field(
+        default=None, ge=8, multiple_of=SIDE_MULTIPLE, description="Image height in pixels; None = the model's default."
+    )
     negative_prompt: str | None = Field(default=None, description="Negative prompt given to every generation.")
     batch_size: int = Field(default=4, ge=1, description="Images generated per forward pass (does not change images).")
     batch_size_auto: bool = Field(
