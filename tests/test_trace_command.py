@@ -99,6 +99,30 @@ def test_trace_a_caption_file_then_resume_it(tiny_models, tiny_tracing_models, t
     assert refused.returncode == 2 and "--limit cannot change them" in refused.stderr
 
 
+def test_a_trace_stopped_by_a_missing_model_resumes_with_the_model_where_it_is_now(tiny_models, tiny_tracing_models,
+                                                                                   tmp_path):
+    moved = tmp_path / "moved-vqa"
+    args = [
+        str(_captions(tmp_path)), "--t2i", f"diffusers:{tiny_tracing_models.t2i}", "--vqa", f"blip2:{moved}",
+        "--steps", "2", "--embedder", "none", "--seeds", "1", "--limit", "1", "--bootstrap", "100", "--name", "t",
+    ]  # fmt: skip
+    failed = run_auditor("trace", *args)
+    assert failed.returncode == 1 and f"cannot load VQA model '{moved}'" in failed.stderr
+    assert "continue it with --resume" in failed.stderr
+    for refused, message in [
+        (["--detector", f"grounding-dino:{tiny_tracing_models.grounding_dino}"], "this run has no detector"),
+        (["--embedder", f"clip:{tiny_models.clip}"], "--embedder on --resume says where the run's 0 image embedders"),
+        (["--t2i", f"folder:{tmp_path}"], "is not one (use diffusers:<hub id or folder>)"),
+    ]:
+        result = run_auditor("trace", "--resume", "t", *refused)
+        assert result.returncode == 2 and message in result.stderr, result.stderr
+    resumed = run_auditor("trace", "--resume", "t", "--vqa", f"blip2:{tiny_models.vqa}", "--quiet")
+    assert resumed.returncode == 0, resumed.stderr
+    record = load_record(Path(resumed.stdout.strip()) / "record.json", TraceRecord)
+    assert record.status == "completed" and record.config.vqa.spec == f"blip2:{tiny_models.vqa}"
+    assert record.results_from["vqa"] == record.config.vqa and record.config.vqa.fingerprint
+
+
 def test_trace_the_profession_set(tiny_models, tiny_tracing_models, tmp_path):
     args = [*_models(tiny_models, tiny_tracing_models), "--embedder", "none", "--seeds", "1", "--limit", "2"]
     result = run_auditor("trace", "--professions", *args, "--batch-size", "auto", "--quiet", "--name", "professions")

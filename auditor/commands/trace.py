@@ -14,10 +14,11 @@ from auditor.core.settings import DEFAULT_VQA
 if TYPE_CHECKING:  # pragma: no cover
     from auditor.records import TraceScoringSettings
 
-#: Options a resumed run takes; the rest comes from its record.
-RESUME_OPTIONS = frozenset(
-    {"resume", "runs_dir", "device", "quiet", "json_output", "allow_partial_weights", "executor", "ray_address"}
-)
+#: Options a resumed run takes (where it runs, where its models are now); the rest comes from its record.
+RESUME_OPTIONS = frozenset({
+    "resume", "runs_dir", "device", "quiet", "json_output", "allow_partial_weights", "executor", "ray_address",
+    "t2i", "vqa", "embedders", "detector", "segmenter",
+})  # fmt: skip
 
 
 def trace(
@@ -90,7 +91,11 @@ def trace(
     vqa_max_tokens: int = typer.Option(
         40, "--vqa-max-tokens", min=1, help="Length limit of an object list, in tokens."
     ),
-    bootstrap: int = common.BOOTSTRAP,
+    bootstrap: int = typer.Option(
+        1000, "--bootstrap", min=common.MIN_BOOTSTRAP, max=common.MAX_BOOTSTRAP,
+        help="Resamples of the triplets behind every interval, and the most sign swaps behind a swap test's p "
+        "(all of them when there are fewer).",
+    ),  # fmt: skip
     ci_seed: int = common.CI_SEED,
     alpha: float = typer.Option(
         0.05, "--alpha", help="A χ² difference is stated only when its Holm-adjusted p is below this."
@@ -102,7 +107,10 @@ def trace(
     ),
     name: str | None = typer.Option(None, "--name", help="Run folder name (default: date-time-source)."),
     resume: str | None = typer.Option(
-        None, "--resume", help="Continue an earlier trace run (id or folder) with its own settings."
+        None,
+        "--resume",
+        help="Continue an earlier trace run (id or folder) with its own settings; --t2i, --vqa, --embedder, "
+        "--detector and --segmenter may say where its models are now.",
     ),
     runs_dir: Path | None = common.RUNS_DIR,
     device: str | None = common.DEVICE,
@@ -150,7 +158,8 @@ def trace(
         use_ray_address(executor, ray_address)
     with common.study_session(quiet, json_output) as (cache, progress):
         if options is None:
-            study = resume_trace(resume, store, cache, progress, resumption)
+            named = _embedders(embedders) if common.given(ctx, "embedders") else None
+            study = resume_trace(resume, store, cache, progress, resumption, named)
         else:
             study = start_trace(options, store, cache, progress, name)
         record = common.run_resumable(study)

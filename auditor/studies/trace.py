@@ -26,7 +26,7 @@ step (and each generation batch), so an interrupted run resumes without recomput
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -34,6 +34,7 @@ from auditor.core.cache import ContentCache
 from auditor.core.devices import release_accelerator_memory
 from auditor.core.environment import collect_environment
 from auditor.core.errors import AuditorError
+from auditor.core.registry import parse_spec
 from auditor.core.store import RunStore, atomic_write_bytes
 from auditor.executors.base import ModelRecipe
 from auditor.executors.perception import EmbedReader
@@ -41,12 +42,20 @@ from auditor.records import (
     TRIPLET_SETS,
     GeneratedImage,
     ModelRef,
+    TraceConfig,
     TraceRecord,
     TripletPicture,
 )
 from auditor.studies.progress import ProgressReporter
-from auditor.studies.run import EMBED_BATCH_SIZE, Resumption, StudyRun, reopen_run
-from auditor.studies.trace_options import DEFAULT_TRACE_EMBEDDERS, TraceOptions, check_trace_executor, new_config
+from auditor.studies.run import EMBED_BATCH_SIZE, Resumption, StudyRun, reopen_run, spec_ref
+from auditor.studies.trace_options import (
+    DEFAULT_TRACE_EMBEDDERS,
+    TraceOptions,
+    check_trace_executor,
+    check_trace_t2i,
+    new_config,
+    trace_registries,
+)
 from auditor.studies.trace_triplets import caption_triplets, profession_set, trace_triplet, traced_words
 from auditor.studies.tracing_stage import PromptWords, TraceReader, TraceRequest
 
@@ -418,12 +427,58 @@ def start_trace(
 
 
 def resume_trace(
-    run: str, store: RunStore, cache: ContentCache, progress: ProgressReporter, resumption: Resumption = Resumption()
+    run: str,
+    store: RunStore,
+    cache: ContentCache,
+    progress: ProgressReporter,
+    resumption: Resumption = Resumption(),
+    embedders: list[str] | None = None,
 ) -> TraceStudy:
     """Reopen a trace run with its own settings; finished work comes from the cache.
 
-    ``resumption`` may move the run to another executor: where the stages run changes no number.
+    ``resumption`` may move the run to another executor (where the stages run changes no number) and say where its
+    models are now: the text-to-image pipeline, the VQA model, the detector and segmenter it has (each of the same
+    kind), and with ``embedders`` its image embedders (as many as it has, in its order; none turns them off). Other
+    weights are recorded with their fingerprints, and the cache keys on them.
     """
     run_dir, record = reopen_run(run, store, TraceRecord)
-    resumption.apply(record.config, {}, executors=check_trace_executor)
+    config = record.config
+    point_trace_models(config, resumption.models)
+    resumption.apply(config, trace_registries(), executors=check_trace_executor)
+    if embedders is not None:
+        config.image_embedders = resumed_embedders(config.image_embedders, embedders)
     return TraceStudy(run_dir, record, cache, progress, resumption.device)
+
+
+def point_trace_models(config: TraceConfig, models: Mapping[str, str]) -> None:
+    """Check where a resume says the trace's models are now, before anything is loaded: a diffusers pipeline, and a
+    detector or segmenter only where the run has one, of the same kind (their thresholds are that kind's)."""
+    if "t2i" in models:
+        check_trace_t2i(models["t2i"])
+    for name in ("detector", "segmenter"):
+        if name not in models:
+            continue
+        had: ModelRef | None = getattr(config, name)
+        if had is None:
+            raise AuditorError(f"this run has no {name}: --{name} on --resume says where the run's {name} is now")
+        if parse_spec(models[name]).prefix != parse_spec(had.spec).prefix:
+            raise AuditorError(
+                f"--{name} {models[name]} is another kind of {name} than the run's {had.spec}; start a new run for it"
+            )
+
+
+def resumed_embedders(current: list[ModelRef], given: list[str]) -> list[ModelRef]:
+    """The image embedders a resume names: where each of the run's is now, in its order; none turns them off."""
+    from auditor.perception.registry import EMBEDDERS
+
+    if not given:
+        return []
+    if len(given) != len(current):
+        had = ", ".join(ref.spec for ref in current) or "none"
+        raise AuditorError(
+            f"--embedder on --resume says where the run's {len(current)} image embedders are now ({had}): "
+            f"give {len(current)} in that order, or --embedder none"
+        )
+    for spec in given:
+        EMBEDDERS.check(spec)
+    return [spec_ref(spec) for spec in given]

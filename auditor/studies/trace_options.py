@@ -62,7 +62,6 @@ class TraceOptions:
 
     def validate(self) -> None:
         """Reject bad input before a run folder is created or a model loaded."""
-        from auditor.generation.registry import T2I_BACKENDS
         from auditor.perception.registry import DETECTORS, EMBEDDERS, SEGMENTERS, VQA_BACKENDS
 
         if (self.captions is None) == (not self.professions):
@@ -73,11 +72,7 @@ class TraceOptions:
         if self.show < 0:
             raise AuditorError(f"--show must be 0 or more (got {self.show})")
         check_trace_executor(self.executor)
-        if T2I_BACKENDS.check(self.t2i).prefix != "diffusers":
-            raise AuditorError(
-                f"auditor trace follows a diffusers pipeline's text encoder, latents and cross-attention; "
-                f"--t2i {self.t2i} is not one (use diffusers:<hub id or folder>)"
-            )
+        check_trace_t2i(self.t2i)
         VQA_BACKENDS.preflight(self.vqa)
         for spec in self.embedders:
             EMBEDDERS.check(spec)
@@ -99,6 +94,25 @@ class TraceOptions:
                 raise AuditorError("owlv2 detectors have no text threshold (it is Grounding DINO's); leave it out")
         if self.segmenter is not None:
             SEGMENTERS.check(self.segmenter)
+
+
+def check_trace_t2i(spec: str) -> None:
+    """A one-line error unless ``spec`` is a diffusers pipeline, whose insides the trace reads."""
+    from auditor.generation.registry import T2I_BACKENDS
+
+    if T2I_BACKENDS.check(spec).prefix != "diffusers":
+        raise AuditorError(
+            f"auditor trace follows a diffusers pipeline's text encoder, latents and cross-attention; "
+            f"--t2i {spec} is not one (use diffusers:<hub id or folder>)"
+        )
+
+
+def trace_registries() -> dict:
+    """Config field -> the registry whose backends serve that model of a trace (importing no backend)."""
+    from auditor.generation.registry import T2I_BACKENDS
+    from auditor.perception.registry import DETECTORS, SEGMENTERS, VQA_BACKENDS
+
+    return {"t2i": T2I_BACKENDS, "vqa": VQA_BACKENDS, "detector": DETECTORS, "segmenter": SEGMENTERS}
 
 
 def check_trace_executor(name: str) -> str:
