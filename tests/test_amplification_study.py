@@ -25,6 +25,7 @@ pytest.importorskip("pyarrow", reason="pyarrow is not installed (pip install 'au
 pytest.importorskip("cv2", reason="OpenCV is not installed (pip install 'auditor[amplification]')")
 
 from auditor.core.cache import ContentCache
+from auditor.core.errors import AuditorError
 from auditor.core.store import RunStore
 from auditor.records import AmplificationRecord, load_record
 from auditor.studies.progress import QuietProgress
@@ -574,9 +575,9 @@ def test_resume_after_an_interruption_recomputes_nothing(data, tmp_path, monkeyp
     cache.close()
 
 
-def test_a_resume_stopped_before_scoring_keeps_no_earlier_scores(data, tmp_path):
-    """A resume may point at another CLIP: until it scores, the record (and report) must not show the numbers of the
-    attempt before it under the new model's name."""
+def test_a_resume_stopped_before_it_changed_a_file_leaves_the_finished_run_as_it_was(data, tmp_path):
+    """Ctrl-C while a resume of a finished study reads its faces again: nothing in the folder changed, so its record
+    (numbers, status) is the finished one, not an interrupted run without numbers."""
     from auditor.studies.amplification import resume_amplification, start_amplification
     from auditor.studies.amplification_options import AmplificationOptions
 
@@ -590,13 +591,13 @@ def test_a_resume_stopped_before_scoring_keeps_no_earlier_scores(data, tmp_path)
     try:
         finished = start_amplification(options, store, cache, QuietProgress(), "r").run()
         assert finished.status == "completed" and finished.amplification and finished.summary
+        attempt = resume_amplification("r", store, cache, StopAfter("faces", 1))
         with pytest.raises(KeyboardInterrupt):
-            resume_amplification("r", store, cache, StopAfter("faces", 1)).run()
+            attempt.run()
     finally:
         cache.close()
-    stopped = load_record(store.root / "r" / "record.json", AmplificationRecord)
-    assert stopped.status == "interrupted" and stopped.errors[-1].stage == "faces"
-    assert (stopped.generated, stopped.training, stopped.amplification, stopped.summary) == ([], [], [], [])
+    assert attempt.left_as_it_was
+    assert load_record(store.root / "r" / "record.json", AmplificationRecord) == finished
 
 
 def test_a_resumed_run_refuses_a_changed_training_sample(data, tmp_path, monkeypatch):
@@ -623,4 +624,33 @@ def test_a_resumed_run_refuses_a_changed_training_sample(data, tmp_path, monkeyp
     with pytest.raises(AuditorError, match="is not what this run started with"):
         resume_amplification("r", store, cache, QuietProgress()).run()
     assert load_record(study.run_dir / "record.json", AmplificationRecord).status == "failed"
+    listed = run_auditor("runs", "--json", "--runs-dir", str(store.root))
+    assert "resume" not in json.loads(listed.stdout)[0]  # a resume would meet the changed file again
+    cache.close()
+
+
+def test_a_completed_run_is_left_as_it_was_when_its_training_sample_changed(data, tmp_path):
+    """Resuming a finished study after its caption file changed is refused before anything is redone: its record,
+    numbers and page stay as they were."""
+    from auditor.studies.amplification import resume_amplification, start_amplification
+    from auditor.studies.amplification_options import AmplificationOptions
+
+    captions = tmp_path / "captions.csv"
+    captions.write_bytes(data.with_images.read_bytes())
+    options = AmplificationOptions(
+        t2i=f"folder:{data.generated}", captions=str(captions), occupations=OCCUPATIONS, occupations_source="test",
+        templates=TEMPLATES, methods=["keyword"], embedder=f"clip:{data.clip}", images=4, bootstrap=50,
+    )  # fmt: skip
+    store, cache = RunStore(tmp_path / "runs"), ContentCache(tmp_path / "cache.sqlite")
+    done = start_amplification(options, store, cache, QuietProgress(), "r").run()
+    assert done.status == "completed" and done.amplification
+    files = [store.resolve("r") / name for name in ("record.json", "report.html")]
+    before = [(path.read_bytes(), path.stat().st_mtime_ns) for path in files]
+    with captions.open("a", encoding="utf-8") as handle:
+        handle.write("a nurse at night,\n")
+    attempt = resume_amplification("r", store, cache, QuietProgress())
+    with pytest.raises(AuditorError, match="put the files it read back to continue it, or start a new run"):
+        attempt.run()
+    assert attempt.left_as_it_was and attempt.record == done
+    assert [(path.read_bytes(), path.stat().st_mtime_ns) for path in files] == before
     cache.close()

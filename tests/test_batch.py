@@ -149,6 +149,25 @@ def test_a_resume_naming_other_weights_audits_every_prompt_again_with_them(tiny_
     cache.close()
 
 
+def test_a_completed_batch_whose_resume_changes_no_file_is_left_as_it_was(tiny_models, tmp_path):
+    """A VQA model that cannot load fails every audit before any file changed: the batch and each audit keep their
+    records and pages, byte for byte."""
+    from auditor.studies.run import Resumption
+
+    store, cache = RunStore(tmp_path / "runs"), ContentCache(tmp_path / "cache.sqlite")
+    options = BatchOptions(source="list", prompts=PROMPTS[:2], audit=tiny_audit(tiny_models))
+    first = start_batch(options, store, cache, QuietProgress(), "b").run()
+    pages = sorted(store.resolve("b").rglob("record.json")) + sorted(store.resolve("b").rglob("report.html"))
+    assert len(pages) == 6  # the batch's and its two audits'
+    before = [(path.read_bytes(), path.stat().st_mtime_ns) for path in pages]
+    attempt = resume_batch("b", store, cache, QuietProgress(), Resumption(models={"vqa": f"blip2:{tiny_models.clip}"}))
+    with pytest.raises(AuditorError, match="blip2"):
+        attempt.run()
+    assert attempt.left_as_it_was and attempt.record == first
+    assert [(path.read_bytes(), path.stat().st_mtime_ns) for path in pages] == before
+    cache.close()
+
+
 def test_an_interrupted_batch_resumes_without_recomputing(tiny_models, tmp_path):
     store = RunStore(tmp_path / "runs")
     cache = ContentCache(tmp_path / "cache.sqlite")

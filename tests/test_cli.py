@@ -92,6 +92,8 @@ def test_runs_lists_records(tmp_path):
         (["prompt", "x", "--llm", "offline", "--images", "3", "--seed", "5,1,5"], "--seed repeats 5: a seed makes"),
         (["trace", "--professions", "--seeds", "2", "--seed", "3,3"], "--seed repeats 3: a seed makes"),
         (["trace", "--professions", "--width", "0"], "--width 0: input should be greater than or equal to 8"),
+        (["prompt", "x", "--llm", "offline", "--width", "30"], "--width 30: input should be a multiple of 8"),
+        (["trace", "--professions", "--height", "12"], "--height 12: input should be a multiple of 8"),
         (["score", "x.json", "--bootstrap", "99999999999"], "--bootstrap"),  # 1.5 TiB of resamples
         (["score", "x.json", "--bootstrap", "1"], "1 resamples cannot place a 95% interval's ends"),
         (["prompt", "x", "--llm", "offline", "--bootstrap", "39"], "give at least 40"),

@@ -323,6 +323,26 @@ def test_a_resume_with_other_weights_says_so_and_makes_the_images_again(tiny_mod
     cache.close()
 
 
+def test_a_completed_run_whose_failed_resume_made_new_images_keeps_no_earlier_scores(tiny_models, tmp_path):
+    """Other weights rewrote the images before the VQA model failed to load: the old scores no longer describe the
+    run's files, so it is failed, without them, and the error offers the resume that finishes it."""
+    other_t2i = _retrained_copy(tiny_models.t2i, tmp_path / "t2i-finetune")
+    cache = ContentCache(tmp_path / "cache.sqlite")
+    done = _audit(tiny_models.t2i, tiny_models.vqa, cache, tmp_path / "runs", "r")
+    cache.close()
+    assert done.status == "completed" and done.scores is not None
+    result = run_auditor(
+        "prompt", "--resume", "r", "--runs-dir", str(tmp_path / "runs"),
+        "--t2i", f"diffusers:{other_t2i}", "--vqa", f"blip2:{tiny_models.clip}",  # no BLIP-2 model
+    )  # fmt: skip
+    run_dir = RunStore(tmp_path / "runs").resolve("r")
+    assert result.returncode == 1 and f"continue it with --resume {run_dir}" in result.stderr
+    failed = load_record(run_dir / "record.json")
+    assert failed.status == "failed" and failed.errors[-1].stage == "perceive"
+    assert failed.scores is None and failed.concepts == {}  # the page shows no numbers of the earlier models
+    assert failed.results_from["t2i"].fingerprint != done.results_from["t2i"].fingerprint
+
+
 def test_a_record_written_before_results_from_was_kept_reads_it_from_its_models(tiny_models, tmp_path):
     """An older record has no results_from: its config's models made what it holds."""
     import json

@@ -148,22 +148,32 @@ def test_resume_after_interruption_recomputes_nothing_finished(tiny_models, tmp_
     check_run_folder(resumed.run_dir, images=2)
 
 
-def test_a_resume_that_fails_before_scoring_keeps_no_earlier_scores(tiny_models, tmp_path):
+def test_a_completed_run_whose_resume_fails_before_changing_a_file_is_left_as_it_was(tiny_models, tmp_path):
+    """A mistyped model on ``--resume`` of a finished audit: its record and page stay byte for byte (the status, the
+    scores and the models), and the error says so instead of offering a resume."""
     from auditor.studies.run import Resumption
 
     store, cache = RunStore(tmp_path / "runs"), ContentCache(tmp_path / "cache.sqlite")
     done = start_audit(tiny_options(tiny_models), store, cache, QuietProgress(), run_name="r").run()
     assert done.status == "completed" and done.scores is not None and done.concepts
+    kept = {name: store.resolve("r") / name for name in ("record.json", "report.html")}
+    before = {name: (path.read_bytes(), path.stat().st_mtime_ns) for name, path in kept.items()}
     elsewhere = Resumption(models={"vqa": f"blip2:{tiny_models.clip}"})  # a folder that is no BLIP-2 model
+    attempt = resume_audit("r", store, cache, QuietProgress(), elsewhere)
     with pytest.raises(AuditorError, match="blip2"):
-        resume_audit("r", store, cache, QuietProgress(), elsewhere).run()
-    failed = load_record(store.resolve("r") / "record.json")
-    assert failed.status == "failed" and failed.errors[-1].stage == "perceive"
-    assert failed.scores is None and failed.concepts == {}  # the page shows no numbers of the earlier models
-    record = resume_audit("r", store, cache, QuietProgress(), Resumption(models={"vqa": f"blip2:{tiny_models.vqa}"}))
-    again = record.run()
-    assert again.status == "completed" and again.scores == done.scores  # back from the cache, the same
+        attempt.run()
+    assert attempt.left_as_it_was and attempt.record.status == "completed" and attempt.record.scores == done.scores
+    assert {name: (path.read_bytes(), path.stat().st_mtime_ns) for name, path in kept.items()} == before
     cache.close()
+
+    typo = run_auditor("prompt", "--resume", "r", "--runs-dir", str(store.root), "--t2i", f"diffusers:{tmp_path}/nope")
+    (error,) = [line for line in typo.stderr.splitlines() if line.startswith("error:")]
+    assert typo.returncode == 1 and "Traceback" not in typo.stderr and "cannot load text-to-image model" in error
+    assert error.endswith(
+        f"(run {store.resolve('r')} is left as it was: completed, with its earlier results; what this attempt "
+        "computed is cached for the next)"
+    )
+    assert {name: (path.read_bytes(), path.stat().st_mtime_ns) for name, path in kept.items()} == before
 
 
 def test_a_run_failing_on_a_full_disk_raises_its_own_error_when_the_record_cannot_be_saved(tiny_models, tmp_path,

@@ -489,14 +489,21 @@ def test_occupations_resume_takes_only_where_and_how_and_refuses_other_runs(tmp_
     _assert_one_line_error(run_auditor("t2iat", "run", process=True), "name a test")
     _assert_one_line_error(run_auditor("t2iat", "report", "nope", process=True), "no run 'nope'")
 
-    # A resume that fails before scoring (a folder that is no CLIP model) keeps no earlier scores.
+    # A resume that fails before it changed a file (a folder that is no CLIP model) leaves the finished run as it was.
     failed = run_auditor("t2iat", "occupations", "--resume", "occ", "--embedder", f"clip:{tiny_models.vqa}")
-    assert failed.returncode != 0
-    stale = OccupationsRecord.model_validate_json((tmp_path / "runs" / "occ" / "record.json").read_text())
+    assert failed.returncode != 0 and "is left as it was: completed" in failed.stderr
+    assert OccupationsRecord.model_validate_json((tmp_path / "runs" / "occ" / "record.json").read_text()) == resumed
+    # A run that fails there after making its images shows them, and no numbers.
+    broken = run_auditor(
+        "t2iat", "occupations", "--occupations", "jobs.txt", "--t2i", f"diffusers:{tiny_models.t2i}",
+        "--embedder", f"clip:{tiny_models.vqa}", "--images", "2", "--steps", "2", "--name", "occ2", "--quiet",
+    )  # fmt: skip
+    assert broken.returncode != 0 and "continue it with --resume" in broken.stderr
+    stale = OccupationsRecord.model_validate_json((tmp_path / "runs" / "occ2" / "record.json").read_text())
     assert stale.status == "failed" and stale.occupations == [] and stale.errors[-1].stage == "embed"
-    page = (tmp_path / "runs" / "occ" / "report.html").read_text(encoding="utf-8")
+    page = (tmp_path / "runs" / "occ2" / "report.html").read_text(encoding="utf-8")
     assert "Not scored" in page and "did not complete (failed)" in page and page.count('src="images/') == 6
-    assert "this run did not complete (failed at embed: " in run_auditor("t2iat", "report", "occ").stdout
+    assert "this run did not complete (failed at embed: " in run_auditor("t2iat", "report", "occ2").stdout
     _assert_one_line_error(run_auditor("t2iat", "run", "weat-1", "--resume", "occ", process=True), "not both")
 
 

@@ -83,8 +83,8 @@ DEVICE = typer.Option(
 )
 QUIET = typer.Option(False, "--quiet", "-q", help="No progress bars or report; print the run folder.")
 RUNS_DIR = typer.Option(None, "--runs-dir", help="Runs folder (default: AUDITOR_RUNS_DIR or ./runs).")
-WIDTH = typer.Option(None, "--width", help="Image width in pixels.")
-HEIGHT = typer.Option(None, "--height", help="Image height in pixels.")
+WIDTH = typer.Option(None, "--width", help="Image width in pixels (a multiple of 8).")
+HEIGHT = typer.Option(None, "--height", help="Image height in pixels (a multiple of 8).")
 NEGATIVE_PROMPT = typer.Option(None, "--negative-prompt", help="Negative prompt for every image.")
 LLM_RETRIES = typer.Option(2, "--llm-retries", min=0, help="Repair turns when the LLM's plan is invalid.")
 TEMPERATURE = typer.Option(None, "--temperature", help="LLM sampling temperature (recorded).")
@@ -263,7 +263,7 @@ def resumed_options(ctx: typer.Context, allowed: frozenset[str] = RESUME_OPTIONS
 
 
 #: Options that say where one of the run's models is now (each names a field of the run's config).
-MODEL_OPTIONS = ("t2i", "vqa", "embedder", "text_embedder")
+MODEL_OPTIONS = ("t2i", "vqa", "embedder", "text_embedder", "detector", "segmenter")
 
 
 def resumption(
@@ -339,15 +339,15 @@ def run_resumable(study: StudyRun[RecordT]) -> RecordT:
     try:
         return study.run()
     except KeyboardInterrupt as exc:
+        if study.left_as_it_was:
+            exit_interrupted(f"run {study.run_dir} is left as it was: {AS_IT_WAS}", exc)
         exit_interrupted(f"partial run kept in {study.run_dir}; continue with --resume {study.run_dir}", exc)
     except RunBusyError:
         raise  # another process runs it: nothing to continue here
-    except StartAgainError as exc:
-        raise type(exc)(
-            f"{exc} (the run is kept in {study.run_dir}; a new run with other settings reuses everything it cached)"
-        ) from None
     except AuditorError as exc:
-        raise type(exc)(f"{exc} (run kept in {study.run_dir}; continue it with --resume {study.run_dir})") from None
+        if study.left_as_it_was:
+            raise type(exc)(f"{exc} (run {study.run_dir} is left as it was: {AS_IT_WAS})") from None
+        raise _with_resume_advice(exc, study) from None
     except Exception as exc:
         if (problem := out_of_memory(exc)) is None:
             raise  # a fault of ours: the traceback is what a bug report needs
@@ -355,6 +355,19 @@ def run_resumable(study: StudyRun[RecordT]) -> RecordT:
             f"out of memory ({problem}): start it again with a smaller --batch-size; a new run with otherwise the same "
             f"settings reuses everything this one cached (the failed run is kept in {study.run_dir})"
         ) from None
+
+
+#: What a completed run is after an attempt that changed none of its files (:mod:`auditor.core.snapshot`).
+AS_IT_WAS = "completed, with its earlier results; what this attempt computed is cached for the next"
+
+
+def _with_resume_advice(exc: AuditorError, study: StudyRun) -> AuditorError:
+    """The error of a run that ended failed, with where it is kept and how to go on with it."""
+    if isinstance(exc, StartAgainError):
+        return type(exc)(
+            f"{exc} (the run is kept in {study.run_dir}; a new run with other settings reuses everything it cached)"
+        )
+    return type(exc)(f"{exc} (run kept in {study.run_dir}; continue it with --resume {study.run_dir})")
 
 
 def show_result(

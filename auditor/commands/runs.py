@@ -57,7 +57,7 @@ def _row(folder: Path, record: AnyRecord) -> dict:
     """One listing row: what was audited, when, how it ended, with which models. A run whose record says
     ``running`` also says whether a process still runs it (``alive``; a killed one's record says ``running``
     too, and the listing shows it as stopped); one that is not complete nor alive gets the command that continues
-    it."""
+    it, unless it failed in a way a resume would repeat."""
     row = {
         "run_id": folder.name,  # what other commands take (a copied or renamed run's record keeps its first id)
         "kind": record.kind,
@@ -68,9 +68,17 @@ def _row(folder: Path, record: AnyRecord) -> dict:
     }
     if record.status == "running":
         row["alive"] = is_running(folder)
-    if record.status != "completed" and not row.get("alive"):
+    if record.status != "completed" and not row.get("alive") and not _settings_cannot_continue(record):
         row["resume"] = common.resume_command(record, folder)
     return row
+
+
+def _settings_cannot_continue(record: AnyRecord) -> bool:
+    """Whether the run failed on an error that its own settings would meet again
+    (:class:`~auditor.core.errors.StartAgainError`): a resume keeps them, so none is offered."""
+    from auditor.core.errors import StartAgainError
+
+    return record.status == "failed" and bool(record.errors) and record.errors[-1].type == StartAgainError.__name__
 
 
 def _shown_status(row: dict) -> str:

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
 from auditor.core.cache import ContentCache
-from auditor.core.errors import AuditorError
+from auditor.core.errors import StartAgainError
 from auditor.core.store import atomic_write_text
 from auditor.corpora.prompts import occupation_prompt
 from auditor.corpora.readers import image_path
@@ -42,9 +42,9 @@ def check_same_sample(record: AmplificationRecord, files: list[CaptionFile]) -> 
     if before is None:
         return
     if [(f.path, f.sha256) for f in before.files] != [(f.path, f.sha256) for f in files]:
-        raise AuditorError(
+        raise StartAgainError(
             f"the training sample {record.config.captions} is not what this run started with (other files, or "
-            "files with other contents); start a new run"
+            "files with other contents); put the files it read back to continue it, or start a new run"
         )
 
 

@@ -24,7 +24,17 @@ from auditor.core.cache import ContentCache
 from auditor.core.environment import collect_environment
 from auditor.core.errors import AuditorError
 from auditor.core.store import AUDITS_FOLDER, RECORD_FILE, REPORT_FILE, RunStore, slugify
-from auditor.records import BatchAudit, BatchConfig, BatchRecord, BatchRow, RunRecord, Stage, load_record
+from auditor.records import (
+    BatchAudit,
+    BatchConfig,
+    BatchRecord,
+    BatchRow,
+    RunError,
+    RunRecord,
+    RunStatus,
+    Stage,
+    load_record,
+)
 from auditor.studies.progress import NoticesOnly, ProgressReporter
 from auditor.studies.prompt_audit import (
     PromptAudit,
@@ -140,6 +150,8 @@ class Batch(StudyRun[BatchRecord]):
         self.audits = audits
         #: Whether to audit every prompt again, completed ones too (a resume that names models).
         self.every = every
+        #: The audits this attempt runs (:meth:`_run`).
+        self._live: list[PromptAudit] = []
 
     def run(self) -> BatchRecord:
         """Run (or resume) every unfinished audit stage by stage, then rank; the record's status says how it ended.
@@ -156,15 +168,15 @@ class Batch(StudyRun[BatchRecord]):
         else:
             self.say_if_complete()
         self.begin()
-        live = [audit for audit in self.audits if self.every or audit.record.status != "completed"]
+        self._live = [audit for audit in self.audits if self.every or audit.record.status != "completed"]
         stage: Stage | None = None
         try:
-            for audit in live:
+            for audit in self._live:
                 audit.begin()
             for stage in STAGES:
-                self.run_step(stage, lambda stage=stage: self._run_stage(stage, live))
+                self.run_step(stage, lambda stage=stage: self._run_stage(stage, self._live))
             stage = "report"  # each audit's page is written as it finishes
-            for audit in live:
+            for audit in self._live:
                 audit.finish()
             for audit in self.audits:  # one completed in an earlier attempt that was stopped while writing its page
                 if audit.record.status == "completed" and not (audit.run_dir / REPORT_FILE).is_file():
@@ -172,18 +184,21 @@ class Batch(StudyRun[BatchRecord]):
             self._sync()
             self.run_step("report", self.rank)
         except BaseException as exc:
-            for audit in live:
-                if audit.record.status == "running":  # the others stop where the batch stopped
-                    audit.interrupt(stage, exc) if isinstance(exc, KeyboardInterrupt) else audit.fail(stage, exc)
-            self._sync()
             if self.record.status == "running":  # stopped outside a step: while finishing its audits' pages
                 self.interrupt(stage, exc) if isinstance(exc, KeyboardInterrupt) else self.fail(stage, exc)
-            else:
-                self.save()
-                self.after_end()  # the batch's page again, now with every audit's status
             raise
         self.finish()
         return self.record
+
+    def end(self, status: RunStatus, error: RunError | None = None) -> None:
+        """End the audits still running where the batch ends, then the batch, whose record and page then show every
+        audit's status (and which is put back as it was when it and all its audits were completed and no file
+        changed)."""
+        for audit in self._live:
+            if audit.record.status == "running":
+                audit.end(status, error)
+        self._sync()
+        super().end(status, error)
 
     def after_end(self) -> None:
         """Write ``report.html`` (the leaderboard and links to every prompt's report) however the batch ended."""

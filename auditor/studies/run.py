@@ -29,6 +29,7 @@ from auditor.core.fingerprint import CHUNK, file_sha256
 from auditor.core.redaction import redact
 from auditor.core.registry import Registry, parse_spec
 from auditor.core.runlock import RunLock
+from auditor.core.snapshot import FolderSnapshot
 from auditor.core.store import RECORD_FILE, RunStore, remove_partial_writes, write_model
 from auditor.core.weights import LoadOptions
 from auditor.executors import check_executor
@@ -247,6 +248,10 @@ class StudyRun(Generic[RecordT]):
         self._saved_at = float("-inf")
         #: Held for an attempt (:meth:`holding_lock`): one process runs a folder at a time.
         self._lock_file = RunLock(run_dir)
+        #: A completed run's folder as this attempt found it (:mod:`auditor.core.snapshot`); None for any other run.
+        self._completed_folder: FolderSnapshot | None = None
+        #: The attempt failed or was stopped without changing a file of a completed run, which was put back as it was.
+        self.left_as_it_was = False
 
     def save(self) -> None:
         with self._lock:
@@ -386,8 +391,10 @@ class StudyRun(Generic[RecordT]):
     def begin(self) -> None:
         """Start an attempt (under :meth:`holding_lock`, or the lock of the batch it belongs to): the record says
         ``running`` and forgets the errors and scores of an earlier one, and what a killed attempt left half-written
-        is removed."""
+        is removed. A completed run's folder is remembered, to be put back if the attempt changes none of its files."""
         remove_partial_writes(self.run_dir)
+        self._completed_folder = FolderSnapshot(self.run_dir) if self.record.status == "completed" else None
+        self.left_as_it_was = False
         self.clear_scores()
         self.record.status = "running"
         self.record.errors = []
@@ -415,26 +422,34 @@ class StudyRun(Generic[RecordT]):
 
     def interrupt(self, stage: Stage | None, exc: KeyboardInterrupt) -> None:
         """End the run as ``interrupted`` at ``stage`` (Ctrl-C, or SIGTERM: :class:`~auditor.core.errors.Terminated`)."""
-        self._end("interrupted", RunError(stage=stage, type=type(exc).__name__, message=interruption(exc)))
+        self.end("interrupted", RunError(stage=stage, type=type(exc).__name__, message=interruption(exc)))
 
     def fail(self, stage: Stage | None, exc: BaseException) -> None:
         """End the run as ``failed`` at ``stage`` with ``exc`` as its error (API keys redacted)."""
-        self._end("failed", RunError(stage=stage, type=type(exc).__name__, message=redact(str(exc))))
+        self.end("failed", RunError(stage=stage, type=type(exc).__name__, message=redact(str(exc))))
 
     def finish(self) -> None:
         """End the attempt as ``completed``."""
         self.record.environment = self.environment()  # now with the GPU the models ran on
-        self._end("completed")
+        self.end("completed")
 
     def environment(self) -> Environment:
         """This process's software and hardware, as the study's record should name them (:attr:`reads_wordnet`)."""
         found = collect_environment()
         return found if self.reads_wordnet else found.model_copy(update={"wordnet": None})
 
-    def _end(self, status: RunStatus, error: RunError | None = None) -> None:
+    def end(self, status: RunStatus, error: RunError | None = None) -> None:
         """Record how the attempt ended and write its page. Ending on an error, a record or page that cannot be
         written (the disk that filled up and failed the stage) is skipped: the caller raises the error that ended
-        the run, which says more, and the cache keeps what was computed for the resume."""
+        the run, which says more, and the cache keeps what was computed for the resume.
+
+        A completed run whose attempt ends early having written none of its files is put back as it was instead
+        (:mod:`auditor.core.snapshot`): its results still describe its files."""
+        if status != "completed" and self._completed_folder is not None and self._completed_folder.unchanged():
+            self._completed_folder.restore()
+            self.record = load_record(self.run_dir / RECORD_FILE, type(self.record))
+            self.left_as_it_was = True
+            return
         self.record.status = status
         if error is not None:
             self.record.errors.append(error)
