@@ -415,8 +415,30 @@ def test_explore_offline_on_tiny_models_from_the_command_line(tiny_models, tmp_p
     assert record.config.text_embedder is not None or "exact match" in result.stderr
     shown = run_auditor("report", data["run_dir"], env={"COLUMNS": "80"})
     assert shown.returncode == 0 and "Leaderboard" in shown.stdout and "Stopped because" in shown.stdout
+    accepted, rejected = sum(c.accepted for c in record.candidates), sum(not c.accepted for c in record.candidates)
+    rounds = sum(r.phase == "explore" for r in record.rounds)
+    assert (
+        f"{rounds} round{'s' * (rounds != 1)} over {accepted} accepted candidate prompts ({rejected} more rejected) "
+        f"and {len(record.arms)} arms;" in " ".join(shown.stdout.split())
+    )
     header = next(line for line in shown.stdout.splitlines() if line.startswith("#  prompt"))
     assert header.split()[-3:] == ["seeds", "adj.", "p"]  # every column fits 80 columns (the intervals wrap)
+
+
+def test_an_exploration_whose_every_candidate_is_rejected_says_so_and_offers_no_resume(tiny_models, tmp_path):
+    """Not an exploration of nothing that exits 0 and says it stopped because nothing was left to explore."""
+    result = run_auditor(
+        "explore", "a photo of a woman", "--max-prompts", "1", "--axes", "gender", "--llm", "offline",
+        "--text-embedder", "none", "--t2i", f"diffusers:{tiny_models.t2i}", "--vqa", f"blip2:{tiny_models.vqa}",
+        "--name", "none",
+    )  # fmt: skip
+    (error,) = [line for line in result.stderr.splitlines() if line.startswith("error:")]
+    assert result.returncode == 2 and error.startswith(
+        'error: nothing to explore: every candidate prompt was rejected ("a photo of a woman": '
+    )
+    assert "give other seed prompts or another --topic" in error and "--resume" not in error
+    listed = json.loads(run_auditor("runs", "--json").stdout)
+    assert [row["status"] for row in listed] == ["failed"] and "resume" not in listed[0]
 
 
 @pytest.mark.parametrize(

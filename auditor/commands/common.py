@@ -14,7 +14,7 @@ from __future__ import annotations
 import re
 import sys
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from enum import Enum
 from importlib.util import find_spec
 from pathlib import Path
@@ -330,14 +330,17 @@ def study_session(quiet: bool, json_output: bool) -> Iterator[tuple[ContentCache
         cache.close()
 
 
-def run_resumable(study: StudyRun[RecordT]) -> RecordT:
+def run_resumable(study: StudyRun[RecordT], display: AbstractContextManager | None = None) -> RecordT:
     """Run a study that ``--resume`` can continue: after Ctrl-C or an error, say where the run is kept.
 
     Ctrl-C exits with code 130 and one line; an error becomes the same one-line error
-    naming the run folder and the ``--resume`` that continues it.
+    naming the run folder and the ``--resume`` that continues it (or saying that a completed
+    run was left as it was). A live ``display`` runs around the study only, so it has drawn its
+    last frame before that line is printed, and the line stays the last thing on screen.
     """
     try:
-        return study.run()
+        with display if display is not None else nullcontext():
+            return study.run()
     except KeyboardInterrupt as exc:
         if study.left_as_it_was:
             exit_interrupted(f"run {study.run_dir} is left as it was: {AS_IT_WAS}", exc)

@@ -178,11 +178,7 @@ def explore(
         else:
             exploration = start_exploration(options, store, cache, progress, name, on_round=on_round)
         holder["record"] = exploration.record
-        if live is not None:
-            with live:
-                record = common.run_resumable(exploration)
-        else:
-            record = common.run_resumable(exploration)
+        record = common.run_resumable(exploration, display=live)
     from auditor.reporting.explore import explore_json, render_explore
 
     common.show_result(

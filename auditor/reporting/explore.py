@@ -24,7 +24,7 @@ from auditor.records import Arm, Candidate, Confirmation, ExploreRecord, Interva
 from auditor.reporting.glossary import METRICS
 from auditor.reporting.numbers import decimals, number, with_span
 from auditor.reporting.tables import WRAPPED_VALUE_WIDTH, borderless_table
-from auditor.reporting.wording import quote
+from auditor.reporting.wording import counted, quote
 
 #: Rows of the terminal leaderboard (the JSON and HTML have them all).
 TERMINAL_ROWS = 15
@@ -123,7 +123,8 @@ def summary(record: ExploreRecord) -> str:
     rejected = len(record.candidates) - accepted
     stop = STOP_REASONS.get(record.stop_reason or "", "it has not stopped yet")
     return (
-        f"{rounds} rounds over {accepted} candidate prompts ({rejected} rejected) and {len(record.arms)} arms; "
+        f"{counted(rounds, 'round')} over {counted(accepted, 'accepted candidate prompt')} ({rejected} more "
+        f"rejected) and {counted(len(record.arms), 'arm')}; "
         f"{record.images_spent} of {record.config.max_images} images spent ({record.images_reused} reused from the "
         f"cache), {record.llm_calls} LLM requests. Stopped because {stop}"
         + (f": {record.stop_detail}." if record.stop_detail else ".")

@@ -64,3 +64,8 @@ def describe_seeds(seeds: list[int]) -> str:
 
 def quote(text: str) -> str:
     return f"'{text}'"
+
+
+def counted(count: int, noun: str) -> str:
+    """``count`` and ``noun``, plural unless the count is one: '1 round', '3 rounds'."""
+    return f"{count} {noun}{'' if count == 1 else 's'}"

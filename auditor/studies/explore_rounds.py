@@ -53,6 +53,13 @@ def allocate_round(study: Exploration, number: int) -> Round | None:
     """The round's images per arm, charged to the budget; None (and a stop reason) when no round is possible."""
     config = study.config
     wanting = [arm for arm in study.record.arms if arm.state == "alive" and arm.seeds < config.max_images_per_prompt]
+    if not wanting and not study.record.arms:
+        rejected = [c for c in study.record.candidates if c.rejected_for is not None]
+        reasons = "; ".join(f"\"{c.prompt}\": {c.reason}" for c in rejected[:3]) + ("; ..." if len(rejected) > 3 else "")
+        raise StartAgainError(
+            f"nothing to explore: every candidate prompt was rejected ({reasons or 'none was proposed'}); "
+            "give other seed prompts or another --topic, or more --proposals or --max-prompts"
+        )
     if not wanting:
         study.stop_exploring(*why_nothing_left(study.record))
         return None
@@ -109,7 +116,7 @@ def why_nothing_left(record: ExploreRecord) -> tuple[StopReason, str]:
         return "max_prompts", f"--max-prompts {config.max_prompts} reached and every arm is decided"
     if not can_propose(record):
         return "max_llm_calls", f"--max-llm-calls {config.max_llm_calls} spent and every arm is decided"
-    return "exhausted", "every arm is decided and the last proposals brought no new candidate"
+    return "exhausted", "every arm is decided and the last proposals brought no new arm"
 
 
 def prompt_sets(record: ExploreRecord, arm: Arm) -> int:
