@@ -429,6 +429,8 @@ def test_caption_proxy_is_labelled_everywhere(data, proxy_run):
     assert "T is a caption proxy." in page and "T (caption proxy)" in page
     shown = run_auditor("amplification", "report", "amp", env=env)
     assert shown.returncode == 0 and "T: caption proxy" in shown.stdout
+    noted = [row for row in record.amplification if row.note and row.template == 1]
+    assert noted and all(f"  {row.occupation}: {row.note}" in shown.stdout for row in noted)  # why A is missing
 
 
 # --------------------------------------------------------------------------- the training side alone

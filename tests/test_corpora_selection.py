@@ -55,6 +55,12 @@ def test_keyword_matches_whole_words_only(tmp_path):
     assert [c.row for c in result[("teacher", "no-indicator", None)].captions] == [3, 7]
     assert [c.row for c in result[("graphic designer", "keyword", None)].captions] == [4]
     assert occupation_pattern("graphic designer").search("GRAPHIC\tDESIGNER")
+    # Whole words at the occupation's own punctuation too (\b needs a word character beside it).
+    assert occupation_pattern(".NET developer").search("a .NET developer at her desk")
+    assert occupation_pattern("C++ programmer").search("(a C++ programmer)")
+    assert not occupation_pattern(".NET developer").search("a VB.NET developer")
+    assert not occupation_pattern("C++").search("a C++x compiler")
+    assert not occupation_pattern("teacher").search("teachers and a preacher")
 
 
 def test_matches_equal_a_plain_regex_scan(tmp_path):

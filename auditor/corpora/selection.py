@@ -65,11 +65,14 @@ def _needle(occupation: str) -> str:
 
 
 def occupation_pattern(occupation: str) -> re.Pattern:
-    """The occupation as a whole word (or words), case ignored: "teacher" finds "Teacher," but not "teachers"."""
+    """The occupation as a whole word (or words), case ignored: "teacher" finds "Teacher," but not "teachers".
+
+    Whole means no letter, digit or underscore just before or after it, which ``\\b`` does not say at an
+    occupation that starts or ends with punctuation (".NET developer", "C++ programmer")."""
     words = occupation.split()
     if not words:
         raise AuditorError("an occupation cannot be empty")
-    return re.compile(r"\b" + r"\s+".join(map(re.escape, words)) + r"\b", re.IGNORECASE)
+    return re.compile(r"(?<!\w)" + r"\s+".join(map(re.escape, words)) + r"(?!\w)", re.IGNORECASE)
 
 
 @dataclass(frozen=True)

@@ -264,6 +264,9 @@ def render_amplification(record: AmplificationRecord, run_dir: Path, console: Co
         rows = [r for r in record.amplification if r.method == method and r.template == 1]
         if rows:
             console.print(_occupation_table(rows, method, config.templates[0], record.basis))
+            for row in rows:
+                if row.note:  # why a cell is empty
+                    _say(console, f"  {row.occupation}: {row.note}")
     if len(config.templates) > 1:
         _say(console, "The other prompts' tables are in report.html and in --json.")
     for warning in record.warnings:
