@@ -30,6 +30,7 @@ from auditor.records import (
 from auditor.reporting.glossary import METRICS
 from auditor.reporting.html import GRID_IMAGES, ImageCell, thumbnail, write_run_page
 from auditor.reporting.numbers import p_value
+from auditor.reporting.wording import counted
 
 #: What the reader is told whenever T is not image-based.
 CAPTION_PROXY = (
@@ -102,7 +103,7 @@ def finding(summary: AmplificationSummary) -> str:
         if summary.t_statistic is not None
         else "; no t-test (fewer than two occupations, or no spread)"
     )
-    counted = f"over {summary.occupations} occupation{'s' if summary.occupations != 1 else ''}"
+    occupations = f"over {counted(summary.occupations, 'occupation')}"
     ci = summary.mean_ci
     excludes = ci is not None and ci.excludes(0)
     rejects = p_claimed is not None and p_claimed < ALPHA
@@ -116,7 +117,7 @@ def finding(summary: AmplificationSummary) -> str:
         said = f"no clear amplification or de-amplification (the interval excludes 0 but the t-test's{' adjusted' if adjusted else ''} p is not below {ALPHA:g})"
     else:
         said = "no clear amplification or de-amplification (the interval includes 0)"
-    return f"{where}{proxy}: {said}; mean A {number} points {counted}{test}."
+    return f"{where}{proxy}: {said}; mean A {number} points {occupations}{test}."
 
 
 # --------------------------------------------------------------------------- JSON

@@ -17,7 +17,7 @@ from auditor.core.store import REPORT_FILE, run_files, run_files_text
 from auditor.records import BatchRecord, BatchRow
 from auditor.reporting.numbers import with_span
 from auditor.reporting.tables import borderless_table
-from auditor.reporting.wording import quote
+from auditor.reporting.wording import counted, quote
 
 
 def headline(record: BatchRecord) -> str:
@@ -37,7 +37,7 @@ def headline(record: BatchRecord) -> str:
     if not tied:
         return f"The strongest lean is {subject}: BAV {_bav(top)}, its interval above every other row's."
     return (
-        f"The largest BAV is {subject} ({_bav(top)}), but {len(tied)} other row{'s' if len(tied) > 1 else ''} "
+        f"The largest BAV is {subject} ({_bav(top)}), but {counted(len(tied), 'other row')} "
         "overlap its interval, so no single one leans most."
     )
 

@@ -32,6 +32,7 @@ from auditor.reporting.glossary import METRICS
 from auditor.reporting.numbers import number, span, with_span
 from auditor.reporting.sentences import STATUS_PHRASES
 from auditor.reporting.tables import column_table
+from auditor.reporting.wording import counted
 
 #: Triplets listed in full in the reports (the record holds all of them).
 TRIPLETS_SHOWN = 10
@@ -61,11 +62,11 @@ def closeness_sentence(row: StageSimilarity) -> str:
     evidence = f"s(n,m) - s(n,f) = {with_span(row.difference, row.ci, 4, signed=True)}"
     sign = f"; swap test p = {row.swap_p:.3g}" if row.swap_p is not None else ""
     sign += f"; sign test p = {row.sign_p:.3g}" if row.sign_p is not None else ""
-    counted = f"{row.units} triplet{'s' if row.units != 1 else ''}"
+    triplets = counted(row.units, "triplet")
     if row.closer_to == "undecided":
         why = row.note or "no clear difference"
-        return f"{where}: {why} ({evidence} over {counted}{sign})."
-    return f"{where}: neutral prompts are closer to the {row.closer_to} ones ({evidence} over {counted}{sign})."
+        return f"{where}: {why} ({evidence} over {triplets}{sign})."
+    return f"{where}: neutral prompts are closer to the {row.closer_to} ones ({evidence} over {triplets}{sign})."
 
 
 def lean_lists(ranking: list[ObjectCount], top_k: int) -> tuple[list[ObjectCount], list[ObjectCount]]:
