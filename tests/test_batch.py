@@ -304,3 +304,26 @@ def test_bad_batch_input_is_one_line_and_creates_nothing(tmp_path, args, message
     assert result.returncode == 2, result.stderr
     assert message in result.stderr and len(result.stderr.strip().splitlines()) == 1, result.stderr
     assert not (tmp_path / "runs").exists()
+
+
+def leaderboard_headline(*intervals: tuple[float, float, float]) -> str:
+    """The batch headline over rows of (BAV, interval low, interval high), highest first."""
+    from auditor.records import BatchRow, Interval
+    from auditor.reporting.batch import headline
+
+    rows = [
+        BatchRow(audit_id=f"a{i}", prompt=f"p{i}", axis="gender", bav=bav,
+                 bav_ci=Interval(low=low, high=high, method="percentile", defined=1.0))
+        for i, (bav, low, high) in enumerate(intervals)
+    ]  # fmt: skip
+    return headline(BatchRecord.model_construct(leaderboard=rows))
+
+
+def test_the_batch_headline_claims_the_top_row_only_above_every_other_interval():
+    assert leaderboard_headline((0.5, 0.4, 0.6), (0.2, 0.1, 0.3)).startswith("The strongest lean is 'p0' on gender")
+    assert leaderboard_headline((0.5, 0.4, 0.6), (0.45, 0.3, 0.5), (0.1, 0.0, 0.2)).endswith(
+        "but 1 other row overlaps its interval, so no single one leans most."
+    )
+    assert leaderboard_headline((0.5, 0.4, 0.6), (0.45, 0.3, 0.5), (0.42, 0.35, 0.45)).endswith(
+        "but 2 other rows overlap its interval, so no single one leans most."
+    )

@@ -36,9 +36,10 @@ def headline(record: BatchRecord) -> str:
     ]
     if not tied:
         return f"The strongest lean is {subject}: BAV {_bav(top)}, its interval above every other row's."
+    overlap = "overlaps" if len(tied) == 1 else "overlap"
     return (
         f"The largest BAV is {subject} ({_bav(top)}), but {counted(len(tied), 'other row')} "
-        "overlap its interval, so no single one leans most."
+        f"{overlap} its interval, so no single one leans most."
     )
 
 

@@ -217,7 +217,10 @@ class StudyRun(Generic[RecordT]):
     """
 
     #: What running a completed run again does (said when ``--resume`` names one).
-    completed_again: ClassVar[str] = "rescoring it (what the same models made before comes from the cache)"
+    completed_again: ClassVar[str] = (
+        "running it again: what the same weights made before comes from the cache, so with the same models only "
+        "the scores are computed again"
+    )
     #: Whether the study's numbers depend on WordNet (concepts, nouns, offline plans): its record names the
     #: version this process read. A study that reads none records none, even in a process (a notebook) where
     #: an earlier study did.
