@@ -43,6 +43,8 @@ def test_doctor_reports_credentials_without_their_values():
     assert secret not in result.stdout + result.stderr
     human = run_auditor("doctor", env={"OPENAI_API_KEY": secret}, process=True)
     assert human.returncode == 0 and secret not in human.stdout
+    lines = human.stdout.splitlines()  # one column of values, however long a variable's name
+    assert len({len(line) - len(line.split("  ", 1)[1].lstrip()) for line in lines}) == 1, human.stdout
 
 
 def test_runs_lists_records(tmp_path):

@@ -91,17 +91,20 @@ def doctor(json_output: bool = typer.Option(False, "--json", help="Print one JSO
         if wordnet["present"]
         else f"missing; run `auditor setup`{' (system files found)' if wordnet['system_files'] else ''}"
     )
-    out.print(f"python      {report['python']}")
-    out.print(f"torch       {torch_line}")
-    out.print(f"wordnet     {wordnet_line}")
-    out.print(f"stopwords   {report['stopwords']} English words")
-    for name, is_set in report["credentials"].items():
-        out.print(f"{name:<18} {'set' if is_set else 'not set'}", markup=False, highlight=False)
     models = report["cached_models"]
-    out.print(f"cached models ({len(models)}): {', '.join(models) if models else 'none'}")
-    out.print(f"home        {report['home']}")
-    out.print(f"runs        {report['runs_dir']}")
-
+    rows = [
+        ("python", report["python"]),
+        ("torch", torch_line),
+        ("wordnet", wordnet_line),
+        ("stopwords", f"{report['stopwords']} English words"),
+        *((name, "set" if is_set else "not set") for name, is_set in report["credentials"].items()),
+        (f"cached models ({len(models)})", ", ".join(models) if models else "none"),
+        ("home", report["home"]),
+        ("runs", str(Path(report["runs_dir"]).resolve())),
+    ]
+    width = max(len(label) for label, _ in rows)
+    for label, value in rows:
+        out.print(f"{label:<{width}}  {value}", markup=False, highlight=False, soft_wrap=True)  # paths whole
 
 def register(app: typer.Typer) -> None:
     app.command("doctor")(doctor)
