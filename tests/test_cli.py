@@ -105,6 +105,12 @@ def test_runs_lists_records(tmp_path):
         (["trace", "--professions", "--seeds", "100001"], "--seeds"),
         (["prompt", "x", "--llm", "offline", "--scheduler", "Bogus"], "--scheduler Bogus: diffusers has no scheduler"),
         (["amplification", "run", "--captions", "c.csv", "--images", "0"], "--images"),
+        # a model path with a typo is bad input, refused before any run folder is made for it
+        (["prompt", "x", "--llm", "offline", "--t2i", "diffusers:./sd15"], "--t2i diffusers:./sd15: there is no file or"),
+        (["prompt", "x", "--llm", "offline", "--vqa", "blip2:~/no-blip2"], "'~/no-blip2'; point it at a local copy of"),
+        (["prompt", "x", "--llm", "offline", "--t2i", "folder:./made-elsewhere"], "image folder './made-elsewhere' does"),
+        (["trace", "--professions", "--detector", "owlv2:./owl"], "--detector owlv2:./owl: there is no file or folder"),
+        (["t2iat", "run", "science-arts", "--embedder", "clip:/no/clip"], "--embedder clip:/no/clip: there is no file"),
     ],
 )
 def test_usage_errors_are_one_line(args, expected):

@@ -167,8 +167,13 @@ def test_a_completed_run_whose_resume_fails_before_changing_a_file_is_left_as_it
     cache.close()
 
     typo = run_auditor("prompt", "--resume", "r", "--runs-dir", str(store.root), "--t2i", f"diffusers:{tmp_path}/nope")
-    (error,) = [line for line in typo.stderr.splitlines() if line.startswith("error:")]
-    assert typo.returncode == 1 and "Traceback" not in typo.stderr and "cannot load text-to-image model" in error
+    assert typo.returncode == 2 and typo.stderr.strip() == (  # refused before the run is touched
+        f"error: --t2i diffusers:{tmp_path}/nope: there is no file or folder '{tmp_path}/nope'; point it at a local "
+        "copy of the text-to-image model"
+    )
+    other = run_auditor("prompt", "--resume", "r", "--runs-dir", str(store.root), "--t2i", f"diffusers:{tiny_models.clip}")
+    (error,) = [line for line in other.stderr.splitlines() if line.startswith("error:")]
+    assert other.returncode == 1 and "Traceback" not in other.stderr and "cannot load text-to-image model" in error
     assert error.endswith(
         f"(run {store.resolve('r')} is left as it was: completed, with its earlier results; what this attempt "
         "computed is cached for the next)"

@@ -221,7 +221,7 @@ def captions(
     if per_occupation < 1:
         raise AuditorError(f"--per-occupation must be at least 1 (got {per_occupation})")
     if any(m in NN_METHODS for m in methods):
-        SENTENCE_EMBEDDERS.check(text_embedder)
+        SENTENCE_EMBEDDERS.preflight(text_embedder)
     from auditor.corpora.prompts import occupation_prompt
 
     request = SelectionRequest(

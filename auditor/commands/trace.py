@@ -9,7 +9,7 @@ import typer
 
 from auditor.commands import common
 from auditor.core.errors import AuditorError
-from auditor.core.settings import DEFAULT_VQA
+from auditor.core.settings import DEFAULT_T2I, DEFAULT_VQA
 
 if TYPE_CHECKING:  # pragma: no cover
     from auditor.records import TraceScoringSettings
@@ -45,7 +45,10 @@ def trace(
         "1 for captions; the paper used 5 for GCC and the professions, 1 otherwise).",
     ),  # fmt: skip
     seed: str | None = common.SEED,
-    t2i: str = common.T2I,
+    t2i: str = typer.Option(
+        DEFAULT_T2I, "--t2i", help="Model under audit: diffusers:<id|path>, an SD 1.x/2.x pipeline (the trace "
+        "reads its text encoder, latents and cross-attention)."
+    ),
     vqa: str = typer.Option(
         DEFAULT_VQA, "--vqa", help="VQA model that lists each image's objects (blip2:/hf:/openai:...)."
     ),

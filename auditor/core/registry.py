@@ -8,9 +8,11 @@ validating specs never imports torch.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from importlib import import_module
+from pathlib import Path
 from typing import Any
 
 from auditor.core.errors import AuditorError
@@ -34,6 +36,11 @@ def parse_spec(text: str) -> Spec:
         raise AuditorError("empty backend spec")
     prefix, _, target = text.partition(":")
     return Spec(prefix.lower(), target.strip())
+
+
+def looks_like_path(model_id: str) -> bool:
+    """Whether ``model_id`` is meant as a local path rather than a hub id."""
+    return model_id.startswith((".", "/", "~", "\\")) or re.match(r"^[A-Za-z]:[\\/]", model_id) is not None
 
 
 class Registry:
@@ -83,10 +90,18 @@ class Registry:
         )
 
     def preflight(self, text: str) -> Spec:
-        """:meth:`check`, then the backend's preflight if it has one (an :class:`AuditorError` when it fails)."""
+        """:meth:`check`, then the backend's preflight if it has one (an :class:`AuditorError` when it fails).
+
+        Then a target written as a local path (``/models/sd15``, ``./tiny``, ``~/x``) must exist: a typo is bad
+        input, refused here rather than when the loader reaches it, after a run folder was made for it."""
         spec = self.check(text)
         if spec.prefix in self._preflights:
             _resolve(self._preflights[spec.prefix])(spec)
+        if looks_like_path(spec.target) and not Path(spec.target).expanduser().exists():
+            raise AuditorError(
+                f"{self.option} {spec}: there is no file or folder {spec.target!r}; point it at a local copy of the "
+                f"{self.kind} model"
+            )
         return spec
 
     def identify(self, text: str, **options: Any) -> str | None:

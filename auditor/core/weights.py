@@ -38,7 +38,7 @@ from auditor.core.fingerprint import (
     folder_fingerprint,
     settings_fingerprint,
 )
-from auditor.core.registry import Spec
+from auditor.core.registry import Spec, looks_like_path
 from auditor.records import ModelRef
 
 _COMMIT = re.compile(r"^[0-9a-f]{40}$")
@@ -71,11 +71,6 @@ class ModelFiles:
 
     folder: Path
     revision: str | None
-
-
-def looks_like_path(model_id: str) -> bool:
-    """Whether ``model_id`` is meant as a local path rather than a hub id."""
-    return model_id.startswith((".", "/", "~", "\\")) or re.match(r"^[A-Za-z]:[\\/]", model_id) is not None
 
 
 # --------------------------------------------------------------------------- the hub, once

@@ -92,13 +92,19 @@ class FolderImages:
         return None
 
 
-def load(spec: Spec, settings: GenerationSettings | None = None, options: LoadOptions | None = None) -> FolderImages:
-    """Read and check the folder named by ``spec.target``; ``settings`` and load ``options`` do not apply."""
+def preflight(spec: Spec) -> Path:
+    """The folder ``spec.target`` names, checked before a run is made for it: it exists and is a folder."""
     if not spec.target:
         raise AuditorError("the folder backend needs a folder: --t2i folder:<dir>")
     root = Path(spec.target).expanduser()
     if not root.is_dir():
         raise AuditorError(f"image folder {spec.target!r} does not exist or is not a folder")
+    return root
+
+
+def load(spec: Spec, settings: GenerationSettings | None = None, options: LoadOptions | None = None) -> FolderImages:
+    """Read and check the folder named by ``spec.target``; ``settings`` and load ``options`` do not apply."""
+    root = preflight(spec)
     listing = _read_manifest(root) or _read_prompt_folders(root)
     if not listing:
         raise AuditorError(

@@ -19,4 +19,4 @@ T2I_BACKENDS.register(
     identify_path="auditor.generation.diffusers_backend:identify",
 )
 T2I_BACKENDS.register("openai", "auditor.generation.openai_images:load", "auditor.generation.openai_images:preflight")
-T2I_BACKENDS.register("folder", "auditor.generation.folder:load")
+T2I_BACKENDS.register("folder", "auditor.generation.folder:load", "auditor.generation.folder:preflight")

@@ -89,13 +89,13 @@ class AmplificationOptions:
         if self.bootstrap < 1:
             raise AuditorError(f"--bootstrap must be at least 1 (got {self.bootstrap})")
         T2I_BACKENDS.preflight(self.t2i)
-        if EMBEDDERS.check(self.embedder).prefix != "clip":
+        if EMBEDDERS.preflight(self.embedder).prefix != "clip":
             raise AuditorError(
                 f"--embedder must be a CLIP model (clip:<id|path>) for the zero-shot classifier, not {self.embedder!r}"
             )
         FACE_DETECTORS.preflight(self.face_detector)
         if any(m in NN_METHODS for m in self.methods):
-            SENTENCE_EMBEDDERS.check(self.text_embedder)
+            SENTENCE_EMBEDDERS.preflight(self.text_embedder)
         # Recorded as an absolute path: a resume from another folder reads the same file.
         self.captions = str(Path(self.captions).expanduser().absolute())
         selection_request(self, self.batch_rows).reader()

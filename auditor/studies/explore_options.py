@@ -110,7 +110,7 @@ def validate_options(options: ExploreOptions) -> None:
     T2I_BACKENDS.preflight(options.t2i)
     VQA_BACKENDS.preflight(options.vqa)
     if options.text_embedder:
-        SENTENCE_EMBEDDERS.check(options.text_embedder)
+        SENTENCE_EMBEDDERS.preflight(options.text_embedder)
 
 
 def new_config(options: ExploreOptions) -> ExploreConfig:

@@ -81,7 +81,7 @@ class StudyOptions:
         if self.permutations < 1:
             raise AuditorError(f"--permutations must be at least 1 (got {self.permutations})")
         T2I_BACKENDS.preflight(self.t2i)
-        EMBEDDERS.check(self.embedder)
+        EMBEDDERS.preflight(self.embedder)
 
     def config_fields(self) -> dict[str, Any]:
         """The fields :class:`T2IATConfig` and :class:`OccupationsConfig` both take from these options."""

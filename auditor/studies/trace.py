@@ -480,5 +480,5 @@ def resumed_embedders(current: list[ModelRef], given: list[str]) -> list[ModelRe
             f"give {len(current)} in that order, or --embedder none"
         )
     for spec in given:
-        EMBEDDERS.check(spec)
+        EMBEDDERS.preflight(spec)
     return [spec_ref(spec) for spec in given]

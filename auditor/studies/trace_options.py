@@ -75,7 +75,7 @@ class TraceOptions:
         check_trace_t2i(self.t2i)
         VQA_BACKENDS.preflight(self.vqa)
         for spec in self.embedders:
-            EMBEDDERS.check(spec)
+            EMBEDDERS.preflight(spec)
         if len(set(self.embedders)) != len(self.embedders):
             raise AuditorError("--embedder names the same embedder twice")
         for name, value in (("--box-threshold", self.box_threshold), ("--text-threshold", self.text_threshold)):
@@ -89,18 +89,18 @@ class TraceOptions:
                     "--box-threshold and --text-threshold set the detector's thresholds: give --detector"
                 )
         else:
-            detector = DETECTORS.check(self.detector)
+            detector = DETECTORS.preflight(self.detector)
             if detector.prefix == "owlv2" and self.text_threshold is not None:
                 raise AuditorError("owlv2 detectors have no text threshold (it is Grounding DINO's); leave it out")
         if self.segmenter is not None:
-            SEGMENTERS.check(self.segmenter)
+            SEGMENTERS.preflight(self.segmenter)
 
 
 def check_trace_t2i(spec: str) -> None:
     """A one-line error unless ``spec`` is a diffusers pipeline, whose insides the trace reads."""
     from auditor.generation.registry import T2I_BACKENDS
 
-    if T2I_BACKENDS.check(spec).prefix != "diffusers":
+    if T2I_BACKENDS.preflight(spec).prefix != "diffusers":
         raise AuditorError(
             f"auditor trace follows a diffusers pipeline's text encoder, latents and cross-attention; "
             f"--t2i {spec} is not one (use diffusers:<hub id or folder>)"
