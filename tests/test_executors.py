@@ -4,6 +4,8 @@ cache, runs resume across executors, failures name their stage, and the writer k
 from __future__ import annotations
 
 import sqlite3
+import subprocess
+import sys
 import threading
 import time
 from pathlib import Path
@@ -192,6 +194,8 @@ def test_writer_finishes_queued_work_when_the_producer_fails():
     "args, expected",
     [
         (["--executor", "ray", "--ray-address", "not an address"], "--ray-address takes auto, HOST:PORT"),
+        # nothing listens there: Ray would retry for minutes, a line a second
+        (["--executor", "ray", "--ray-address", "127.0.0.1:1"], "--ray-address 127.0.0.1:1: cannot reach a Ray cluster"),
         (["--ray-address", "auto"], "--ray-address is for --executor ray"),
         (["--executor", "remote"], "unknown executor 'remote' for --executor: use sequential, overlapped, ray"),
     ],
@@ -282,3 +286,29 @@ def test_a_named_embedder_that_fails_to_load_fails_every_resume_until_it_is_poin
         cache.close()
     assert record.status == "completed" and record.config.embedder.spec == f"clip:{tiny_models.clip}"
     assert all(cf.embedding_similarity is not None for cf in record.scores.axes[0].counterfactuals)
+
+
+#: Starts a local Ray in a process of its own, as ``auditor prompt --executor ray`` does, then sends itself SIGTERM.
+SIGTERM_AFTER_RAY = """
+import os, signal, time
+import ray
+from auditor.cli import _terminate
+from auditor.executors.ray import connect
+signal.signal(signal.SIGTERM, _terminate)
+connect()
+try:
+    os.kill(os.getpid(), signal.SIGTERM)
+    time.sleep(30)
+except KeyboardInterrupt as exc:
+    print(type(exc).__name__, signal.getsignal(signal.SIGTERM) is _terminate)
+finally:
+    ray.shutdown()
+"""
+
+
+def test_a_run_on_ray_still_stops_on_sigterm_as_the_command_line_handles_it():
+    """ray.init replaces SIGTERM's handler with a plain exit (and its core's crash handler): a run on Ray stopped by a
+    scheduler would keep the record ``running``. The handler the command line set is put back."""
+    pytest.importorskip("ray")
+    result = subprocess.run([sys.executable, "-c", SIGTERM_AFTER_RAY], capture_output=True, text=True, timeout=300)
+    assert result.stdout.split() == ["Terminated", "True"], result.stdout + result.stderr[-2000:]

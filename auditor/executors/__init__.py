@@ -24,6 +24,7 @@ from __future__ import annotations
 import importlib.util
 import os
 import re
+import socket
 from typing import TYPE_CHECKING
 
 from auditor.core.errors import AuditorError
@@ -33,6 +34,10 @@ if TYPE_CHECKING:  # pragma: no cover
 
 #: What ``--ray-address`` takes: ``auto`` (the running cluster), ``HOST:PORT`` or ``ray://HOST:PORT``.
 RAY_ADDRESS = re.compile(r"auto|(ray://)?[A-Za-z0-9._\-\[\]:]+:\d{1,5}")
+
+#: Seconds ``--ray-address`` may take to accept a connection: Ray itself retries an address nothing listens
+#: on for minutes, printing a line a second.
+RAY_CONNECT_TIMEOUT = 5.0
 
 #: ``--executor`` names, the default first.
 EXECUTOR_NAMES = ("sequential", "overlapped", "ray")
@@ -62,7 +67,23 @@ def use_ray_address(executor: str | None, address: str | None) -> None:
     address = address.strip()
     if not RAY_ADDRESS.fullmatch(address):
         raise AuditorError(f"--ray-address takes auto, HOST:PORT or ray://HOST:PORT, not {address!r}")
+    if address != "auto":
+        check_reachable(address)
     os.environ["RAY_ADDRESS"] = address
+
+
+def check_reachable(address: str, timeout: float = RAY_CONNECT_TIMEOUT) -> None:
+    """A one-line error unless something accepts a TCP connection at ``HOST:PORT`` (or ``ray://HOST:PORT``)
+    within ``timeout`` seconds, checked before a run folder is made."""
+    host, _, port = address.removeprefix("ray://").rpartition(":")
+    try:
+        socket.create_connection((host.strip("[]"), int(port)), timeout=timeout).close()
+    except OSError as exc:
+        reason = "no answer" if isinstance(exc, TimeoutError) else (exc.strerror or str(exc)).lower()
+        raise AuditorError(
+            f"--ray-address {address}: cannot reach a Ray cluster there ({reason}); start one with `ray start --head` "
+            "or leave out --ray-address for a local Ray"
+        ) from None
 
 
 def make_executor(name: str) -> Executor:

@@ -35,9 +35,11 @@ import logging
 import math
 import os
 import pickle
+import signal
+import threading
 import warnings
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import closing
+from contextlib import closing, contextmanager
 from dataclasses import dataclass, field, replace
 from functools import partial
 from pathlib import Path
@@ -120,7 +122,8 @@ def connect() -> None:
     if not ray.is_initialized():
         address = os.environ.get("RAY_ADDRESS")
         try:
-            ray.init(include_dashboard=False, log_to_driver=False, logging_level=logging.ERROR)
+            with signal_handlers_kept():
+                ray.init(include_dashboard=False, log_to_driver=False, logging_level=logging.ERROR)
         except (ConnectionError, RuntimeError, ValueError) as exc:
             where = f"the Ray cluster at {address}" if address else "a local Ray"
             raise AuditorError(f"cannot start or reach {where}: {_first_line(exc)}") from None
@@ -132,6 +135,23 @@ def connect() -> None:
     for handler in logging.getLogger("ray.data").handlers:
         if not isinstance(handler, logging.FileHandler):
             handler.setLevel(logging.CRITICAL)  # errors reach the run as exceptions; Ray Data logs to its file
+
+
+@contextmanager
+def signal_handlers_kept() -> Iterator[None]:
+    """Put back this process's SIGTERM and SIGINT handlers after ``ray.init``, which replaces them (SIGTERM by a
+    plain exit, and its core library's crash handler): a scheduler's time limit must stop a run on Ray as it
+    stops one in process, its record saying ``interrupted``. Only the main thread has handlers to keep."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    kept = {number: signal.getsignal(number) for number in (signal.SIGTERM, signal.SIGINT)}
+    try:
+        yield
+    finally:
+        for number, handler in kept.items():
+            if handler is not None:  # None: set outside Python, nothing Python can put back
+                signal.signal(number, handler)
 
 
 class RemoteModel:
