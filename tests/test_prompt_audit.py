@@ -267,13 +267,18 @@ def test_missing_weights_name_the_model_and_resume_can_point_at_a_local_copy(tin
     assert record.config.images_per_prompt == 1  # the run's own settings, not the defaults
 
 
-def test_selftest_runs_offline(tmp_path):
-    result = run_auditor("selftest", "--out", str(tmp_path / "st"), "--quiet")
-    assert result.returncode == 0, result.stderr
-    assert "MEANINGLESS" in result.stdout
-    assert result.stdout.rstrip().endswith("selftest passed")  # no "scores above": --quiet shows none
-    runs = list((tmp_path / "st" / "runs").glob("*/record.json"))
-    assert len(runs) == 1 and load_record(runs[0]).status == "completed"
+def test_selftest_runs_offline_and_runs_every_model_each_time(tmp_path):
+    for attempt in (1, 2):  # the second into the same folder: its models run again, nothing comes from a cache
+        result = run_auditor("selftest", "--out", str(tmp_path / "st"), "--quiet")
+        assert result.returncode == 0, result.stderr
+        assert "MEANINGLESS" in result.stdout
+        assert result.stdout.rstrip().endswith("selftest passed")  # no "scores above": --quiet shows none
+        runs = [load_record(path) for path in (tmp_path / "st" / "runs").glob("*/record.json")]
+        assert len(runs) == attempt and all(run.status == "completed" for run in runs)
+        for run in runs:
+            assert {t.stage: t.cached for t in run.timings if t.stage in ("generate", "perceive", "embed")} == dict.fromkeys(
+                ("generate", "perceive", "embed"), 0
+            )
 
 
 def test_prompt_audit_planned_by_an_openai_compatible_llm(tiny_models, fake_openai, tmp_path):

@@ -52,13 +52,16 @@ def selftest(
         max_axes=2,
         max_counterfactuals=2,
     )
-    cache = ContentCache(folder / "cache.sqlite")
     progress = QuietProgress() if quiet else RichProgress(err)
-    try:
-        audit = start_audit(options, RunStore(folder / "runs"), cache, progress, run_name=None)
-        record = audit.run()
-    finally:
-        cache.close()
+    # A cache of its own, gone after: every model runs, so a pass says the installed libraries work now, not
+    # that an earlier selftest into the same folder once did (the cache does not key on library versions).
+    with tempfile.TemporaryDirectory(prefix="auditor-selftest-cache-") as cache_folder:
+        cache = ContentCache(Path(cache_folder) / "cache.sqlite")
+        try:
+            audit = start_audit(options, RunStore(folder / "runs"), cache, progress, run_name=None)
+            record = audit.run()
+        finally:
+            cache.close()
     show_results(record, audit.run_dir, quiet=quiet, json_output=False)
     out.print("selftest passed" + ("" if quiet else "; the scores above are meaningless by design"))
 
