@@ -5,12 +5,12 @@ from __future__ import annotations
 import pytest
 
 from auditor.core.errors import AuditorError
+from auditor.prompting.articles import indefinite_article
 from auditor.prompting.triplets import (
     PROMPT_SETS,
     Triplet,
     caption_triplet,
     has_person_word,
-    indefinite_article,
     is_neutral_caption,
     load_profession_templates,
     load_professions,
@@ -143,28 +143,6 @@ def test_selection_counts_what_it_left_out():
     kept = select_caption_triplets(captions, deduplicate=False)
     assert [t.source_id for t in kept.triplets] == ["caption-0", "caption-4", "caption-7"]
     assert kept.duplicates == 0
-
-
-@pytest.mark.parametrize(
-    ("phrase", "article"),
-    [
-        ("ecologist", "an"),
-        ("doctor", "a"),
-        ("female ecologist", "a"),
-        ("AI ethics researcher", "an"),
-        ("UI designer", "a"),
-        ("CNC machinist", "a"),
-        ("IT support specialist", "an"),
-        ("university lecturer", "a"),
-        ("European guide", "a"),
-        ("hour", "an"),
-        ("honest broker", "an"),
-        ("umbrella", "an"),
-        ("", "a"),
-    ],
-)
-def test_indefinite_article(phrase, article):
-    assert indefinite_article(phrase) == article
 
 
 def test_profession_prompts_prepend_gender_and_fix_the_article():

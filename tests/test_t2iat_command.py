@@ -385,7 +385,7 @@ def test_occupations_end_to_end_with_tiny_models(tmp_path, tiny_models, executor
     from auditor.metrics.t2iat import association_scores
     from auditor.perception.registry import EMBEDDERS
 
-    (tmp_path / "jobs.txt").write_text("# two jobs\nchef\npharmacist  # trailing comment\n")
+    (tmp_path / "jobs.txt").write_text("# two jobs\nchef\naccountant  # trailing comment\n")
     result = run_auditor(
         "t2iat", "occupations", "--occupations", "jobs.txt",
         "--t2i", f"diffusers:{tiny_models.t2i}", "--embedder", f"clip:{tiny_models.clip}",
@@ -394,10 +394,11 @@ def test_occupations_end_to_end_with_tiny_models(tmp_path, tiny_models, executor
     assert result.returncode == 0, result.stderr
     run_dir = Path(json.loads(result.stdout)["run_dir"])
     record = OccupationsRecord.model_validate_json((run_dir / "record.json").read_text())
-    assert record.status == "completed" and [o.occupation for o in record.occupations] == ["chef", "pharmacist"]
+    assert record.status == "completed" and [o.occupation for o in record.occupations] == ["chef", "accountant"]
     assert record.config.executor == executor
     prompts = {s.prompt_id: s.prompt for s in record.prompt_sets}
-    assert prompts["pharmacist/female"] == "a photo of a female pharmacist"
+    assert prompts["accountant/female"] == "a photo of a female accountant"
+    assert prompts["accountant/neutral"] == "a photo of an accountant"  # the template's "a" fits the occupation
     embedder = EMBEDDERS.load(f"clip:{tiny_models.clip}")
     for occupation in record.occupations:
         assert len(occupation.image_scores) == 3

@@ -22,6 +22,7 @@ from auditor.core.registry import Spec
 from auditor.core.resources import read_prompt_yaml
 from auditor.planning.proposals import PlanProblem, ProposedAxis, snake_case
 from auditor.planning.rules import PlanLimits, attach_transcript, finish_plan
+from auditor.prompting.articles import fix_article, indefinite_article
 from auditor.records import AuditPlan, ChatMessage
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -56,7 +57,7 @@ class Reading:
     def describe(self) -> str:
         if self.head is None:
             return "no noun found, so the prompt is read as abstract"
-        article = "an" if _starts_with_vowel_sound(self.category) else "a"
+        article = indefinite_article(self.category)
         return f"head noun {self.head.text!r} (WordNet lemma {self.head.lemma!r}) is {article} {self.category}"
 
 
@@ -334,26 +335,6 @@ def _append(prompt: str, value: str) -> str:
     body = prompt.rstrip()
     stripped = body.rstrip(".!?")
     return f"{stripped} {value}{body[len(stripped):]}"
-
-
-def fix_article(before: str, after: str) -> str:
-    """Join ``before`` and ``after``, turning an "a"/"an" that ends ``before`` into the one ``after`` needs."""
-    match = re.search(r"(?<![\w-])(a|an|A|An|AN)(\s+[\"'(\[{]*)$", before)
-    if not match:
-        return before + after
-    article = "an" if _starts_with_vowel_sound(after) else "a"
-    if match.group(1)[0].isupper():
-        article = article.capitalize()
-    return before[: match.start()] + article + match.group(2) + after
-
-
-def _starts_with_vowel_sound(text: str) -> bool:
-    word = text.lower()
-    if word.startswith(("hour", "honest", "honor", "honour", "heir")):
-        return True
-    if word.startswith(("uni", "use", "usu", "uti", "eu", "one", "once", "ewe")):
-        return False
-    return word[:1] in set("aeiou8") or word.startswith(("11", "18"))
 
 
 def _distinct(prompt: str, counterfactuals: list[str]) -> list[str]:

@@ -28,6 +28,7 @@ import yaml
 from auditor.core.errors import AuditorError
 from auditor.core.store import read_text_file
 from auditor.core.text import single_spaced
+from auditor.prompting.articles import filled_template
 
 
 def read_prompt_list(path: Path, values: Path | None = None) -> list[str]:
@@ -176,16 +177,4 @@ def _fill(template: str, names: list[str], table, values: Path | None) -> list[s
     empty = next((name for combination in combinations for name, value in combination.items() if not value), None)
     if empty is not None:
         raise AuditorError(f"{values} has an empty value for {empty} (template {template!r})")
-    return [_filled(template, combination) for combination in combinations]
-
-
-def _filled(template: str, values: dict[str, str]) -> str:
-    """The template with its placeholders filled, "a"/"an" before each value made to fit it ("an engineer")."""
-    from auditor.planning.offline import fix_article
-
-    text = ""
-    for literal, field, _, _ in string.Formatter().parse(template):
-        text += literal
-        if field is not None:
-            text = fix_article(text, values[field])
-    return text
+    return [filled_template(template, combination) for combination in combinations]

@@ -49,7 +49,7 @@ class Frame:
     where: str
 
     def fill(self, noun: str) -> str:
-        from auditor.planning.offline import fix_article
+        from auditor.prompting.articles import fix_article
 
         start = self.template.index(_NOUN)
         return fix_article(self.template[:start], noun) + self.template[start + len(_NOUN) :]

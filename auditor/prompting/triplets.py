@@ -32,6 +32,7 @@ from typing import Literal
 from auditor.core.errors import AuditorError
 from auditor.core.resources import read_prompt_yaml
 from auditor.core.text import single_spaced
+from auditor.prompting.articles import fix_article, match_case
 from auditor.prompting.wordlists import human_words, words
 
 PromptSet = Literal["neutral", "feminine", "masculine"]
@@ -54,13 +55,6 @@ _NOT_LETTER_BEFORE, _NOT_LETTER_AFTER = r"(?<![^\W\d_])", r"(?![^\W\d_])"
 _PERSON_WORD = re.compile(
     rf"{_NOT_LETTER_BEFORE}(persons|person|people){_NOT_LETTER_AFTER}(['’]{_NOT_LETTER_AFTER})?", re.IGNORECASE
 )
-_ARTICLE_BEFORE = re.compile(r"(?:^|(?<=[^\w]))(an?)(\s+)$", re.IGNORECASE)
-
-# Indefinite articles: vowel letters that sound as consonants and silent h's.
-_A_BEFORE_VOWEL_LETTER = ("uni", "use", "usu", "uti", "ure", "uro", "eu", "ewe", "one", "once", "ubiq", "ufo", "uk")
-_AN_BEFORE_CONSONANT_LETTER = ("hour", "honest", "honor", "honour", "heir")
-# Letters whose names begin with a vowel sound, for acronyms read letter by letter ("an AI", "a UI").
-_AN_LETTER_NAMES = frozenset("AEFHILMNORSX")
 
 
 @dataclass(frozen=True)
@@ -100,15 +94,6 @@ class TripletSelection:
 # --------------------------------------------------------------------------- captions
 
 
-def _match_case(word: str, like: str) -> str:
-    """``word`` written with the capitalisation of ``like`` (all caps, capitalised, or lower)."""
-    if len(like) > 1 and like.isupper():
-        return word.upper()
-    if like[:1].isupper():
-        return word[:1].upper() + word[1:]
-    return word
-
-
 def has_person_word(text: str) -> bool:
     """Whether ``text`` has "person", "persons" or "people" as a whole word (any case)."""
     return any(word in SWAPS for word in words(text))
@@ -129,7 +114,7 @@ def swap_gender(text: str, prompt_set: PromptSet) -> str:
 
     def replace(match: re.Match[str]) -> str:
         word = match.group(1)
-        swapped = _match_case(SWAPS[word.lower()][index], word)
+        swapped = match_case(SWAPS[word.lower()][index], word)
         apostrophe = match.group(2) or ""
         if apostrophe and word.lower() == "persons":  # "persons'" -> "women's"
             apostrophe += "S" if swapped.isupper() else "s"
@@ -200,39 +185,9 @@ def select_caption_triplets(
 # --------------------------------------------------------------------------- professions
 
 
-def indefinite_article(phrase: str) -> str:
-    """"a" or "an" for the word that starts ``phrase``, by its sound.
-
-    Acronyms read letter by letter ("an AI ethics researcher", "a UI designer", "a CNC
-    machinist"); a vowel letter takes "an" except where it sounds as a consonant ("a
-    university", "a European", "a one-off"); a silent h takes "an" ("an hour", "an honest").
-    """
-    first = phrase.split(maxsplit=1)[0] if phrase.strip() else ""
-    letters = "".join(ch for ch in first if ch.isalpha())
-    if not letters:
-        return "a"
-    if len(letters) > 1 and letters.isupper():
-        return "an" if letters[0] in _AN_LETTER_NAMES else "a"
-    lower = letters.lower()
-    if lower.startswith(_AN_BEFORE_CONSONANT_LETTER):
-        return "an"
-    if lower.startswith(_A_BEFORE_VOWEL_LETTER):
-        return "a"
-    return "an" if lower[0] in "aeiou" else "a"
-
-
 def profession_phrase(name: str) -> str:
     """A profession name as written in a prompt: lower case, acronyms kept ("AI Ethics Researcher" -> "AI ethics researcher")."""
     return " ".join(word if len(word) > 1 and word.isupper() else word.lower() for word in name.split())
-
-
-def _fix_article(before: str, following: str) -> str:
-    """``before`` (text up to a word) with a trailing "a"/"an" made right for ``following``."""
-    match = _ARTICLE_BEFORE.search(before)
-    if match is None:
-        return before
-    article = _match_case(indefinite_article(following), match.group(1))
-    return before[: match.start(1)] + article + match.group(2)
 
 
 def _insert_before_profession(text: str, start: int, end: int, word: str | None) -> str:
@@ -247,7 +202,7 @@ def _insert_before_profession(text: str, start: int, end: int, word: str | None)
         inserted = f"{word.capitalize()} {rest}"
     else:
         inserted = f"{word} {profession}"
-    return _fix_article(text[:start], inserted) + inserted + text[end:]
+    return fix_article(text[:start], inserted) + text[end:]
 
 
 def profession_triplet(text: str, profession: str, source_id: str) -> Triplet:

@@ -21,6 +21,7 @@ from auditor.core.environment import collect_environment
 from auditor.core.errors import AuditorError
 from auditor.core.store import RunStore
 from auditor.executors.generation import PromptRequest
+from auditor.prompting.articles import filled_template
 from auditor.records import (
     T2IAT_GROUPS,
     GenerationSettings,
@@ -202,10 +203,13 @@ class OccupationsRun(T2IATStudyRun[OccupationsRecord]):
         self.record.occupations = []
 
     def prompt_texts(self) -> dict[str, list[str]]:
-        """Occupation -> its neutral, male and female prompts, from the config's templates."""
+        """Occupation -> its neutral, male and female prompts, from the config's templates, an "a"/"an" before the
+        occupation made to fit it ("a photo of an announcer")."""
         config = self.record.config
         templates = (config.prompt, config.male_prompt, config.female_prompt)
-        return {o: [template.format(occupation=o) for template in templates] for o in config.occupations}
+        return {
+            o: [filled_template(template, {"occupation": o}) for template in templates] for o in config.occupations
+        }
 
     def run(self) -> OccupationsRecord:
         """Run (or resume) the study; the record's status says how it ended."""
