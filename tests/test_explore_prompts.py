@@ -54,6 +54,14 @@ def test_values_are_read_as_written(tmp_path):
     ]  # fmt: skip
 
 
+def test_a_literal_brace_is_doubled_on_every_line(tmp_path):
+    """{{ and }} read as one brace on a line with placeholders and on one without alike, as the error about a lone
+    brace advises."""
+    (tmp_path / "p.txt").write_text("a {{smiley}} sign\na {animal} with a {{bow}}\n")
+    (tmp_path / "v.txt").write_text("cat\n")
+    assert read_prompt_list(tmp_path / "p.txt", tmp_path / "v.txt") == ["a {smiley} sign", "a cat with a {bow}"]
+
+
 @pytest.mark.parametrize(
     "files, message",
     [

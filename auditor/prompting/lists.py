@@ -44,7 +44,8 @@ def read_prompt_list(path: Path, values: Path | None = None) -> list[str]:
     table = _read_values(values) if values is not None else None
     prompts: list[str] = []
     for i, prompt in enumerate(raw):
-        prompts += _fill(prompt, placeholders[i], table, values) if placeholders[i] else [prompt]
+        # every line reads as a template: {{ and }} are literal braces on a line without placeholders too
+        prompts += _fill(prompt, placeholders[i], table, values) if placeholders[i] else [filled_template(prompt, {})]
     if not prompts:
         raise AuditorError(f"{path} lists no prompts")
     seen: dict[str, int] = {}
