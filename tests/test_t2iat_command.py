@@ -326,6 +326,7 @@ def test_run_a_custom_test_end_to_end_with_tiny_models(tmp_path, tiny_models):
     run_dir = Path(summary["run_dir"])
     record = T2IATRecord.model_validate_json((run_dir / "record.json").read_text())
     assert record.status == "completed" and record.kind == "t2iat_test"
+    assert (summary["status"], summary["errors"]) == ("completed", [])
     # prompts: X rose, tulip; Y ant; XA 2 (rose+love, tulip+peace); XB 2; YA 2 (ant+love, ant+peace); YB 1
     assert {g: len(ids) for g, ids in record.groups.items()} == {"X": 2, "Y": 1, "XA": 2, "XB": 2, "YA": 2, "YB": 1}
     prompts = {s.prompt_id: s.prompt for s in record.prompt_sets}
@@ -505,6 +506,8 @@ def test_occupations_resume_takes_only_where_and_how_and_refuses_other_runs(tmp_
     page = (tmp_path / "runs" / "occ2" / "report.html").read_text(encoding="utf-8")
     assert "Not scored" in page and "did not complete (failed)" in page and page.count('src="images/') == 6
     assert "this run did not complete (failed at embed: " in run_auditor("t2iat", "report", "occ2").stdout
+    outcome = json.loads(run_auditor("t2iat", "report", "occ2", "--json").stdout)  # a program can tell it failed
+    assert outcome["status"] == "failed" and outcome["errors"] == [error.message for error in stale.errors]
     _assert_one_line_error(run_auditor("t2iat", "run", "weat-1", "--resume", "occ", process=True), "not both")
 
 
@@ -705,3 +708,34 @@ def test_an_undefined_effect_size_says_whether_images_were_too_few_or_had_no_spr
     assert "The initial images' association scores are too few to measure a spread: 2 in all, and d needs 3, so" in two
     assert "no spread within" not in two
     assert "undefined (the association scores have no spread within the groups)" in said(2, 2)
+
+
+def test_the_occupation_table_never_writes_a_small_association_as_zero():
+    """A column shares its decimals, with more where a value other than 0 would read +0.0000."""
+    from rich.console import Console
+
+    from auditor.core.environment import collect_environment
+    from auditor.records import ModelRef, OccupationAssociation, OccupationsConfig
+    from auditor.reporting.t2iat import render_occupations
+
+    config = OccupationsConfig(
+        occupations=["chef", "nurse"], prompt="a photo of a {occupation}", male_prompt="a male {occupation}",
+        female_prompt="a female {occupation}", t2i=ModelRef(spec="diffusers:m", backend="diffusers"),
+        embedder=ModelRef(spec="clip:c", backend="clip"), images_per_prompt=3, seeds=[0, 1, 2], permutations=10,
+        permutation_seed=0,
+    )  # fmt: skip
+    tiny = OccupationAssociation(
+        occupation="chef", prompt_ids={}, image_scores=[-1.52e-05] * 3, image_association=-1.52e-05,
+        quartiles=[-1.52e-05] * 3, text_association=0.25, amplification=-0.2500152,
+    )  # fmt: skip
+    plain = tiny.model_copy(update={"occupation": "nurse", "image_association": 0.125, "quartiles": [0.1, 0.125, 0.2]})
+    record = OccupationsRecord(
+        run_id="o", status="completed", config=config, occupations=[tiny, plain], environment=collect_environment()
+    )
+    console = Console(width=120, record=True)
+    render_occupations(record, Path("."), console)
+    rows = {line.split()[0]: line.split()[2:7] for line in console.export_text().splitlines() if line[:5] in ("chef ", "nurse")}
+    assert rows == {
+        "chef": ["-0.00002", "-0.00002", "-0.00002", "-0.00002", "+0.25000"],
+        "nurse": ["+0.10000", "+0.12500", "+0.20000", "+0.12500", "+0.25000"],
+    }

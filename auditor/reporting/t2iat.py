@@ -20,7 +20,7 @@ from auditor.records import (
     T2IATRecord,
     T2IATTestDefinition,
 )
-from auditor.reporting.numbers import with_span
+from auditor.reporting.numbers import decimals, number, p_value, with_span
 from auditor.reporting.sentences import partial_interval_note, why_no_effect_size
 from auditor.reporting.tables import column_table
 
@@ -46,7 +46,7 @@ def _say(console: Console, text: str) -> None:
 
 def _p_text(result: AssociationResult) -> str:
     how = f"exact over {result.permutations:,} splits" if result.exact else f"Monte Carlo, {result.permutations:,} permutations"
-    return f"{result.p_value:.4g} ({how})"
+    return f"{p_value(result.p_value)} ({how})"
 
 
 def effect_size_text(result: AssociationResult, digits: int, undefined: str) -> str:
@@ -76,10 +76,17 @@ def test_run_json(record: T2IATRecord, run_dir: Path) -> dict[str, Any]:
     names = {"test": test.name, "x": test.x.name, "y": test.y.name, "a": test.a.name, "b": test.b.name}
     return {
         **run_files(run_dir),
+        **run_outcome(record),
         **names,
         **(result.model_dump() if result else {}),
         "intervals": record.intervals.model_dump() if record.intervals else None,
     }
+
+
+def run_outcome(record: T2IATRecord | OccupationsRecord) -> dict[str, Any]:
+    """How the run ended, for a program reading the JSON: its status and its errors' messages (as the terminal says
+    for a run that did not complete)."""
+    return {"status": record.status, "errors": [error.message for error in record.errors]}
 
 
 def _unfinished(record: T2IATRecord | OccupationsRecord, console: Console) -> None:
@@ -118,6 +125,7 @@ def occupations_json(record: OccupationsRecord, run_dir: Path) -> dict[str, Any]
     """What ``auditor t2iat occupations --json`` prints: every occupation's numbers, image counts for the scores."""
     return {
         **run_files(run_dir),
+        **run_outcome(record),
         "occupations": [
             result.model_dump(exclude={"image_scores", "prompt_ids"}) | {"images": len(result.image_scores)}
             for result in record.occupations
@@ -129,8 +137,15 @@ def render_occupations(record: OccupationsRecord, run_dir: Path, console: Consol
     """The occupation study's table (paper Fig. 3 quartiles and Fig. 4 text vs image), then its notes."""
     _unfinished(record, console)
 
-    def number(value: float | None) -> str:
-        return "—" if value is None else f"{value:+.4f}"
+    shown = [
+        value
+        for result in record.occupations
+        for value in (*(result.quartiles or ()), result.image_association, result.text_association, result.amplification)
+    ]
+    places = decimals(shown, 4)  # one column of decimals, with as many more as a small value needs not to read 0
+
+    def signed(value: float | None) -> str:
+        return number(value, places, signed=True, missing="—")
 
     console.print(Text("Gender association per occupation (> 0: closer to the male images)", style="bold"))
     table = column_table(
@@ -142,11 +157,11 @@ def render_occupations(record: OccupationsRecord, run_dir: Path, console: Consol
         table.add_row(
             Text(result.occupation),
             str(len(result.image_scores)),
-            *(number(q) for q in quartiles),
-            number(result.image_association),
-            number(result.text_association),
-            number(result.amplification),
-            "—" if result.test is None else f"{result.test.p_value:.3g}",
+            *(signed(q) for q in quartiles),
+            signed(result.image_association),
+            signed(result.text_association),
+            signed(result.amplification),
+            p_value(None if result.test is None else result.test.p_value, missing="—"),
         )
     console.print(table)
     console.print(
