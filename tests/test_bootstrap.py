@@ -130,6 +130,20 @@ def test_bca_p_value_is_undefined_where_bca_is():
         bootstrap.bca_quantile(np.array([0.5]), samples, outlier, 1.0)
 
 
+def test_first_rank_shares_credit_an_axis_only_where_it_alone_is_largest():
+    nan = np.nan
+    bavs = np.array([
+        [0.3, 0.1, 0.2],  # the first alone
+        [0.1, 0.4, 0.2],  # the second alone
+        [0.0, 0.0, nan],  # a tie at 0 credits neither
+        [0.2, 0.2, 0.1],  # a tie for the largest credits neither
+        [nan, nan, nan],  # no BAV credits none
+        [nan, 0.0, nan],  # the only BAV is the largest
+    ])  # fmt: skip
+    assert resampled.first_rank_shares(bavs).tolist() == [1 / 6, 2 / 6, 0.0]
+    assert resampled.first_rank_shares(np.empty((0, 2))).tolist() == [0.0, 0.0]
+
+
 def test_bca_agrees_with_scipy_on_a_skewed_mean():
     data = np.random.default_rng(5).exponential(size=30)
     resamples = 20_000

@@ -223,19 +223,20 @@ def lean_samples(cas: np.ndarray, genders: Sequence[Gender | None]) -> np.ndarra
 
 
 def first_rank_shares(bavs: np.ndarray) -> np.ndarray:
-    """Per axis (column), the share of rows in which its BAV is the largest; ties share the row.
+    """Per axis (column), the share of rows in which its BAV alone is the largest.
 
-    Rows where no axis has a BAV count for none, so the shares sum to the share of rows
-    with at least one BAV. This is "how sure is it that this axis leans most".
+    A row where axes tie for the largest (every BAV 0, say) credits none of them: each is not shown to lean
+    most there, and a share split between them would say "largest in half the resamples" of an axis that
+    never is. Rows where no axis has a BAV credit none either. This is "how sure is it that this axis leans
+    most"; what the shares leave of 1 is the rows with a tie or without a BAV.
     """
     bavs = np.asarray(bavs, dtype=np.float64)
+    if not bavs.shape[0]:
+        return np.zeros(bavs.shape[1])
     filled = np.where(np.isnan(bavs), -np.inf, bavs)
-    top = filled.max(axis=1, keepdims=True)
-    first = (filled == top) & ~np.isnan(bavs)
-    ties = first.sum(axis=1, keepdims=True)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        credit = np.where(first, 1.0 / ties, 0.0)
-    return credit.mean(axis=0) if bavs.shape[0] else np.zeros(bavs.shape[1])
+    first = (filled == filled.max(axis=1, keepdims=True)) & ~np.isnan(bavs)
+    alone = first & (first.sum(axis=1, keepdims=True) == 1)
+    return alone.mean(axis=0)
 
 
 # --------------------------------------------------------------------------- embeddings and T2IAT

@@ -180,7 +180,8 @@ class AxisScore(Record):
         default=None,
         ge=0,
         le=1,
-        description="Share of bootstrap resamples in which this axis has the largest BAV of the run.",
+        description="Share of bootstrap resamples in which this axis alone has the largest BAV of the run (a tie "
+        "for the largest credits none of the tied axes).",
     )
 
 
