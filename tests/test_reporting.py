@@ -276,6 +276,19 @@ def test_report_command_terminal_json_and_html(tmp_path):
 # --------------------------------------------------------------------------- HTML
 
 
+def test_the_page_names_what_planned_the_axes(tmp_path):
+    run_dir = copy_fixture("pharmacist-sd15", tmp_path)
+    record = load_record(run_dir / "record.json")
+
+    def page(**config) -> str:
+        changed = record.model_copy(update={"config": record.config.model_copy(update=config)})
+        return write_html_report(changed, run_dir).read_text(encoding="utf-8")
+
+    assert "auditor's offline planner (WordNet and its axis library; no LLM) listed" in page(llm="offline")
+    assert "(its axis library, for the axes given with <code>--axes</code>; no LLM)" in page(llm="offline", axes=["age"])
+    assert "An LLM (<code>openai:gpt-4o-mini</code>) listed" in page(llm="openai:gpt-4o-mini")
+
+
 def test_html_report_is_self_contained(tmp_path):
     run_dir = copy_fixture("pharmacist-sd15", tmp_path)
     record = load_record(run_dir / "record.json")

@@ -43,7 +43,7 @@ _EMBEDDER = typer.Option(DEFAULT_EMBEDDER, "--embedder", help="Image/text embedd
 #: T2IAT (Wang et al.) generated with 50 steps at guidance 7.5.
 _STEPS = common.steps_option(paper=50)
 _GUIDANCE = common.guidance_option(paper=7.5)
-_NAME = typer.Option(None, "--name", help="Run folder name (default: date-time-test).")
+_NAME = typer.Option(None, "--name", help="Run folder name (default: date-time-t2iat-<test>, or date-time-t2iat-occupations).")
 _RESUME = typer.Option(None, "--resume", help="Continue an earlier run of this command (id or folder) with its own settings.")
 #: Options a resumed run takes: where its models are, where they run, and how to show progress.
 RESUME_OPTIONS = frozenset({

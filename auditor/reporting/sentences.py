@@ -234,7 +234,7 @@ def uncertainty_line(scores: Scores, seeds: int) -> str | None:
         method = "BCa" if i.method == "bca" else "percentile"
         parts.append(
             f"{i.level:.0%} {method} intervals from {i.resamples} paired-bootstrap resamples of the "
-            f"{i.seeds} seeds (resampling seed {i.seed})"
+            f"{i.seeds} seeds (drawn with --ci-seed {i.seed})"
         )
     elif seeds < MIN_SEEDS:
         parts.append("no intervals (one image per prompt set: no other seed to resample)")

@@ -24,6 +24,7 @@ from auditor.reporting.numbers import number
 from auditor.reporting.prompt_audit import build_view
 from auditor.reporting.tables import column_table
 from auditor.reporting.views import AxisView, Bounds, Concept, CounterfactualView, ReportView
+from auditor.reporting.wording import counted
 
 CAS_COLOUR = "green"
 BAV_COLOUR = "dark_orange"
@@ -181,7 +182,8 @@ def _intersections(view: ReportView) -> Iterable[RenderableType]:
     yield _section("Intersectionality: axis B's answers across axis A's counterfactuals")
     rest = len(view.intersections) - len(shown)
     if rest:
-        yield Text(f"A = the axis that leans most; {rest} more pairs are in the HTML report and --json.", style="dim")
+        more = f"{counted(rest, 'more pair')} {'is' if rest == 1 else 'are'}"
+        yield Text(f"A = the axis that leans most; {more} in the HTML report and --json.", style="dim")
     for item in shown:
         table = _bar_table(("prompt set", "left"), ("top answers of " + item.axis_b, "left"))
         for column in item.columns:
