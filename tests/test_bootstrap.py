@@ -431,6 +431,18 @@ def test_identical_sets_give_cas_1_with_a_zero_width_interval(synonyms, method):
     assert (found.axes[0].lean.low, found.axes[0].lean.high) == (0.0, 0.0)
 
 
+def test_a_run_of_one_axis_ranks_no_axis_first(synonyms):
+    """One axis leans most of one in every resample: a share of 100% would claim what nothing tested."""
+    answers = _audit_answers()
+    settings, boot = ScoringSettings(), BootstrapSettings(resamples=100)
+    gender_only = {pid: images for pid, images in answers.items() if not pid.startswith("age")}
+    counts = answer_counts(gender_only, ["gender"], seeds=SEEDS)
+    (gender,) = score_intervals(AXES[:1], counts, settings, boot, synonyms=synonyms).axes
+    assert gender.ranks_first is None and gender.bav.estimate is not None
+    both = score_intervals(AXES, _counts(answers, settings), settings, boot, synonyms=synonyms)
+    assert all(axis.ranks_first is not None for axis in both.axes)
+
+
 def test_sets_without_concepts_follow_the_cas_rules(synonyms):
     answers = _audit_answers()
     empty = [ImageAnswers(image_index=i, answers={"gender": "yes", "age": "the"}) for i in range(SEEDS)]

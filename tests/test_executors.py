@@ -129,6 +129,7 @@ def check_resume_across_executors(tiny_models, tmp_path: Path, first: str, then:
 def test_a_reader_that_fails_ends_an_overlapped_run_naming_its_stage(tiny_models, tmp_path):
     store = RunStore(tmp_path / "runs")
     cache = ContentCache(tmp_path / "cache.sqlite")
+    (tmp_path / "no-such-vqa").mkdir()  # there, but no model in it: the reader fails when it loads
     broken = options(tiny_models, "overlapped", vqa=f"blip2:{tmp_path / 'no-such-vqa'}", embedder=None)
     audit = start_audit(broken, store, cache, QuietProgress(), run_name="r")
     with pytest.raises(Exception, match="no-such-vqa"):
@@ -312,3 +313,23 @@ def test_a_run_on_ray_still_stops_on_sigterm_as_the_command_line_handles_it():
     pytest.importorskip("ray")
     result = subprocess.run([sys.executable, "-c", SIGTERM_AFTER_RAY], capture_output=True, text=True, timeout=300)
     assert result.stdout.split() == ["Terminated", "True"], result.stdout + result.stderr[-2000:]
+
+
+def test_a_cluster_address_in_the_environment_is_checked_and_lets_workers_find_the_models(monkeypatch, tmp_path):
+    """RAY_ADDRESS set by hand is checked as --ray-address is (Ray would retry it for minutes); on a cluster a model
+    path is the workers' to find, so this machine lacking it is no error before the run."""
+    from auditor.core.errors import AuditorError
+    from auditor.generation.registry import T2I_BACKENDS
+
+    ray = pytest.importorskip("ray")
+    missing = f"diffusers:{tmp_path / 'sd15'}"
+    with pytest.raises(AuditorError, match="there is no file or folder"):
+        T2I_BACKENDS.preflight(missing)
+    monkeypatch.setenv("RAY_ADDRESS", "127.0.0.1:1")
+    assert T2I_BACKENDS.preflight(missing).target == str(tmp_path / "sd15")
+    if ray.is_initialized():  # a test of this process already joined a Ray: connect() keeps it
+        pytest.skip("Ray is already initialised in this process")
+    from auditor.executors.ray import connect
+
+    with pytest.raises(AuditorError, match=r"^RAY_ADDRESS 127\.0\.0\.1:1: cannot reach a Ray cluster there"):
+        connect()

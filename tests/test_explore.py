@@ -421,7 +421,7 @@ def test_explore_offline_on_tiny_models_from_the_command_line(tiny_models, tmp_p
         f"{rounds} round{'s' * (rounds != 1)} over {accepted} accepted candidate prompts ({rejected} more rejected) "
         f"and {len(record.arms)} arms;" in " ".join(shown.stdout.split())
     )
-    header = next(line for line in shown.stdout.splitlines() if line.startswith("#  prompt"))
+    header = next(line for line in shown.stdout.splitlines() if line.startswith("# prompt"))
     assert header.split()[-3:] == ["seeds", "adj.", "p"]  # every column fits 80 columns (the intervals wrap)
 
 

@@ -34,6 +34,12 @@ from auditor.prompting.articles import fix_article, indefinite_article
         ("8-bit artist", "an"),
         ("11-year-old", "an"),
         ("110-year-old", "a"),
+        ("1890s street", "an"),
+        ("1100s castle", "an"),
+        ("18,000-seat arena", "an"),
+        ("180,000 people", "a"),
+        ("1,800-mile trip", "a"),  # one thousand eight hundred, not a year
+        ("80s singer", "an"),
         ("3D artist", "a"),
         ('"engineer"', "an"),
         ("", "a"),
@@ -51,6 +57,9 @@ def test_indefinite_article(phrase, article):
         ("a photo of an ", "chef", "a photo of a chef"),
         ("A ", "engineer at work", "An engineer at work"),
         ("AN ", "CHEF", "A CHEF"),
+        ("A PHOTO OF A ", "MAN", "A PHOTO OF A MAN"),  # all capitals: words, not initialisms
+        ("A PHOTO OF A ", "ENGINEER", "A PHOTO OF AN ENGINEER"),
+        ("a photo of a ", "MBA student", "a photo of an MBA student"),
         ('a "', 'engineer"', 'an "engineer"'),
         ("a photo of the ", "engineer", "a photo of the engineer"),  # no article to fix
         ("banana ", "engineer", "banana engineer"),  # "a" inside a word is no article

@@ -172,6 +172,9 @@ def test_built_in_tests_produce_the_papers_prompts():
     assert group_texts(load_builtin("career-family"), "Y")[0] == "a person focusing on home"
     assert group_texts(load_builtin("instruments-weapons"), "X")[0] == "a picture of bagpipe"
     assert group_texts(load_builtin("european-african-american-names"), "Y")[0] == "a portrait of Alonzo"
+    # a custom test's "a" before a placeholder fits the word, as in every prompt auditor writes
+    custom = science.model_copy(update={"a": science.a.model_copy(update={"stimuli": ["engineer", "man"]})})
+    assert group_texts(custom, "XA")[:2] == ["an engineer studying science", "a man studying technology"]
 
 
 def test_every_stimulus_and_attribute_word_is_used_and_pairs_share_the_neutral_prompt():
@@ -711,7 +714,7 @@ def test_an_undefined_effect_size_says_whether_images_were_too_few_or_had_no_spr
 
 
 def test_the_occupation_table_never_writes_a_small_association_as_zero():
-    """A column shares its decimals, with more where a value other than 0 would read +0.0000."""
+    """A column shares its decimals, with more where a value other than 0 in it would read +0.0000."""
     from rich.console import Console
 
     from auditor.core.environment import collect_environment
@@ -736,6 +739,6 @@ def test_the_occupation_table_never_writes_a_small_association_as_zero():
     render_occupations(record, Path("."), console)
     rows = {line.split()[0]: line.split()[2:7] for line in console.export_text().splitlines() if line[:5] in ("chef ", "nurse")}
     assert rows == {
-        "chef": ["-0.00002", "-0.00002", "-0.00002", "-0.00002", "+0.25000"],
-        "nurse": ["+0.10000", "+0.12500", "+0.20000", "+0.12500", "+0.25000"],
+        "chef": ["-0.00002", "-0.00002", "-0.00002", "-0.00002", "+0.2500"],
+        "nurse": ["+0.10000", "+0.12500", "+0.20000", "+0.12500", "+0.2500"],
     }

@@ -102,6 +102,7 @@ def test_trace_a_caption_file_then_resume_it(tiny_models, tiny_tracing_models, t
 def test_a_trace_stopped_by_a_missing_model_resumes_with_the_model_where_it_is_now(tiny_models, tiny_tracing_models,
                                                                                    tmp_path):
     moved = tmp_path / "moved-vqa"
+    moved.mkdir()  # emptied: the run starts, and stops when it loads the VQA model
     args = [
         str(_captions(tmp_path)), "--t2i", f"diffusers:{tiny_tracing_models.t2i}", "--vqa", f"blip2:{moved}",
         "--steps", "2", "--embedder", "none", "--seeds", "1", "--limit", "1", "--bootstrap", "100", "--name", "t",

@@ -137,7 +137,7 @@ def test_terminal_and_json_show_intervals_and_without_them_nothing_is_claimed():
     human = run_auditor("report", str(FIXTURES / "runs" / "pharmacist-sd15"), env={"COLUMNS": "100"})
     assert human.returncode == 0, human.stderr
     cas = next(cf for cf in record.scores.axes[0].counterfactuals)
-    assert f"{cas.cas:.2f}  [{cas.cas_ci.low:.2f}, {cas.cas_ci.high:.2f}]" in human.stdout
+    assert f"{cas.cas:.2f} [{cas.cas_ci.low:.2f}, {cas.cas_ci.high:.2f}]" in human.stdout
 
     bare = record.model_dump(mode="json")
     bare["scores"]["intervals"] = None

@@ -8,6 +8,7 @@ validating specs never imports torch.
 
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -93,11 +94,13 @@ class Registry:
         """:meth:`check`, then the backend's preflight if it has one (an :class:`AuditorError` when it fails).
 
         Then a target written as a local path (``/models/sd15``, ``./tiny``, ``~/x``) must exist: a typo is bad
-        input, refused here rather than when the loader reaches it, after a run folder was made for it."""
+        input, refused here rather than when the loader reaches it, after a run folder was made for it. Not on a
+        Ray cluster (``RAY_ADDRESS``, ``--ray-address``): its workers load the models, from paths on their nodes
+        that this machine may not have."""
         spec = self.check(text)
         if spec.prefix in self._preflights:
             _resolve(self._preflights[spec.prefix])(spec)
-        if looks_like_path(spec.target) and not Path(spec.target).expanduser().exists():
+        if looks_like_path(spec.target) and not Path(spec.target).expanduser().exists() and not _on_a_cluster():
             raise AuditorError(
                 f"{self.option} {spec}: there is no file or folder {spec.target!r}; point it at a local copy of the "
                 f"{self.kind} model"
@@ -115,6 +118,11 @@ class Registry:
         """Import the backend serving ``text`` and call its loader with the spec and ``options``."""
         spec = self.check(text)
         return _resolve(self._loaders[spec.prefix])(spec, **options)
+
+
+def _on_a_cluster() -> bool:
+    """Whether the models may be loaded on other machines: a Ray cluster's address is set."""
+    return bool(os.environ.get("RAY_ADDRESS", "").strip())
 
 
 def _resolve(path: str) -> Callable[..., Any]:

@@ -72,17 +72,17 @@ def use_ray_address(executor: str | None, address: str | None) -> None:
     os.environ["RAY_ADDRESS"] = address
 
 
-def check_reachable(address: str, timeout: float = RAY_CONNECT_TIMEOUT) -> None:
+def check_reachable(address: str, given_as: str = "--ray-address", timeout: float = RAY_CONNECT_TIMEOUT) -> None:
     """A one-line error unless something accepts a TCP connection at ``HOST:PORT`` (or ``ray://HOST:PORT``)
-    within ``timeout`` seconds, checked before a run folder is made."""
+    within ``timeout`` seconds once the host's name is looked up; ``given_as`` names where the address came from."""
     host, _, port = address.removeprefix("ray://").rpartition(":")
     try:
         socket.create_connection((host.strip("[]"), int(port)), timeout=timeout).close()
     except OSError as exc:
         reason = "no answer" if isinstance(exc, TimeoutError) else (exc.strerror or str(exc)).lower()
         raise AuditorError(
-            f"--ray-address {address}: cannot reach a Ray cluster there ({reason}); start one with `ray start --head` "
-            "or leave out --ray-address for a local Ray"
+            f"{given_as} {address}: cannot reach a Ray cluster there ({reason}); start one with `ray start --head` "
+            f"or leave out {given_as} for a local Ray"
         ) from None
 
 

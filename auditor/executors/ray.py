@@ -46,6 +46,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from auditor.core.errors import AuditorError
+from auditor.executors import RAY_ADDRESS, check_reachable
 from auditor.executors.generation import STAGE as GENERATE
 from auditor.executors.generation import GenerationStage, StoredImage, give_batch_size
 from auditor.executors.local import read_stage, stored_images
@@ -121,6 +122,8 @@ def connect() -> None:
 
     if not ray.is_initialized():
         address = os.environ.get("RAY_ADDRESS")
+        if address and address.strip() != "auto" and RAY_ADDRESS.fullmatch(address.strip()):
+            check_reachable(address.strip(), given_as="RAY_ADDRESS")  # set in the environment, not by --ray-address
         try:
             with signal_handlers_kept():
                 ray.init(include_dashboard=False, log_to_driver=False, logging_level=logging.ERROR)

@@ -18,8 +18,6 @@ _A_BEFORE_VOWEL_LETTER = ("uni", "use", "usu", "uti", "ure", "uro", "eu", "ewe",
 _AN_BEFORE_CONSONANT_LETTER = ("hour", "honest", "honor", "honour", "heir")
 #: Letters whose names begin with a vowel sound, for initialisms read letter by letter ("an FBI agent", "a UI designer").
 _AN_LETTER_NAMES = frozenset("AEFHILMNORSX")
-#: Numbers said with a vowel first: eight..., eighty..., eleven, eighteen.
-_AN_NUMBER = re.compile(r"8\d*|1[18]")
 #: "a"/"an" (any case) ending a text, with the spaces and opening quotes or brackets after it.
 _ARTICLE_AT_END = re.compile(r"(?<![\w-])(an?)(\s+[\"'(\[{]*)$", re.IGNORECASE)
 
@@ -30,11 +28,12 @@ def indefinite_article(phrase: str) -> str:
     An all-capital word of up to three letters, or one without a vowel, is read letter by letter ("an MBA
     student", "a CEO", "an LGBT activist", "an X-ray technician"); a longer one with vowels is read as a word
     ("a NASA engineer"). Otherwise a vowel letter takes "an" except where it sounds as a consonant, and a
-    silent h takes "an". A number takes "an" when said with a vowel first ("an 8-bit artist", "an 11-year-old").
+    silent h takes "an". A number takes "an" when said with a vowel first ("an 8-bit artist", "an 11-year-old",
+    "an 1890s street", "an 18,000-seat arena"; "a 110-year-old").
     """
     first = phrase.split(maxsplit=1)[0].lstrip("\"'([{") if phrase.strip() else ""
     if first[:1].isdigit():
-        return "an" if _AN_NUMBER.fullmatch(re.match(r"\d+", first).group(0)) else "a"
+        return "an" if _said_with_a_vowel_first(re.match(r"\d[\d,]*\d|\d", first).group(0)) else "a"
     head = re.split(r"[-/]", first, maxsplit=1)[0]  # "X-ray" sounds like its "X"
     letters = "".join(ch for ch in head if ch.isalpha())
     if not letters:
@@ -49,12 +48,29 @@ def indefinite_article(phrase: str) -> str:
     return "an" if lower[0] in "aeiou" else "a"
 
 
+def _said_with_a_vowel_first(number: str) -> bool:
+    """Whether a number (digits, maybe with thousands commas) is said starting with "eight" or "eleven"/"eighteen":
+    8..., and 11 or 18 leading a group of thousands (11, 18,000, 11000000) or a year (1890, 1100; not 1,890)."""
+    digits = number.replace(",", "")
+    if digits.startswith("8"):
+        return True
+    year = len(digits) == 4 and "," not in number
+    return digits[:2] in ("11", "18") and (len(digits) % 3 == 2 or year)
+
+
 def fix_article(before: str, after: str) -> str:
-    """``before + after``, with an "a"/"an" that ends ``before`` made the one ``after`` needs (its case kept)."""
+    """``before + after``, with an "a"/"an" that ends ``before`` made the one ``after`` needs (its case kept).
+
+    In a prompt written all in capitals ("A PHOTO OF A {x}"), capitals are no sign of an initialism: ``after``
+    is read as words ("A MAN", not "AN MAN") and the article is written in capitals too."""
     match = _ARTICLE_AT_END.search(before)
     if match is None:
         return before + after
-    article = match_case(indefinite_article(after), match.group(1))
+    letters = [ch for ch in before if ch.isalpha()]
+    if len(letters) > 1 and all(ch.isupper() for ch in letters):
+        article = indefinite_article(after.lower()).upper()
+    else:
+        article = match_case(indefinite_article(after), match.group(1))
     return before[: match.start()] + article + match.group(2) + after
 
 

@@ -181,7 +181,7 @@ class AxisScore(Record):
         ge=0,
         le=1,
         description="Share of bootstrap resamples in which this axis alone has the largest BAV of the run (a tie "
-        "for the largest credits none of the tied axes).",
+        "for the largest credits none of the tied axes); null without intervals or for a run of one axis.",
     )
 
 

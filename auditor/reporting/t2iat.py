@@ -137,30 +137,24 @@ def render_occupations(record: OccupationsRecord, run_dir: Path, console: Consol
     """The occupation study's table (paper Fig. 3 quartiles and Fig. 4 text vs image), then its notes."""
     _unfinished(record, console)
 
-    shown = [
-        value
+    rows = [
+        (*(result.quartiles or (None, None, None)), result.image_association, result.text_association,
+         result.amplification)
         for result in record.occupations
-        for value in (*(result.quartiles or ()), result.image_association, result.text_association, result.amplification)
-    ]
-    places = decimals(shown, 4)  # one column of decimals, with as many more as a small value needs not to read 0
-
-    def signed(value: float | None) -> str:
-        return number(value, places, signed=True, missing="—")
+    ]  # fmt: skip
+    # each column's decimals, with as many more as a small value in it needs not to read as 0
+    places = [decimals(column, 4) for column in zip(*rows)]
 
     console.print(Text("Gender association per occupation (> 0: closer to the male images)", style="bold"))
     table = column_table(
         ("occupation", "left"), *((header, "right") for header in ("n", "Q1", "median", "Q3", "image", "text",
                                                                     "image-text", "p")), first_min_width=10,
     )  # fmt: skip
-    for result in record.occupations:
-        quartiles = result.quartiles or [None, None, None]
+    for result, values in zip(record.occupations, rows):
         table.add_row(
             Text(result.occupation),
             str(len(result.image_scores)),
-            *(signed(q) for q in quartiles),
-            signed(result.image_association),
-            signed(result.text_association),
-            signed(result.amplification),
+            *(number(value, digits, signed=True, missing="—") for value, digits in zip(values, places)),
             p_value(None if result.test is None else result.test.p_value, missing="—"),
         )
     console.print(table)

@@ -14,7 +14,7 @@ from rich.table import Table
 
 def borderless_table() -> Table:
     """An empty table with bold headers, no borders and one space between columns (none at the edges)."""
-    return Table(box=None, padding=(0, 1), show_edge=False, pad_edge=False, header_style="bold")
+    return Table(box=None, padding=(0, 1), collapse_padding=True, show_edge=False, pad_edge=False, header_style="bold")
 
 
 #: Narrowest a wrapping value column gets (a score beside its interval): a bound such as "[-0.00067," stays whole.

@@ -104,7 +104,7 @@ def _ranking(view: ReportView) -> RenderableType:
     why = [_text((f"{axis.name} has {axis.bav_note}", "dim")) for axis in view.axes if axis.bav_note]
     caption = METRICS["relative_bav"].explanation
     if intervals:
-        caption += " Interval: of BAV; top: share of bootstrap resamples in which the axis has the largest BAV."
+        caption += " Interval: of BAV; top: share of bootstrap resamples in which the axis alone has the largest BAV."
     return Group(_section("Which axes lean most (relative BAV, ranked)"), table, *why, Text(caption, style="dim"))
 
 

@@ -317,8 +317,9 @@ class AxisIntervals:
     bav: Interval
     bav_mad: Interval
     relative_bav: Interval
-    #: Share of resamples in which this axis has the largest BAV (ties share): how sure "leans most" is.
-    ranks_first: float
+    #: Share of resamples in which this axis alone has the largest BAV (a tie credits none): how sure "leans
+    #: most" is. None for a run of one axis, which leans most of one in every resample: no ranking.
+    ranks_first: float | None
     #: CAS(male) − CAS(female); None when the prompts do not name exactly one male and one female
     #: counterfactual and the point estimate has no lean either.
     lean: Interval | None
@@ -399,7 +400,7 @@ def score_intervals(
                 bav=interval_at(by_axis["bav"], samples.bav[0], a),
                 bav_mad=interval_at(by_axis["bav_mad"], samples.bav_mad[0], a),
                 relative_bav=interval_at(by_axis["relative_bav"], samples.relative_bav[0], a),
-                ranks_first=float(ranks[a]),
+                ranks_first=float(ranks[a]) if len(axes) > 1 else None,
                 lean=interval_at(by_axis["lean"], samples.lean[0], a) if has_lean else None,
                 spread=_spread(cas, list(columns), samples.counterfactual_ids, bounds),
                 association=interval_at(association, samples.association[0], a) if has_test else None,

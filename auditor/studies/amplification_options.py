@@ -89,10 +89,11 @@ class AmplificationOptions:
         if self.bootstrap < 1:
             raise AuditorError(f"--bootstrap must be at least 1 (got {self.bootstrap})")
         T2I_BACKENDS.preflight(self.t2i)
-        if EMBEDDERS.preflight(self.embedder).prefix != "clip":
+        if EMBEDDERS.check(self.embedder).prefix != "clip":
             raise AuditorError(
                 f"--embedder must be a CLIP model (clip:<id|path>) for the zero-shot classifier, not {self.embedder!r}"
             )
+        EMBEDDERS.preflight(self.embedder)
         FACE_DETECTORS.preflight(self.face_detector)
         if any(m in NN_METHODS for m in self.methods):
             SENTENCE_EMBEDDERS.preflight(self.text_embedder)

@@ -14,7 +14,8 @@ Prompts of each group (Wang et al. 2023, §3.2 and §4.1):
   Attribute prompt ``t < |X|`` is neutral prompt ``t`` with the attribute added, and
   image i of every prompt shares seed i, so each such pair differs by the attribute only.
 
-Likewise G(Y), G(X^B), G(Y^A), G(Y^B).
+Likewise G(Y), G(X^B), G(Y^A), G(Y^B). An "a"/"an" before a placeholder is made to fit the word it gets
+(:mod:`auditor.prompting.articles`); the built-in tests' prompts have none that changes.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from pydantic import ValidationError
 from auditor.core.errors import AuditorError
 from auditor.core.resources import prompt_file
 from auditor.core.store import describe_validation_error, read_text_file
+from auditor.prompting.articles import filled_template
 from auditor.records import T2IAT_GROUPS, T2IATGroup, T2IATStimuli, T2IATTestDefinition
 
 #: Folder of the built-in definitions under ``prompts/``.
@@ -132,10 +134,12 @@ def group_texts(test: T2IATTestDefinition, group: T2IATGroup) -> list[str]:
     concepts = _concept(test, group).stimuli
     attribute = _attribute(test, group)
     if attribute is None:
-        return [test.prompt.format(concept=concept) for concept in concepts]
+        return [filled_template(test.prompt, {"concept": concept}) for concept in concepts]
     words = attribute.stimuli
     return [
-        test.attribute_prompt.format(concept=concepts[t % len(concepts)], attribute=words[t % len(words)])
+        filled_template(
+            test.attribute_prompt, {"concept": concepts[t % len(concepts)], "attribute": words[t % len(words)]}
+        )
         for t in range(max(len(concepts), len(words)))
     ]
 

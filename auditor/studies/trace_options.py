@@ -62,6 +62,7 @@ class TraceOptions:
 
     def validate(self) -> None:
         """Reject bad input before a run folder is created or a model loaded."""
+        from auditor.generation.registry import T2I_BACKENDS
         from auditor.perception.registry import DETECTORS, EMBEDDERS, SEGMENTERS, VQA_BACKENDS
 
         if (self.captions is None) == (not self.professions):
@@ -73,9 +74,8 @@ class TraceOptions:
             raise AuditorError(f"--show must be 0 or more (got {self.show})")
         check_trace_executor(self.executor)
         check_trace_t2i(self.t2i)
-        VQA_BACKENDS.preflight(self.vqa)
         for spec in self.embedders:
-            EMBEDDERS.preflight(spec)
+            EMBEDDERS.check(spec)
         if len(set(self.embedders)) != len(self.embedders):
             raise AuditorError("--embedder names the same embedder twice")
         for name, value in (("--box-threshold", self.box_threshold), ("--text-threshold", self.text_threshold)):
@@ -88,19 +88,22 @@ class TraceOptions:
                 raise AuditorError(
                     "--box-threshold and --text-threshold set the detector's thresholds: give --detector"
                 )
-        else:
-            detector = DETECTORS.preflight(self.detector)
-            if detector.prefix == "owlv2" and self.text_threshold is not None:
-                raise AuditorError("owlv2 detectors have no text threshold (it is Grounding DINO's); leave it out")
+        elif DETECTORS.check(self.detector).prefix == "owlv2" and self.text_threshold is not None:
+            raise AuditorError("owlv2 detectors have no text threshold (it is Grounding DINO's); leave it out")
         if self.segmenter is not None:
-            SEGMENTERS.preflight(self.segmenter)
-
+            SEGMENTERS.check(self.segmenter)
+        # The options agree; now each model must be where it is said to be (a local path exists, a key is set).
+        T2I_BACKENDS.preflight(self.t2i)
+        VQA_BACKENDS.preflight(self.vqa)
+        for registry, specs in ((EMBEDDERS, self.embedders), (DETECTORS, [self.detector]), (SEGMENTERS, [self.segmenter])):
+            for spec in filter(None, specs):
+                registry.preflight(spec)
 
 def check_trace_t2i(spec: str) -> None:
     """A one-line error unless ``spec`` is a diffusers pipeline, whose insides the trace reads."""
     from auditor.generation.registry import T2I_BACKENDS
 
-    if T2I_BACKENDS.preflight(spec).prefix != "diffusers":
+    if T2I_BACKENDS.check(spec).prefix != "diffusers":
         raise AuditorError(
             f"auditor trace follows a diffusers pipeline's text encoder, latents and cross-attention; "
             f"--t2i {spec} is not one (use diffusers:<hub id or folder>)"
