@@ -117,7 +117,6 @@ def test_models_load_once_for_the_whole_batch(tiny_models, tmp_path, monkeypatch
     assert {t.stage: t.computed for t in record.timings}["generate"] == 3 * 3 * 2  # 3 prompts x 3 sets x 2 images
 
 
-
 def test_a_resume_naming_other_weights_audits_every_prompt_again_with_them(tiny_models, tmp_path):
     """The leaderboard ranks one model's results: completed audits are audited again too, and said so once."""
     from auditor.studies.run import Resumption

@@ -106,5 +106,6 @@ def doctor(json_output: bool = typer.Option(False, "--json", help="Print one JSO
     for label, value in rows:
         out.print(f"{label:<{width}}  {value}", markup=False, highlight=False, soft_wrap=True)  # paths whole
 
+
 def register(app: typer.Typer) -> None:
     app.command("doctor")(doctor)

@@ -121,9 +121,9 @@ def connect() -> None:
     import ray
 
     if not ray.is_initialized():
-        address = os.environ.get("RAY_ADDRESS")
-        if address and address.strip() != "auto" and RAY_ADDRESS.fullmatch(address.strip()):
-            check_reachable(address.strip(), given_as="RAY_ADDRESS")  # set in the environment, not by --ray-address
+        address = os.environ.get("RAY_ADDRESS", "").strip()
+        if address != "auto" and RAY_ADDRESS.fullmatch(address):
+            check_reachable(address, given_as="RAY_ADDRESS")  # set in the environment, not by --ray-address
         try:
             with signal_handlers_kept():
                 ray.init(include_dashboard=False, log_to_driver=False, logging_level=logging.ERROR)

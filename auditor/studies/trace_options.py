@@ -99,6 +99,7 @@ class TraceOptions:
             for spec in filter(None, specs):
                 registry.preflight(spec)
 
+
 def check_trace_t2i(spec: str) -> None:
     """A one-line error unless ``spec`` is a diffusers pipeline, whose insides the trace reads."""
     from auditor.generation.registry import T2I_BACKENDS
