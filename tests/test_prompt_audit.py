@@ -267,6 +267,45 @@ def test_missing_weights_name_the_model_and_resume_can_point_at_a_local_copy(tin
     assert record.config.images_per_prompt == 1  # the run's own settings, not the defaults
 
 
+@pytest.mark.parametrize(
+    ("given", "recorded"),
+    [
+        ("diffusers:./sd15", "diffusers:{cwd}/sd15"),
+        ("Diffusers:models/../sd15", "Diffusers:models/../sd15"),  # no leading ./: a hub id's shape, kept
+        ("./tiny-vqa", "{cwd}/tiny-vqa"),
+        ("clip:~/clip", "clip:{home}/clip"),
+        ("diffusers:/models/sd15", "diffusers:/models/sd15"),
+        ("blip2:Salesforce/blip2-opt-2.7b", "blip2:Salesforce/blip2-opt-2.7b"),
+        ("openai:gpt-4o-mini", "openai:gpt-4o-mini"),
+    ],
+)
+def test_a_local_model_path_is_made_absolute_unless_it_is_a_ray_clusters(given, recorded, tmp_path, monkeypatch):
+    from auditor.core.registry import with_absolute_path
+
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    assert with_absolute_path(given) == recorded.format(cwd=tmp_path, home=tmp_path / "home")
+    monkeypatch.setenv("RAY_ADDRESS", "10.0.0.1:6379")
+    assert with_absolute_path(given) == given
+
+
+def test_relative_model_paths_are_recorded_absolute_so_a_resume_from_another_folder_finds_them(tiny_models, tmp_path):
+    (tmp_path / "elsewhere").mkdir()
+    relative = {name: os.path.relpath(getattr(tiny_models, name), tmp_path) for name in ("t2i", "vqa", "clip")}
+    first = run_auditor(
+        "prompt", PROMPT, "--llm", "offline", "--t2i", f"diffusers:{relative['t2i']}", "--vqa", relative["vqa"],
+        "--embedder", f"clip:./{relative['clip']}", "--images", "1", "--steps", "2", "--max-axes", "1",
+        "--max-counterfactuals", "2", "--name", "r", "--quiet",
+    )  # fmt: skip
+    assert first.returncode == 0, first.stderr
+    config = load_record(tmp_path / "runs" / "r" / "record.json").config
+    assert config.t2i.spec == f"diffusers:{tiny_models.t2i}" and config.vqa.spec == str(tiny_models.vqa)
+    assert config.embedder is not None and config.embedder.spec == f"clip:{tiny_models.clip}"
+
+    again = run_auditor("prompt", "--resume", str(tmp_path / "runs" / "r"), "--quiet", cwd=tmp_path / "elsewhere")
+    assert again.returncode == 0, again.stderr
+    assert load_record(tmp_path / "runs" / "r" / "record.json").status == "completed"
+
+
 def test_selftest_runs_offline_and_runs_every_model_each_time(tmp_path):
     for attempt in (1, 2):  # the second into the same folder: its models run again, nothing comes from a cache
         result = run_auditor("selftest", "--out", str(tmp_path / "st"), "--quiet")

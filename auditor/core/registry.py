@@ -44,6 +44,21 @@ def looks_like_path(model_id: str) -> bool:
     return model_id.startswith((".", "/", "~", "\\")) or re.match(r"^[A-Za-z]:[\\/]", model_id) is not None
 
 
+def with_absolute_path(text: str) -> str:
+    """``text`` with a local-path target (``diffusers:./sd15``, a bare ``./tiny-vqa``) made absolute, so that a
+    record that keeps it still names the same folder when the run is resumed from another working directory.
+    Hub ids, services and a Ray cluster's paths (its workers' own, see :func:`_on_a_cluster`) are kept as given."""
+    text = text.strip()
+    if _on_a_cluster():
+        return text
+    if looks_like_path(text):
+        return os.path.abspath(os.path.expanduser(text))
+    spec = parse_spec(text)
+    if not looks_like_path(spec.target):
+        return text
+    return f"{text.partition(':')[0]}:{os.path.abspath(os.path.expanduser(spec.target))}"
+
+
 class Registry:
     """Prefix -> ``"module:function"`` of a loader, imported on first use.
 

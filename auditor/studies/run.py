@@ -27,7 +27,7 @@ from auditor.core.environment import collect_environment
 from auditor.core.errors import AuditorError, interruption
 from auditor.core.fingerprint import CHUNK, file_sha256
 from auditor.core.redaction import redact
-from auditor.core.registry import Registry, parse_spec
+from auditor.core.registry import Registry, parse_spec, with_absolute_path
 from auditor.core.runlock import RunLock
 from auditor.core.snapshot import FolderSnapshot
 from auditor.core.store import RECORD_FILE, RunStore, remove_partial_writes, write_model
@@ -59,7 +59,9 @@ LARGE_WEIGHT_FILE = 256 * CHUNK
 
 
 def spec_ref(spec: str) -> ModelRef:
-    """A model reference known before loading; replaced by the backend's full ref once loaded."""
+    """A model reference known before loading; replaced by the backend's full ref once loaded. A local path is
+    recorded absolute: a resume from another folder loads the same weights."""
+    spec = with_absolute_path(spec)
     parsed = parse_spec(spec)
     return ModelRef(spec=spec, backend=parsed.prefix, model_id=parsed.target or None)
 
