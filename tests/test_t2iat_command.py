@@ -413,6 +413,7 @@ def test_occupations_end_to_end_with_tiny_models(tmp_path, tiny_models, executor
         assert occupation.text_association == pytest.approx(text_asc, rel=1e-4, abs=1e-7)
         assert occupation.amplification == pytest.approx(occupation.image_association - occupation.text_association)
         assert occupation.test is not None and (occupation.test.n_x, occupation.test.n_y) == (3, 6)
+        assert occupation.test.p_adjusted is not None and occupation.test.p_adjusted >= occupation.test.p_value
 
 
 def test_an_interrupted_test_resumes_without_recomputing_and_matches_a_fresh_run(tmp_path, tiny_models):
@@ -468,6 +469,7 @@ def test_occupations_resume_takes_only_where_and_how_and_refuses_other_runs(tmp_
     assert resumed.occupations == record.occupations and json.loads(again.stdout)["run_dir"].endswith("occ")
     html = Path(json.loads(again.stdout)["report_html"]).read_text(encoding="utf-8")  # the occupation is escaped
     assert "chef &lt;i&gt;de cuisine&lt;/i&gt;" in html and "<i>de cuisine" not in html
+    assert '<th class="num">Holm p</th>' in html
     assert "a photo of a female chef &lt;i&gt;" in html and html.count('src="images/') == 6
     occupation = resumed.occupations[0]
     (tmp_path / "runs" / "occ" / "report.html").unlink()  # as for a run made before T2IAT runs had pages
@@ -711,6 +713,51 @@ def test_an_undefined_effect_size_says_whether_images_were_too_few_or_had_no_spr
     assert "The initial images' association scores are too few to measure a spread: 2 in all, and d needs 3, so" in two
     assert "no spread within" not in two
     assert "undefined (the association scores have no spread within the groups)" in said(2, 2)
+
+
+def test_occupation_p_values_are_holm_adjusted_over_the_occupations_tested_and_the_table_says_so():
+    from rich.console import Console
+
+    from auditor.core.environment import collect_environment
+    from auditor.records import ModelRef, OccupationsConfig
+    from auditor.reporting.t2iat import render_occupations
+    from auditor.scoring.t2iat import score_occupation, score_occupations
+
+    texts = np.array([[0.6, 0.8], [1.0, 0.0], [0.0, 1.0]])
+    rng = np.random.default_rng(3)
+    vectors = {}  # male images near (1, 0), female near (0, 1); the nurse's neutral images sit with the male ones
+    for slug, neutral in (("chef", (0.7, 0.7)), ("nurse", (1.0, 0.0)), ("judge", (0.7, 0.7))):
+        for kind, centre in (("neutral", neutral), ("male", (1.0, 0.0)), ("female", (0.0, 1.0))):
+            rows = np.array(centre) + 0.2 * rng.normal(size=(4, 2))
+            vectors[f"{slug}/{kind}"] = rows / np.linalg.norm(rows, axis=1, keepdims=True)
+    vectors["judge/male"] = vectors["judge/male"][:1]  # one male image: judge has no test
+    by_occupation = {o: texts for o in ("chef", "nurse", "judge")}
+    results = score_occupations(["chef", "nurse", "judge"], vectors, by_occupation, permutations=200, seed=0)
+    raw = [score_occupation(o, vectors, texts, 200, 0).test for o in ("chef", "nurse")]
+    p_chef, p_nurse = raw[0].p_value, raw[1].p_value
+    # Holm of two: the smaller times 2, the larger times 1 but never below the smaller's; capped at 1
+    assert p_nurse < p_chef / 2  # the nurse's neutral images were moved: its p is the smaller
+    assert [r.test.p_adjusted for r in results[:2]] == pytest.approx([min(1.0, max(2 * p_nurse, p_chef)), 2 * p_nurse])
+    assert [r.test.p_value for r in results[:2]] == [p_chef, p_nurse] and results[2].test is None
+
+    config = OccupationsConfig(
+        occupations=["chef", "nurse", "judge"], prompt="a photo of a {occupation}", male_prompt="a male {occupation}",
+        female_prompt="a female {occupation}", t2i=ModelRef(spec="diffusers:m", backend="diffusers"),
+        embedder=ModelRef(spec="clip:c", backend="clip"), images_per_prompt=4, seeds=[0, 1, 2, 3], permutations=200,
+        permutation_seed=0,
+    )  # fmt: skip
+    for occupations, header, note in (
+        (results, "Holm p", "Holm-adjusted over the 2 occupations tested"),
+        ([r.model_copy(update={"test": r.test and r.test.model_copy(update={"p_adjusted": None})}) for r in results],
+         " p\n", "not adjusted"),  # a record scored before the adjustment
+    ):  # fmt: skip
+        record = OccupationsRecord(
+            run_id="o", status="completed", config=config, occupations=occupations, environment=collect_environment()
+        )
+        console = Console(width=120, record=True)
+        render_occupations(record, Path("."), console)
+        text = console.export_text()
+        assert header in text and f"(permutation test, {note})" in " ".join(text.split())
 
 
 def test_the_occupation_table_never_writes_a_small_association_as_zero():

@@ -151,8 +151,9 @@ class AxisScore(Record):
     )
     bav_mad: float | None = Field(
         ge=0,
-        description="Authors' released-code variant: normalised mean absolute deviation of the non-null CAS "
-        "values; null when BAV is.",
+        description="Authors' released-code variant: √(mean absolute deviation) of the non-null CAS values "
+        "rescaled to sum 1, divided by the same for a one-hot vector of their length (so in [0, 1]); null when BAV "
+        "is.",
     )
     relative_bav: float | None = Field(
         ge=0,
@@ -161,8 +162,9 @@ class AxisScore(Record):
     )
     lean: float | None = Field(
         default=None,
-        description="CAS(male counterfactual) - CAS(female counterfactual), when the axis has both and both "
-        "have a CAS.",
+        description="CAS(male counterfactual) - CAS(female counterfactual), when exactly one counterfactual with "
+        "a CAS names only male words (male, man, boy and their plurals) and exactly one only female words; null "
+        "otherwise.",
     )
     association: AssociationResult | None = Field(
         default=None, description="T2IAT association of the initial images with the axis's two counterfactuals."

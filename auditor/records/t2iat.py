@@ -32,14 +32,19 @@ class AssociationResult(Record):
     p_value: float = Field(ge=0, le=1, description="Two-sided permutation p-value.")
     exact: bool = Field(description="True when every split was enumerated; False for Monte Carlo.")
     permutations: int = Field(ge=1, description="Splits evaluated (all of them when exact).")
-    n_x: int = Field(ge=1, description="Images of concept X.")
-    n_y: int = Field(ge=1, description="Images of concept Y.")
+    n_x: int = Field(ge=1, description="Images of concept X (the neutral images in a one-concept test).")
+    n_y: int = Field(
+        ge=1,
+        description="Images of concept Y (in a one-concept test, the two attribute sets' images pooled: the "
+        "balanced mix the neutral images are compared with).",
+    )
     p_adjusted: float | None = Field(
         default=None,
         ge=0,
         le=1,
-        description="The p-value adjusted for the other tests of the same run (the correction is named where "
-        "the tests are listed); null for a run with one test.",
+        description="The p-value Holm-adjusted over the run's other tests: the tested axes of a prompt audit, the "
+        "tested occupations of an occupation study (one test is its own adjustment); null in a T2IAT test run, "
+        "which has one test.",
     )
     association_ci: Interval | None = Field(default=None, description="Bootstrap interval of S over seeds.")
     effect_size_ci: Interval | None = Field(default=None, description="Bootstrap interval of d over seeds.")

@@ -145,22 +145,29 @@ def render_occupations(record: OccupationsRecord, run_dir: Path, console: Consol
     # each column's decimals, with as many more as a small value in it needs not to read as 0
     places = [decimals(column, 4) for column in zip(*rows)]
 
+    tests = [result.test for result in record.occupations if result.test is not None]
+    # a record scored before the occupations' p-values were adjusted shows them as they are, and says so
+    adjusted = any(test.p_adjusted is not None for test in tests)
     console.print(Text("Gender association per occupation (> 0: closer to the male images)", style="bold"))
     table = column_table(
         ("occupation", "left"), *((header, "right") for header in ("n", "Q1", "median", "Q3", "image", "text",
-                                                                    "image-text", "p")), first_min_width=10,
+                                                                    "image-text", "Holm p" if adjusted else "p")),
+        first_min_width=10,
     )  # fmt: skip
     for result, values in zip(record.occupations, rows):
+        test = result.test
         table.add_row(
             Text(result.occupation),
             str(len(result.image_scores)),
             *(number(value, digits, signed=True, missing="—") for value, digits in zip(values, places)),
-            p_value(None if result.test is None else result.test.p_value, missing="—"),
+            p_value(None if test is None else test.p_adjusted if adjusted else test.p_value, missing="—"),
         )
     console.print(table)
+    p_note = f"Holm-adjusted over the {len(tests)} occupations tested" if adjusted else "not adjusted"
     console.print(
         "Q1/median/Q3 and image: Asc of the neutral images (Fig. 3); text: the same on the prompts' text "
-        "embeddings; image-text: amplification (Fig. 4); p: neutral images vs a balanced male/female mix"
+        f"embeddings; image-text: amplification (Fig. 4); p: neutral images vs a balanced male/female mix "
+        f"(permutation test, {p_note})"
     )
     for result in record.occupations:
         for warning in result.warnings:

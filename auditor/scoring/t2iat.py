@@ -17,6 +17,7 @@ import numpy as np
 from auditor.core.errors import AuditorError
 from auditor.core.store import slugify
 from auditor.metrics import bootstrap
+from auditor.metrics.multiple_testing import holm
 from auditor.metrics.resampled import association_test_samples
 from auditor.metrics.t2iat import (
     Association,
@@ -137,6 +138,23 @@ def score_occupation(
     result.amplification = mean - text_association
     result.test = test
     return result
+
+
+def score_occupations(
+    occupations: list[str],
+    vectors: dict[str, np.ndarray],
+    texts: Mapping[str, np.ndarray],
+    permutations: int,
+    seed: int,
+) -> list[OccupationAssociation]:
+    """:func:`score_occupation` of each occupation (``texts`` by occupation), with each permutation p Holm-adjusted
+    over the occupations that were tested: the study asks one question per occupation, so a small p among many is
+    judged as one of many."""
+    results = [score_occupation(o, vectors, texts[o], permutations, seed) for o in occupations]
+    tested = [result for result in results if result.test is not None]
+    for result, adjusted in zip(tested, holm([result.test.p_value for result in tested]), strict=True):
+        result.test = result.test.model_copy(update={"p_adjusted": adjusted})
+    return results
 
 
 def load_npz(path: Path) -> dict[str, np.ndarray]:

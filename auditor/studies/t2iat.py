@@ -33,7 +33,7 @@ from auditor.records import (
     T2IATTestDefinition,
 )
 from auditor.scoring.counts import usable_embeddings
-from auditor.scoring.t2iat import association_intervals, occupation_ids, score_occupation, score_test
+from auditor.scoring.t2iat import association_intervals, occupation_ids, score_occupations, score_test
 from auditor.scoring.uncertainty import MIN_SEEDS, BootstrapSettings
 from auditor.studies.progress import ProgressReporter
 from auditor.studies.run import (
@@ -227,10 +227,9 @@ class OccupationsRun(T2IATStudyRun[OccupationsRecord]):
         def score() -> None:
             vectors = embed.vectors()
             with self.stage("score") as outcome:
-                record.occupations = [
-                    score_occupation(o, vectors, text_vectors[o], config.permutations, config.permutation_seed)
-                    for o in config.occupations
-                ]
+                record.occupations = score_occupations(
+                    config.occupations, vectors, text_vectors, config.permutations, config.permutation_seed
+                )
                 outcome.computed = len(config.occupations)
 
         requests = [
