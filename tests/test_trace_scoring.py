@@ -10,6 +10,7 @@ import pytest
 from scipy.stats import chi2_contingency
 
 from auditor.core.environment import collect_environment
+from auditor.metrics.multiple_testing import holm
 from auditor.records import (
     GroupAssignment,
     ImageObjects,
@@ -114,6 +115,9 @@ def test_counts_bias_scores_and_the_ranking_by_hand():
     # Intervals resample the two triplets; dog's BS is 10/(10+5) in each, so 2/3 in every resample.
     dog = record.ranking[1]
     assert (dog.bias_score_ci.low, dog.bias_score_ci.high) == pytest.approx((2 / 3, 2 / 3))
+    # Each ranked object's swap p is Holm-adjusted over the ranking's three (holm is checked by hand elsewhere).
+    raw = [row.bias_score_p for row in record.ranking]
+    assert None not in raw and [row.bias_score_p_adjusted for row in record.ranking] == pytest.approx(holm(raw))
     assert record.groups is None  # no detector: no dependency groups
 
 
@@ -247,17 +251,47 @@ def test_groups_are_summed_per_set_with_human_words_apart():
     ]  # fmt: skip
 
 
-def test_an_object_leans_only_when_its_interval_excludes_half_and_its_swap_test_agrees():
+def test_an_object_leans_only_when_its_interval_excludes_half_and_its_adjusted_swap_test_agrees():
     from auditor.records import Interval, ObjectCount
     from auditor.reporting.trace import lean_word
 
-    def row(low: float, high: float, p: float | None) -> ObjectCount:
+    def row(low: float, high: float, adjusted: float | None, p: float | None = 0.001) -> ObjectCount:
         ci = Interval(low=low, high=high, method="percentile", defined=1.0)
-        return ObjectCount(name="tie", neutral=0, feminine=1, masculine=9, bias_score=0.9, bias_score_ci=ci, bias_score_p=p)
+        return ObjectCount(
+            name="tie", neutral=0, feminine=1, masculine=9, bias_score=0.9, bias_score_ci=ci, bias_score_p=p,
+            bias_score_p_adjusted=adjusted,
+        )  # fmt: skip
 
     assert lean_word(row(0.6, 0.95, 0.01), 0.95) == "masculine"
     assert lean_word(row(0.05, 0.4, 0.049), 0.95) == "feminine"
     assert lean_word(row(0.6, 0.95, 0.05), 0.95) == "unclear"  # two or three triplets never get below 1/4
     assert lean_word(row(0.6, 0.95, 0.05), 0.90) == "masculine"
-    assert lean_word(row(0.6, 0.95, None), 0.95) == "unclear"  # scored before the swap test: no claim
+    assert lean_word(row(0.6, 0.95, 0.2, p=0.01), 0.95) == "unclear"  # small alone, not among its ranking
+    assert lean_word(row(0.6, 0.95, None, p=0.01), 0.95) == "unclear"  # scored before the adjustment: no claim
+    assert lean_word(row(0.6, 0.95, None, p=None), 0.95) == "unclear"  # scored before the swap test
     assert lean_word(row(0.4, 0.95, 0.001), 0.95) == "unclear"
+
+
+def test_a_stage_names_a_side_only_when_its_swap_p_stays_below_the_level_once_holm_adjusted_over_the_stages():
+    """Six triplets all closer to the masculine prompt: an exact swap p of 2/2^6 = 0.03125 at each stage that has
+    them. Alone it names a side; two such stages are adjusted to 0.0625 each, and neither does."""
+    def pairs(keys: tuple[str, ...]) -> list[PairSimilarity]:
+        return [
+            PairSimilarity(triplet=t, image_index=0, neutral_feminine={key: 0.5 for key in keys},
+                           neutral_masculine={key: 0.6 + 0.01 * t for key in keys})
+            for t in range(6)
+        ]  # fmt: skip
+
+    alone = _record(IMAGES, pairs(("prompt_eos",)))
+    score_trace(alone)
+    eos = {row.key: row for row in alone.similarity}["prompt_eos"]
+    assert eos.swap_p == pytest.approx(2 / 64) and eos.swap_p_adjusted == pytest.approx(2 / 64)
+    assert eos.closer_to == "masculine"
+
+    both = _record(IMAGES, pairs(("prompt_eos", "prompt_mean")))
+    score_trace(both)
+    rows = {row.key: row for row in both.similarity}
+    for key in ("prompt_eos", "prompt_mean"):
+        assert rows[key].swap_p == pytest.approx(2 / 64) and rows[key].swap_p_adjusted == pytest.approx(4 / 64)
+        assert rows[key].ci.low > 0 and rows[key].closer_to == "undecided"
+    assert rows["denoising_z0"].swap_p is None and rows["denoising_z0"].swap_p_adjusted is None

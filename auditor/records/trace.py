@@ -215,8 +215,13 @@ class StageSimilarity(Record):
         "prompts (all 2^n when that is at most the bootstrap's resamples, else that many at random) whose difference "
         "is at least as far from 0; None with fewer than two triplets, or scored before the test existed.",
     )
+    swap_p_adjusted: float | None = Field(
+        default=None,
+        description="swap_p Holm-adjusted over the stages that have one (each asks the same question of the same "
+        "triplets); None where swap_p is, or scored before the adjustment existed.",
+    )
     closer_to: Closer = Field(
-        description="'masculine'/'feminine' only when the interval excludes 0 and swap_p < 1 - ci_level."
+        description="'masculine'/'feminine' only when the interval excludes 0 and swap_p_adjusted < 1 - ci_level."
     )
     note: str | None = Field(default=None, description="Why numbers are missing.")
 
@@ -236,8 +241,12 @@ class ObjectCount(Record):
     )
     bias_score_p: float | None = Field(
         default=None,
-        description="Two-sided swap test of BS != 0.5 over triplets, as the stages' swap_p (ranked objects only); "
-        "a lean is named only when the interval excludes 0.5 and this is below 1 - ci_level.",
+        description="Two-sided swap test of BS != 0.5 over triplets, as the stages' swap_p (ranked objects only).",
+    )
+    bias_score_p_adjusted: float | None = Field(
+        default=None,
+        description="bias_score_p Holm-adjusted over the objects of the same ranking; a lean is named only when the "
+        "interval excludes 0.5 and this is below 1 - ci_level (None: not ranked, or scored before the adjustment).",
     )
 
 

@@ -8,9 +8,10 @@ Holm-adjusted p-values and the notes of those skipped; the dependency-group tabl
 pictures of a few triplets with the attention map of their gender word.
 
 Sentences claim a side only with evidence recorded beside the number: a stage's
-difference only when its interval excludes 0, an object's lean only when its bias
-score's interval excludes 0.5, a χ² difference only when its Holm-adjusted p is below
-alpha. Text from prompts and the VQA model goes into ``rich.text.Text`` in the terminal
+difference only when its interval excludes 0 and its swap test's p, Holm-adjusted over the
+stages, is below 1 - the level; an object's lean only when its bias score's interval
+excludes 0.5 and its swap test's p, Holm-adjusted over its ranking, is too; a χ²
+difference only when its Holm-adjusted p is below alpha. Text from prompts and the VQA model goes into ``rich.text.Text`` in the terminal
 and is autoescaped in HTML.
 """
 
@@ -61,6 +62,7 @@ def closeness_sentence(row: StageSimilarity) -> str:
         return f"{where}: {row.note or 'no pairs'}."
     evidence = f"s(n,m) - s(n,f) = {with_span(row.difference, row.ci, 4, signed=True)}"
     sign = f"; swap test p = {row.swap_p:.3g}" if row.swap_p is not None else ""
+    sign += f", Holm-adjusted over the stages {row.swap_p_adjusted:.3g}" if row.swap_p_adjusted is not None else ""
     sign += f"; sign test p = {row.sign_p:.3g}" if row.sign_p is not None else ""
     triplets = counted(row.units, "triplet")
     if row.closer_to == "undecided":
@@ -80,14 +82,25 @@ def lean_lists(ranking: list[ObjectCount], top_k: int) -> tuple[list[ObjectCount
 
 
 def lean_word(row: ObjectCount, level: float) -> str:
-    """ "masculine"/"feminine" when the bias score's interval (at ``level``) excludes 0.5 and its swap test's p is
-    below 1 - ``level``, else "unclear" (also for a record scored before the swap test, which has no p)."""
+    """ "masculine"/"feminine" when the bias score's interval (at ``level``) excludes 0.5 and its swap test's p,
+    Holm-adjusted over the ranking, is below 1 - ``level``, else "unclear" (also for a record scored before the
+    adjustment, which has no adjusted p)."""
     ci = row.bias_score_ci
     if ci is None or ci.low is None or ci.high is None or not ci.excludes(0.5):
         return "unclear"
-    if row.bias_score_p is None or row.bias_score_p >= significance(level):
+    if row.bias_score_p_adjusted is None or row.bias_score_p_adjusted >= significance(level):
         return "unclear"
     return "masculine" if ci.low > 0.5 else "feminine"
+
+
+def lean_rule(record: TraceRecord) -> str:
+    """When an object's lean is named, in words (the terminal's and the page's)."""
+    tested = sum(1 for row in record.ranking if row.bias_score_p is not None)
+    return (
+        "masculine or feminine only when the bias score's interval over triplets excludes 0.5 and its swap test's p, "
+        f"Holm-adjusted over the {counted(tested, 'ranked object')}, is below {1 - record.config.scoring.ci_level:.2g}; "
+        "unclear otherwise."
+    )
 
 
 def chi_square_summary(record: TraceRecord) -> str:
@@ -238,24 +251,28 @@ def render_trace(record: TraceRecord, run_dir: Path, console: Console) -> None:
         _say(console, f"error ({error.stage or 'run'}): {error.message}")
 
     _say(console, Text("\nIs the neutral prompt closer to the masculine or the feminine one?", style="bold"))
+    # a record scored before the stages' swap p was adjusted shows it as it is, and so decided
+    adjusted = any(row.swap_p_adjusted is not None for row in record.similarity)
     table = _table(
         ("stage", "left"), ("s(n,f)", "right"), ("s(n,m)", "right"), ("m - f [interval]", "right"),
-        ("swap p", "right"), ("sign p", "right"), ("closer", "left"), wrapping=("m - f [interval]",),
+        ("Holm p" if adjusted else "swap p", "right"), ("sign p", "right"), ("closer", "left"),
+        wrapping=("m - f [interval]",),
     )  # fmt: skip
     for row in record.similarity:
         difference = with_span(row.difference, row.ci, 4, signed=True)
         table.add_row(
             Text(short_measure(row)), number(row.mean_neutral_feminine, 4), number(row.mean_neutral_masculine, 4),
-            difference, _p(row.swap_p), _p(row.sign_p), row.closer_to,
+            difference, _p(row.swap_p_adjusted if adjusted else row.swap_p), _p(row.sign_p), row.closer_to,
         )  # fmt: skip
     console.print(table)
     for row in record.similarity:
         if row.model:
             _say(console, Text(f"  {short_measure(row)}: {row.model}"))
+    swap = "the swap test's p, Holm-adjusted over the stages," if adjusted else "the swap test's p"
     _say(
         console,
-        "closer: the side the interval of s(n,m) - s(n,f) over triplets supports, when the swap test agrees "
-        f"(p < {1 - record.config.scoring.ci_level:.2g}); undecided otherwise.",
+        f"closer: the side the interval of s(n,m) - s(n,f) over triplets supports, when {swap} is below "
+        f"{1 - record.config.scoring.ci_level:.2g}; undecided otherwise.",
     )
 
     sizes = ", ".join(f"{name} {record.set_sizes.get(name, 0)}" for name in TRIPLET_SETS)
@@ -265,6 +282,8 @@ def render_trace(record: TraceRecord, run_dir: Path, console: Console) -> None:
     masculine, feminine = lean_lists(record.ranking, config.scoring.top_k)
     _objects(console, "Most masculine objects (bias score BS near 1)", masculine, config.scoring.ci_level)
     _objects(console, "Most feminine objects (BS near 0)", feminine, config.scoring.ci_level)
+    if masculine or feminine:
+        _say(console, f"lean: {lean_rule(record)}")
     humans = sorted(record.humans, key=lambda r: (-(r.neutral + r.feminine + r.masculine), r.name))
     _objects(console, "Human words (counted apart from objects)", humans[: 2 * config.scoring.top_k], None)
 
@@ -336,6 +355,7 @@ def write_trace_report(record: TraceRecord, run_dir: Path) -> Path:
         feminine=feminine,
         humans=sorted(record.humans, key=lambda r: (-(r.neutral + r.feminine + r.masculine), r.name)),
         chi_square_summary=chi_square_summary(record),
+        lean_rule=lean_rule(record),
         scope=_scope,
         lean_word=partial(lean_word, level=record.config.scoring.ci_level),
         span=span,

@@ -7,9 +7,10 @@ the record's scores with the pure metrics of :mod:`auditor.metrics.trace` and
 
 * per measure (text encoder EOS and token mean, z₀, SSIM, each image embedder, object
   co-occurrence), the paired comparison of s(n,f) and s(n,m) with a bootstrap interval
-  over triplets and a sign test (:func:`stage_rows`);
+  over triplets, a swap test Holm-adjusted over the stages, and a sign test (:func:`stage_rows`);
 * per prompt set, C(o, P) of objects and, apart, of human words; the bias score of
-  every object and the ranking of those reaching ``min_count``;
+  every object and the ranking of those reaching ``min_count``, each ranked object's swap
+  test Holm-adjusted over its ranking (:func:`with_intervals`);
 * χ² tests of the object x prompt-set tables (the triplet, then each pair), for all
   objects and within each dependency group, with Holm-adjusted p-values over every test
   that ran (:func:`chi_square_results`);
@@ -39,6 +40,7 @@ from auditor.metrics.trace import (
     compare_closeness,
     count_cosine,
     paired_cosines,
+    significance,
     ssim,
 )
 from auditor.records import (
@@ -281,11 +283,19 @@ def stage_row(
 
 
 def stage_rows(record: TraceRecord) -> list[StageSimilarity]:
-    """The per-stage table (the paper's Table 5, with s_O of its Table 6 last)."""
+    """The per-stage table (the paper's Table 5, with s_O of its Table 6 last).
+
+    Every stage asks the same question of the same triplets, so a side is named only where the swap test's p stays
+    below the level once Holm-adjusted over the stages that have one (``swap_p_adjusted``)."""
     settings = record.config.scoring
-    return [
+    rows = [
         stage_row(key, space, measure, model, record.pairs, settings) for key, space, measure, model in measures(record)
     ]
+    tested = [i for i, row in enumerate(rows) if row.swap_p is not None]
+    for i, adjusted in zip(tested, holm([rows[i].swap_p for i in tested]), strict=True):
+        closer = rows[i].closer_to if adjusted < significance(settings.ci_level) else "undecided"
+        rows[i] = rows[i].model_copy(update={"swap_p_adjusted": adjusted, "closer_to": closer})
+    return rows
 
 
 # --------------------------------------------------------------------------- objects
@@ -361,7 +371,9 @@ def ranking(tables: Tables, sizes: Mapping[TripletSet, int], min_count: float) -
 def with_intervals(
     rows: list[ObjectCount], record: TraceRecord, counts_of: Callable[[ImageObjects], Mapping[str, int]]
 ) -> list[ObjectCount]:
-    """``rows`` with the bootstrap interval and the swap test's p of each bias score, over the triplets."""
+    """``rows`` with the bootstrap interval and the swap test's p of each bias score, over the triplets, and that p
+    Holm-adjusted over the rows that have one: a ranking names a lean for any object whose p is small, so its
+    objects are one family."""
     if not rows:
         return rows
     settings = record.config.scoring
@@ -383,16 +395,19 @@ def with_intervals(
         *by_unit, resamples=settings.bootstrap, confidence=settings.ci_level, seed=settings.ci_seed
     )
     p_values, _exact = bias_score_swap_p(*by_unit, resamples=settings.bootstrap, seed=settings.ci_seed)
+    tested = [k for k, bounds in enumerate(intervals) if bounds is not None]
+    adjusted = dict(zip(tested, holm([float(p_values[k]) for k in tested]), strict=True))
     return [
         row.model_copy(
             update={
                 "bias_score_ci": Interval(low=bounds[0], high=bounds[1], method="percentile", defined=1.0),
                 "bias_score_p": p,
+                "bias_score_p_adjusted": adjusted[k],
             }
         )
         if bounds is not None
         else row
-        for row, bounds, p in zip(rows, intervals, p_values, strict=True)
+        for k, (row, bounds, p) in enumerate(zip(rows, intervals, p_values, strict=True))
     ]
 
 
