@@ -223,6 +223,45 @@ def test_compare_gives_each_change_an_interval_paired_over_shared_seeds(tmp_path
     assert off["intervals"] is None
 
 
+def _unseeded_copy(runs: Path, run_id: str, seeds: list[int]) -> None:
+    """A copy of the fixture run as a backend that takes no seed records it (an images API, a folder): the
+    images keep no seed, whatever ``--seed`` (``seeds``) said."""
+    shutil.copytree(FIXTURES / "runs" / "pharmacist-sd15", runs / run_id)
+    data = json.loads((runs / run_id / "record.json").read_text())
+    data["run_id"], data["config"]["seeds"] = run_id, seeds
+    for prompt_set in data["prompt_sets"]:
+        for image in prompt_set["images"]:
+            image["seed"] = None
+    (runs / run_id / "record.json").write_text(json.dumps(data))
+
+
+def test_compare_pairs_runs_without_seeds_by_image_position_and_never_with_a_seeded_run(tmp_path):
+    runs = tmp_path / "runs"
+    shutil.copytree(FIXTURES / "runs" / "pharmacist-sd15", runs / "seeded")
+    _unseeded_copy(runs, "api", [0, 1, 2])
+    _unseeded_copy(runs, "api-reseeded", [5, 4, 3])  # --seed ignored by the backend: the same images, in order
+
+    same = json.loads(run_auditor("compare", "api", "api-reseeded", "--json", "--bootstrap", "200").stdout)
+    assert all(axis["delta_ci"] in (None, [0.0, 0.0]) for axis in same["axes"])
+    assert all(cf["delta_ci"] in (None, [0.0, 0.0]) for axis in same["axes"] for cf in axis["counterfactuals"])
+    assert any("paired over their shared image positions (their backends take no seed)" in n for n in same["notes"])
+
+    mixed = json.loads(run_auditor("compare", "seeded", "api", "--json", "--bootstrap", "200").stdout)
+    assert any("independently (run B's backend takes no seed" in note for note in mixed["notes"])
+    assert mixed["intervals"]["paired"] is False and mixed["intervals"]["paired_seeds"] == 0
+    assert mixed["a"]["initial_labels"] == ["seed 0", "seed 1", "seed 2"]
+    assert mixed["b"]["initial_labels"] == ["image 0", "image 1", "image 2"]
+
+    page = tmp_path / "compare.html"
+    assert run_auditor("compare", "seeded", "api", "--html", str(page)).returncode == 0
+    html = page.read_text()  # a column per seed or position: A's three, then B's three, each row blank in the other's
+    grid = html[html.index("<h2>Initial images</h2>") : html.index("<h2>Axes in both runs</h2>")]
+    assert all(f'<th scope="col">{label}</th>' in grid for label in ("seed 0", "seed 2", "image 0", "image 2"))
+    assert grid.count("<td></td>") == 6
+    report = build_view(load_record(runs / "api" / "record.json"))
+    assert report.seeds.startswith("no seeds (the backend takes none")
+
+
 def test_paired_draws_share_one_draw_over_the_shared_seeds_and_keep_each_runs_size():
     from auditor.metrics.bootstrap import resample_weights
     from auditor.scoring.comparison import paired_draws

@@ -73,7 +73,10 @@ class StudyConfig(Record):
     t2i: ModelRef = Field(description="The text-to-image model under audit.")
     embedder: ModelRef | None = Field(default=None, description="Image/text embedder, if the study uses one.")
     images_per_prompt: int = Field(ge=1, description="Images generated per prompt.")
-    seeds: list[int] = Field(description="Seed of image i, shared by every prompt set (paired seeds).")
+    seeds: list[int] = Field(
+        description="Seed of image i, shared by every prompt set (paired seeds); unused by a backend that takes no "
+        "seed, whose images record none."
+    )
     generation: GenerationSettings = Field(default_factory=GenerationSettings, description="Generation settings.")
     allow_partial_weights: bool = Field(
         default=False,
@@ -125,6 +128,15 @@ class StudyRecord(Record):
     def subject(self) -> str:
         """What the run audited, in a few words, for listings (the prompt, the test, the occupations)."""
         return self.run_id
+
+    def image_seeds(self) -> list[int] | None:
+        """The seeds behind image i of every set: the config's, or None when the images say their backend takes no
+        seed (an images API, a folder of images), whose image i is just its i-th. Before any image exists the
+        config's, as the run will use them."""
+        images = [image for prompt_set in self.prompt_sets for image in prompt_set.images]
+        if images and all(image.seed is None for image in images):
+            return None
+        return list(self.config.seeds)
 
     def models(self) -> list[ModelRef]:
         """Every model the run used, in config order."""

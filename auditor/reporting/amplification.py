@@ -30,7 +30,7 @@ from auditor.records import (
 from auditor.reporting.glossary import METRICS
 from auditor.reporting.html import GRID_IMAGES, ImageCell, thumbnail, write_run_page
 from auditor.reporting.numbers import p_value
-from auditor.reporting.wording import counted
+from auditor.reporting.wording import counted, seeds_phrase
 
 #: What the reader is told whenever T is not image-based.
 CAPTION_PROXY = (
@@ -302,6 +302,7 @@ def write_amplification_html(record: AmplificationRecord, run_dir: Path) -> Path
         "amplification.html.j2",
         record=record,
         config=record.config,
+        seeds=seeds_phrase(record),
         scatters=_scatters(record),
         thumbnails=_thumbnails(record, Path(run_dir)),
         findings={(s.method, s.template): finding(s) for s in record.summary},

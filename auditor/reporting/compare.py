@@ -48,6 +48,9 @@ class RunSide:
     llm: str
     cas_normalization: str
     initial_images: list[str]
+    #: What made each initial image, "seed S" (or "image i" for a backend that takes no seed): the page puts the
+    #: images of both runs made alike in one column.
+    initial_labels: list[str]
 
 
 @dataclass(frozen=True)
@@ -119,6 +122,11 @@ def _side(record: RunRecord) -> RunSide:
         llm=record.config.llm,
         cas_normalization=record.scores.cas_normalization,
         initial_images=[image.file for image in initial.images] if initial else [],
+        initial_labels=[
+            f"image {image.index}" if image.seed is None else f"seed {image.seed}" for image in initial.images
+        ]
+        if initial
+        else [],
     )
 
 
@@ -255,19 +263,24 @@ def compare_records(a: RunRecord, b: RunRecord, changes: ChangeIntervals | None 
 
 
 def _pairing(changes: ChangeIntervals) -> str:
-    """How the two runs' seeds were resampled, in words."""
+    """How the two runs' seeds (image positions, for two runs whose backend takes no seed) were resampled, in
+    words."""
+    unseeded = [label for label, seeded in zip("AB", changes.seeded) if not seeded]
+    if len(unseeded) == 1:
+        return f"independently (run {unseeded[0]}'s backend takes no seed, so no image of it shares the other's noise)"
+    unit, units = ("image position", "image positions") if unseeded else ("seed", "seeds")
     if changes.fully_paired:
-        return "paired over their shared seeds"
+        return f"paired over their shared {units}" + (" (their backends take no seed)" if unseeded else "")
     if not changes.paired_seeds:
         if not changes.common_seeds:
-            return "independently (the runs share no seed)"
+            return f"independently (the runs share no {unit})"
         return (
-            f"independently (pairing over the {changes.common_seeds} seeds they share would leave a single seed in a "
-            "stratum of its own, which resampling cannot vary)"
+            f"independently (pairing over the {changes.common_seeds} {units} they share would leave a single {unit} "
+            "in a stratum of its own, which resampling cannot vary)"
         )
     only_a, only_b = changes.unpaired_seeds
     others = " and ".join(f"{count} of run {label}" for label, count in (("A", only_a), ("B", only_b)) if count)
-    return f"paired over the {changes.paired_seeds} seeds they share, the other seeds ({others}) independently"
+    return f"paired over the {changes.paired_seeds} {units} they share, the other {units} ({others}) independently"
 
 
 def _concept_settings_differ(a: RunRecord, b: RunRecord) -> str:
@@ -372,10 +385,15 @@ def write_comparison_html(view: ComparisonView, path: Path, run_dir_a: Path, run
     if path.is_dir():
         raise AuditorError(f"{path} is a folder; give a file name for the comparison page, e.g. compare.html")
     page_dir = path.parent.resolve()
-    images = {
-        side: [image_url(file, run_dir, page_dir) for file in getattr(view, side).initial_images]
-        for side, run_dir in (("a", Path(run_dir_a)), ("b", Path(run_dir_b)))
-    }
+    # one column per seed (or image position) of either run, A's first: images of both runs made alike line up
+    columns = list(dict.fromkeys([*view.a.initial_labels, *view.b.initial_labels]))
+    images = {}
+    for side, run_dir in (("a", Path(run_dir_a)), ("b", Path(run_dir_b))):
+        run = getattr(view, side)
+        by_label = {
+            label: image_url(file, run_dir, page_dir) for label, file in zip(run.initial_labels, run.initial_images)
+        }
+        images[side] = [by_label.get(label) for label in columns]
     charts = {}
     for axis in view.axes:
         bars = []
@@ -390,6 +408,7 @@ def write_comparison_html(view: ComparisonView, path: Path, run_dir_a: Path, run
         "compare.html.j2",
         view=view,
         images=images,
+        image_columns=columns,
         charts=charts,
         colours={"a": RUN_A_COLOUR, "b": RUN_B_COLOUR},
     )

@@ -35,9 +35,9 @@ from auditor.reporting.views import (
 )
 from auditor.reporting.wording import (
     Segment,
-    describe_seeds,
     prompt_label,
     prompt_segments,
+    seeds_phrase,
 )
 
 
@@ -185,7 +185,7 @@ def build_view(record: RunRecord) -> ReportView:
         headline=headline(record, axes),
         models=_models(record),
         images_per_prompt=record.config.images_per_prompt,
-        seeds=describe_seeds(record.config.seeds),
+        seeds=seeds_phrase(record),
         cas_normalization=scores.cas_normalization if scores else None,
         uncertainty=uncertainty_line(scores, record.config.images_per_prompt) if scores else None,
         axes=axes,

@@ -20,7 +20,7 @@ from auditor.reporting.glossary import METRICS
 from auditor.reporting.html import GRID_IMAGES, ImageCell, Spread, range_chart, thumbnail, write_run_page
 from auditor.reporting.numbers import p_value, with_span
 from auditor.reporting.t2iat import association_reading, effect_size_text
-from auditor.reporting.wording import describe_seeds
+from auditor.reporting.wording import seeds_phrase
 from auditor.scoring.t2iat import occupation_ids
 
 #: What a test's page explains, in this order.
@@ -171,5 +171,5 @@ def write_t2iat_report(record: T2IATRecord | OccupationsRecord, run_dir: Path) -
     run_dir = Path(run_dir)
     page = test_page(record, run_dir) if isinstance(record, T2IATRecord) else occupations_page(record, run_dir)
     return write_run_page(
-        run_dir, "t2iat.html.j2", record=record, config=record.config, page=page, seeds=describe_seeds(record.config.seeds)
+        run_dir, "t2iat.html.j2", record=record, config=record.config, page=page, seeds=seeds_phrase(record)
     )

@@ -75,7 +75,7 @@ def _header(view: ReportView) -> Panel:
     lines.append(
         _text(
             ("Images  ", "bold"),
-            f"{view.images_per_prompt} per prompt, seeds {view.seeds}, shared by every prompt set",
+            f"{view.images_per_prompt} per prompt, {view.seeds}",
         )
     )
     if view.uncertainty:

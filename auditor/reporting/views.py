@@ -173,6 +173,7 @@ class ReportView:
     headline: str
     models: list[ModelLine]
     images_per_prompt: int
+    #: How the images were seeded, in words (:func:`auditor.reporting.wording.seeds_phrase`).
     seeds: str
     cas_normalization: str | None
     uncertainty: str | None

@@ -5,6 +5,10 @@ from __future__ import annotations
 import difflib
 import re
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # pragma: no cover
+    from auditor.records import StudyRecord
 
 
 @dataclass(frozen=True)
@@ -60,6 +64,15 @@ def describe_seeds(seeds: list[int]) -> str:
         return f"{seeds[0]}-{seeds[-1]} ({len(seeds)} seeds)"
     shown = ", ".join(str(s) for s in seeds[:12])
     return shown + (f", … ({len(seeds)} seeds)" if len(seeds) > 12 else "")
+
+
+def seeds_phrase(record: StudyRecord) -> str:
+    """How a run's images were seeded, for its report: the seeds image i of every prompt set came from, or that its
+    backend (an images API, a folder of images) takes none."""
+    seeds = record.image_seeds()
+    if seeds is None:
+        return "no seeds (the backend takes none: image i of a prompt set is simply its i-th)"
+    return f"seeds {describe_seeds(seeds)}, shared by every prompt set (image i from the i-th)"
 
 
 def quote(text: str) -> str:

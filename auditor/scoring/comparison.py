@@ -7,12 +7,16 @@ applied to both runs, so noise both runs share through a seed cancels. A run's o
 (one run drew 40 images, the other 20 of the same seeds) are resampled independently, each
 run its own draw, so each run's resample keeps its own number of images. Runs that share no
 seed, or whose pairing would leave one seed alone in a stratum, are resampled wholly
-independently, which gives wider, still honest, intervals. Each
-run is rescored with its own scoring settings, from its recorded answers.
+independently, which gives wider, still honest, intervals. Runs whose backend takes no seed
+(an images API, a folder of images) pair image i with image i, all that links their images
+(the same request, the same file); such a run and a seeded one share no noise and are
+resampled independently. Each run is rescored with its own scoring settings, from its
+recorded answers.
 """
 
 from __future__ import annotations
 
+from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -44,6 +48,9 @@ class ChangeIntervals:
     #: How many seeds both runs drew, paired or not (a pairing that would leave a lone seed in a stratum is not made).
     common_seeds: int
     settings: BootstrapSettings
+    #: Whether run A's, and run B's, seeds chose their images (False for a backend that takes no seed). Two runs
+    #: without seeds count image positions where the fields above say seeds.
+    seeded: tuple[bool, bool] = (True, True)
 
     @property
     def fully_paired(self) -> bool:
@@ -64,7 +71,7 @@ def change_intervals(a: RunRecord, b: RunRecord, settings: BootstrapSettings) ->
     """
     for record in (a, b):
         check_resamplable(record.config.images_per_prompt)
-    draws = paired_draws(a.config.seeds, b.config.seeds, settings.resamples, settings.seed)
+    draws = paired_draws(image_keys(a), image_keys(b), settings.resamples, settings.seed)
     samples = {}
     for label, record, weights in (("a", a, draws.a), ("b", b, draws.b)):
         plan = plan_of(record)
@@ -103,8 +110,17 @@ def change_intervals(a: RunRecord, b: RunRecord, settings: BootstrapSettings) ->
     }
     return ChangeIntervals(
         cas=cas, bav=bav, paired_seeds=draws.shared, unpaired_seeds=draws.unshared, common_seeds=draws.common,
-        settings=settings,
+        settings=settings, seeded=(a.image_seeds() is not None, b.image_seeds() is not None),
     )  # fmt: skip
+
+
+def image_keys(record: RunRecord) -> list[Hashable]:
+    """What ties image i of a run to another run's images: its seed, or for a backend that takes no seed its
+    position (the same request, the same file); the two kinds never match each other."""
+    seeds = record.image_seeds()
+    if seeds is None:
+        return [("position", i) for i in range(record.config.images_per_prompt)]
+    return [("seed", seed) for seed in seeds]
 
 
 @dataclass(frozen=True)
@@ -121,7 +137,7 @@ class PairedDraws:
     common: int
 
 
-def paired_draws(seeds_a: list[int], seeds_b: list[int], resamples: int, seed: int) -> PairedDraws:
+def paired_draws(seeds_a: Sequence[Hashable], seeds_b: Sequence[Hashable], resamples: int, seed: int) -> PairedDraws:
     """Resample the seeds both runs drew with one draw for both (``seed``), and each run's other seeds with a
     draw of its own (``seed + 1`` for A's, ``seed + 2`` for B's): a bootstrap stratified by whether a seed is
     shared, so each run's resample has its own number of images and shared noise cancels in the change.
@@ -141,8 +157,8 @@ def paired_draws(seeds_a: list[int], seeds_b: list[int], resamples: int, seed: i
     common = len(strata["shared"])
     if any(len(keys) == 1 for keys in strata.values()) or not common:
         strata = {"shared": [], "a": keys_a, "b": keys_b}
-    columns: dict[tuple[int, int], np.ndarray] = {}
-    own: dict[str, dict[tuple[int, int], np.ndarray]] = {"a": {}, "b": {}}
+    columns: dict[tuple[Hashable, int], np.ndarray] = {}
+    own: dict[str, dict[tuple[Hashable, int], np.ndarray]] = {"a": {}, "b": {}}
     for stratum, keys, offset in (("shared", strata["shared"], 0), ("a", strata["a"], 1), ("b", strata["b"], 2)):
         if keys:
             rows = bootstrap.resample_weights(len(keys), resamples, seed + offset)
@@ -156,9 +172,9 @@ def paired_draws(seeds_a: list[int], seeds_b: list[int], resamples: int, seed: i
     )
 
 
-def _occurrences(seeds: list[int]) -> list[tuple[int, int]]:
+def _occurrences(seeds: Sequence[Hashable]) -> list[tuple[Hashable, int]]:
     """Each seed with how many times it came before: (seed, 0) for a seed drawn once."""
-    seen: dict[int, int] = {}
+    seen: dict[Hashable, int] = {}
     keys = []
     for value in seeds:
         keys.append((value, seen.get(value, 0)))
