@@ -116,6 +116,9 @@ def test_summary_excludes_flips_and_tests_against_zero():
     assert everything.n == 5 and everything.n_excluded == 0 and everything.mean == pytest.approx(10.0)
     none_left = summarize_amplification([30.0], [True], exclude_flips=True)
     assert none_left.n == 0 and none_left.mean is None and none_left.p_value is None
+    # one occupation: every resample is itself, so no interval (a zero-width one would back any claim) and no t-test
+    one = summarize_amplification([33.3], resamples=500)
+    assert (one.n, one.mean, one.low, one.high, one.p_value) == (1, 33.3, None, None, None)
     with pytest.raises(AuditorError):
         summarize_amplification(values, exclude_flips=True)
     with pytest.raises(AuditorError):

@@ -162,7 +162,13 @@ def test_p_values_are_holm_adjusted_across_the_methods_of_a_template_and_claims_
     assert [s.p_adjusted for s in crowded] == pytest.approx([0.06, 0.06])
     said = finding(crowded[0])
     assert "no clear amplification" in said and "adjusted p is not below 0.05" in said
-    assert "p = 0.03 (two-sided), Holm-adjusted across the methods 0.06" in said
+    assert "p = 0.03 (two-sided), Holm-adjusted across the methods to 0.06" in said
     strong = adjust_across_methods([row("keyword", 0.01), row("nn", 0.04)])
     assert [s.p_adjusted for s in strong] == pytest.approx([0.02, 0.04])
     assert all("(amplification)" in finding(s) for s in strong)
+    one = AmplificationSummary(
+        method="keyword", template=1, basis="images", occupations=1, missing=["nurse"], mean=33.3, t_statistic=None,
+        p_value=None,
+    )  # fmt: skip
+    assert "(one occupation: no interval over occupations)" in finding(one) and "excludes" not in finding(one)
+    assert "over 1 occupation (none for nurse: no G or no T)" in finding(one)

@@ -152,6 +152,7 @@ class AmplificationSummary:
     n_excluded: int
     #: Mean A in percentage points (None when no occupation is left).
     mean: float | None
+    #: Bootstrap interval of the mean (None with fewer than two occupations).
     low: float | None
     high: float | None
     #: One-sample t statistic and two-sided p-value for H0: E[A] = 0 (None with fewer than
@@ -171,7 +172,8 @@ def summarize_amplification(
 ) -> AmplificationSummary:
     """Mean of the per-occupation A values (Eq. 2), its bootstrap interval over occupations and
     the one-sample t-test of §6.3; with ``exclude_flips`` the occupations flagged in ``flips``
-    are left out first, as in the paper's analysis (§3.3)."""
+    are left out first, as in the paper's analysis (§3.3). One occupation left has no interval:
+    every resample of it is itself, a zero-width interval that would back any claim."""
     array = np.asarray(values, dtype=np.float64)
     if array.ndim != 1:
         raise AuditorError("amplification values must be a flat list")
@@ -186,7 +188,9 @@ def summarize_amplification(
     excluded = int(array.size - kept.size)
     if kept.size == 0:
         return AmplificationSummary(0, excluded, None, None, None, None, None)
-    low, high = bootstrap_mean_interval(kept, resamples=resamples, seed=seed, level=level)
+    low, high = (None, None)
+    if kept.size > 1:
+        low, high = bootstrap_mean_interval(kept, resamples=resamples, seed=seed, level=level)
     t_statistic, p_value = one_sample_t_test(kept)
     return AmplificationSummary(int(kept.size), excluded, float(kept.mean()), low, high, t_statistic, p_value)
 

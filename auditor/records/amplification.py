@@ -206,7 +206,8 @@ class AmplificationSummary(Record):
     missing: list[str] = Field(default_factory=list, description="Occupations without A (no G or no T), not averaged.")
     mean: float | None = Field(description="Mean A in percentage points; None when no occupation is left.")
     mean_ci: Interval | None = Field(
-        default=None, description="Percentile bootstrap interval of the mean over occupations."
+        default=None,
+        description="Percentile bootstrap interval of the mean over occupations; None with fewer than two.",
     )
     t_statistic: float | None = Field(
         description="One-sample t statistic for H0: E[A] = 0; None with fewer than two A or no spread."

@@ -96,7 +96,7 @@ def finding(summary: AmplificationSummary) -> str:
     number = signed_interval(summary.mean, summary.mean_ci)
     p_claimed = summary.p_adjusted if summary.p_adjusted is not None else summary.p_value
     adjusted = (
-        f", Holm-adjusted across the methods {p_value(p_claimed)}" if p_claimed != summary.p_value else ""
+        f", Holm-adjusted across the methods to {p_value(p_claimed)}" if p_claimed != summary.p_value else ""
     )
     test = (
         f"; one-sample t-test t = {summary.t_statistic:.2f}, p = {p_value(summary.p_value)} (two-sided){adjusted}"
@@ -104,6 +104,8 @@ def finding(summary: AmplificationSummary) -> str:
         else "; no t-test (fewer than two occupations, or no spread)"
     )
     occupations = f"over {counted(summary.occupations, 'occupation')}"
+    if summary.missing:
+        occupations += f" (none for {', '.join(summary.missing)}: no G or no T)"
     ci = summary.mean_ci
     excludes = ci is not None and ci.excludes(0)
     rejects = p_claimed is not None and p_claimed < ALPHA
@@ -115,6 +117,8 @@ def finding(summary: AmplificationSummary) -> str:
         said = "no clear amplification or de-amplification (the interval excludes 0, but a direction needs the t-test too)"
     elif excludes:
         said = f"no clear amplification or de-amplification (the interval excludes 0 but the t-test's{' adjusted' if adjusted else ''} p is not below {ALPHA:g})"
+    elif ci is None:
+        said = "no clear amplification or de-amplification (one occupation: no interval over occupations)"
     else:
         said = "no clear amplification or de-amplification (the interval includes 0)"
     return f"{where}{proxy}: {said}; mean A {number} points {occupations}{test}."
@@ -241,7 +245,8 @@ def render_amplification(record: AmplificationRecord, run_dir: Path, console: Co
         _say(console, "T: the selected examples' images, through the same face filter and classifier as G")
     _say(
         console,
-        f"{len(config.occupations)} occupations x {len(config.templates)} prompt(s) x {config.images_per_prompt} images; "
+        f"{counted(len(config.occupations), 'occupation')} x {counted(len(config.templates), 'prompt')} x "
+        f"{counted(config.images_per_prompt, 'image')}; "
         f"faces: {config.face_detector.name or config.face_detector.spec}; "
         f"classifier: {config.embedder.spec}, threshold {config.classifier.threshold:g}",
     )
@@ -254,7 +259,7 @@ def render_amplification(record: AmplificationRecord, run_dir: Path, console: Co
             table.add_column(header, justify=justify)
         for s in record.summary:
             table.add_row(
-                Text(s.method), "all" if s.template is None else str(s.template), str(s.occupations),
+                Text(s.method), "every" if s.template is None else str(s.template), str(s.occupations),
                 signed_interval(s.mean, s.mean_ci), p_value(s.p_value), p_value(s.p_adjusted),
             )  # fmt: skip
         console.print(table)
