@@ -84,6 +84,14 @@ def test_an_unchanged_plan_is_not_marked_edited(tmp_path, monkeypatch):
         ('sys.exit(3)', AuditorError, "exited with status 3"),
         ('plan["caption_question"] = plan["axes"][0]["question"]\nyaml.safe_dump(plan, open(path, "w"))',
          InvalidEditError, "axis 'gender' asks the caption question; give it its own"),
+        ('plan["axes"][0]["qustion"] = plan["axes"][0].pop("question")\nyaml.safe_dump(plan, open(path, "w"))',
+         InvalidEditError, "axis 'gender' has unknown key 'qustion': use name, kind, question, counterfactuals"),
+        ('plan["axis"] = plan["axes"][:1]\nyaml.safe_dump(plan, open(path, "w"))',
+         InvalidEditError, "the edited plan has unknown key 'axis': use caption_question, axes"),
+        ('plan["axes"][0]["name"] = 123\nyaml.safe_dump(plan, open(path, "w"))',
+         InvalidEditError, "axis 1 of the edited plan: its name must be text \\(got 123\\)"),
+        ('plan["axes"][0]["question"] = ["two", "questions"]\nyaml.safe_dump(plan, open(path, "w"))',
+         InvalidEditError, "axis 'gender': question must be text"),
     ],
 )  # fmt: skip
 def test_bad_edits_are_clear_errors(tmp_path, monkeypatch, body, error, message):

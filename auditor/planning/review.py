@@ -31,6 +31,9 @@ from auditor.records import AuditPlan, AxisPlan
 #: How often an invalid edit is sent back to the person before giving up.
 MAX_EDITS = 5
 _KINDS = ("societal", "incidental")
+#: The keys an edited plan, and each of its axes, may have: a misspelt one would otherwise be dropped in silence.
+_PLAN_KEYS = ("caption_question", "axes")
+_AXIS_KEYS = ("name", "kind", "question", "counterfactuals")
 
 
 def review_plan(plan: AuditPlan) -> AuditPlan:
@@ -72,15 +75,28 @@ def plan_from_yaml(plan: AuditPlan, text: str) -> AuditPlan:
         raise AuditorError("review cancelled: the plan file was left empty")
     if not isinstance(data, dict) or not isinstance(data.get("axes"), list):
         raise InvalidEditError("the edited plan needs an 'axes:' list")
+    _refuse_unknown_keys(data, _PLAN_KEYS, "the edited plan")
     axes = [_axis_from_yaml(entry, index) for index, entry in enumerate(data["axes"], start=1)]
     questions = {name: question for name, question, _ in axes if question}
     return _with_axes(plan, [axis for _, _, axis in axes], questions, data.get("caption_question"))
 
 
+def _refuse_unknown_keys(data: dict, known: tuple[str, ...], where: str) -> None:
+    unknown = [str(key) for key in data if key not in known]
+    if unknown:
+        raise InvalidEditError(
+            f"{where} has unknown key{'s' if len(unknown) > 1 else ''} {', '.join(repr(k) for k in unknown)}: "
+            f"use {', '.join(known)}"
+        )
+
+
 def _axis_from_yaml(entry: Any, index: int) -> tuple[str, str | None, ProposedAxis]:
-    if not isinstance(entry, dict) or not isinstance(entry.get("name"), str):
+    if not isinstance(entry, dict) or entry.get("name") is None:
         raise InvalidEditError(f"axis {index} of the edited plan needs a 'name:'")
+    if not isinstance(entry["name"], str):
+        raise InvalidEditError(f"axis {index} of the edited plan: its name must be text (got {entry['name']!r})")
     name = entry["name"]
+    _refuse_unknown_keys(entry, _AXIS_KEYS, f"axis '{name}'")
     kind = entry.get("kind")
     if kind is not None and kind not in _KINDS:
         raise InvalidEditError(f"axis '{name}': kind must be societal, incidental or null (got {kind!r})")
@@ -88,7 +104,9 @@ def _axis_from_yaml(entry: Any, index: int) -> tuple[str, str | None, ProposedAx
     if not isinstance(counterfactuals, list) or not all(isinstance(c, str) for c in counterfactuals):
         raise InvalidEditError(f"axis '{name}': counterfactuals must be a list of prompts")
     question = entry.get("question")
-    return name, question if isinstance(question, str) else None, ProposedAxis(name, counterfactuals, kind)
+    if question is not None and not isinstance(question, str):
+        raise InvalidEditError(f"axis '{name}': question must be text, or deleted for the default (got {question!r})")
+    return name, question, ProposedAxis(name, counterfactuals, kind)
 
 
 def _with_axes(
