@@ -305,6 +305,13 @@ def test_bad_batch_input_is_one_line_and_creates_nothing(tmp_path, args, message
     assert not (tmp_path / "runs").exists()
 
 
+def test_axes_take_the_offline_planner_and_refuse_another_llm(tmp_path):
+    (tmp_path / "list.txt").write_text("a photo of a nurse\n")
+    result = run_auditor("batch", "list.txt", "--axes", "gender", "--llm", "openai:gpt-4o")
+    assert result.returncode == 2 and "so --llm openai:gpt-4o would not be asked" in result.stderr
+    assert not (tmp_path / "runs").exists()
+
+
 def leaderboard_headline(*intervals: tuple[float, float, float]) -> str:
     """The batch headline over rows of (BAV, interval low, interval high), highest first."""
     from auditor.records import BatchRow, Interval

@@ -86,11 +86,7 @@ def batch(
         prompts = read_prompt_list(prompts_file, values)
         fixed_axes = common.parse_axes(axes)
         if fixed_axes is not None:
-            if llm is not None:
-                raise AuditorError(
-                    "--axes writes the counterfactuals from the axis library without an LLM; leave out --llm"
-                )
-            llm = "offline"
+            llm = common.llm_for_fixed_axes(llm)
         template = audit_options(
             prompts[0], llm, t2i, vqa, embedder, images, seed,
             common.generation_settings(

@@ -228,6 +228,17 @@ def parse_axes(text: str | None) -> list[str] | None:
     return check_axes(text.split(","))
 
 
+def llm_for_fixed_axes(llm: str | None) -> str:
+    """The planner of an audit given ``--axes``: the axis library, offline. An ``--llm`` naming another is refused:
+    nothing would ask it."""
+    if llm is not None and llm.strip().lower() != "offline":
+        raise AuditorError(
+            f"--axes writes the counterfactuals from the axis library without an LLM, so --llm {llm} would not be "
+            "asked; leave out --llm"
+        )
+    return "offline"
+
+
 #: Options a resumed run takes: where the models are, where they run and how to show progress;
 #: the rest comes from its record.
 RESUME_OPTIONS = frozenset({

@@ -81,9 +81,7 @@ def prompt(
     if not resume:
         fixed_axes = common.parse_axes(axes)
         if fixed_axes is not None:
-            if llm is not None:
-                raise AuditorError("--axes writes the counterfactuals from the axis library without an LLM; leave out --llm")
-            llm = "offline"
+            llm = common.llm_for_fixed_axes(llm)
         options = audit_options(
             text, llm, t2i, vqa, embedder, images, seed,
             common.generation_settings(
