@@ -67,6 +67,8 @@ def allocate_round(study: Exploration, number: int) -> Round | None:
         sorted((prompt_sets(study.record, arm) for arm in study.record.arms), reverse=True)[: config.top_k]
     )
     left = config.max_images - study.record.images_spent - reserve
+    confirmed = min(config.top_k, len(study.record.arms))
+    top = f"top {confirmed}" + (f" arms (all there are; --top {config.top_k})" if confirmed < config.top_k else "")
     allocation = fit_images(
         study,
         [
@@ -77,7 +79,7 @@ def allocate_round(study: Exploration, number: int) -> Round | None:
     )
     if not allocation.arms and not study.record.rounds:
         raise StartAgainError(
-            f"--max-images {config.max_images} buys no round: confirming the top {config.top_k} keeps {reserve} "
+            f"--max-images {config.max_images} buys no round: confirming the {top} keeps {reserve} "
             f"images, and the first arm needs more than the {max(left, 0)} left; raise --max-images, or lower --top "
             "or --confirm-images"
         )
@@ -85,7 +87,7 @@ def allocate_round(study: Exploration, number: int) -> Round | None:
         study.stop_exploring(
             "max_images",
             f"--max-images {config.max_images}: {study.record.images_spent} spent and {reserve} kept for confirming "
-            f"the top {config.top_k}; the next arm needs more than the {max(left, 0)} left",
+            f"the {top}; the next arm needs more than the {max(left, 0)} left",
         )
         return None
     return start_round(study, number, "explore", allocation)
