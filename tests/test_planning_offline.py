@@ -104,6 +104,14 @@ def test_existing_attributes_are_substituted_in_place(prompt, axis, expected):
         assert not any("painting of" in cf for cf in counterfactuals)  # no synonym of the original frame
 
 
+def test_an_inserted_attribute_goes_before_markup_or_brackets_around_the_word():
+    tagged = _axes(make_plan("a photo of a <b>nurse</b>", "offline"))
+    assert tagged["gender"][0] == "a photo of a male <b>nurse</b>"
+    assert "a photo of an elderly <b>nurse</b>" in tagged["age"]
+    bracketed = _axes(make_plan("a photo of an [elderly] nurse", "offline"))
+    assert bracketed["gender"][0] == "a photo of a male [elderly] nurse"
+
+
 def test_caps_and_determinism():
     first = make_plan("a photo of a pharmacist", "offline", max_axes=2, max_counterfactuals=2)
     second = make_plan("a photo of a pharmacist", "offline", max_axes=2, max_counterfactuals=2)

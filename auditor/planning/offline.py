@@ -322,6 +322,10 @@ def _replace(prompt: str, start: int, end: int, value: str) -> str:
 
 
 def _insert(prompt: str, start: int, value: str) -> str:
+    """``prompt`` with ``value`` put before the word at ``start``, in front of whatever is attached to that word
+    (``<b>nurse``, ``[elderly]``, ``"nurse``): a new word never lands inside markup or brackets."""
+    while start > 0 and not prompt[start - 1].isspace():
+        start -= 1
     rest = prompt[start:]
     if start == 0 and rest[:1].isupper():
         value = value[0].upper() + value[1:]
