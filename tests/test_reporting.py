@@ -516,6 +516,20 @@ def test_compare_matches_counterfactuals_ignoring_case_and_spacing():
     assert all(cf.delta == 0 for cf in gender.counterfactuals)
 
 
+def test_compare_of_runs_sharing_no_counterfactual_says_nothing_is_compared():
+    a = fixture("pharmacist-sd15")
+    data = a.model_dump(mode="json")
+    data["config"]["prompt"] = "a photo of a chef"
+    for axis in data["scores"]["axes"]:
+        for cf in axis["counterfactuals"]:
+            cf["prompt"] = cf["prompt"].replace("pharmacist", "chef")
+    view = compare_records(a, RunRecord.model_validate(data))
+    names = ", ".join(axis.axis for axis in view.axes)
+    assert f"Nothing is compared on {names}: no counterfactual of it is in both runs." in view.notes
+    assert view.notes[-1] == "The runs share no counterfactual, so there is no change to measure."
+    assert not any(note.startswith(("BAV is not compared", "Deltas are")) for note in view.notes)
+
+
 def test_compare_command(tmp_path):
     copy_fixture("pharmacist-sd15", tmp_path)
     copy_fixture("pharmacist-sd21", tmp_path)

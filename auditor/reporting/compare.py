@@ -211,18 +211,25 @@ def compare_records(a: RunRecord, b: RunRecord, changes: ChangeIntervals | None 
             f"The runs audit different prompts ('{a.config.prompt}' and '{b.config.prompt}'); "
             "only axes and counterfactuals with the same text are compared."
         )
-    unlike = [d.axis for d in both if any(cf.only_in for cf in d.counterfactuals)]
-    if unlike:
+    unlike = [d for d in both if any(cf.only_in for cf in d.counterfactuals)]
+    partly = [d.axis for d in unlike if any(cf.only_in is None for cf in d.counterfactuals)]
+    apart = [d.axis for d in unlike if d.axis not in partly]
+    if partly:
         notes.append(
-            f"BAV is not compared on {', '.join(unlike)}: the runs have other counterfactuals there, and BAV is "
+            f"BAV is not compared on {', '.join(partly)}: the runs have other counterfactuals there, and BAV is "
             "their variance; the CAS of the counterfactuals both have are."
         )
+    if apart:
+        notes.append(f"Nothing is compared on {', '.join(apart)}: no counterfactual of it is in both runs.")
+    compared = any(cf.only_in is None for d in both for cf in d.counterfactuals)
     if a.config.images_per_prompt != b.config.images_per_prompt:
         notes.append(
             f"Run A drew {a.config.images_per_prompt} images per prompt and run B {b.config.images_per_prompt}; "
             "fewer images give noisier CAS values."
         )
-    if changes is None:
+    if not compared:
+        notes.append("The runs share no counterfactual, so there is no change to measure.")
+    elif changes is None:
         single = [label for label, run in (("A", a), ("B", b)) if run.config.images_per_prompt < MIN_SEEDS]
         why = (
             "" if differing
