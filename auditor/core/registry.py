@@ -78,11 +78,20 @@ class Registry:
         self._loaders: dict[str, str] = {}
         self._preflights: dict[str, str] = {}
         self._identifiers: dict[str, str] = {}
+        self._shown: dict[str, str] = {}
 
     def register(
-        self, prefix: str, loader_path: str, preflight_path: str | None = None, identify_path: str | None = None
+        self,
+        prefix: str,
+        loader_path: str,
+        preflight_path: str | None = None,
+        identify_path: str | None = None,
+        bare: bool = False,
     ) -> None:
+        """Serve ``prefix`` with the loader at ``loader_path``; ``bare``: the prefix alone is a whole spec (``haar``,
+        ``minilm``), which is how an error listing the backends shows it."""
         self._loaders[prefix] = loader_path
+        self._shown[prefix] = prefix if bare else f"{prefix}:..."
         if preflight_path is not None:
             self._preflights[prefix] = preflight_path
         if identify_path is not None:
@@ -102,7 +111,7 @@ class Registry:
             return self.check(inferred)
         raise AuditorError(
             f"unknown {self.kind} backend {text.strip()!r} for {self.option}: "
-            f"use one of {', '.join(p + ':...' for p in self.prefixes)} or a local model folder"
+            f"use one of {', '.join(self._shown[p] for p in self.prefixes)} or a local model folder"
         )
 
     def preflight(self, text: str) -> Spec:

@@ -80,9 +80,9 @@ def _infer_sentence_folder(text: str) -> str | None:
 
 #: Sentence embedders for caption selection and near-duplicate prompts (``minilm`` = the bundled all-MiniLM-L6-v2).
 SENTENCE_EMBEDDERS = Registry("sentence embedder", "--text-embedder", infer=_infer_sentence_folder)
-SENTENCE_EMBEDDERS.register("minilm", "auditor.perception.sentence:load")
+SENTENCE_EMBEDDERS.register("minilm", "auditor.perception.sentence:load", bare=True)
 
 #: Face detectors for the one-face filter (``haar`` = OpenCV's bundled frontal-face cascade).
 FACE_DETECTORS = Registry("face detector", "--face-detector")
-FACE_DETECTORS.register("haar", "auditor.perception.faces:load_haar")
+FACE_DETECTORS.register("haar", "auditor.perception.faces:load_haar", bare=True)
 FACE_DETECTORS.register("mediapipe", "auditor.perception.faces:load_mediapipe", "auditor.perception.faces:preflight_mediapipe")

@@ -59,7 +59,7 @@ def load_langchain(spec: Spec, *, turns: TurnCache | None = None, **settings: An
 LLM_BACKENDS = Registry("LLM", "--llm")
 LLM_BACKENDS.register("openai", "auditor.planning.registry:load_openai")
 LLM_BACKENDS.register("langchain", "auditor.planning.registry:load_langchain")
-LLM_BACKENDS.register("offline", "auditor.planning.offline:load")
+LLM_BACKENDS.register("offline", "auditor.planning.offline:load", bare=True)
 
 
 def load_chat(llm: str, **settings: Any) -> ChatModel:
