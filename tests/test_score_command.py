@@ -499,6 +499,10 @@ def test_malformed_files_exit_2_with_one_line(tmp_path):
         "count.json": (_broken(lambda d: d["concepts_cf"]["gender"][0][1].append("x")), "concepts_cf.gender[0][1]: expected 2"),
         "type.json": (_broken(lambda d: d["concepts_cf"]["age"][0][0].__setitem__(1, None)), "concepts_cf.age[0][0][1]: expected a string answer, got null"),
         "other.json": ({"hello": 1}, "neither a TIBET result file"),
+        "empty.json": (
+            _broken(lambda d: d.update(concepts_initial=[], concepts_cf={"gender": [[], []], "age": [[], []]})),
+            "the TIBET file has no images, so there is nothing to score",
+        ),
         "list.json": ([1, 2], "neither a TIBET result file"),
         # another study's record, though it has a 'result' key as TIBET files do
         "t2iat.json": (

@@ -74,7 +74,7 @@ def answer_counts(
     highest = max((image.image_index for images in answers.values() for image in images), default=-1)
     seeds = highest + 1 if seeds is None else seeds
     if seeds < 1:
-        raise AuditorError("no answered images, so there is nothing to resample")
+        raise AuditorError("no answered images, so there is nothing to score")
     if highest >= seeds:
         raise AuditorError(f"an answer for image {highest}, but only {seeds} images per prompt set")
     sets = {}
@@ -101,7 +101,7 @@ def tibet_file_counts(result: TibetResult) -> ConceptCounts:
     image_sets = result.image_sets()
     seeds = max(len(images) for images in image_sets.values())
     if seeds == 0:
-        raise AuditorError("the TIBET file has no images, so there is nothing to resample")
+        raise AuditorError("the TIBET file has no images, so there is nothing to score")
     return ConceptCounts(
         seeds=seeds,
         sets={
