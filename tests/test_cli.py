@@ -62,13 +62,15 @@ def test_runs_lists_records(tmp_path):
     assert result.returncode == 0, result.stderr
     rows = {row["run_id"]: row for row in json.loads(result.stdout)}
     assert rows["r1"]["prompt"] == "a photo of a nurse"
-    assert rows["broken"]["status"] == "unreadable"
+    assert rows["broken"]["status"] == "unreadable" and "not valid JSON" in rows["broken"]["why"]
     command = f"auditor prompt --resume '{runs / 'r2'}'"
     assert "resume" not in rows["r1"] and rows["r2"]["resume"] == command
     table = run_auditor("runs", "--runs-dir", str(runs), env={"COLUMNS": "80"}, process=True)
     assert table.returncode == 0, table.stderr
     assert re.search(r"^r1  completed  started \d{4}-\d\d-\d\d \d\d:\d\d UTC\n  a photo of a nurse", table.stdout, re.M)
     assert "[/x] [bold]y" in table.stdout
+    unreadable = table.stdout[table.stdout.index("broken  unreadable") :]  # and why, under it
+    assert "record.json is not valid JSON" in " ".join(unreadable.split()[:40])
     assert f"r2 (interrupted) continues with: {command}" in table.stdout
 
     shutil.copytree(runs / "r2", runs / "r2-copy")  # its record still says r2: listed by the name to give

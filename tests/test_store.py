@@ -251,7 +251,7 @@ def test_list_records_is_newest_first_by_creation_time(tmp_path):
     for name, hours in (("b-old", 0), ("a-new", 2), ("c-middle", 1)):
         record = make_record(name).model_copy(update={"created_at": start + timedelta(hours=hours)})
         write_model(store.create(name) / "record.json", record)
-    assert [folder.name for folder, _ in store.list_records()] == ["a-new", "c-middle", "b-old"]
+    assert [folder.name for folder, _, _ in store.list_records()] == ["a-new", "c-middle", "b-old"]
 
 
 @pytest.mark.parametrize("config", ['"x"', "null", "[1]"])
@@ -262,7 +262,10 @@ def test_a_malformed_old_record_is_listed_as_unreadable_and_loading_it_is_one_li
     write_model(store.create("good") / "record.json", make_record("good"))
     bad = store.create("bad") / "record.json"
     bad.write_text(f'{{"schema_version": "1", "kind": "prompt_audit", "config": {config}}}')
-    assert {folder.name: record is None for folder, record in store.list_records()} == {"good": False, "bad": True}
+    assert {folder.name: (record is None, why is not None) for folder, record, why in store.list_records()} == {
+        "good": (False, False),
+        "bad": (True, True),
+    }
     with pytest.raises(AuditorError) as info:
         load_any_record(bad)
     assert "\n" not in str(info.value)
@@ -289,7 +292,7 @@ def test_a_run_folder_that_cannot_be_read_is_listed_and_named_not_a_traceback(tm
 
     monkeypatch.setattr(Path, "is_file", denied(is_file))
     monkeypatch.setattr(Path, "read_text", denied(read_text))
-    assert {folder.name: record is None for folder, record in store.list_records()} == {"good": False, "locked": True}
+    assert {folder.name: record is None for folder, record, _ in store.list_records()} == {"good": False, "locked": True}
     assert store.resolve("locked") == locked
     with pytest.raises(AuditorError, match="Permission denied") as info:
         load_any_record(locked / "record.json")

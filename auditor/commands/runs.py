@@ -25,8 +25,8 @@ def runs(
 
     store = common.run_store(runs_dir)
     rows = [
-        _row(folder, record) if record is not None else {"run_id": folder.name, "status": "unreadable"}
-        for folder, record in store.list_records()
+        _row(folder, record) if record is not None else {"run_id": folder.name, "status": "unreadable", "why": why}
+        for folder, record, why in store.list_records()
     ]
     if json_output:
         print_json(rows)
@@ -41,7 +41,7 @@ def runs(
         started = row.get("created_at", "")[:16].replace("T", " ")  # to the minute: this is for finding a run
         head.append(f"  {_shown_status(row)}" + (f"  started {started} UTC" if started else ""))
         out.print(head, soft_wrap=True)
-        body = Text(row.get("prompt", ""))
+        body = Text(row.get("prompt") or row.get("why") or "")
         for spec in row.get("models", []):
             body.append(f"\n{spec}", style="dim")
         if body.plain:

@@ -183,8 +183,8 @@ class RunStore:
             raise AuditorError(f"no run {text!r} in {self.root} (and no record.json at that path)")
         return candidate
 
-    def list_records(self) -> list[tuple[Path, AnyRecord | None]]:
-        """All run folders with their record (None where it does not load), newest first.
+    def list_records(self) -> list[tuple[Path, AnyRecord | None, str | None]]:
+        """All run folders with their record, or None and why it does not load, newest first.
 
         Unreadable records sort by their folder's modification time.
         """
@@ -195,14 +195,15 @@ class RunStore:
         found = []
         for folder in self.root.iterdir():
             if _has_record(folder):
+                why = None
                 try:
                     record = load_any_record(folder / RECORD_FILE)
                     started = record.created_at.timestamp()
-                except AuditorError:
-                    record, started = None, folder.stat().st_mtime
-                found.append((started, folder, record))
+                except AuditorError as exc:
+                    record, started, why = None, folder.stat().st_mtime, str(exc)
+                found.append((started, folder, record, why))
         found.sort(key=lambda entry: (entry[0], entry[1].name), reverse=True)
-        return [(folder, record) for _, folder, record in found]
+        return [(folder, record, why) for _, folder, record, why in found]
 
 
 def run_files(run_dir: Path) -> dict[str, str | None]:
