@@ -631,3 +631,18 @@ def test_a_rounds_requests_fill_some_indices_and_make_a_shared_image_once(world,
     assert [image.index for image in merge_sets(merged, sets[:1])[0].images] == [4, 5, 6]
 
 
+
+
+def test_a_tie_names_no_direction_to_confirm():
+    """Every CAS equal (BAV 0) or a lean of 0: which counterfactual comes first is the list's order, not the images'."""
+    from auditor.records import Difference
+    from auditor.scoring.arms import direction
+
+    record = load_record(Path(__file__).parent / "fixtures" / "runs" / "pharmacist-sd15" / "record.json")
+    gender = next(axis for axis in record.scores.axes if axis.axis == "gender")
+    male, female = (cf.prompt_id for cf in gender.counterfactuals)  # the fixture's gender axis: male, then female
+    spread = Difference(first=male, second=female, value=0.2)
+    assert direction(gender.model_copy(update={"spread": spread}), "bav") == (male, female)
+    assert direction(gender.model_copy(update={"spread": spread.model_copy(update={"value": 0.0})}), "bav") is None
+    assert direction(gender.model_copy(update={"lean": -0.1}), "lean") == (female, male)
+    assert direction(gender.model_copy(update={"lean": 0.0}), "lean") is None

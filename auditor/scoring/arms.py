@@ -163,15 +163,19 @@ def has_lean(counterfactuals: Sequence[str]) -> bool:
 
 def direction(axis: AxisScore, objective: Objective) -> tuple[str, str] | None:
     """``(first, second)``: the counterfactual the images resembled most and least (BAV), or the male
-    and female one ordered by the lean's sign; None when the scores do not say."""
+    and female one ordered by the lean's sign; None when the scores do not say, a tie included (every CAS
+    equal, a lean of 0), whose order would be the list's, not the images'."""
     if objective == "bav":
-        return None if axis.spread is None else (axis.spread.first, axis.spread.second)
-    if axis.lean is None:
+        spread = axis.spread
+        if spread is None or not spread.value:
+            return None
+        return spread.first, spread.second
+    if not axis.lean:
         return None
     genders = {cf.prompt_id: prompt_gender(cf.prompt) for cf in axis.counterfactuals}
     male = next(pid for pid, gender in genders.items() if gender == "male")
     female = next(pid for pid, gender in genders.items() if gender == "female")
-    return (male, female) if axis.lean >= 0 else (female, male)
+    return (male, female) if axis.lean > 0 else (female, male)
 
 
 def difference_on(audit: RunRecord, first: str, second: str) -> DifferenceTest:
