@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from auditor.records import ScoringSettings, load_record
-from auditor.reporting import report_json
+from auditor.reporting import report_json, write_html_report
 from auditor.reporting.prompt_audit import build_view
 from auditor.scoring.intervals import score_run
 from auditor.scoring.tibet import record_concepts
@@ -258,8 +258,13 @@ def test_compare_pairs_runs_without_seeds_by_image_position_and_never_with_a_see
     grid = html[html.index("<h2>Initial images</h2>") : html.index("<h2>Axes in both runs</h2>")]
     assert all(f'<th scope="col">{label}</th>' in grid for label in ("seed 0", "seed 2", "image 0", "image 2"))
     assert grid.count("<td></td>") == 6
-    report = build_view(load_record(runs / "api" / "record.json"))
-    assert report.seeds.startswith("no seeds (the backend takes none")
+    unseeded = load_record(runs / "api" / "record.json")
+    report = build_view(unseeded)
+    assert report.seeds.startswith("no seeds (the backend takes none") and not report.seeded
+    assert "resamples of the 3 image positions" in report.uncertainty
+    page = write_html_report(unseeded, runs / "api").read_text()
+    assert "seed None" not in page and '<th class="num">image 0</th>' in page and "column i holds" in page
+    assert "uses the same seed" not in page and "separate draws" in page
 
 
 def test_paired_draws_share_one_draw_over_the_shared_seeds_and_keep_each_runs_size():

@@ -186,8 +186,11 @@ def build_view(record: RunRecord) -> ReportView:
         models=_models(record),
         images_per_prompt=record.config.images_per_prompt,
         seeds=seeds_phrase(record),
+        seeded=record.image_seeds() is not None,
         cas_normalization=scores.cas_normalization if scores else None,
-        uncertainty=uncertainty_line(scores, record.config.images_per_prompt) if scores else None,
+        uncertainty=uncertainty_line(scores, record.config.images_per_prompt, record.image_seeds() is not None)
+        if scores
+        else None,
         axes=axes,
         initial_concepts=_concepts(scores.top_concepts.get(INITIAL_PROMPT_ID, [])) if scores else [],
         initial_aligned=(

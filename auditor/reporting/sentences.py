@@ -225,16 +225,17 @@ def _bav(axis: AxisView) -> str:
     return with_bounds(axis.bav, low, high, 4)
 
 
-def uncertainty_line(scores: Scores, seeds: int) -> str | None:
+def uncertainty_line(scores: Scores, seeds: int, seeded: bool = True) -> str | None:
     """How the intervals and adjusted p-values were made, for the report's settings; without intervals, why
-    (``seeds``: images per prompt set)."""
+    (``seeds``: images per prompt set; ``seeded``: whether a seed made each, else the resamples are of image
+    positions)."""
     parts = []
     if scores.intervals is not None:
         i = scores.intervals
         method = "BCa" if i.method == "bca" else "percentile"
         parts.append(
             f"{i.level:.0%} {method} intervals from {i.resamples} paired-bootstrap resamples of the "
-            f"{i.seeds} seeds (drawn with --ci-seed {i.seed})"
+            f"{i.seeds} {'seeds' if seeded else 'image positions'} (drawn with --ci-seed {i.seed})"
         )
     elif seeds < MIN_SEEDS:
         parts.append("no intervals (one image per prompt set: no other seed to resample)")

@@ -175,6 +175,8 @@ class ReportView:
     images_per_prompt: int
     #: How the images were seeded, in words (:func:`auditor.reporting.wording.seeds_phrase`).
     seeds: str
+    #: Whether seed i made image i of every set (False for a backend that takes no seed).
+    seeded: bool
     cas_normalization: str | None
     uncertainty: str | None
     axes: list[AxisView]
