@@ -267,7 +267,7 @@ def test_an_object_leans_only_when_its_interval_excludes_half_and_its_adjusted_s
     assert lean_word(row(0.6, 0.95, 0.05), 0.95) == "unclear"  # two or three triplets never get below 1/4
     assert lean_word(row(0.6, 0.95, 0.05), 0.90) == "masculine"
     assert lean_word(row(0.6, 0.95, 0.2, p=0.01), 0.95) == "unclear"  # small alone, not among its ranking
-    assert lean_word(row(0.6, 0.95, None, p=0.01), 0.95) == "unclear"  # scored before the adjustment: no claim
+    assert lean_word(row(0.6, 0.95, None, p=0.01), 0.95) == "masculine"  # scored before the adjustment: as scored
     assert lean_word(row(0.6, 0.95, None, p=None), 0.95) == "unclear"  # scored before the swap test
     assert lean_word(row(0.4, 0.95, 0.001), 0.95) == "unclear"
 
@@ -295,3 +295,33 @@ def test_a_stage_names_a_side_only_when_its_swap_p_stays_below_the_level_once_ho
         assert rows[key].swap_p == pytest.approx(2 / 64) and rows[key].swap_p_adjusted == pytest.approx(4 / 64)
         assert rows[key].ci.low > 0 and rows[key].closer_to == "undecided"
     assert rows["denoising_z0"].swap_p is None and rows["denoising_z0"].swap_p_adjusted is None
+
+
+def test_a_record_scored_before_the_adjustments_is_read_as_scored_and_says_so(tmp_path):
+    """Its stages keep their stored decisions (made on the raw p) and its objects are read on the raw p too, and
+    the terminal and the page say so and how to rescore; a rescored record says Holm instead."""
+    from rich.console import Console
+
+    from auditor.reporting.trace import lean_rule, render_trace, write_trace_report
+
+    pairs = [
+        PairSimilarity(triplet=t, image_index=0, neutral_feminine={"prompt_eos": 0.5},
+                       neutral_masculine={"prompt_eos": 0.6 + 0.01 * t})
+        for t in range(6)
+    ]  # fmt: skip
+    record = _record(IMAGES, pairs, min_count=15)
+    score_trace(record)
+    old = record.model_copy(
+        update={
+            "similarity": [row.model_copy(update={"swap_p_adjusted": None}) for row in record.similarity],
+            "ranking": [row.model_copy(update={"bias_score_p_adjusted": None}) for row in record.ranking],
+        }
+    )
+    for scored, says in ((record, "Holm-adjusted over the stages"), (old, "Scored before the p-values were adjusted")):
+        console = Console(width=200, record=True)
+        render_trace(scored, tmp_path, console)
+        assert says in console.export_text()
+    assert "Holm-adjusted over the 3 ranked objects" in lean_rule(record)
+    assert "scored before the p-values were adjusted over the ranking" in lean_rule(old)
+    page = write_trace_report(old, tmp_path).read_text()
+    assert "scored before\nthe p-values were adjusted over the stages" in page and "once Holm-adjusted" not in page

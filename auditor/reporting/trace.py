@@ -62,7 +62,7 @@ def closeness_sentence(row: StageSimilarity) -> str:
         return f"{where}: {row.note or 'no pairs'}."
     evidence = f"s(n,m) - s(n,f) = {with_span(row.difference, row.ci, 4, signed=True)}"
     sign = f"; swap test p = {row.swap_p:.3g}" if row.swap_p is not None else ""
-    sign += f", Holm-adjusted over the stages {row.swap_p_adjusted:.3g}" if row.swap_p_adjusted is not None else ""
+    sign += f", Holm-adjusted over the stages to {row.swap_p_adjusted:.3g}" if row.swap_p_adjusted is not None else ""
     sign += f"; sign test p = {row.sign_p:.3g}" if row.sign_p is not None else ""
     triplets = counted(row.units, "triplet")
     if row.closer_to == "undecided":
@@ -83,23 +83,34 @@ def lean_lists(ranking: list[ObjectCount], top_k: int) -> tuple[list[ObjectCount
 
 def lean_word(row: ObjectCount, level: float) -> str:
     """ "masculine"/"feminine" when the bias score's interval (at ``level``) excludes 0.5 and its swap test's p,
-    Holm-adjusted over the ranking, is below 1 - ``level``, else "unclear" (also for a record scored before the
-    adjustment, which has no adjusted p)."""
+    Holm-adjusted over the ranking, is below 1 - ``level``, else "unclear". A record scored before the adjustment
+    is read on its raw p, as its stages' decisions were made (:func:`lean_rule` says so); one scored before the
+    swap test has no p and names no lean."""
     ci = row.bias_score_ci
     if ci is None or ci.low is None or ci.high is None or not ci.excludes(0.5):
         return "unclear"
-    if row.bias_score_p_adjusted is None or row.bias_score_p_adjusted >= significance(level):
+    p = row.bias_score_p if row.bias_score_p_adjusted is None else row.bias_score_p_adjusted
+    if p is None or p >= significance(level):
         return "unclear"
     return "masculine" if ci.low > 0.5 else "feminine"
+
+
+def adjusted_over_stages(record: TraceRecord) -> bool:
+    """Whether the record's stage decisions rest on swap p-values Holm-adjusted over the stages (False for a record
+    scored before the adjustment, whose stored decisions rest on the raw p)."""
+    return any(row.swap_p_adjusted is not None for row in record.similarity)
 
 
 def lean_rule(record: TraceRecord) -> str:
     """When an object's lean is named, in words (the terminal's and the page's)."""
     tested = sum(1 for row in record.ranking if row.bias_score_p is not None)
+    level = f"{1 - record.config.scoring.ci_level:.2g}"
+    rule = "masculine or feminine only when the bias score's interval over triplets excludes 0.5 and its swap test's p"
+    if any(row.bias_score_p_adjusted is not None for row in record.ranking) or not tested:
+        return f"{rule}, Holm-adjusted over the {counted(tested, 'ranked object')}, is below {level}; unclear otherwise."
     return (
-        "masculine or feminine only when the bias score's interval over triplets excludes 0.5 and its swap test's p, "
-        f"Holm-adjusted over the {counted(tested, 'ranked object')}, is below {1 - record.config.scoring.ci_level:.2g}; "
-        "unclear otherwise."
+        f"{rule} is below {level}; unclear otherwise. This record was scored before the p-values were adjusted over "
+        "the ranking: `auditor trace --resume` rescores it from the cache."
     )
 
 
@@ -251,8 +262,7 @@ def render_trace(record: TraceRecord, run_dir: Path, console: Console) -> None:
         _say(console, f"error ({error.stage or 'run'}): {error.message}")
 
     _say(console, Text("\nIs the neutral prompt closer to the masculine or the feminine one?", style="bold"))
-    # a record scored before the stages' swap p was adjusted shows it as it is, and so decided
-    adjusted = any(row.swap_p_adjusted is not None for row in record.similarity)
+    adjusted = adjusted_over_stages(record)  # else shown as scored: on the raw p
     table = _table(
         ("stage", "left"), ("s(n,f)", "right"), ("s(n,m)", "right"), ("m - f [interval]", "right"),
         ("Holm p" if adjusted else "swap p", "right"), ("sign p", "right"), ("closer", "left"),
@@ -269,10 +279,11 @@ def render_trace(record: TraceRecord, run_dir: Path, console: Console) -> None:
         if row.model:
             _say(console, Text(f"  {short_measure(row)}: {row.model}"))
     swap = "the swap test's p, Holm-adjusted over the stages," if adjusted else "the swap test's p"
+    before = "" if adjusted else " Scored before the p-values were adjusted: auditor trace --resume rescores it."
     _say(
         console,
         f"closer: the side the interval of s(n,m) - s(n,f) over triplets supports, when {swap} is below "
-        f"{1 - record.config.scoring.ci_level:.2g}; undecided otherwise.",
+        f"{1 - record.config.scoring.ci_level:.2g}; undecided otherwise.{before}",
     )
 
     sizes = ", ".join(f"{name} {record.set_sizes.get(name, 0)}" for name in TRIPLET_SETS)
@@ -356,6 +367,7 @@ def write_trace_report(record: TraceRecord, run_dir: Path) -> Path:
         humans=sorted(record.humans, key=lambda r: (-(r.neutral + r.feminine + r.masculine), r.name)),
         chi_square_summary=chi_square_summary(record),
         lean_rule=lean_rule(record),
+        adjusted_over_stages=adjusted_over_stages(record),
         scope=_scope,
         lean_word=partial(lean_word, level=record.config.scoring.ci_level),
         span=span,
