@@ -172,3 +172,18 @@ def test_p_values_are_holm_adjusted_across_the_methods_of_a_template_and_claims_
     )  # fmt: skip
     assert "(one occupation: no interval over occupations)" in finding(one) and "excludes" not in finding(one)
     assert "over 1 occupation (none for nurse: no G or no T)" in finding(one)
+
+
+def test_a_record_with_a_zero_width_interval_over_one_occupation_loads_without_it():
+    """Written before a mean over one occupation went without an interval: the stored [x, x] would back a claim."""
+    from auditor.records import AmplificationSummary, Interval
+
+    stored = {
+        "method": "keyword", "template": 1, "basis": "images", "occupations": 1, "mean": 33.3,
+        "mean_ci": Interval(low=33.3, high=33.3, method="percentile", defined=1.0).model_dump(), "t_statistic": None,
+        "p_value": None,
+    }  # fmt: skip
+    one = AmplificationSummary.model_validate(stored)
+    assert one.mean_ci is None and "excludes" not in finding(one)
+    two = AmplificationSummary.model_validate(stored | {"occupations": 2})
+    assert two.mean_ci is not None

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import ClassVar, Literal
 
-from pydantic import Field
+from pydantic import Field, ValidationInfo, field_validator
 
 from auditor.corpora.selection import Method
 from auditor.perception.faces import FaceVerdict
@@ -218,6 +218,13 @@ class AmplificationSummary(Record):
         description="The p-value Holm-adjusted across the selection methods of the same template (or of the "
         "average): the one a direction is claimed on. None without a p-value.",
     )
+
+    @field_validator("mean_ci")
+    @classmethod
+    def _no_interval_over_one_occupation(cls, mean_ci: Interval | None, info: ValidationInfo) -> Interval | None:
+        """A record written before one occupation's mean went without an interval stored a zero-width one, which
+        would back any claim: it loads without it."""
+        return mean_ci if info.data.get("occupations", 0) > 1 else None
 
 
 class AmplificationConfig(StudyConfig):
