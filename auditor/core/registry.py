@@ -45,16 +45,18 @@ def looks_like_path(model_id: str) -> bool:
 
 
 def with_absolute_path(text: str) -> str:
-    """``text`` with a local-path target (``diffusers:./sd15``, a bare ``./tiny-vqa``) made absolute, so that a
-    record that keeps it still names the same folder when the run is resumed from another working directory.
-    Hub ids, services and a Ray cluster's paths (its workers' own, see :func:`_on_a_cluster`) are kept as given."""
+    """``text`` with a local-path target made absolute (``diffusers:./sd15``, a bare ``./tiny-vqa``, and
+    ``diffusers:models/sd15`` or ``mediapipe:face.tflite`` where that file or folder exists here, as the loaders
+    read it), so that a record that keeps it still names the same weights when the run is resumed from another
+    working directory. Hub ids, services and a Ray cluster's paths (its workers' own, see :func:`_on_a_cluster`)
+    are kept as given."""
     text = text.strip()
     if _on_a_cluster():
         return text
     if looks_like_path(text):
         return os.path.abspath(os.path.expanduser(text))
     spec = parse_spec(text)
-    if not looks_like_path(spec.target):
+    if not spec.target or not (looks_like_path(spec.target) or Path(spec.target).expanduser().exists()):
         return text
     return f"{text.partition(':')[0]}:{os.path.abspath(os.path.expanduser(spec.target))}"
 

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from auditor.core.errors import AuditorError
+from auditor.core.registry import with_absolute_path
 from auditor.core.settings import DEFAULT_EMBEDDER
 from auditor.corpora.prompts import occupation_prompt
 from auditor.corpora.readers import BATCH_ROWS
@@ -122,7 +123,9 @@ class AmplificationOptions:
             per_occupation=self.per_occupation,
             sample_seed=self.sample_seed,
             names=self.names,
-            face_detector=FaceDetectorSettings(spec=self.face_detector, min_face_share=MIN_FACE_SHARE),
+            face_detector=FaceDetectorSettings(
+                spec=with_absolute_path(self.face_detector), min_face_share=MIN_FACE_SHARE
+            ),
             classifier=ClassifierSettings(classes=list(axis.classes), texts=list(axis.texts), threshold=self.threshold),
             exclude_flips=self.exclude_flips,
             bootstrap=self.bootstrap,
