@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import shutil
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -223,15 +224,27 @@ def test_compare_gives_each_change_an_interval_paired_over_shared_seeds(tmp_path
     assert off["intervals"] is None
 
 
-def _unseeded_copy(runs: Path, run_id: str, seeds: list[int]) -> None:
-    """A copy of the fixture run as a backend that takes no seed records it (an images API, a folder): the
-    images keep no seed, whatever ``--seed`` (``seeds``) said."""
+def _write_run(runs: Path, run_id: str, data: dict) -> None:
+    """A copy of the fixture run's folder under ``run_id`` with ``data`` as its record."""
     shutil.copytree(FIXTURES / "runs" / "pharmacist-sd15", runs / run_id)
-    data = json.loads((runs / run_id / "record.json").read_text())
-    data["run_id"], data["config"]["seeds"] = run_id, seeds
+    (runs / run_id / "record.json").write_text(json.dumps(data | {"run_id": run_id}))
+
+
+def _fixture_with_seeds(runs: Path, run_id: str, seed_of: Callable[[int | None], int | None]) -> None:
+    """The fixture run under ``run_id`` with each image's seed mapped by ``seed_of``."""
+    data = json.loads((FIXTURES / "runs" / "pharmacist-sd15" / "record.json").read_text())
     for prompt_set in data["prompt_sets"]:
         for image in prompt_set["images"]:
-            image["seed"] = None
+            image["seed"] = seed_of(image["seed"])
+    _write_run(runs, run_id, data)
+
+
+def _unseeded_copy(runs: Path, run_id: str, seeds: list[int]) -> None:
+    """The fixture run as a backend that takes no seed records it (an images API, a folder): its images keep no
+    seed, whatever ``--seed`` (``seeds``) said."""
+    _fixture_with_seeds(runs, run_id, lambda seed: None)
+    data = json.loads((runs / run_id / "record.json").read_text())
+    data["config"]["seeds"] = seeds
     (runs / run_id / "record.json").write_text(json.dumps(data))
 
 
@@ -242,8 +255,9 @@ def test_compare_pairs_runs_without_seeds_by_image_position_and_never_with_a_see
     _unseeded_copy(runs, "api-reseeded", [5, 4, 3])  # --seed ignored by the backend: the same images, in order
 
     same = json.loads(run_auditor("compare", "api", "api-reseeded", "--json", "--bootstrap", "200").stdout)
-    assert all(axis["delta_ci"] in (None, [0.0, 0.0]) for axis in same["axes"])
-    assert all(cf["delta_ci"] in (None, [0.0, 0.0]) for axis in same["axes"] for cf in axis["counterfactuals"])
+    cis = [cf["delta_ci"] for axis in same["axes"] for cf in axis["counterfactuals"]]
+    assert all(ci in (None, [0.0, 0.0]) for ci in cis + [axis["delta_ci"] for axis in same["axes"]])
+    assert cis.count([0.0, 0.0]) >= 2  # the same images: every change that has an interval is [0, 0]
     assert any("paired over their shared image positions (their backends take no seed)" in n for n in same["notes"])
 
     mixed = json.loads(run_auditor("compare", "seeded", "api", "--json", "--bootstrap", "200").stdout)
@@ -252,17 +266,39 @@ def test_compare_pairs_runs_without_seeds_by_image_position_and_never_with_a_see
     assert mixed["a"]["initial_labels"] == ["seed 0", "seed 1", "seed 2"]
     assert mixed["b"]["initial_labels"] == ["image 0", "image 1", "image 2"]
 
-    page = tmp_path / "compare.html"
-    assert run_auditor("compare", "seeded", "api", "--html", str(page)).returncode == 0
-    html = page.read_text()  # a column per seed or position: A's three, then B's three, each row blank in the other's
-    grid = html[html.index("<h2>Initial images</h2>") : html.index("<h2>Axes in both runs</h2>")]
-    assert all(f'<th scope="col">{label}</th>' in grid for label in ("seed 0", "seed 2", "image 0", "image 2"))
-    assert grid.count("<td></td>") == 6
-    unseeded = load_record(runs / "api" / "record.json")
+
+def test_the_compare_page_lines_up_images_made_alike_and_only_those(tmp_path):
+    runs, page = tmp_path / "runs", tmp_path / "compare.html"
+
+    def grid(a: str, b: str) -> str:
+        assert run_auditor("compare", a, b, "--html", str(page)).returncode == 0
+        return page.read_text().split("<h2>Initial images</h2>")[1].split("<h2>")[0]
+
+    shutil.copytree(FIXTURES / "runs" / "pharmacist-sd15", runs / "seeded")  # seeds 0 1 2
+    _fixture_with_seeds(runs, "shifted", lambda seed: seed + 1)
+    lined_up = grid("seeded", "shifted")  # a column per seed of either run, A's first, each row blank where it lacks one
+    assert [f'<th scope="col">seed {s}</th>' in lined_up for s in range(4)] == [True] * 4
+    assert lined_up.count("<td></td>") == 2 and lined_up.count("<img ") == 6
+    _unseeded_copy(runs, "api", [0, 1, 2])
+    _unseeded_copy(runs, "api-reseeded", [5, 4, 3])
+    assert '<th scope="col">image 0</th>' in grid("api", "api-reseeded")  # no seeds: by position
+    _fixture_with_seeds(runs, "far", lambda seed: seed + 100)
+    for other in ("api", "far"):  # an unseeded run, or one that shares no seed: two plain rows
+        apart = grid("seeded", other)
+        assert "share no seed, so their images are not lined up" in apart and 'scope="col"' not in apart
+    _fixture_with_seeds(runs, "repeated", lambda seed: min(seed, 1))  # an old record could repeat a seed: 0 1 1
+    shutil.copytree(FIXTURES / "runs" / "pharmacist-sd21", runs / "sd21")
+    both = grid("repeated", "sd21")
+    assert '<th scope="col">seed 1 (#2)</th>' in both and both.count("<img ") == 3 + 2  # no image dropped
+
+
+def test_a_run_without_seeds_reports_image_positions(tmp_path):
+    _unseeded_copy(tmp_path / "runs", "api", [0, 1, 2])
+    unseeded = load_record(tmp_path / "runs" / "api" / "record.json")
     report = build_view(unseeded)
     assert report.seeds.startswith("no seeds (the backend takes none") and not report.seeded
     assert "resamples of the 3 image positions" in report.uncertainty
-    page = write_html_report(unseeded, runs / "api").read_text()
+    page = write_html_report(unseeded, tmp_path / "runs" / "api").read_text()
     assert "seed None" not in page and '<th class="num">image 0</th>' in page and "column i holds" in page
     assert "uses the same seed" not in page and "separate draws" in page
 

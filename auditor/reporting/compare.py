@@ -13,6 +13,7 @@ the report view, drawn by the terminal, JSON and HTML renderers below.
 from __future__ import annotations
 
 import dataclasses
+from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -22,7 +23,7 @@ from rich.table import Table
 from rich.text import Text
 
 from auditor.core.errors import AuditorError
-from auditor.records import INITIAL_PROMPT_ID, AxisScore, Interval, RunRecord
+from auditor.records import INITIAL_PROMPT_ID, AxisScore, GeneratedImage, Interval, RunRecord
 from auditor.reporting.glossary import METRICS, MetricInfo
 from auditor.reporting.numbers import number, with_bounds
 from auditor.reporting.sentences import bounds
@@ -122,12 +123,21 @@ def _side(record: RunRecord) -> RunSide:
         llm=record.config.llm,
         cas_normalization=record.scores.cas_normalization,
         initial_images=[image.file for image in initial.images] if initial else [],
-        initial_labels=[
-            f"image {image.index}" if image.seed is None else f"seed {image.seed}" for image in initial.images
-        ]
-        if initial
-        else [],
+        initial_labels=_image_labels(initial.images) if initial else [],
     )
+
+
+def _image_labels(images: list[GeneratedImage]) -> list[str]:
+    """What made each image: "seed S", "seed S (#2)" for its second use where an old record repeats a seed, or
+    "image i" from a backend that takes no seed."""
+    labels, seen = [], Counter()
+    for image in images:
+        if image.seed is None:
+            labels.append(f"image {image.index}")
+            continue
+        seen[image.seed] += 1
+        labels.append(f"seed {image.seed}" + (f" (#{seen[image.seed]})" if seen[image.seed] > 1 else ""))
+    return labels
 
 
 def _align(prompt: str, a: AxisScore, b: AxisScore, changes: ChangeIntervals | None) -> AxisDelta:
@@ -392,15 +402,17 @@ def write_comparison_html(view: ComparisonView, path: Path, run_dir_a: Path, run
     if path.is_dir():
         raise AuditorError(f"{path} is a folder; give a file name for the comparison page, e.g. compare.html")
     page_dir = path.parent.resolve()
-    # one column per seed (or image position) of either run, A's first: images of both runs made alike line up
-    columns = list(dict.fromkeys([*view.a.initial_labels, *view.b.initial_labels]))
+    # Runs that share seeds (or image positions) get a column per one of either run, A's first, so the images of
+    # both runs made alike line up; runs that share none are two plain rows.
+    shared = set(view.a.initial_labels) & set(view.b.initial_labels)
+    columns = list(dict.fromkeys([*view.a.initial_labels, *view.b.initial_labels])) if shared else None
     images = {}
     for side, run_dir in (("a", Path(run_dir_a)), ("b", Path(run_dir_b))):
         run = getattr(view, side)
         by_label = {
             label: image_url(file, run_dir, page_dir) for label, file in zip(run.initial_labels, run.initial_images)
         }
-        images[side] = [by_label.get(label) for label in columns]
+        images[side] = [(label, by_label.get(label)) for label in (columns or run.initial_labels)]
     charts = {}
     for axis in view.axes:
         bars = []
