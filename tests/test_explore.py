@@ -369,6 +369,11 @@ def test_a_budget_that_buys_no_round_is_an_error_not_a_finished_exploration(worl
     record = load_record(exploration.run_dir / "record.json", ExploreRecord)
     assert record.status == "failed" and record.rounds == [] and world.image_requests() == []
 
+    fewer, _cache = explore(tmp_path / "fewer", max_images=50, top_k=50)  # more to confirm than there are arms
+    with pytest.raises(StartAgainError, match=r"confirming the \d+ arms there are \(--top 50\) keeps \d+ images.*"
+                       r"raise --max-images, or lower --confirm-images$"):  # fmt: skip
+        fewer.run()
+
 
 def test_the_prompt_and_time_budgets_stop_it(world, tmp_path):
     exploration, _ = explore(tmp_path / "a", max_prompts=2)

@@ -16,6 +16,7 @@ from auditor.core.errors import AuditorError, StartAgainError
 from auditor.executors.generation import PromptRequest, described_text_to_image, uncached
 from auditor.executors.perception import AnswerReader, merge_answers
 from auditor.records import INITIAL_PROMPT_ID, Arm, ArmStep, ExploreRecord, Round, StopReason
+from auditor.reporting.wording import counted
 from auditor.scoring.arms import arm_audit, arm_prompts, axis_plan, score_arm, set_id
 from auditor.studies.explore_standings import (
     can_propose,
@@ -67,8 +68,12 @@ def allocate_round(study: Exploration, number: int) -> Round | None:
         sorted((prompt_sets(study.record, arm) for arm in study.record.arms), reverse=True)[: config.top_k]
     )
     left = config.max_images - study.record.images_spent - reserve
-    confirmed = min(config.top_k, len(study.record.arms))
-    top = f"top {confirmed}" + (f" arms (all there are; --top {config.top_k})" if confirmed < config.top_k else "")
+    # fewer arms than --top: all of them are confirmed, and a lower --top would keep no image back
+    every_arm = len(study.record.arms) < config.top_k
+    top = f"top {config.top_k}"
+    if every_arm:
+        top = f"{counted(len(study.record.arms), 'arm')} there are (--top {config.top_k})"
+    lower = "lower --confirm-images" if every_arm else "lower --top or --confirm-images"
     allocation = fit_images(
         study,
         [
@@ -80,8 +85,7 @@ def allocate_round(study: Exploration, number: int) -> Round | None:
     if not allocation.arms and not study.record.rounds:
         raise StartAgainError(
             f"--max-images {config.max_images} buys no round: confirming the {top} keeps {reserve} "
-            f"images, and the first arm needs more than the {max(left, 0)} left; raise --max-images, or lower --top "
-            "or --confirm-images"
+            f"images, and the first arm needs more than the {max(left, 0)} left; raise --max-images, or {lower}"
         )
     if not allocation.arms:
         study.stop_exploring(
@@ -158,7 +162,7 @@ def fit_images(study: Exploration, wanted: Sequence[tuple[Arm, range]], left: in
     """
     backend = described_text_to_image(study)
     present = {(s.prompt_id, image.index) for s in study.record.prompt_sets for image in s.images}
-    counted: set[tuple[str, int]] = set()
+    priced: set[tuple[str, int]] = set()
     allocation = Allocation()
     for arm, indices in wanted:
         if not indices:
@@ -174,13 +178,13 @@ def fit_images(study: Exploration, wanted: Sequence[tuple[Arm, range]], left: in
             for item in request.items(study.config.seeds)
             if (request.prompt_id, item.index) not in present
         ]
-        items = [item for item in items if (item.prompt, item.index) not in counted]
+        items = [item for item in items if (item.prompt, item.index) not in priced]
         new = uncached(backend, study.cache, items)
         if allocation.charged + len(new) <= left:
             allocation.arms[arm.arm_id] = list(indices)
             allocation.charged += len(new)
             allocation.reused += len(items) - len(new)
-            counted |= {(item.prompt, item.index) for item in items}
+            priced |= {(item.prompt, item.index) for item in items}
     return allocation
 
 
