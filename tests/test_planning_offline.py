@@ -110,6 +110,8 @@ def test_an_inserted_attribute_goes_before_markup_or_brackets_around_the_word():
     assert "a photo of an elderly <b>nurse</b>" in tagged["age"]
     bracketed = _axes(make_plan("a photo of an [elderly] nurse", "offline"))
     assert bracketed["gender"][0] == "a photo of a male [elderly] nurse"
+    first = _axes(make_plan("<b>Nurse</b> at work", "offline"))  # capitalised as "Nurse at work" would be
+    assert first["gender"][0] == "Male <b>nurse</b> at work"
 
 
 def test_caps_and_determinism():

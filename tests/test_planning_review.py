@@ -92,6 +92,8 @@ def test_an_unchanged_plan_is_not_marked_edited(tmp_path, monkeypatch):
          InvalidEditError, "axis 1 of the edited plan: its name must be text \\(got 123\\)"),
         ('plan["axes"][0]["question"] = ["two", "questions"]\nyaml.safe_dump(plan, open(path, "w"))',
          InvalidEditError, "axis 'gender': question must be text"),
+        ('plan["caption_question"] = 7\nyaml.safe_dump(plan, open(path, "w"))',
+         InvalidEditError, "caption_question must be text, or deleted for the default \\(got 7\\)"),
     ],
 )  # fmt: skip
 def test_bad_edits_are_clear_errors(tmp_path, monkeypatch, body, error, message):

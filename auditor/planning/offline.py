@@ -30,6 +30,8 @@ if TYPE_CHECKING:  # pragma: no cover
 
 LIBRARY_FILE = "planning/axis_library.yaml"
 _WORD = re.compile(r"[A-Za-z][A-Za-z'-]*")
+#: A word that is not a markup tag's name (the "b" of "<b>" or "</b>").
+_TEXT_WORD = re.compile(r"(?<![</\w])[A-Za-z][A-Za-z'-]*")
 
 
 @dataclass
@@ -327,11 +329,12 @@ def _insert(prompt: str, start: int, value: str) -> str:
     while start > 0 and not prompt[start - 1].isspace():
         start -= 1
     rest = prompt[start:]
-    if start == 0 and rest[:1].isupper():
+    first = _TEXT_WORD.search(rest)  # the word itself, after any markup attached to it ("<b>Nurse")
+    attached = first is not None and not any(c.isspace() for c in rest[: first.start()])
+    if start == 0 and attached and first.group(0)[0].isupper():
         value = value[0].upper() + value[1:]
-        first = _WORD.match(rest)
-        if first and first.group(0)[1:].islower():
-            rest = rest[0].lower() + rest[1:]
+        if first.group(0)[1:].islower():  # "Nurse" becomes "Male nurse"; "NASA" and "McDonald" keep theirs
+            rest = rest[: first.start()] + first.group(0)[0].lower() + rest[first.start() + 1 :]
     return fix_article(prompt[:start], value + " " + rest)
 
 

@@ -76,12 +76,17 @@ def plan_from_yaml(plan: AuditPlan, text: str) -> AuditPlan:
     if not isinstance(data, dict) or not isinstance(data.get("axes"), list):
         raise InvalidEditError("the edited plan needs an 'axes:' list")
     _refuse_unknown_keys(data, _PLAN_KEYS, "the edited plan")
+    caption = data.get("caption_question")
+    if caption is not None and not isinstance(caption, str):
+        raise InvalidEditError(f"caption_question must be text, or deleted for the default (got {caption!r})")
     axes = [_axis_from_yaml(entry, index) for index, entry in enumerate(data["axes"], start=1)]
     questions = {name: question for name, question, _ in axes if question}
-    return _with_axes(plan, [axis for _, _, axis in axes], questions, data.get("caption_question"))
+    return _with_axes(plan, [axis for _, _, axis in axes], questions, caption)
 
 
 def _refuse_unknown_keys(data: dict, known: tuple[str, ...], where: str) -> None:
+    """An :class:`InvalidEditError` naming the keys of ``data`` not in ``known``: a misspelt key would otherwise be
+    read as absent, and its edit lost without a word."""
     unknown = [str(key) for key in data if key not in known]
     if unknown:
         raise InvalidEditError(

@@ -15,8 +15,8 @@ class ModelRef(Record):
     """Which model produced a stage's output, precisely enough to get it again."""
 
     spec: str = Field(
-        description="Backend spec as given, e.g. 'diffusers:stabilityai/stable-diffusion-2-1'; a local path in it is "
-        "made absolute (kept as given for a Ray cluster, whose workers have their own paths)."
+        description="Backend spec, e.g. 'diffusers:stabilityai/stable-diffusion-2-1': as given, except that a local "
+        "path in it is recorded absolute (kept as given for a Ray cluster, whose workers have their own paths)."
     )
     backend: str = Field(description="Registry prefix of the backend that ran, e.g. 'diffusers', 'blip2', 'clip'.")
     model_id: str | None = Field(default=None, description="Hub id or local path of the weights, when there are any.")

@@ -23,6 +23,7 @@ from auditor.records import (
 from auditor.reporting.numbers import decimals, number, p_value, with_span
 from auditor.reporting.sentences import partial_interval_note, why_no_effect_size
 from auditor.reporting.tables import column_table
+from auditor.reporting.wording import counted
 
 #: Below this p-value a test's direction is stated without a caveat (the conventional level; the paper reports p).
 SIGNIFICANCE = 0.05
@@ -163,7 +164,7 @@ def render_occupations(record: OccupationsRecord, run_dir: Path, console: Consol
             p_value(None if test is None else test.p_adjusted if adjusted else test.p_value, missing="—"),
         )
     console.print(table)
-    p_note = f"Holm-adjusted over the {len(tests)} occupations tested" if adjusted else "not adjusted"
+    p_note = f"Holm-adjusted over the {counted(len(tests), 'occupation')} tested" if adjusted else "not adjusted"
     console.print(
         "Q1/median/Q3 and image: Asc of the neutral images (Fig. 3); text: the same on the prompts' text "
         f"embeddings; image-text: amplification (Fig. 4); p: neutral images vs a balanced male/female mix "

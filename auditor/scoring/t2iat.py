@@ -151,9 +151,9 @@ def score_occupations(
     over the occupations that were tested: the study asks one question per occupation, so a small p among many is
     judged as one of many."""
     results = [score_occupation(o, vectors, texts[o], permutations, seed) for o in occupations]
-    tested = [result for result in results if result.test is not None]
-    for result, adjusted in zip(tested, holm([result.test.p_value for result in tested]), strict=True):
-        result.test = result.test.model_copy(update={"p_adjusted": adjusted})
+    tested = [i for i, result in enumerate(results) if result.test is not None]
+    for i, adjusted in zip(tested, holm([results[i].test.p_value for i in tested]), strict=True):
+        results[i] = results[i].model_copy(update={"test": results[i].test.model_copy(update={"p_adjusted": adjusted})})
     return results
 
 

@@ -236,7 +236,7 @@ def _values(pairs: Sequence[PairSimilarity], key: str) -> tuple[np.ndarray, np.n
     return nf, nm, [str(p.triplet) for p in pairs]
 
 
-def stage_row(
+def _stage_row(
     key: str,
     space: str,
     measure: str,
@@ -244,7 +244,8 @@ def stage_row(
     pairs: Sequence[PairSimilarity],
     settings: TraceScoringSettings,
 ) -> StageSimilarity:
-    """The paired comparison of s(n,f) and s(n,m) of one measure over the triplets."""
+    """The paired comparison of s(n,f) and s(n,m) of one measure over the triplets, its side decided on the raw
+    swap p: :func:`stage_rows` decides again once the p-values are adjusted over the stages."""
     nf, nm, units = _values(pairs, key)
     usable = np.isfinite(nf) & np.isfinite(nm)
     if not usable.any():
@@ -289,7 +290,7 @@ def stage_rows(record: TraceRecord) -> list[StageSimilarity]:
     below the level once Holm-adjusted over the stages that have one (``swap_p_adjusted``)."""
     settings = record.config.scoring
     rows = [
-        stage_row(key, space, measure, model, record.pairs, settings) for key, space, measure, model in measures(record)
+        _stage_row(key, space, measure, model, record.pairs, settings) for key, space, measure, model in measures(record)
     ]
     tested = [i for i, row in enumerate(rows) if row.swap_p is not None]
     for i, adjusted in zip(tested, holm([rows[i].swap_p for i in tested]), strict=True):
