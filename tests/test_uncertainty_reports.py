@@ -210,6 +210,7 @@ def test_compare_gives_each_change_an_interval_paired_over_shared_seeds(tmp_path
     assert any("paired over their shared seeds" in note and "(--ci-seed 0)" in note for note in same["notes"])
     assert same["intervals"] == {
         "resamples": 200, "level": 0.95, "method": "percentile", "seed": 0, "paired": True, "paired_seeds": 3,
+        "paired_by": "seed",
     }  # fmt: skip
 
     other = json.loads(run_auditor("compare", "pharmacist-sd15", "pharmacist-sd21", "--json").stdout)
@@ -259,10 +260,12 @@ def test_compare_pairs_runs_without_seeds_by_image_position_and_never_with_a_see
     assert all(ci in (None, [0.0, 0.0]) for ci in cis + [axis["delta_ci"] for axis in same["axes"]])
     assert cis.count([0.0, 0.0]) >= 2  # the same images: every change that has an interval is [0, 0]
     assert any("paired over their shared image positions (their backends take no seed)" in n for n in same["notes"])
+    assert same["intervals"]["paired_by"] == "image position" and same["intervals"]["paired_seeds"] == 3
 
     mixed = json.loads(run_auditor("compare", "seeded", "api", "--json", "--bootstrap", "200").stdout)
     assert any("independently (run B's backend takes no seed" in note for note in mixed["notes"])
     assert mixed["intervals"]["paired"] is False and mixed["intervals"]["paired_seeds"] == 0
+    assert mixed["intervals"]["paired_by"] is None  # nothing pairs a seeded run's images with an unseeded one's
     assert mixed["a"]["initial_labels"] == ["seed 0", "seed 1", "seed 2"]
     assert mixed["b"]["initial_labels"] == ["image 0", "image 1", "image 2"]
 

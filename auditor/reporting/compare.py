@@ -275,6 +275,8 @@ def compare_records(a: RunRecord, b: RunRecord, changes: ChangeIntervals | None 
             "seed": changes.settings.seed,
             "paired": changes.fully_paired,
             "paired_seeds": changes.paired_seeds,
+            # what paired_seeds counts: seeds, or image positions for two runs whose backends take no seed
+            "paired_by": "seed" if all(changes.seeded) else "image position" if not any(changes.seeded) else None,
         },
     )
 
