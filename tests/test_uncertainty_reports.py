@@ -299,7 +299,9 @@ def test_a_run_without_seeds_reports_image_positions(tmp_path):
     _unseeded_copy(tmp_path / "runs", "api", [0, 1, 2])
     unseeded = load_record(tmp_path / "runs" / "api" / "record.json")
     report = build_view(unseeded)
-    assert report.seeds.startswith("no seeds (the backend takes none") and not report.seeded
+    assert report.seeding.startswith("no seeds (the backend takes none") and not report.seeded
+    assert report.seeds == "none"  # as --json has it; a seeded run's reads "0-2 (3 seeds)"
+    assert build_view(load_record(FIXTURES / "runs" / "pharmacist-sd15" / "record.json")).seeds == "0-2 (3 seeds)"
     assert "resamples of the 3 image positions" in report.uncertainty
     page = write_html_report(unseeded, tmp_path / "runs" / "api").read_text()
     assert "seed None" not in page and '<th class="num">image 0</th>' in page and "column i holds" in page

@@ -35,6 +35,7 @@ from auditor.reporting.views import (
 )
 from auditor.reporting.wording import (
     Segment,
+    describe_seeds,
     prompt_label,
     prompt_segments,
     seeds_phrase,
@@ -175,6 +176,7 @@ def build_view(record: RunRecord) -> ReportView:
     if any(a.association for a in axes):
         used |= {"association", "effect_size", "p_value"}
     plan = record.plan
+    seeds = record.image_seeds()
     return ReportView(
         run_id=record.run_id,
         status=record.status,
@@ -185,12 +187,11 @@ def build_view(record: RunRecord) -> ReportView:
         headline=headline(record, axes),
         models=_models(record),
         images_per_prompt=record.config.images_per_prompt,
-        seeds=seeds_phrase(record),
-        seeded=record.image_seeds() is not None,
+        seeds="none" if seeds is None else describe_seeds(seeds),
+        seeded=seeds is not None,
+        seeding=seeds_phrase(record),
         cas_normalization=scores.cas_normalization if scores else None,
-        uncertainty=uncertainty_line(scores, record.config.images_per_prompt, record.image_seeds() is not None)
-        if scores
-        else None,
+        uncertainty=uncertainty_line(scores, record.config.images_per_prompt, seeds is not None) if scores else None,
         axes=axes,
         initial_concepts=_concepts(scores.top_concepts.get(INITIAL_PROMPT_ID, [])) if scores else [],
         initial_aligned=(

@@ -75,7 +75,7 @@ def _header(view: ReportView) -> Panel:
     lines.append(
         _text(
             ("Images  ", "bold"),
-            f"{view.images_per_prompt} per prompt, {view.seeds}",
+            f"{view.images_per_prompt} per prompt, {view.seeding}",
         )
     )
     if view.uncertainty:

@@ -173,10 +173,12 @@ class ReportView:
     headline: str
     models: list[ModelLine]
     images_per_prompt: int
-    #: How the images were seeded, in words (:func:`auditor.reporting.wording.seeds_phrase`).
+    #: The seeds, shortly ("0-47 (48 seeds)"; "none" for a backend that takes no seed).
     seeds: str
     #: Whether seed i made image i of every set (False for a backend that takes no seed).
     seeded: bool
+    #: How the images were seeded, in words (:func:`auditor.reporting.wording.seeds_phrase`).
+    seeding: str
     cas_normalization: str | None
     uncertainty: str | None
     axes: list[AxisView]
