@@ -273,7 +273,9 @@ def test_missing_weights_name_the_model_and_resume_can_point_at_a_local_copy(tin
         ("diffusers:./sd15", "diffusers:{cwd}/sd15"),
         ("Diffusers:models/../sd15", "Diffusers:models/../sd15"),  # no such folder here: a hub id's shape, kept
         ("diffusers:here/sd15", "diffusers:{cwd}/here/sd15"),  # a folder here, as the loader reads it
-        ("mediapipe:face.tflite", "mediapipe:{cwd}/face.tflite"),
+        ("mediapipe:here/face.tflite", "mediapipe:{cwd}/here/face.tflite"),
+        ("openai:dall-e-3", "openai:dall-e-3"),  # a service's model name, though a folder here is called so
+        ("diffusers:a/" + "x" * 5000, "diffusers:a/" + "x" * 5000),  # a name too long for the system: not a path
         ("./tiny-vqa", "{cwd}/tiny-vqa"),
         ("clip:~/clip", "clip:{home}/clip"),
         ("diffusers:/models/sd15", "diffusers:/models/sd15"),
@@ -285,7 +287,8 @@ def test_a_local_model_path_is_made_absolute_unless_it_is_a_ray_clusters(given, 
     from auditor.core.registry import with_absolute_path
 
     (tmp_path / "here" / "sd15").mkdir(parents=True)
-    (tmp_path / "face.tflite").write_bytes(b"model")
+    (tmp_path / "here" / "face.tflite").write_bytes(b"model")
+    (tmp_path / "dall-e-3").mkdir()
     monkeypatch.delenv("RAY_ADDRESS", raising=False)
     monkeypatch.setenv("HOME", str(tmp_path / "home"))
     assert with_absolute_path(given) == recorded.format(cwd=tmp_path, home=tmp_path / "home")

@@ -323,5 +323,12 @@ def test_a_record_scored_before_the_adjustments_is_read_as_scored_and_says_so(tm
         assert says in console.export_text()
     assert "Holm-adjusted over the 3 ranked objects" in lean_rule(record)
     assert "scored before the p-values were adjusted over the ranking" in lean_rule(old)
+    before_swaps = old.model_copy(update={"ranking": [r.model_copy(update={"bias_score_p": None}) for r in old.ranking]})
+    assert "scored before the swap test, so it names none" in lean_rule(before_swaps)
+    one = _record(IMAGES, pairs[:1], min_count=15)  # one triplet: no swap p anywhere, nothing to adjust, nothing old
+    score_trace(one)
+    console = Console(width=200, record=True)
+    render_trace(one, tmp_path, console)
+    assert "Scored before" not in console.export_text() and "scored before" not in lean_rule(one)
     page = write_trace_report(old, tmp_path).read_text()
     assert "scored before\nthe p-values were adjusted over the stages" in page and "once Holm-adjusted" not in page

@@ -46,17 +46,17 @@ def looks_like_path(model_id: str) -> bool:
 
 def with_absolute_path(text: str) -> str:
     """``text`` with a local-path target made absolute (``diffusers:./sd15``, a bare ``./tiny-vqa``, and
-    ``diffusers:models/sd15`` or ``mediapipe:face.tflite`` where that file or folder exists here, as the loaders
-    read it), so that a record that keeps it still names the same weights when the run is resumed from another
-    working directory. Hub ids, services and a Ray cluster's paths (its workers' own, see :func:`_on_a_cluster`)
-    are kept as given."""
+    ``diffusers:models/sd15`` where that folder exists here, as the loaders read it), so that a record that keeps
+    it still names the same weights when the run is resumed from another working directory. Hub ids, a service's
+    model names (``openai:dall-e-3``, even beside a folder of that name: no folder in it) and a Ray cluster's paths
+    (its workers' own, see :func:`_on_a_cluster`) are kept as given."""
     text = text.strip()
     if _on_a_cluster():
         return text
     if looks_like_path(text):
         return os.path.abspath(os.path.expanduser(text))
     spec = parse_spec(text)
-    if not spec.target or not (looks_like_path(spec.target) or Path(spec.target).expanduser().exists()):
+    if not (looks_like_path(spec.target) or ("/" in spec.target and _exists(spec.target))):
         return text
     return f"{text.partition(':')[0]}:{os.path.abspath(os.path.expanduser(spec.target))}"
 
@@ -126,7 +126,7 @@ class Registry:
         spec = self.check(text)
         if spec.prefix in self._preflights:
             _resolve(self._preflights[spec.prefix])(spec)
-        if looks_like_path(spec.target) and not Path(spec.target).expanduser().exists() and not _on_a_cluster():
+        if looks_like_path(spec.target) and not _exists(spec.target) and not _on_a_cluster():
             raise AuditorError(
                 f"{self.option} {spec}: there is no file or folder {spec.target!r}; point it at a local copy of the "
                 f"{self.kind} model"
@@ -144,6 +144,14 @@ class Registry:
         """Import the backend serving ``text`` and call its loader with the spec and ``options``."""
         spec = self.check(text)
         return _resolve(self._loaders[spec.prefix])(spec, **options)
+
+
+def _exists(path: str) -> bool:
+    """Whether ``path`` names a file or folder here (False for a name the system refuses, such as a too long one)."""
+    try:
+        return Path(path).expanduser().exists()
+    except (OSError, ValueError):
+        return False
 
 
 def _on_a_cluster() -> bool:

@@ -96,22 +96,28 @@ def lean_word(row: ObjectCount, level: float) -> str:
 
 
 def adjusted_over_stages(record: TraceRecord) -> bool:
-    """Whether the record's stage decisions rest on swap p-values Holm-adjusted over the stages (False for a record
-    scored before the adjustment, whose stored decisions rest on the raw p)."""
-    return any(row.swap_p_adjusted is not None for row in record.similarity)
+    """Whether the record's stage decisions rest on swap p-values Holm-adjusted over the stages: False only for a
+    record scored before the adjustment (a swap p without its adjusted value), whose stored decisions rest on the
+    raw p. A record with no swap p at all (one triplet) has nothing to adjust."""
+    return not any(row.swap_p is not None and row.swap_p_adjusted is None for row in record.similarity)
 
 
 def lean_rule(record: TraceRecord) -> str:
-    """When an object's lean is named, in words (the terminal's and the page's)."""
-    tested = sum(1 for row in record.ranking if row.bias_score_p is not None)
+    """When an object's lean is named, in words (the terminal's, the page's and ``--json``'s), saying how a record
+    scored before the swap test or before its adjustment is read."""
     level = f"{1 - record.config.scoring.ci_level:.2g}"
     rule = "masculine or feminine only when the bias score's interval over triplets excludes 0.5 and its swap test's p"
-    if any(row.bias_score_p_adjusted is not None for row in record.ranking) or not tested:
-        return f"{rule}, Holm-adjusted over the {counted(tested, 'ranked object')}, is below {level}; unclear otherwise."
-    return (
-        f"{rule} is below {level}; unclear otherwise. This record was scored before the p-values were adjusted over "
-        "the ranking: `auditor trace --resume` rescores it from the cache."
-    )
+    rescore = "`auditor trace --resume` rescores it from the cache"
+    tested = [row for row in record.ranking if row.bias_score_p is not None]
+    if record.ranking and not tested:
+        return f"{rule} is below {level}. This record was scored before the swap test, so it names none: {rescore}."
+    if any(row.bias_score_p_adjusted is None for row in tested):
+        return (
+            f"{rule} is below {level}; unclear otherwise. This record was scored before the p-values were adjusted "
+            f"over the ranking: {rescore}."
+        )
+    family = counted(len(tested), "ranked object") if tested else "ranked objects"
+    return f"{rule}, Holm-adjusted over the {family}, is below {level}; unclear otherwise."
 
 
 def chi_square_summary(record: TraceRecord) -> str:
@@ -190,6 +196,8 @@ def trace_json(record: TraceRecord, run_dir: Path) -> dict[str, Any]:
         "selection": record.selection.model_dump(mode="json") if record.selection else None,
         "similarity": [row.model_dump(mode="json") | {"finding": closeness_sentence(row)} for row in record.similarity],
         "set_sizes": record.set_sizes,
+        "adjusted_over_stages": adjusted_over_stages(record),
+        "lean_rule": lean_rule(record),
         "masculine_objects": [_counts(row, level) for row in masculine],
         "feminine_objects": [_counts(row, level) for row in feminine],
         "human_words": [_counts(row, level) for row in record.humans],
