@@ -174,6 +174,8 @@ def test_a_planted_bias_is_found_in_the_top_k_confirmed_and_everything_is_record
     html = (exploration.run_dir / "report.html").read_text(encoding="utf-8")
     assert "Lineage of the prompts" in html and "Images spent over rounds" in html and "a photo of a nurse" in html
     assert 'src="images/' in html
+    # the world's openai: backend takes no seed: its images are told apart by position, never as "seed None"
+    assert "seed None" not in html and 'title="image 0"' in html and "the backend takes no seed" in html
     assert "<script>" not in html and "&lt;script&gt;" in html  # LLM text is escaped
     for path in exploration.run_dir.rglob("*"):
         if path.is_file() and path.suffix in {".json", ".html"}:
@@ -370,8 +372,8 @@ def test_a_budget_that_buys_no_round_is_an_error_not_a_finished_exploration(worl
     assert record.status == "failed" and record.rounds == [] and world.image_requests() == []
 
     fewer, _cache = explore(tmp_path / "fewer", max_images=50, top_k=50)  # more to confirm than there are arms
-    with pytest.raises(StartAgainError, match=r"confirming the \d+ arms there are \(--top 50\) keeps \d+ images.*"
-                       r"raise --max-images, or lower --confirm-images$"):  # fmt: skip
+    with pytest.raises(StartAgainError, match=r"confirming the (\d+) arms there are \(--top 50\) keeps \d+ images.*"
+                       r"raise --max-images, or set --top below \1, or lower --confirm-images$"):  # fmt: skip
         fewer.run()
 
 

@@ -112,6 +112,8 @@ def test_an_inserted_attribute_goes_before_markup_or_brackets_around_the_word():
     assert bracketed["gender"][0] == "a photo of a male [elderly] nurse"
     first = _axes(make_plan("<b>Nurse</b> at work", "offline"))  # capitalised as "Nurse at work" would be
     assert first["gender"][0] == "Male <b>nurse</b> at work"
+    assert _axes(make_plan('a <b class="x">nurse</b>', "offline"))["gender"][0] == 'a male <b class="x">nurse</b>'
+    assert _axes(make_plan("<b>Man</b> at work", "offline"))["gender"][0] == "<b>Woman</b> at work"
 
 
 def test_caps_and_determinism():

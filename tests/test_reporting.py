@@ -528,6 +528,11 @@ def test_compare_of_runs_sharing_no_counterfactual_says_nothing_is_compared():
     assert f"Nothing is compared on {names}: no counterfactual of it is in both runs." in view.notes
     assert view.notes[-1] == "The runs share no counterfactual, so there is no change to measure."
     assert not any(note.startswith(("BAV is not compared", "Deltas are")) for note in view.notes)
+    from auditor.scoring.comparison import change_intervals
+    from auditor.scoring.uncertainty import BootstrapSettings
+
+    b = RunRecord.model_validate(data)
+    assert compare_records(a, b, change_intervals(a, b, BootstrapSettings(resamples=20, seed=0))).intervals is None
 
 
 def test_compare_command(tmp_path):

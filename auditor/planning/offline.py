@@ -317,17 +317,26 @@ def _with_article(prompt: str, start: int) -> int:
 
 
 def _replace(prompt: str, start: int, end: int, value: str) -> str:
-    """``prompt`` with ``[start, end)`` replaced by ``value``; capitalised at the start, article fixed."""
-    if start == 0 and prompt[:1].isupper():
+    """``prompt`` with ``[start, end)`` replaced by ``value``; capitalised where it opens the prompt (markup
+    attached before it aside: ``<b>Man</b>`` becomes ``<b>Woman</b>``), article fixed."""
+    if _attached_start(prompt, start) == 0 and prompt[start : start + 1].isupper():
         value = value[0].upper() + value[1:]
     return fix_article(prompt[:start], value) + prompt[end:]
+
+
+def _attached_start(prompt: str, start: int) -> int:
+    """Where the word at ``start`` begins with what is attached to it: brackets, quotes and whole markup tags
+    (``<b class="x">``, whose spaces are the tag's) right before it."""
+    while start > 0 and not prompt[start - 1].isspace():
+        tag = prompt.rfind("<", 0, start - 1) if prompt[start - 1] == ">" else -1
+        start = tag if tag >= 0 else start - 1
+    return start
 
 
 def _insert(prompt: str, start: int, value: str) -> str:
     """``prompt`` with ``value`` put before the word at ``start``, in front of whatever is attached to that word
     (``<b>nurse``, ``[elderly]``, ``"nurse``): a new word never lands inside markup or brackets."""
-    while start > 0 and not prompt[start - 1].isspace():
-        start -= 1
+    start = _attached_start(prompt, start)
     rest = prompt[start:]
     first = _TEXT_WORD.search(rest)  # the word itself, after any markup attached to it ("<b>Nurse")
     attached = first is not None and not any(c.isspace() for c in rest[: first.start()])

@@ -117,7 +117,7 @@ def _axis_from_yaml(entry: Any, index: int) -> tuple[str, str | None, ProposedAx
 def _with_axes(
     plan: AuditPlan, axes: list[ProposedAxis], questions: dict[str, str], caption: str | None = None
 ) -> AuditPlan:
-    caption = caption.strip() if isinstance(caption, str) and caption.strip() else caption_question()
+    caption = caption.strip() if caption and caption.strip() else caption_question()
     try:
         return checked_plan(plan, axes, questions, caption)
     except InvalidPlanError as exc:  # the person's edit, not an LLM's plan, breaks the rule: bad input

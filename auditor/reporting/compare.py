@@ -29,7 +29,7 @@ from auditor.reporting.numbers import number, with_bounds
 from auditor.reporting.sentences import bounds
 from auditor.reporting.tables import borderless_table
 from auditor.reporting.views import Bounds
-from auditor.reporting.wording import Segment, prompt_segments
+from auditor.reporting.wording import Segment, made_by, prompt_segments
 from auditor.scoring.comparison import NOISE_DIGITS, ChangeIntervals, counterfactual_key
 from auditor.scoring.uncertainty import MIN_SEEDS
 
@@ -132,11 +132,8 @@ def _image_labels(images: list[GeneratedImage]) -> list[str]:
     "image i" from a backend that takes no seed."""
     labels, seen = [], Counter()
     for image in images:
-        if image.seed is None:
-            labels.append(f"image {image.index}")
-            continue
-        seen[image.seed] += 1
-        labels.append(f"seed {image.seed}" + (f" (#{seen[image.seed]})" if seen[image.seed] > 1 else ""))
+        seen[made_by(image)] += 1
+        labels.append(made_by(image) + (f" (#{seen[made_by(image)]})" if seen[made_by(image)] > 1 else ""))
     return labels
 
 
@@ -267,7 +264,7 @@ def compare_records(a: RunRecord, b: RunRecord, changes: ChangeIntervals | None 
         only_b=[_only(axis) for axis in b.scores.axes if axis.axis not in names_a],
         metrics=[METRICS["cas"], METRICS["bav"]],
         intervals=None
-        if changes is None
+        if changes is None or not compared
         else {
             "resamples": changes.settings.resamples,
             "level": changes.settings.level,

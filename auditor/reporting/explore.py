@@ -24,7 +24,7 @@ from auditor.records import Arm, Candidate, Confirmation, ExploreRecord, Interva
 from auditor.reporting.glossary import METRICS
 from auditor.reporting.numbers import decimals, number, with_span
 from auditor.reporting.tables import WRAPPED_VALUE_WIDTH, borderless_table
-from auditor.reporting.wording import counted, quote
+from auditor.reporting.wording import counted, made_by, quote
 
 #: Rows of the terminal leaderboard (the JSON and HTML have them all).
 TERMINAL_ROWS = 15
@@ -308,7 +308,7 @@ def _strips(record: ExploreRecord, rows: list[Row], run_dir: Path) -> dict[str, 
         for prompt_id, prompt in arm_prompts(row.candidate, row.arm.axis).items():
             found = sets.get(set_id(row.candidate.candidate_id, prompt_id))
             images = [image for image in (found.images if found else []) if image.index < row.arm.seeds][:STRIP_IMAGES]
-            lines.append((prompt, [thumbnail(image, prompt, run_dir, run_dir, f"seed {image.seed}") for image in images]))
+            lines.append((prompt, [thumbnail(image, prompt, run_dir, run_dir, made_by(image)) for image in images]))
         strips[row.arm.arm_id] = lines
     return strips
 

@@ -238,7 +238,7 @@ def uncertainty_line(scores: Scores, seeds: int, seeded: bool = True) -> str | N
             f"{i.seeds} {'seeds' if seeded else 'image positions'} (drawn with --ci-seed {i.seed})"
         )
     elif seeds < MIN_SEEDS:
-        parts.append("no intervals (one image per prompt set: no other seed to resample)")
+        parts.append(f"no intervals (one image per prompt set: no other {'seed' if seeded else 'image'} to resample)")
     else:
         parts.append("no intervals (`auditor score RUN` adds them)")
     if scores.correction != "none":

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # pragma: no cover
-    from auditor.records import StudyRecord
+    from auditor.records import GeneratedImage, StudyRecord
 
 
 @dataclass(frozen=True)
@@ -73,6 +73,11 @@ def seeds_phrase(record: StudyRecord) -> str:
     if seeds is None:
         return "no seeds (the backend takes none: image i of a prompt set is simply its i-th)"
     return f"seeds {describe_seeds(seeds)}, shared by every prompt set (image i from the i-th)"
+
+
+def made_by(image: GeneratedImage) -> str:
+    """What made an image, for a tooltip or a column: "seed S", or "image i" from a backend that takes no seed."""
+    return f"image {image.index}" if image.seed is None else f"seed {image.seed}"
 
 
 def quote(text: str) -> str:

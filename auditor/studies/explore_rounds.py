@@ -68,12 +68,12 @@ def allocate_round(study: Exploration, number: int) -> Round | None:
         sorted((prompt_sets(study.record, arm) for arm in study.record.arms), reverse=True)[: config.top_k]
     )
     left = config.max_images - study.record.images_spent - reserve
-    # fewer arms than --top: all of them are confirmed, and a lower --top would keep no image back
-    every_arm = len(study.record.arms) < config.top_k
-    top = f"top {config.top_k}"
-    if every_arm:
-        top = f"{counted(len(study.record.arms), 'arm')} there are (--top {config.top_k})"
-    lower = "lower --confirm-images" if every_arm else "lower --top or --confirm-images"
+    # fewer arms than --top: all of them are kept for, and only a --top below their number keeps fewer images back
+    arms = len(study.record.arms)
+    top, lower = f"top {config.top_k}", "lower --top or --confirm-images"
+    if arms < config.top_k:
+        top = f"{counted(arms, 'arm')} there {'is' if arms == 1 else 'are'} (--top {config.top_k})"
+        lower = f"set --top below {arms}, or lower --confirm-images" if arms > 1 else "lower --confirm-images"
     allocation = fit_images(
         study,
         [
