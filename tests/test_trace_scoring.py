@@ -326,7 +326,9 @@ def test_a_record_scored_before_the_adjustments_is_read_as_scored_and_says_so(tm
     before_swaps = old.model_copy(update={"ranking": [r.model_copy(update={"bias_score_p": None}) for r in old.ranking]})
     assert "scored before the swap test, so it names none" in lean_rule(before_swaps)
     one = _record(IMAGES, pairs[:1], min_count=15)  # one triplet: no swap p anywhere, nothing to adjust, nothing old
+    one.triplets = one.triplets[:1]
     score_trace(one)
+    assert one.ranking and all(row.bias_score_ci is None and row.bias_score_p is None for row in one.ranking)
     console = Console(width=200, record=True)
     render_trace(one, tmp_path, console)
     assert "Scored before" not in console.export_text() and "scored before" not in lean_rule(one)

@@ -109,7 +109,7 @@ def lean_rule(record: TraceRecord) -> str:
     rule = "masculine or feminine only when the bias score's interval over triplets excludes 0.5 and its swap test's p"
     rescore = "`auditor trace --resume` rescores it from the cache"
     tested = [row for row in record.ranking if row.bias_score_p is not None]
-    if record.ranking and not tested:
+    if any(row.bias_score_ci is not None and row.bias_score_p is None for row in record.ranking):  # an interval, no p
         return f"{rule} is below {level}. This record was scored before the swap test, so it names none: {rescore}."
     if any(row.bias_score_p_adjusted is None for row in tested):
         return (
