@@ -257,9 +257,29 @@ def test_an_interrupted_command_says_so_and_exits_130_or_143_on_sigterm(monkeypa
 
 def test_doctor_lists_the_models_of_the_hub_cache_huggingface_hub_reads(tmp_path, monkeypatch):
     """The hub cache moves with XDG_CACHE_HOME (and HF_HOME, HF_HUB_CACHE): doctor asks huggingface_hub where it is."""
-    (tmp_path / "xdg" / "huggingface" / "hub" / "models--someone--some-model").mkdir(parents=True)
+    (tmp_path / "xdg" / "huggingface" / "hub" / "models--someone--some-model" / "snapshots").mkdir(parents=True)
+    (tmp_path / "xdg" / "huggingface" / "hub" / "models--half-made").mkdir()  # no snapshot: no model
     for name in ("HF_HOME", "HF_HUB_CACHE", "HUGGINGFACE_HUB_CACHE"):
         monkeypatch.delenv(name, raising=False)
     result = run_auditor("doctor", "--json", env={"XDG_CACHE_HOME": str(tmp_path / "xdg")}, process=True)
     assert result.returncode == 0, result.stderr
     assert json.loads(result.stdout)["cached_models"] == ["someone/some-model"]
+    assert json.loads(result.stdout)["cached_models_error"] is None
+
+
+def test_doctor_says_the_hub_cache_cannot_be_read_instead_of_failing(tmp_path, monkeypatch):
+    """A shared cache this user may not list: one line saying so, where a traceback was."""
+    import pathlib
+
+    from huggingface_hub import constants
+
+    (tmp_path / "hub").mkdir()
+    monkeypatch.setattr(constants, "HF_HUB_CACHE", str(tmp_path / "hub"))
+
+    def refused(self, pattern):
+        raise PermissionError(13, "Permission denied", str(self))
+
+    monkeypatch.setattr(pathlib.Path, "glob", refused)
+    result = run_auditor("doctor")
+    assert result.returncode == 0 and "Traceback" not in result.stderr
+    assert re.search(r"cached models \(0\) +cannot read .*hub \(Permission denied\)", result.stdout)

@@ -76,6 +76,8 @@ def test_a_literal_brace_is_doubled_on_every_line(tmp_path):
         ),
         ({"p.txt": "a {a} and a {b}\n", "v.txt": "x\n"}, "has 2 placeholders"),
         ({"p.txt": "a {0}\n", "v.txt": "x\n"}, "use plain {name} placeholders"),
+        ({"p.txt": "a {job!r}\n", "v.txt": "x\n"}, "use plain {name} placeholders, not {job!r}"),
+        ({"p.txt": "a {job:>5}\n", "v.txt": "x\n"}, "use plain {name} placeholders, not {job:>5}"),
         ({"p.txt": "a {job}\n", "v.yaml": "job: [nurse, null]\n"}, "'job' has the value 'null'; values are words"),
         ({"p.txt": "a {job}\n", "v.json": '{"job": ["nurse", null]}'}, "'job' has the value None; values are words"),
         ({"p.txt": "a {job}\n", "v.yaml": "job: [{x: 1}]\n"}, "'job' has the value {'x': '1'}"),

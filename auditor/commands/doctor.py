@@ -40,15 +40,20 @@ def _wordnet_status() -> dict:
     }
 
 
-def _cached_models() -> list[str]:
+def _cached_models() -> tuple[list[str], str | None]:
     """Hugging Face hub models in the local cache, where huggingface_hub looks for them (``HF_HUB_CACHE``,
-    ``HF_HOME``, ``XDG_CACHE_HOME``, ...)."""
+    ``HF_HOME``, ``XDG_CACHE_HOME``, ...), and why the cache could not be read (a shared cache this user may not
+    read: doctor reports it rather than crash on it)."""
     from huggingface_hub import constants
 
     folder = Path(constants.HF_HUB_CACHE)
-    if not folder.is_dir():
-        return []
-    return sorted(p.name.removeprefix("models--").replace("--", "/") for p in folder.glob("models--*"))
+    try:
+        if not folder.is_dir():
+            return [], None
+        models = [p for p in folder.glob("models--*") if (p / "snapshots").is_dir()]  # a model folder holds snapshots
+    except OSError as exc:
+        return [], f"cannot read {folder} ({exc.strerror or exc})"
+    return sorted(p.name.removeprefix("models--").replace("--", "/") for p in models), None
 
 
 def collect() -> dict:
@@ -65,7 +70,7 @@ def collect() -> dict:
             **{name: bool(os.environ.get(name)) for name in CREDENTIAL_VARIABLES},
             **{name: True for name in secret_variables() if name not in CREDENTIAL_VARIABLES},
         },
-        "cached_models": _cached_models(),
+        **dict(zip(("cached_models", "cached_models_error"), _cached_models(), strict=True)),
         "home": str(settings.home),
         "runs_dir": str(settings.runs_dir),
     }
@@ -98,7 +103,7 @@ def doctor(json_output: bool = typer.Option(False, "--json", help="Print one JSO
         ("wordnet", wordnet_line),
         ("stopwords", f"{report['stopwords']} English words"),
         *((name, "set" if is_set else "not set") for name, is_set in report["credentials"].items()),
-        (f"cached models ({len(models)})", ", ".join(models) if models else "none"),
+        (f"cached models ({len(models)})", report["cached_models_error"] or ", ".join(models) or "none"),
         ("home", report["home"]),
         ("runs", str(Path(report["runs_dir"]).resolve())),
     ]

@@ -111,7 +111,8 @@ def _placeholders(prompt: str, where: str) -> list[str]:
             if field is None:
                 continue
             if not field.isidentifier() or spec or conversion:
-                raise AuditorError(f"{where}: use plain {{name}} placeholders, not {{{field}}}")
+                written = field + (f"!{conversion}" if conversion else "") + (f":{spec}" if spec else "")
+                raise AuditorError(f"{where}: use plain {{name}} placeholders, not {{{written}}}")
             if field not in names:
                 names.append(field)
     except ValueError as exc:
