@@ -240,6 +240,10 @@ def test_run_rejects_bad_definitions_and_specs_before_loading_models(tmp_path):
     )
     (tmp_path / "none.txt").write_text("# nothing\n\n")
     _assert_one_line_error(run_auditor("t2iat", "occupations", "--occupations", "none.txt", process=True), "lists no occupations")
+    _assert_one_line_error(  # an embedder of images only: refused before 2,400 images, not when the texts are embedded
+        run_auditor("t2iat", "occupations", "--embedder", "dinov2:facebook/dinov2-small", process=True),
+        "the occupation study compares the prompts' text embeddings too, which only a CLIP embedder makes",
+    )
     assert not (tmp_path / "runs").exists()  # nothing was created
 
 
@@ -482,6 +486,10 @@ def test_occupations_resume_takes_only_where_and_how_and_refuses_other_runs(tmp_
     narrow = run_auditor("t2iat", "report", "occ", env={"COLUMNS": "80"}).stdout  # every number whole in 80 columns
     assert "…" not in narrow and "image-text" in narrow and max(map(len, narrow.splitlines())) <= 80
     assert f"image {occupation.image_association:+.3g}, text {occupation.text_association:+.3g}" in html
+
+    images_only = run_auditor("t2iat", "occupations", "--resume", "occ", "--embedder", "dinov2:facebook/dinov2-small")
+    assert images_only.returncode == 2 and "only a CLIP embedder makes" in images_only.stderr
+    assert OccupationsRecord.model_validate_json((tmp_path / "runs" / "occ" / "record.json").read_text()) == resumed
 
     taken = run_auditor("t2iat", "occupations", "--occupations", "jobs.txt", *models, "--name", "occ", process=True)
     _assert_one_line_error(taken, "run 'occ' already exists")

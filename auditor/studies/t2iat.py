@@ -252,6 +252,7 @@ def start_occupations(
 ) -> OccupationsRun:
     """Check the options, create the run folder and its first record; nothing is loaded yet."""
     options.validate()
+    check_text_embedder(options.embedder)
     from pydantic import ValidationError
 
     from auditor.core.store import describe_validation_error
@@ -296,4 +297,18 @@ def resume_t2iat(
 
     run_dir, record = reopen_run(run, store, study.record_type)
     resumption.apply(record.config, {"t2i": T2I_BACKENDS, "embedder": EMBEDDERS})
+    if isinstance(record, OccupationsRecord):
+        check_text_embedder(record.config.embedder.spec)
     return study(run_dir, record, cache, progress, resumption.device)
+
+
+def check_text_embedder(spec: str) -> None:
+    """The occupation study's embedder must embed the prompts' texts too (Fig. 4), which only CLIP does here:
+    refused before any image is made, rather than after all of them, when the texts are embedded."""
+    from auditor.perception.registry import EMBEDDERS
+
+    if EMBEDDERS.check(spec).prefix != "clip":
+        raise AuditorError(
+            f"--embedder {spec}: the occupation study compares the prompts' text embeddings too, which only a CLIP "
+            "embedder makes (clip:<hub id or folder>)"
+        )
