@@ -31,6 +31,7 @@ from auditor.core.errors import (
     out_of_memory,
 )
 from auditor.core.settings import DEFAULT_T2I, MAX_SEED
+from auditor.reporting.wording import counted
 
 if TYPE_CHECKING:  # pragma: no cover
     from rich.console import Console
@@ -179,7 +180,7 @@ def parse_seeds(text: str | None, images: int) -> list[int] | None:
         raise AuditorError(f"--seed takes an integer or a comma-separated list of integers, not {text!r}") from None
     seeds = list(range(values[0], values[0] + images)) if len(values) == 1 else values
     if seeds and not 0 <= min(seeds) <= max(seeds) <= MAX_SEED:
-        raise AuditorError(f"--seed takes seeds from 0 to 2^63 - 1, not {text!r} (for {images} images)")
+        raise AuditorError(f"--seed takes seeds from 0 to 2^63 - 1, not {text!r} (for {counted(images, 'image')})")
     return seeds
 
 

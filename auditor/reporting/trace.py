@@ -296,7 +296,7 @@ def render_trace(record: TraceRecord, run_dir: Path, console: Console) -> None:
 
     sizes = ", ".join(f"{name} {record.set_sizes.get(name, 0)}" for name in TRIPLET_SETS)
     _say(
-        console, f"\nObjects (images looked at: {sizes}); ranked when seen {config.scoring.min_count:g} times in a set."
+        console, f"\nObjects (images looked at: {sizes}); ranked when seen {config.scoring.min_count:g} time{'' if config.scoring.min_count == 1 else 's'} in a set."
     )
     masculine, feminine = lean_lists(record.ranking, config.scoring.top_k)
     _objects(console, "Most masculine objects (bias score BS near 1)", masculine, config.scoring.ci_level)
