@@ -70,6 +70,25 @@ def test_column_names_match_ignoring_case_only_for_defaults(tmp_path):
     assert _all(CaptionReader(path, caption_column="Text"))[1] == ["second"]
 
 
+def test_a_file_without_a_header_row_is_read_by_column_position(tmp_path):
+    """Conceptual Captions' TSV: caption, then URL, no header. Its first line is data, not column names."""
+    path = tmp_path / "gcc-val.tsv"
+    path.write_text("a person riding a horse\thttp://x/1.jpg\npeople on a beach\thttp://x/2.jpg\n")
+    with pytest.raises(AuditorError, match="no caption column .*--caption-column 1 \\(its position\\) for a file without"):
+        CaptionReader(path)  # the first caption is taken for a header: the error says how to read it
+    reader = CaptionReader(path, caption_column="1")
+    assert _all(reader)[:2] == ([0, 1], ["a person riding a horse", "people on a beach"])
+    assert _all(CaptionReader(path, caption_column="1", image_column="2"))[2] == ["http://x/1.jpg", "http://x/2.jpg"]
+    with pytest.raises(AuditorError, match="has 2 columns; there is no caption column 3"):
+        CaptionReader(path, caption_column="3")
+    with pytest.raises(AuditorError, match="both by name or both by position"):
+        CaptionReader(path, caption_column="1", image_column="url")
+    jsonl = tmp_path / "data.jsonl"
+    jsonl.write_text('{"caption": "x"}\n')
+    with pytest.raises(AuditorError, match="names its columns; a column position is for a CSV/TSV file"):
+        CaptionReader(jsonl, caption_column="1")
+
+
 def test_missing_columns_are_one_line_naming_the_columns(tmp_path):
     path = tmp_path / "data.csv"
     path.write_text("url,alt\nx,y\n")

@@ -34,7 +34,12 @@ _OCCUPATIONS = typer.Option(None, "--occupations", help="Occupations, one per li
 _METHOD = typer.Option(
     ["all"], "--method", help="keyword, nn, no-indicator, nn+no-indicator or all (repeat for several)."
 )
-_CAPTION_COLUMN = typer.Option(None, "--caption-column", help="Caption column (default: 'caption', else 'TEXT').")
+_CAPTION_COLUMN = typer.Option(
+    None,
+    "--caption-column",
+    help="Caption column (default: 'caption', else 'TEXT'); a number (1 = the first) reads a CSV/TSV without a "
+    "header row (give --image-column as a number too).",
+)
 _PER_OCCUPATION = typer.Option(
     500, "--per-occupation", help="Captions selected per occupation and method (paper: 500)."
 )

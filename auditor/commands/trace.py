@@ -33,7 +33,10 @@ def trace(
         False, "--professions", help="Use the profession set instead: Table 3's professions in the built-in templates."
     ),
     caption_column: str | None = typer.Option(
-        None, "--caption-column", help="Caption column (default: caption or TEXT)."
+        None,
+        "--caption-column",
+        help="Caption column (default: caption or TEXT); a number (1 = the first) reads a CSV/TSV without a header "
+        "row, such as Conceptual Captions' TSV.",
     ),
     limit: int | None = typer.Option(None, "--limit", min=1, help="At most this many triplets (the first ones)."),
     seeds_per_triplet: int | None = typer.Option(

@@ -10,8 +10,9 @@ Formats by suffix: ``.txt`` (one caption per line), ``.csv``, ``.tsv``, ``.jsonl
 ``.ndjson`` (one JSON object per line), ``.parquet`` / ``.pq``; the text formats may be
 compressed (``.gz``, ``.bz2``, ``.zst``, ``.lz4``, detected from the suffix). The caption
 column is the one given, else ``caption`` or ``TEXT`` (LAION's name), matched exactly
-first and then ignoring case. Rows whose caption is empty or missing are counted and
-skipped.
+first and then ignoring case. A column given by its position (``1`` for the first) reads a
+CSV/TSV file that has no header row, such as Conceptual Captions' TSV (caption, then URL).
+Rows whose caption is empty or missing are counted and skipped.
 """
 
 from __future__ import annotations
@@ -104,12 +105,23 @@ def _known(path: Path) -> bool:
     return True
 
 
+def is_position(column: str | None) -> bool:
+    """Whether a column is given by its 1-based position (a file without a header row) rather than its name."""
+    return column is not None and column.isdigit()
+
+
 def resolve_column(available: Sequence[str], wanted: str | None, where: Path, what: str = "caption") -> str:
-    """The column to read: ``wanted`` if given (exact name), else the first default caption column.
+    """The column to read: ``wanted`` if given (exact name, or position in a file read without a header), else the
+    first default caption column.
 
     Defaults match exactly first, then ignoring case ("Caption", "text"). A missing column
     is one line naming the columns the file has.
     """
+    if is_position(wanted):
+        position = int(wanted)
+        if not 1 <= position <= len(available):
+            raise AuditorError(f"{where} has {len(available)} columns; there is no {what} column {position}")
+        return available[position - 1]
     if wanted is not None:
         if wanted in available:
             return wanted
@@ -123,7 +135,8 @@ def resolve_column(available: Sequence[str], wanted: str | None, where: Path, wh
             return folded[candidate.casefold()]
     raise AuditorError(
         f"{where} has no caption column (looked for {' or '.join(map(repr, DEFAULT_CAPTION_COLUMNS))}); "
-        f"its columns: {', '.join(available) or '(none)'}; pass --caption-column NAME"
+        f"its columns: {', '.join(available) or '(none)'}; pass --caption-column NAME, or --caption-column 1 (its "
+        "position) for a file without a header row"
     )
 
 
@@ -150,6 +163,14 @@ class CaptionReader:
         self.batch_rows = batch_rows
         self.rows = 0
         self.skipped = 0
+        #: Columns given by position: the CSV/TSV files have no header row, their first line is data.
+        self.headerless = is_position(caption_column)
+        if image_column is not None and is_position(image_column) != self.headerless:
+            raise AuditorError("give the caption and image columns both by name or both by position (no header row)")
+        if self.headerless:
+            for path, kind in zip(self.files, self.formats):
+                if kind not in ("csv", "tsv", "txt"):
+                    raise AuditorError(f"{path} names its columns; a column position is for a CSV/TSV file without a header row")
         if image_column is not None:
             for path, kind in zip(self.files, self.formats):
                 if kind == "txt":
@@ -161,7 +182,7 @@ class CaptionReader:
     def __iter__(self) -> Iterator[CaptionBatch]:
         rows = skipped = 0
         for path, kind, (caption, image) in zip(self.files, self.formats, self.columns):
-            for batch in _read(path, kind, caption, image, self.batch_rows):
+            for batch in _read(path, kind, caption, image, self.batch_rows, self.headerless):
                 rows += batch.read
                 skipped += batch.read - len(batch.captions)
                 if batch.captions:
@@ -171,7 +192,7 @@ class CaptionReader:
     def _columns(self, path: Path, kind: str) -> tuple[str | None, str | None]:
         if kind == "txt":
             return None, None
-        available = _column_names(path, kind)
+        available = _column_names(path, kind, self.headerless)
         caption = resolve_column(available, self.caption_column, path)
         image = resolve_column(available, self.image_column, path, "image") if self.image_column else None
         return caption, image
@@ -185,8 +206,9 @@ class _Chunk:
     images: list[str | None] | None
 
 
-def _column_names(path: Path, kind: str) -> list[str]:
-    """The columns of a file, reading only its first block (or the Parquet footer)."""
+def _column_names(path: Path, kind: str, headerless: bool = False) -> list[str]:
+    """The columns of a file, reading only its first block (or the Parquet footer); of a CSV/TSV file without a
+    header row, Arrow's names for them by position."""
     try:
         if kind == "parquet":
             import pyarrow.parquet as pq
@@ -195,7 +217,7 @@ def _column_names(path: Path, kind: str) -> list[str]:
         if kind in ("csv", "tsv"):
             import pyarrow.csv as pcsv
 
-            return list(pcsv.open_csv(path, **_csv_options(kind)).schema.names)
+            return list(pcsv.open_csv(path, **_csv_options(kind, headerless=headerless)).schema.names)
         import pyarrow.json as pjson
 
         return list(pjson.open_json(path, read_options=pjson.ReadOptions(block_size=_BLOCK_BYTES)).schema.names)
@@ -203,11 +225,11 @@ def _column_names(path: Path, kind: str) -> list[str]:
         raise AuditorError(f"cannot read {path}: {_first_line(exc)}") from exc
 
 
-def _csv_options(kind: str, convert=None) -> dict:
+def _csv_options(kind: str, convert=None, headerless: bool = False) -> dict:
     import pyarrow.csv as pcsv
 
     options = {
-        "read_options": pcsv.ReadOptions(block_size=_BLOCK_BYTES),
+        "read_options": pcsv.ReadOptions(block_size=_BLOCK_BYTES, autogenerate_column_names=headerless),
         "parse_options": pcsv.ParseOptions(delimiter="\t" if kind == "tsv" else ",", newlines_in_values=True),
     }
     if convert is not None:
@@ -215,12 +237,14 @@ def _csv_options(kind: str, convert=None) -> dict:
     return options
 
 
-def _read(path: Path, kind: str, caption: str | None, image: str | None, batch_rows: int) -> Iterator[_Chunk]:
+def _read(
+    path: Path, kind: str, caption: str | None, image: str | None, batch_rows: int, headerless: bool = False
+) -> Iterator[_Chunk]:
     try:
         if kind == "txt":
             yield from _read_txt(path, batch_rows)
         else:
-            yield from _read_table(path, kind, caption, image, batch_rows)
+            yield from _read_table(path, kind, caption, image, batch_rows, headerless)
     except (OSError, ValueError) as exc:
         raise AuditorError(f"cannot read {path}: {_first_line(exc)}") from exc
 
@@ -247,7 +271,9 @@ def _read_txt(path: Path, batch_rows: int) -> Iterator[_Chunk]:
             yield _chunk(start, lines, None)
 
 
-def _read_table(path: Path, kind: str, caption: str, image: str | None, batch_rows: int) -> Iterator[_Chunk]:
+def _read_table(
+    path: Path, kind: str, caption: str, image: str | None, batch_rows: int, headerless: bool = False
+) -> Iterator[_Chunk]:
     import pyarrow as pa
 
     columns = [caption] if image is None or image == caption else [caption, image]
@@ -261,7 +287,7 @@ def _read_table(path: Path, kind: str, caption: str, image: str | None, batch_ro
         convert = pcsv.ConvertOptions(
             include_columns=columns, column_types={name: pa.string() for name in columns}, strings_can_be_null=False
         )
-        batches = pcsv.open_csv(path, **_csv_options(kind, convert))
+        batches = pcsv.open_csv(path, **_csv_options(kind, convert, headerless))
     else:
         import pyarrow.json as pjson
 
