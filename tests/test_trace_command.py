@@ -99,6 +99,25 @@ def test_trace_a_caption_file_then_resume_it(tiny_models, tiny_tracing_models, t
     assert refused.returncode == 2 and "--limit cannot change them" in refused.stderr
 
 
+def test_a_resume_that_turns_the_image_embedders_off_says_so_in_the_record(tiny_models, tiny_tracing_models, tmp_path):
+    """--embedder none on --resume drops the embedders' stages, and so changes the family the stages' p-values are
+    adjusted over: the record's notes say it."""
+    moved = tmp_path / "moved-vqa"
+    moved.mkdir()
+    args = [
+        str(_captions(tmp_path)), "--t2i", f"diffusers:{tiny_tracing_models.t2i}", "--vqa", f"blip2:{moved}",
+        "--steps", "2", "--embedder", f"clip:{tiny_models.clip}", "--seeds", "1", "--limit", "1", "--bootstrap", "100",
+        "--name", "t",
+    ]  # fmt: skip
+    assert run_auditor("trace", *args).returncode == 1  # stopped where it loads the VQA model
+    resumed = run_auditor("trace", "--resume", "t", "--vqa", f"blip2:{tiny_models.vqa}", "--embedder", "none", "--quiet")
+    assert resumed.returncode == 0, resumed.stderr
+    record = load_record(Path(resumed.stdout.strip()) / "record.json", TraceRecord)
+    assert record.config.image_embedders == [] and not any(row.model for row in record.similarity)
+    assert any(note.startswith(f"--embedder none on --resume turned off the image embedders clip:{tiny_models.clip}")
+               for note in record.notes)  # fmt: skip
+
+
 def test_a_trace_stopped_by_a_missing_model_resumes_with_the_model_where_it_is_now(tiny_models, tiny_tracing_models,
                                                                                    tmp_path):
     moved = tmp_path / "moved-vqa"

@@ -122,6 +122,8 @@ class TraceStudy(StudyRun[TraceRecord]):
         #: Per image embedder: image sha256 -> unit embedding.
         self.vectors: list[dict[str, np.ndarray]] = []
         self.checkpoint_seconds = CHECKPOINT_SECONDS
+        #: Notes on how this attempt was started (a resume that turned the embedders off), the first of its notes.
+        self.opening_notes: list[str] = []
 
     @property
     def embedders_required(self) -> bool:
@@ -131,6 +133,8 @@ class TraceStudy(StudyRun[TraceRecord]):
     def run(self) -> TraceRecord:
         """Run (or resume) every step; the record's status says how it ended."""
         self.record.notes = []
+        for message in self.opening_notes:
+            self.note(message)
         self.execute(
             [
                 ("generate", self.generate_traced),
@@ -445,9 +449,17 @@ def resume_trace(
     config = record.config
     point_trace_models(config, resumption.models)
     resumption.apply(config, trace_registries(), executors=check_trace_executor)
+    dropped = []
     if embedders is not None:
+        dropped = [ref.spec for ref in config.image_embedders] if not embedders else []
         config.image_embedders = resumed_embedders(config.image_embedders, embedders)
-    return TraceStudy(run_dir, record, cache, progress, resumption.device)
+    study = TraceStudy(run_dir, record, cache, progress, resumption.device)
+    if dropped:  # the stages' family shrinks: their adjusted p-values change, which the record must say
+        study.opening_notes.append(
+            f"--embedder none on --resume turned off the image embedders {', '.join(dropped)}: their stages are not "
+            "scored, and the other stages' swap p-values are adjusted over the stages left"
+        )
+    return study
 
 
 def point_trace_models(config: TraceConfig, models: Mapping[str, str]) -> None:
