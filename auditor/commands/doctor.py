@@ -61,6 +61,7 @@ def collect() -> dict:
     from auditor.core.settings import get_settings
 
     settings = get_settings()
+    models, models_error = _cached_models()
     return {
         "python": platform.python_version(),
         "torch": _torch_status(),
@@ -70,7 +71,8 @@ def collect() -> dict:
             **{name: bool(os.environ.get(name)) for name in CREDENTIAL_VARIABLES},
             **{name: True for name in secret_variables() if name not in CREDENTIAL_VARIABLES},
         },
-        **dict(zip(("cached_models", "cached_models_error"), _cached_models(), strict=True)),
+        "cached_models": models,
+        "cached_models_error": models_error,
         "home": str(settings.home),
         "runs_dir": str(settings.runs_dir),
     }

@@ -307,7 +307,7 @@ def write_amplification_html(record: AmplificationRecord, run_dir: Path) -> Path
         "amplification.html.j2",
         record=record,
         config=record.config,
-        seeds=seeds_phrase(record),
+        seeds=seeds_phrase(record.image_seeds()),
         scatters=_scatters(record),
         thumbnails=_thumbnails(record, Path(run_dir)),
         findings={(s.method, s.template): finding(s) for s in record.summary},

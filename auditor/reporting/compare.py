@@ -132,8 +132,9 @@ def _image_labels(images: list[GeneratedImage]) -> list[str]:
     "image i" from a backend that takes no seed."""
     labels, seen = [], Counter()
     for image in images:
-        seen[made_by(image)] += 1
-        labels.append(made_by(image) + (f" (#{seen[made_by(image)]})" if seen[made_by(image)] > 1 else ""))
+        label = made_by(image)
+        seen[label] += 1
+        labels.append(label + (f" (#{seen[label]})" if seen[label] > 1 else ""))
     return labels
 
 

@@ -189,7 +189,7 @@ def build_view(record: RunRecord) -> ReportView:
         images_per_prompt=record.config.images_per_prompt,
         seeds="none" if seeds is None else describe_seeds(seeds),
         seeded=seeds is not None,
-        seeding=seeds_phrase(record),
+        seeding=seeds_phrase(seeds),
         cas_normalization=scores.cas_normalization if scores else None,
         uncertainty=uncertainty_line(scores, record.config.images_per_prompt, seeds is not None) if scores else None,
         axes=axes,

@@ -171,5 +171,5 @@ def write_t2iat_report(record: T2IATRecord | OccupationsRecord, run_dir: Path) -
     run_dir = Path(run_dir)
     page = test_page(record, run_dir) if isinstance(record, T2IATRecord) else occupations_page(record, run_dir)
     return write_run_page(
-        run_dir, "t2iat.html.j2", record=record, config=record.config, page=page, seeds=seeds_phrase(record)
+        run_dir, "t2iat.html.j2", record=record, config=record.config, page=page, seeds=seeds_phrase(record.image_seeds())
     )

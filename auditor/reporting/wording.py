@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # pragma: no cover
-    from auditor.records import GeneratedImage, StudyRecord
+    from auditor.records import GeneratedImage
 
 
 @dataclass(frozen=True)
@@ -66,10 +66,10 @@ def describe_seeds(seeds: list[int]) -> str:
     return shown + (f", … ({len(seeds)} seeds)" if len(seeds) > 12 else "")
 
 
-def seeds_phrase(record: StudyRecord) -> str:
-    """How a run's images were seeded, for its report: the seeds image i of every prompt set came from, or that its
-    backend (an images API, a folder of images) takes none."""
-    seeds = record.image_seeds()
+def seeds_phrase(seeds: list[int] | None) -> str:
+    """How a run's images were seeded (its :meth:`~auditor.records.StudyRecord.image_seeds`), for its report: the
+    seeds image i of every prompt set came from, or that its backend (an images API, a folder of images) takes
+    none."""
     if seeds is None:
         return "no seeds (the backend takes none: image i of a prompt set is simply its i-th)"
     return f"seeds {describe_seeds(seeds)}, shared by every prompt set (image i from the i-th)"

@@ -71,7 +71,13 @@ def change_intervals(a: RunRecord, b: RunRecord, settings: BootstrapSettings) ->
     """
     for record in (a, b):
         check_resamplable(record.config.images_per_prompt)
-    draws = paired_draws(image_keys(a), image_keys(b), settings.resamples, settings.seed)
+    seeds_a, seeds_b = a.image_seeds(), b.image_seeds()
+    draws = paired_draws(
+        image_keys(seeds_a, a.config.images_per_prompt),
+        image_keys(seeds_b, b.config.images_per_prompt),
+        settings.resamples,
+        settings.seed,
+    )
     samples = {}
     for label, record, weights in (("a", a, draws.a), ("b", b, draws.b)):
         plan = plan_of(record)
@@ -110,16 +116,16 @@ def change_intervals(a: RunRecord, b: RunRecord, settings: BootstrapSettings) ->
     }
     return ChangeIntervals(
         cas=cas, bav=bav, paired_seeds=draws.shared, unpaired_seeds=draws.unshared, common_seeds=draws.common,
-        settings=settings, seeded=(a.image_seeds() is not None, b.image_seeds() is not None),
+        settings=settings, seeded=(seeds_a is not None, seeds_b is not None),
     )  # fmt: skip
 
 
-def image_keys(record: RunRecord) -> list[Hashable]:
-    """What ties image i of a run to another run's images: its seed, or for a backend that takes no seed its
-    position (the same request, the same file); the two kinds never match each other."""
-    seeds = record.image_seeds()
+def image_keys(seeds: list[int] | None, images: int) -> list[Hashable]:
+    """What ties image i of a run (its :meth:`~auditor.records.StudyRecord.image_seeds`, ``images`` per set) to
+    another run's images: its seed, or for a backend that takes no seed its position (the same request, the same
+    file); the two kinds never match each other."""
     if seeds is None:
-        return [("position", i) for i in range(record.config.images_per_prompt)]
+        return [("position", i) for i in range(images)]
     return [("seed", seed) for seed in seeds]
 
 

@@ -68,12 +68,6 @@ def allocate_round(study: Exploration, number: int) -> Round | None:
         sorted((prompt_sets(study.record, arm) for arm in study.record.arms), reverse=True)[: config.top_k]
     )
     left = config.max_images - study.record.images_spent - reserve
-    # fewer arms than --top: all of them are kept for, and only a --top below their number keeps fewer images back
-    arms = len(study.record.arms)
-    top, lower = f"top {config.top_k}", "lower --top or --confirm-images"
-    if arms < config.top_k:
-        top = f"{counted(arms, 'arm')} there {'is' if arms == 1 else 'are'} (--top {config.top_k})"
-        lower = f"set --top below {arms}, or lower --confirm-images" if arms > 1 else "lower --confirm-images"
     allocation = fit_images(
         study,
         [
@@ -82,19 +76,20 @@ def allocate_round(study: Exploration, number: int) -> Round | None:
         ],
         left,
     )
-    if not allocation.arms and not study.record.rounds:
+    if allocation.arms:
+        return start_round(study, number, "explore", allocation)
+    top, lower = _confirmed_words(len(study.record.arms), config.top_k)
+    if not study.record.rounds:
         raise StartAgainError(
             f"--max-images {config.max_images} buys no round: confirming the {top} keeps {reserve} "
             f"images, and the first arm needs more than the {max(left, 0)} left; raise --max-images, or {lower}"
         )
-    if not allocation.arms:
-        study.stop_exploring(
-            "max_images",
-            f"--max-images {config.max_images}: {study.record.images_spent} spent and {reserve} kept for confirming "
-            f"the {top}; the next arm needs more than the {max(left, 0)} left",
-        )
-        return None
-    return start_round(study, number, "explore", allocation)
+    study.stop_exploring(
+        "max_images",
+        f"--max-images {config.max_images}: {study.record.images_spent} spent and {reserve} kept for confirming "
+        f"the {top}; the next arm needs more than the {max(left, 0)} left",
+    )
+    return None
 
 
 def start_round(study: Exploration, number: int, phase: Literal["explore", "confirm"], allocation: Allocation) -> Round:
@@ -152,6 +147,15 @@ class Allocation:
     charged: int = 0
     #: Images the content cache already holds: taken from it, never charged.
     reused: int = 0
+
+
+def _confirmed_words(arms: int, top_k: int) -> tuple[str, str]:
+    """Which arms a budget keeps images back for, and what would keep fewer back, in words: with fewer arms than
+    ``--top`` all of them are kept for, and only a ``--top`` below their number keeps fewer images back."""
+    if arms >= top_k:
+        return f"top {top_k}", "lower --top or --confirm-images"
+    top = f"{counted(arms, 'arm')} there {'is' if arms == 1 else 'are'} (--top {top_k})"
+    return top, f"set --top below {arms}, or lower --confirm-images" if arms > 1 else "lower --confirm-images"
 
 
 def fit_images(study: Exploration, wanted: Sequence[tuple[Arm, range]], left: int) -> Allocation:
