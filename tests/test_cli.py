@@ -255,6 +255,14 @@ def test_an_interrupted_command_says_so_and_exits_130_or_143_on_sigterm(monkeypa
     assert capsys.readouterr().err == ("error: terminated (SIGTERM)\n" if sigterm else "error: interrupted\n")
 
 
+def test_doctor_gives_its_folders_as_absolute_paths(tmp_path):
+    """A relative AUDITOR_RUNS_DIR or AUDITOR_HOME is where doctor was run: --json says which folder that is."""
+    result = run_auditor("doctor", "--json", env={"AUDITOR_RUNS_DIR": "my-runs", "AUDITOR_HOME": "my-home"})
+    assert result.returncode == 0, result.stderr
+    report = json.loads(result.stdout)
+    assert (report["runs_dir"], report["home"]) == (str(tmp_path / "my-runs"), str(tmp_path / "my-home"))
+
+
 def test_doctor_lists_the_models_of_the_hub_cache_huggingface_hub_reads(tmp_path, monkeypatch):
     """The hub cache moves with XDG_CACHE_HOME (and HF_HOME, HF_HUB_CACHE): doctor asks huggingface_hub where it is."""
     (tmp_path / "xdg" / "huggingface" / "hub" / "models--someone--some-model" / "snapshots").mkdir(parents=True)

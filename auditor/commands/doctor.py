@@ -73,8 +73,8 @@ def collect() -> dict:
         },
         "cached_models": models,
         "cached_models_error": models_error,
-        "home": str(settings.home),
-        "runs_dir": str(settings.runs_dir),
+        "home": str(settings.home.resolve()),
+        "runs_dir": str(settings.runs_dir.resolve()),
     }
 
 
@@ -107,7 +107,7 @@ def doctor(json_output: bool = typer.Option(False, "--json", help="Print one JSO
         *((name, "set" if is_set else "not set") for name, is_set in report["credentials"].items()),
         (f"cached models ({len(models)})", report["cached_models_error"] or ", ".join(models) or "none"),
         ("home", report["home"]),
-        ("runs", str(Path(report["runs_dir"]).resolve())),
+        ("runs", report["runs_dir"]),
     ]
     width = max(len(label) for label, _ in rows)
     for label, value in rows:

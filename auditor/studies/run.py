@@ -45,6 +45,7 @@ from auditor.records import (
     load_record,
     utc_now,
 )
+from auditor.reporting.wording import counted
 from auditor.studies.progress import ProgressReporter, StageCounts
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -74,14 +75,14 @@ def named_model_is_required(spec: str | None, default: str) -> bool:
 
 
 def check_images_and_seeds(
-    images: int, seeds: list[int] | None, option: str = "--images", per: str = "images per prompt"
+    images: int, seeds: list[int] | None, option: str = "--images", noun: str = "image", per: str = "per prompt"
 ) -> None:
     """Reject ``images`` (given as ``option``) below 1 and a ``--seed`` list of another length or with a repeat,
     before any folder or model."""
     if images < 1:
         raise AuditorError(f"{option} must be at least 1 (got {images})")
     if seeds is not None and len(seeds) != images:
-        raise AuditorError(f"--seed lists {len(seeds)} seeds for {images} {per}")
+        raise AuditorError(f"--seed lists {counted(len(seeds), 'seed')} for {counted(images, noun)} {per}")
     check_distinct_seeds(seeds or [])
 
 

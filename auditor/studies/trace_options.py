@@ -67,7 +67,7 @@ class TraceOptions:
 
         if (self.captions is None) == (not self.professions):
             raise AuditorError("give a caption file or --professions (one of them)")
-        check_images_and_seeds(self.seed_count, self.seeds, "--seeds", "seeds per triplet (--seeds)")
+        check_images_and_seeds(self.seed_count, self.seeds, "--seeds", "seed", "per triplet (--seeds)")
         if self.limit is not None and self.limit < 1:
             raise AuditorError(f"--limit must be at least 1 (got {self.limit})")
         if self.show < 0:
