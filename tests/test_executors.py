@@ -38,7 +38,7 @@ def options(tiny_models, executor: str, **changes) -> PromptAuditOptions:
         embedder_required=True,
         images=3,
         generation=GenerationSettings(steps=2, batch_size=2),
-        perception=PerceptionSettings(max_new_tokens=4, caption_max_new_tokens=6),
+        perception=PerceptionSettings(batch_size=8, max_new_tokens=4, caption_max_new_tokens=6),
         max_axes=2,
         max_counterfactuals=2,
         executor=executor,
@@ -61,6 +61,31 @@ def run_fresh(tiny_models, tmp_path: Path, executor: str):
     finally:
         cache.close()
     return record, store.root / "r", cache_rows(tmp_path / executor / "cache.sqlite")
+
+
+def test_every_vqa_batch_is_full_but_the_last_of_each_kind_of_question(tiny_models, tmp_path, monkeypatch):
+    """A VQA call gets as many images as --vqa-batch-size has rows, so the caption's rows (one per image) fill
+    whole batches as the axis questions' do: 5 prompt sets of 4 images at 16 rows a batch are a call of 16
+    images (two axes: two batches of 16 rows; the caption: one) and a call of the last 4 (8 rows, then 4)."""
+    from auditor.perception.vqa import Blip2Vqa
+
+    rows: list[int] = []
+    answer_batch = Blip2Vqa._answer_batch
+
+    def counting(self, encoded, prompts, max_new_tokens):
+        rows.append(len(prompts))
+        return answer_batch(self, encoded, prompts, max_new_tokens)
+
+    monkeypatch.setattr(Blip2Vqa, "_answer_batch", counting)
+    perception = PerceptionSettings(batch_size=16, max_new_tokens=4, caption_max_new_tokens=6)
+    cache = ContentCache(tmp_path / "cache.sqlite")
+    try:
+        audit = options(tiny_models, "sequential", images=4, embedder=None, perception=perception)
+        record = start_audit(audit, RunStore(tmp_path / "runs"), cache, QuietProgress(), run_name="r").run()
+    finally:
+        cache.close()
+    assert record.status == "completed" and sum(len(s.images) for s in record.prompt_sets) == 20
+    assert rows == [16, 16, 16, 8, 4]
 
 
 def test_overlapped_executor_gives_the_sequential_record_and_cache(tiny_models, tmp_path):

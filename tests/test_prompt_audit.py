@@ -111,7 +111,7 @@ def tiny_options(tiny_models) -> PromptAuditOptions:
         embedder=None,
         images=2,
         generation=GenerationSettings(steps=2, batch_size=2),
-        perception=PerceptionSettings(max_new_tokens=4, caption_max_new_tokens=4),
+        perception=PerceptionSettings(batch_size=8, max_new_tokens=4, caption_max_new_tokens=4),
         max_axes=2,
         max_counterfactuals=2,
     )

@@ -43,6 +43,8 @@ PERCEIVE = "perceive"
 EMBED = "embed"
 #: Threads that decode a chunk's PNG files while nothing else is on the CPU.
 DECODE_THREADS = 4
+#: The fewest images a VQA call gets: each call ends in a checkpoint of the record.
+MIN_IMAGES_PER_VQA_CALL = 8
 
 
 class ImageReader(ABC):
@@ -252,6 +254,14 @@ def usable(prompt_sets: Sequence[PromptSet]) -> list[tuple[str, GeneratedImage]]
 # --------------------------------------------------------------------------- VQA
 
 
+def images_per_vqa_call(batch_size: int) -> int:
+    """Images a VQA call gets: as many as a batch has rows (``--vqa-batch-size``), at least
+    :data:`MIN_IMAGES_PER_VQA_CALL`. Each question is asked of every image of the call, so every
+    question's rows, the caption's among them, fill whole batches; fewer images would leave the
+    caption's batch (one row per image) part empty, and a larger batch size would change nothing."""
+    return max(MIN_IMAGES_PER_VQA_CALL, batch_size)
+
+
 class AnswerReader(ImageReader):
     """Asks every axis question (``questions``: axis -> question) and the caption of every usable image.
 
@@ -269,12 +279,11 @@ class AnswerReader(ImageReader):
     def __init__(
         self,
         study: StudyRun,
-        chunk_size: int,
         questions: dict[str, str],
         caption_question: str | None,
         on_answers: Callable[[dict[str, list[ImageAnswers]]], None],
     ):
-        super().__init__(study, chunk_size)
+        super().__init__(study, images_per_vqa_call(study.record.config.perception.batch_size))
         self.questions = questions
         self.caption_question = caption_question
         self.on_answers = on_answers

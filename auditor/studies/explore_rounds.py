@@ -26,7 +26,6 @@ from auditor.studies.explore_standings import (
     leading_arms,
     prompts_left,
 )
-from auditor.studies.prompt_audit import IMAGES_PER_VQA_CALL
 
 if TYPE_CHECKING:  # pragma: no cover
     from auditor.studies.explore import Exploration
@@ -43,7 +42,7 @@ class RoundQuestions(AnswerReader):
         caption_question: str | None,
         on_answers: Callable[[dict], None],
     ):
-        super().__init__(study, IMAGES_PER_VQA_CALL, {}, caption_question, on_answers)
+        super().__init__(study, {}, caption_question, on_answers)
         self.asked = asked
 
     def questions_for(self, prompt_id: str, index: int) -> dict[str, str]:

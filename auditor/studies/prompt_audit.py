@@ -48,10 +48,6 @@ if TYPE_CHECKING:  # pragma: no cover
     import numpy as np
 
 
-#: VQA images sent per call (each image's questions are asked together inside the call).
-IMAGES_PER_VQA_CALL = 8
-
-
 @dataclass
 class PromptAuditOptions:
     """What ``auditor prompt`` was asked to do (validated by :func:`validate_options`)."""
@@ -213,7 +209,6 @@ class PromptAudit(StudyRun[RunRecord]):
 
         answers = AnswerReader(
             self,
-            IMAGES_PER_VQA_CALL,
             {axis.name: axis.question for axis in plan.axes},
             plan.caption_question if config.scoring.include_captions else None,
             on_answers=checkpoint,

@@ -194,13 +194,12 @@ class TraceStudy(StudyRun[TraceRecord]):
         from auditor.executors import make_executor
         from auditor.executors.perception import AnswerReader
         from auditor.scoring.trace import image_objects
-        from auditor.studies.prompt_audit import IMAGES_PER_VQA_CALL
 
         def checkpoint(answers) -> None:
             self.record.answers = answers
             self.checkpoint()
 
-        reader = AnswerReader(self, IMAGES_PER_VQA_CALL, {"objects": self.record.config.object_question}, None, checkpoint)
+        reader = AnswerReader(self, {"objects": self.record.config.object_question}, None, checkpoint)
         make_executor(self.record.config.executor).read_stored(self, [reader])
         self.record.answers = reader.answers()
         images = {}
