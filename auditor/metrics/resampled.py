@@ -252,13 +252,39 @@ def _mean_similarity(weights: np.ndarray, members: np.ndarray, targets: np.ndarr
         return (weights @ (members @ targets.T)) / weights.sum(axis=1)[:, None]
 
 
-def mean_cosine_samples(u: np.ndarray, u_weights: np.ndarray, v: np.ndarray, v_weights: np.ndarray) -> np.ndarray:
-    """:func:`auditor.metrics.t2iat.mean_cosine` of two image sets in every resample (weights: rows x images)."""
+def mean_cosine_samples(
+    u: np.ndarray, u_weights: np.ndarray, u_seeds: np.ndarray, v: np.ndarray, v_weights: np.ndarray, v_seeds: np.ndarray
+) -> np.ndarray:
+    """:func:`auditor.metrics.t2iat.mean_cosine` of two image sets in every resample (weights: rows x images;
+    seeds: each image's seed index).
+
+    The mean over all pairs gives the pairs of one seed (the two prompts' images from the same starting
+    noise, the most alike) their share of the pairs, 1/n of them with n seeds in both sets. Applied as it is
+    to a resample, it would give them more: a seed drawn c times would pair its two images c² times, c of
+    them as the design pairs them and the rest where two draws of the seed stand for two seeds. So each
+    resample keeps the design's shares: the same-seed pairs' mean (each pair weighted by its seed's draws)
+    and the mean over pairs of different seeds (weighted by both draws), combined in the proportions of the
+    whole data. With every weight 1 that is exactly the mean over all pairs; a resample that drew one seed
+    only has no pair of different seeds, and no value (NaN) where the sets share seeds and differ in others.
+    """
     u, v = unit_rows(u, "first set"), unit_rows(v, "second set")
     check_same_dimension({"first set": u, "second set": v})
-    v_weights = _weights(v_weights, v)
+    u_weights, v_weights = _weights(u_weights, u), _weights(v_weights, v)
+    cosines = u @ v.T
+    same = np.asarray(u_seeds)[:, None] == np.asarray(v_seeds)[None, :]
     with np.errstate(divide="ignore", invalid="ignore"):
-        return (_mean_similarity(_weights(u_weights, u), u, v) * v_weights).sum(axis=1) / v_weights.sum(axis=1)
+        pairs_weight = u_weights.sum(axis=1) * v_weights.sum(axis=1)
+        everything = ((u_weights @ cosines) * v_weights).sum(axis=1)
+        if not same.any():
+            return everything / pairs_weight
+        same_share = same.sum() / same.size
+        same_mean = (u_weights @ (cosines * same).sum(axis=1)) / (u_weights @ same.sum(axis=1))
+        if same_share == 1:
+            return same_mean
+        doubled = ((u_weights @ (cosines * same)) * v_weights).sum(axis=1)
+        doubled_weight = ((u_weights @ same) * v_weights).sum(axis=1)
+        other_mean = (everything - doubled) / (pairs_weight - doubled_weight)
+        return same_share * same_mean + (1 - same_share) * other_mean
 
 
 def association_samples(

@@ -262,7 +262,8 @@ def _embedding_samples(
     for j, prompt_id in enumerate(ids):
         other = of(prompt_id)
         if other is not None:
-            similarity[:, j] = resampled.mean_cosine_samples(*initial, *other)
+            seeds = (embeddings[INITIAL_PROMPT_ID].image_indices, embeddings[prompt_id].image_indices)
+            similarity[:, j] = resampled.mean_cosine_samples(*initial, seeds[0], *other, seeds[1])
     for a, (name, cfs) in enumerate(axes):
         sets = [of(counterfactual_id(name, k)) for k in range(len(cfs))]
         if len(sets) == 2 and all(found is not None and len(found[0]) >= 2 for found in sets):
