@@ -118,8 +118,17 @@ def test_prompt_segments_mark_only_the_changed_words():
     segments = prompt_segments("a photo of a pharmacist", "A photo of a female pharmacist in Asia.")
     assert "".join(s.text for s in segments) == "A photo of a female pharmacist in Asia."
     assert [s.text for s in segments if s.changed] == ["female", "in Asia."]
-    assert prompt_label("a photo of a pharmacist", "a photo of an old pharmacist") == "an old"
     assert prompt_label("a cat", "a cat") == "a cat"
+
+
+def test_a_label_leaves_out_the_article_that_only_follows_the_added_word():
+    initial = "a photo of a pharmacist"
+    assert prompt_label(initial, "a photo of an elderly pharmacist") == "elderly"
+    assert prompt_label("an image of an engineer", "an image of a young engineer") == "young"
+    assert prompt_label(initial, "a photo of the pharmacist") == "the"  # another article is a change
+    assert prompt_label("a photo of an pharmacist", "a photo of a pharmacist") == "a"  # the article alone changed
+    segments = prompt_segments(initial, "A photo of an elderly pharmacist")
+    assert [s.text for s in segments if s.changed] == ["elderly"]
 
 
 def test_describe_seeds():

@@ -20,26 +20,39 @@ class Segment:
 
 
 _WORD = re.compile(r"\S+|\s+")
+#: "a" and "an" are one article: "a photo of an elderly pharmacist" adds "elderly", and the article only follows it.
+_ARTICLES = {"an": "a"}
 
 
-def _word_key(token: str) -> str:
-    return re.sub(r"[^\w-]", "", token.casefold())
+def _word_key(token: str, articles: bool = True) -> str:
+    """A word as compared: case- and punctuation-insensitively, "an" read as "a" when ``articles``."""
+    key = re.sub(r"[^\w-]", "", token.casefold())
+    return _ARTICLES.get(key, key) if articles else key
+
+
+def _changed(initial: str, tokens: list[str], articles: bool) -> set[int]:
+    """Indices into ``tokens`` (the counterfactual's words and spaces) of the words the initial prompt lacks."""
+    words = [i for i, t in enumerate(tokens) if not t.isspace()]
+    base = [_word_key(t, articles) for t in initial.split()]
+    keys = [_word_key(tokens[i], articles) for i in words]
+    matcher = difflib.SequenceMatcher(a=base, b=keys, autojunk=False)
+    changed: set[int] = set()
+    for tag, _, _, j1, j2 in matcher.get_opcodes():
+        if tag in ("replace", "insert"):
+            changed.update(words[j1:j2])
+    return changed
 
 
 def prompt_segments(initial: str, counterfactual: str) -> list[Segment]:
     """Split ``counterfactual`` into unchanged and changed pieces relative to ``initial``.
 
     Words are compared case- and punctuation-insensitively, so "a photo of a *female*
-    pharmacist" marks only "female"; whitespace is kept so the pieces join back exactly.
+    pharmacist" marks only "female"; "an" matches "a", so "a photo of an *elderly* pharmacist"
+    marks only "elderly", unless the article is all that changed. Whitespace is kept so the
+    pieces join back exactly.
     """
     tokens = _WORD.findall(counterfactual)
-    words = [i for i, t in enumerate(tokens) if not t.isspace()]
-    base = [_word_key(t) for t in initial.split()]
-    matcher = difflib.SequenceMatcher(a=base, b=[_word_key(tokens[i]) for i in words], autojunk=False)
-    changed = set()
-    for tag, _, _, j1, j2 in matcher.get_opcodes():
-        if tag in ("replace", "insert"):
-            changed.update(words[j1:j2])
+    changed = _changed(initial, tokens, articles=True) or _changed(initial, tokens, articles=False)
     segments: list[Segment] = []
     for i, token in enumerate(tokens):
         flag = i in changed or (token.isspace() and i - 1 in changed and i + 1 in changed)
