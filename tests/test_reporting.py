@@ -192,6 +192,22 @@ def test_leans_most_only_when_the_top_bav_interval_is_above_the_others():
     assert build_view(fixture()).headline.startswith("The axis that leans most is age (BAV 0.0294 [0.0147, 0.0441])")
 
 
+def test_the_intersectionality_section_says_of_axis_a_what_the_headline_says_of_the_top_axis():
+    def said_of_a(record: RunRecord) -> str:
+        flat = " ".join(terminal_text(record, 100).split())
+        return flat[flat.index("A = ") : flat.index(". A = ")]
+
+    assert said_of_a(fixture()).startswith("A = the axis that leans most;")
+    tied = said_of_a(fixture("pharmacist-sd21"))  # the headline: no single axis leans most
+    assert "leans most;" not in tied and "interval overlaps that of age: not clearly the one that leans most" in tied
+    data = fixture().model_dump(mode="json")
+    for axis in data["scores"]["axes"]:
+        axis.update(bav=0.0, bav_ci=None, relative_bav=0.0, relative_bav_ci=None)
+    flat = RunRecord.model_validate(data)
+    assert build_view(flat).headline.startswith("No axis leans")
+    assert "no axis leans: every BAV is 0" in said_of_a(flat)
+
+
 def test_view_ranks_axes_and_sorts_counterfactuals():
     record = fixture()
     view = build_view(record)

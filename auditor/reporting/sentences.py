@@ -211,12 +211,39 @@ def headline(record: RunRecord, axes: list[AxisView]) -> str:
         return f"Only {top.name} has a BAV ({_bav(top)}). {top.finding}"
     if top.bav_ci is None:
         return f"The axis with the largest BAV is {top.name} ({number(top.bav, 4)}); {NO_RANKING}."
-    tied = [axis for axis in ranked[1:] if axis.bav_ci is None or axis.bav_ci[1] >= top.bav_ci[0]]
+    tied = _tied(ranked)
     if not tied:
         return f"The axis that leans most is {top.name} (BAV {_bav(top)}). {top.finding}"
     names = ", ".join(axis.name for axis in [top, *tied])
     each = "; ".join(f"{axis.name} {_bav(axis)}" for axis in [top, *tied])
     return f"No single axis leans most: the BAV intervals of {names} overlap ({each})."
+
+
+def _tied(ranked: list[AxisView]) -> list[AxisView]:
+    """The axes after the top one (``ranked[0]``, which has an interval) whose BAV interval reaches it, or that
+    have none: the axes it is not set apart from."""
+    top = ranked[0]
+    assert top.bav_ci is not None
+    return [axis for axis in ranked[1:] if axis.bav_ci is None or axis.bav_ci[1] >= top.bav_ci[0]]
+
+
+def top_axis_phrase(axes: list[AxisView]) -> str:
+    """What the first-ranked axis is, gated as the headline is, for a section that starts from it: "the axis that
+    leans most" only where the headline says so."""
+    ranked = [axis for axis in axes if axis.bav is not None]
+    if not ranked:
+        return "the first axis listed (no axis has a BAV)"
+    top = ranked[0]
+    if top.bav == 0:
+        return "the first axis listed (no axis leans: every BAV is 0)"
+    if len(ranked) == 1:
+        return "the only axis with a BAV"
+    if top.bav_ci is None:
+        return f"the axis with the largest BAV ({NO_RANKING})"
+    if tied := _tied(ranked):
+        others = ", ".join(axis.name for axis in tied)
+        return f"the axis with the largest BAV (its interval overlaps that of {others}: not clearly the one that leans most)"
+    return "the axis that leans most"
 
 
 def _bav(axis: AxisView) -> str:

@@ -22,6 +22,7 @@ from auditor.reporting.glossary import METRICS
 from auditor.reporting.numbers import bounds as written_bounds
 from auditor.reporting.numbers import number
 from auditor.reporting.prompt_audit import build_view
+from auditor.reporting.sentences import top_axis_phrase
 from auditor.reporting.tables import column_table
 from auditor.reporting.views import AxisView, Bounds, Concept, CounterfactualView, ReportView
 from auditor.reporting.wording import counted
@@ -181,9 +182,8 @@ def _intersections(view: ReportView) -> Iterable[RenderableType]:
         return
     yield _section("Intersectionality: axis B's answers across axis A's counterfactuals")
     rest = len(view.intersections) - len(shown)
-    if rest:
-        more = f"{counted(rest, 'more pair')} {'is' if rest == 1 else 'are'}"
-        yield Text(f"A = the axis that leans most; {more} in the HTML report and --json.", style="dim")
+    more = f"; {counted(rest, 'more pair')} {'is' if rest == 1 else 'are'} in the HTML report and --json" if rest else ""
+    yield Text(f"A = {top_axis_phrase(view.axes)}{more}.", style="dim")
     for item in shown:
         table = _bar_table(("prompt set", "left"), ("top answers of " + item.axis_b, "left"))
         for column in item.columns:
