@@ -343,6 +343,21 @@ def test_paired_draws_share_one_draw_over_the_shared_seeds_and_keep_each_runs_si
     assert (repeated.shared, repeated.unshared) == (4, (0, 0))
 
 
+def test_a_run_without_intervals_points_to_what_prints_them_and_says_it_stores_nothing(tmp_path):
+    run_dir = tmp_path / "runs" / "plain"
+    shutil.copytree(FIXTURES / "runs" / "pharmacist-sd15", run_dir)
+    record = load_record(run_dir / "record.json")
+    record = record.model_copy(update={"scores": _rescored(record, bootstrap=0)})
+    (run_dir / "record.json").write_text(record.model_dump_json())
+    hint = build_view(record).uncertainty
+    assert hint.startswith("no intervals (`auditor score RUN` prints them; it does not store them in the run)")
+
+    scored = run_auditor("score", "plain", "--json", env={"AUDITOR_RUNS_DIR": str(tmp_path / "runs")})
+    assert scored.returncode == 0, scored.stderr
+    assert json.loads(scored.stdout)["intervals"] is not None  # printed...
+    assert load_record(run_dir / "record.json").scores.intervals is None  # ...and not stored
+
+
 def _one_image_per_set(record):
     """``record`` cut to its first image per prompt set (seed index 0), as an ``--images 1`` run records it."""
     data = record.model_dump(mode="json")

@@ -13,7 +13,7 @@ claim needs evidence recorded beside the number:
 
 A run recorded without intervals (``--bootstrap 0``, one image per prompt set, or written
 before intervals existed) gets its numbers stated and no difference claimed; the
-uncertainty line says why (and, where it can, that ``auditor score RUN`` adds them).
+uncertainty line says why (and, where it can, that ``auditor score RUN`` prints them; it stores nothing).
 """
 
 from __future__ import annotations
@@ -267,7 +267,7 @@ def uncertainty_line(scores: Scores, seeds: int, seeded: bool = True) -> str | N
     elif seeds < MIN_SEEDS:
         parts.append(f"no intervals (one image per prompt set: no other {'seed' if seeded else 'image'} to resample)")
     else:
-        parts.append("no intervals (`auditor score RUN` adds them)")
+        parts.append("no intervals (`auditor score RUN` prints them; it does not store them in the run)")
     if scores.correction != "none":
         name = CORRECTION_NAMES.get(scores.correction, scores.correction)
         parts.append(f"T2IAT p-values {name}-adjusted across the axes, alpha {scores.alpha:g}")
