@@ -303,6 +303,9 @@ def test_a_run_without_seeds_reports_image_positions(tmp_path):
     assert report.seeds == "none"  # as --json has it; a seeded run's reads "0-2 (3 seeds)"
     assert build_view(load_record(FIXTURES / "runs" / "pharmacist-sd15" / "record.json")).seeds == "0-2 (3 seeds)"
     assert "resamples of the 3 image positions" in report.uncertainty
+    scored = run_auditor("score", "api", env={"AUDITOR_RUNS_DIR": str(tmp_path / "runs"), "COLUMNS": "200"})
+    assert scored.returncode == 0, scored.stderr
+    assert "resamples of the 3 image positions" in scored.stdout and "3 seeds" not in scored.stdout  # as the report
     page = write_html_report(unseeded, tmp_path / "runs" / "api").read_text()
     assert "seed None" not in page and '<th class="num">image 0</th>' in page and "column i holds" in page
     assert "uses the same seed" not in page and "separate draws" in page

@@ -51,19 +51,20 @@ def score(
         "ci_method": ci_method.value if ci_method else None,
         "ci_seed": ci_seed,
     }
-    scores, kind, prompt, location = _score_source(source, overrides, runs_dir)
+    scores, kind, prompt, location, seeded = _score_source(source, overrides, runs_dir)
     for warning in all_warnings(scores):
         notice(warning)
     if json_output:
         print_json(scores_summary(scores, source=str(location), kind=kind, prompt=prompt))
     else:
-        render_scores(scores, prompt, location, out)
+        render_scores(scores, prompt, location, out, seeded)
 
 
 def _score_source(
     source: str, overrides: dict[str, Any], runs_dir: Path | None
-) -> tuple[Scores, str, str | None, Path]:
-    """Scores, format ('tibet' or 'record'), prompt and resolved location of SOURCE.
+) -> tuple[Scores, str, str | None, Path, bool]:
+    """Scores, format ('tibet' or 'record'), prompt, resolved location of SOURCE and whether seed i made image i of
+    every set (a TIBET file's image i is its seed i; a run's backend may take no seed, as its report says).
 
     ``overrides`` replace the run's scoring settings where not None. A run recorded
     without intervals (``--bootstrap 0``, or before intervals existed) gets the default
@@ -87,7 +88,7 @@ def _score_source(
         is_record = isinstance(data, dict) and ("run_id" in data or "schema_version" in data)
         if not is_record and is_tibet_result(data):  # a record first: another study's may have a 'result' key
             result = load_tibet_file(location)
-            return score_tibet_file(result, settings_of(ScoringSettings())), "tibet", result.prompt, location
+            return score_tibet_file(result, settings_of(ScoringSettings())), "tibet", result.prompt, location, True
         if not is_record:
             raise AuditorError(
                 f"{location} is neither a TIBET result file (keys {', '.join(TIBET_KEYS)}) nor a run record"
@@ -96,7 +97,8 @@ def _score_source(
     else:
         location = common.run_store(runs_dir).resolve(source)
         record = load_record(location / RECORD_FILE)
-    return score_run(record, settings_of(record.config.scoring)), "record", record.config.prompt, location
+    scores = score_run(record, settings_of(record.config.scoring))
+    return scores, "record", record.config.prompt, location, record.image_seeds() is not None
 
 
 def register(app: typer.Typer) -> None:

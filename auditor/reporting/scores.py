@@ -15,6 +15,7 @@ from rich.text import Text
 from auditor.records import Interval, Scores
 from auditor.reporting.numbers import with_span
 from auditor.reporting.sentences import interval_notes, named_intervals
+from auditor.reporting.wording import resampled
 
 #: Concepts shown per prompt set in the table (``--json`` has the record's top-K).
 TABLE_TOP_CONCEPTS = 5
@@ -64,8 +65,10 @@ def all_warnings(scores: Scores) -> list[str]:
     return scores.warnings + per_pair + interval_notes(scores)
 
 
-def render_scores(scores: Scores, prompt: str | None, source: Path, console: Console) -> None:
-    """CAS, BAV and lean per counterfactual and axis, then each prompt set's top concepts (as tables)."""
+def render_scores(scores: Scores, prompt: str | None, source: Path, console: Console, seeded: bool = True) -> None:
+    """CAS, BAV and lean per counterfactual and axis, then each prompt set's top concepts (as tables); ``seeded``:
+    whether seed i made image i of every set, else the intervals resample image positions (as the run's report
+    says)."""
     title = f"{prompt!r}" if prompt else str(source)
     table = Table(title=Text(f"TIBET scores of {title} (CAS normalisation: {scores.cas_normalization})"))
     for column in ("axis", "counterfactual", "CAS", "BAV", "rel. BAV", "BAV (MAD)", "lean"):
@@ -90,9 +93,9 @@ def render_scores(scores: Scores, prompt: str | None, source: Path, console: Con
         console.print(
             Text(
                 f"[lo, hi]: {i.level:.0%} {i.method} intervals{' (percentile where noted)' if fell_back else ''} "
-                f"from {i.resamples} paired-bootstrap resamples of the "
-                f"{i.seeds} seeds (--ci-seed {i.seed}). They show how a score moves with other seeds; CAS is biased "
-                "low at small sizes, so compare counterfactuals through their difference (auditor report).",
+                f"from {i.resamples} paired-bootstrap resamples of the {resampled(i.seeds, seeded)} "
+                f"(--ci-seed {i.seed}). They show how a score moves with other {'seeds' if seeded else 'images'}; "
+                "CAS is biased low at small sizes, so compare counterfactuals through their difference (auditor report).",
                 style="dim",
             )
         )

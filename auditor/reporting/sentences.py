@@ -23,7 +23,7 @@ import math
 from auditor.records import AssociationResult, AxisScore, CounterfactualScore, Interval, RunRecord, Scores
 from auditor.reporting.numbers import number, with_bounds, with_span, written_apart
 from auditor.reporting.views import AssociationView, AxisView, Bounds
-from auditor.reporting.wording import quote
+from auditor.reporting.wording import quote, resampled
 from auditor.scoring.uncertainty import MIN_SEEDS
 
 #: How corrections for multiple tests read in a sentence.
@@ -262,7 +262,7 @@ def uncertainty_line(scores: Scores, seeds: int, seeded: bool = True) -> str | N
         method = "BCa" if i.method == "bca" else "percentile"
         parts.append(
             f"{i.level:.0%} {method} intervals from {i.resamples} paired-bootstrap resamples of the "
-            f"{i.seeds} {'seeds' if seeded else 'image positions'} (drawn with --ci-seed {i.seed})"
+            f"{resampled(i.seeds, seeded)} (drawn with --ci-seed {i.seed})"
         )
     elif seeds < MIN_SEEDS:
         parts.append(f"no intervals (one image per prompt set: no other {'seed' if seeded else 'image'} to resample)")

@@ -88,6 +88,12 @@ def seeds_phrase(seeds: list[int] | None) -> str:
     return f"seeds {describe_seeds(seeds)}, shared by every prompt set (image i from the i-th)"
 
 
+def resampled(count: int, seeded: bool = True) -> str:
+    """What a paired bootstrap resamples, counted: "8 seeds", or "8 image positions" where no seed made the images
+    (image i of every set is then only its i-th)."""
+    return f"{count} {'seeds' if seeded else 'image positions'}"
+
+
 def made_by(image: GeneratedImage) -> str:
     """What made an image, for a tooltip or a column: "seed S", or "image i" from a backend that takes no seed."""
     return f"image {image.index}" if image.seed is None else f"seed {image.seed}"
