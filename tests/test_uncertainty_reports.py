@@ -361,6 +361,20 @@ def test_a_run_without_intervals_points_to_what_prints_them_and_says_it_stores_n
     assert load_record(run_dir / "record.json").scores.intervals is None  # ...and not stored
 
 
+def test_the_report_json_has_every_interval_field_the_readme_lists_as_score_json_has_them():
+    from auditor.reporting.scores import scores_summary
+
+    record = load_record(FIXTURES / "runs" / "pharmacist-sd15" / "record.json")
+    record = record.model_copy(update={"scores": _rescored(record, bootstrap=200)})  # the fixture has no bav_mad_ci
+    scored = scores_summary(record.scores, source="run", kind="record", prompt=None)["axes"]
+    for axis in report_json(record)["axes"]:
+        score = scored[axis["name"]]
+        for field in ("cas_ci", "bav_ci", "bav_mad_ci", "relative_bav_ci", "lean_ci", "spread", "ranks_first"):
+            assert field in axis or field in axis["counterfactuals"][0], field
+        assert axis["spread"] == score["spread"] and axis["spread"]["ci"]["low"] is not None
+        assert axis["bav_mad_ci"] is not None and list(axis["bav_mad_ci"]) == score["bav_mad_ci"]
+
+
 def _one_image_per_set(record):
     """``record`` cut to its first image per prompt set (seed index 0), as an ``--images 1`` run records it."""
     data = record.model_dump(mode="json")

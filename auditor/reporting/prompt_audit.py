@@ -84,12 +84,14 @@ def _axis_view(record: RunRecord, rank: int, score: AxisScore) -> AxisView:
         bav_ci=bounds(score.bav_ci),
         bav_note=bav_note(score),
         bav_mad=score.bav_mad,
+        bav_mad_ci=bounds(score.bav_mad_ci),
         relative_bav=score.relative_bav,
         relative_bav_ci=bounds(score.relative_bav_ci),
         ranks_first=score.ranks_first,
         lean=score.lean,
         lean_ci=bounds(score.lean_ci),
         lean_sentence=lean_sentence(score),
+        spread=score.spread.model_dump(mode="json") if score.spread else None,
         association=(
             association_view(score.association, score.counterfactuals, scores.alpha, scores.correction)
             if score.association

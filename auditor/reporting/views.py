@@ -74,7 +74,9 @@ class ConceptColumn:
 class AxisView:
     """One scored axis: rank, numbers, the sentence a person reads, and its concept columns.
 
-    ``bav_note`` says why an axis has no BAV (fewer than two counterfactuals with a CAS).
+    ``bav_note`` says why an axis has no BAV (fewer than two counterfactuals with a CAS). ``spread`` is the
+    highest minus the lowest CAS with its interval (the evidence of ``finding``), as ``auditor score --json``
+    gives it, so both outputs read alike.
     """
 
     rank: int
@@ -85,12 +87,14 @@ class AxisView:
     bav_ci: Bounds | None
     bav_note: str | None
     bav_mad: float | None
+    bav_mad_ci: Bounds | None
     relative_bav: float | None
     relative_bav_ci: Bounds | None
     ranks_first: float | None
     lean: float | None
     lean_ci: Bounds | None
     lean_sentence: str | None
+    spread: dict[str, Any] | None
     association: AssociationView | None
     counterfactuals: list[CounterfactualView]
     finding: str
