@@ -731,3 +731,24 @@ def test_the_held_out_difference_names_its_one_sided_level_exactly():
     confirmation = Confirmation(seeds=24, difference=0.05, difference_lower_bound=0.004)
     assert held_out_difference(confirmation, 0.05) == "+0.050, one-sided 95% lower bound +0.004"
     assert held_out_difference(confirmation, 0.025) == "+0.050, one-sided 97.5% lower bound +0.004"
+
+
+def test_the_pages_sign_the_bounds_of_signed_numbers_as_the_terminal_does(tmp_path):
+    from auditor.reporting.compare import write_comparison_html
+    from auditor.reporting.numbers import bounds
+    from auditor.scoring.comparison import change_intervals
+    from auditor.scoring.uncertainty import BootstrapSettings
+
+    data = fixture().model_dump(mode="json")
+    gender = next(a for a in data["scores"]["axes"] if a["axis"] == "gender")
+    gender["association"]["association_ci"] = Interval(low=-0.041, high=0.645, method="percentile", defined=1.0).model_dump()
+    record = RunRecord.model_validate(data)
+    page = render_html(build_view(record), copy_fixture("pharmacist-sd15", tmp_path))
+    assert '<span class="ci">[-0.041, +0.645]</span>' in page
+    assert "S = +0.021 [-0.041, +0.645]" in " ".join(terminal_text(record, 200).split())
+
+    a, b = fixture(), fixture("pharmacist-sd21")
+    view = compare_records(a, b, change_intervals(a, b, BootstrapSettings(resamples=50, seed=1)))
+    page = write_comparison_html(view, tmp_path / "compare.html", FIXTURES / a.run_id, FIXTURES / b.run_id).read_text()
+    changes = [axis.delta_ci for axis in view.axes if axis.delta_ci and axis.delta_ci[1] > 0]
+    assert changes and all(f'<span class="ci">{bounds(*ci, 4, signed=True)}</span>' in page for ci in changes)

@@ -533,9 +533,10 @@ def _number(value: float | None, digits: int = 2, signed: bool = False, missing:
     return number(value, digits, signed=signed, missing=missing)
 
 
-def _interval(bounds: tuple[float, float] | None, digits: int = 2) -> str:
-    """``[0.55, 0.69]`` for a table cell; empty without an interval."""
-    return "" if bounds is None else written_bounds(*bounds, digits)
+def _interval(bounds: tuple[float, float] | None, digits: int = 2, signed: bool = False) -> str:
+    """``[0.55, 0.69]`` for a table cell (``[-0.04, +0.65]`` when ``signed``, as the number beside it and the
+    terminal write a difference, change or lean); empty without an interval."""
+    return "" if bounds is None else written_bounds(*bounds, digits, signed=signed)
 
 
 def template_environment() -> jinja2.Environment:
