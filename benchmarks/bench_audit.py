@@ -169,9 +169,11 @@ def _pipeline_size(folder: Path) -> int:
 def pin_answer_length(source: Path, target: Path, device: str) -> Path:
     """A copy of the VQA model whose language model never chooses end-of-sequence or a newline token.
 
-    The output rows (tied with the input embeddings in OPT) of those tokens are zeroed: their
-    logit is 0 while the largest of 50k random logits is positive, so every answer runs to
-    its token budget on both sides. Nothing else changes.
+    The output rows of those tokens are zeroed: their logit is 0 while the largest of 50k random
+    logits is positive, so every answer runs to its token budget on both sides. OPT ties its input
+    and output embeddings, so this zeroes their input embeddings too: ``</s>`` (end-of-sequence and
+    also the beginning-of-sequence token every prompt starts with) and the newline tokens read as
+    zero vectors. Both sides load this same pinned model, so the work they do stays equal.
     """
     if (target / ".complete").is_file():
         return target
