@@ -28,7 +28,8 @@ authors' side passes ``min_new_tokens = max_new_tokens``; auditor's stops a row 
 first complete line or end-of-sequence, so the benchmark's BLIP-2 has the output rows of
 those tokens zeroed (random weights then never choose them). A counter on the language
 model checks it: both sides must decode the same number of token rows, or the benchmark
-stops. Reported per measurement: wall seconds, images/s and VQA pairs/s over the phases,
+stops (at once, after the warm-ups or the first runs that differ). ``--sets`` values that would
+leave an axis one counterfactual, which a plan leaves out, are refused. Reported per measurement: wall seconds, images/s and VQA pairs/s over the phases,
 GPU idle share (NVML utilisation sampled every 50 ms: the time no kernel ran), peak GPU
 memory, and where generation's time goes per image (UNet, VAE decode, the rest; runs that
 compile are not split). Results go to ``benchmarks/results/<gpu>-<date>.json`` with the exact command,
@@ -96,6 +97,16 @@ AUDITOR_VARIANTS = {
 #: Measurements of one model alone, run once after the warm-ups (not the interleaved, repeated audits).
 ALONE = ("unet", "vqa")
 MEASUREMENTS = ("authors", "authors-6x", *AUDITOR_VARIANTS, *ALONE)
+
+
+def lone_counterfactual_counts() -> list[int]:
+    """Prompt-set counts (3 to 31) whose last axis would have one counterfactual: a plan leaves such an axis
+    out (:meth:`Setup.plan_axes`) but the authors' loop would generate it, so the two sides would differ."""
+    counts, total = [], 1  # the initial prompt
+    for counterfactuals in AXES.values():
+        counts.append(total + 1)
+        total += len(counterfactuals)
+    return [count for count in counts if count >= 3]
 
 
 # --------------------------------------------------------------------------- setup
@@ -776,6 +787,16 @@ def _run(args: argparse.Namespace, root: Path) -> dict:
         names = [name for name in MEASUREMENTS if name in args.only and name not in ALONE]
         runs: dict[str, list[dict]] = {name: [] for name in names}
         warmup_walls: dict[str, float] = {}
+        warmups: dict[str, list[dict]] = {}
+
+        def stop_if_different_work(compared: dict[str, list[dict]], what: str) -> None:
+            """Stop the session at once where ``compared`` decoded different token rows: the comparison is void,
+            and every later run would spend GPU time on it."""
+            checks = same_decoded_rows(compared)
+            if not checks["same_decoded_token_rows"]:
+                entry["checks"] = checks
+                write()
+                raise SystemExit(f"the measurements decoded different work ({what}): {checks['decoded_token_rows']}")
 
         def attempt(name: str, count: int | None) -> dict | None:
             """One run, if the budget has room for it; an error (e.g. out of memory) is recorded
@@ -797,6 +818,8 @@ def _run(args: argparse.Namespace, root: Path) -> dict:
         for name in list(names):  # warm-up at a small size: loading, compilation, autotuning, allocator
             if (warmup := attempt(name, args.warmup_sets)) is not None:
                 warmup_walls[name] = warmup["wall_s"]
+                warmups[name] = [warmup]
+        stop_if_different_work(warmups, "warm-ups")
         alone = {
             "unet": lambda: unet_throughput(setup, "auto", args.compile, args.unet_iterations),
             "vqa": lambda: vqa_throughput(setup, args.vqa_batch_sizes, args.vqa_images),
@@ -816,6 +839,8 @@ def _run(args: argparse.Namespace, root: Path) -> dict:
                     entry["runs"][name] = [kept_run(run) for run in runs[name]]
                     entry["measurements"][name] = summarise(runs[name])
                     write()
+                    if len(runs[name]) == 1:
+                        stop_if_different_work({n: r[:1] for n, r in runs.items() if r}, "first runs")
         measured = {name: name_runs for name, name_runs in runs.items() if name_runs}  # one that failed later too
         entry["checks"] = check_same_work(measured)
         write()
@@ -937,8 +962,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     for key, value in defaults.items():
         if getattr(args, key) is None:
             setattr(args, key, value)
-    if not 3 <= args.sets <= 31 or not 3 <= args.warmup_sets <= args.sets:
-        parser.error("--sets and --warmup-sets take 3 to 31 (the initial prompt and 2 to 30 counterfactuals)")
+    lone = lone_counterfactual_counts()
+    if not 3 <= args.sets <= 31 or not 3 <= args.warmup_sets <= args.sets or {args.sets, args.warmup_sets} & {*lone}:
+        parser.error(f"--sets and --warmup-sets take 3 to 31 but not {', '.join(map(str, lone))} (the initial prompt "
+                     "and 2 to 30 counterfactuals, at least 2 on each axis, as a plan needs)")  # fmt: skip
     return args
 
 

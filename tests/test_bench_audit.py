@@ -182,3 +182,40 @@ def test_generation_split_per_image_and_not_for_compiled_runs():
     # per image: unet .6 .7 .8, vae .2 .2 .4, rest .2 .3 .8 -> medians
     assert bench.generation_split(runs) == {"unet": 0.7, "vae_decode": 0.2, "rest": 0.3}
     assert bench.generation_split([*runs, {**runs[0], "generation_split_s": None}]) is None
+
+
+@pytest.mark.parametrize("argv", [["--sets", "6"], ["--sets", "29"], ["--sets", "12", "--warmup-sets", "10"]])
+def test_set_counts_that_leave_an_axis_one_counterfactual_are_refused(argv, capsys):
+    """A plan leaves out an axis with one counterfactual, the authors' loop would not: the sides would differ."""
+    bench = _bench_module()
+    with pytest.raises(SystemExit):
+        bench.parse_args(["--tiny", *argv])
+    assert "not 6, 10, 14, 18, 22, 26, 29" in capsys.readouterr().err
+    for sets in (5, 7, 28, 30, 31):  # every axis of these has 2 counterfactuals or more
+        assert bench.parse_args(["--tiny", "--sets", str(sets)]).sets == sets
+
+
+@pytest.mark.parametrize(
+    ("auditor_rows", "calls"),
+    [([30] * 4, 2), ([36, 30, 30, 30], 4)],  # the warm-ups differ; the warm-ups agree, the first runs do not
+)
+def test_different_decoded_work_stops_the_session_at_once(tmp_path, monkeypatch, auditor_rows, calls):
+    bench = _bench_module()
+    out = tmp_path / "result.json"
+    rows = {"authors": iter([36] * 4), "auditor-default": iter(auditor_rows)}
+    called = []
+
+    def measure(setup, name, sets, workdir):
+        called.append(name)
+        return {"wall_s": 1.0, "phases": {"generate": 0.5, "perceive": 0.5}, "images_generated": 6, "pairs": 12,
+                "decoded_token_rows": next(rows[name]), "gpu_idle_share": None, "peak_memory_gib": None,
+                "batch_size": 4, "optimizations": [], "answers": {}}  # fmt: skip
+
+    monkeypatch.setattr(bench, "Setup", _FakeSetup)
+    monkeypatch.setattr(bench, "measure", measure)
+    args = bench.parse_args(["--tiny", "--only", "authors", "auditor-default", "--repeats", "3", "--out", str(out)])
+    with pytest.raises(SystemExit, match="decoded different work"):
+        bench._run(args, tmp_path)
+    assert len(called) == calls  # not the 8 runs of the whole session
+    checks = json.loads(out.read_text())["models"]["sd15"]["checks"]
+    assert checks == {"same_decoded_token_rows": False, "decoded_token_rows": {"authors": [36], "auditor-default": [30]}}
