@@ -798,6 +798,12 @@ def _run(args: argparse.Namespace, root: Path) -> dict:
                 write()
                 raise SystemExit(f"the measurements decoded different work ({what}): {checks['decoded_token_rows']}")
 
+        def record_error(name: str, exc: Exception) -> None:
+            message = str(exc).strip()
+            entry["errors"][name] = f"{type(exc).__name__}: {message.splitlines()[0] if message else ''}"
+            release()
+            write()
+
         def attempt(name: str, count: int | None) -> dict | None:
             """One run, if the budget has room for it; an error (e.g. out of memory) is recorded
             and ends that measurement."""
@@ -809,10 +815,8 @@ def _run(args: argparse.Namespace, root: Path) -> dict:
             try:
                 return measure(setup, name, setup.sets(count), setup.work / name)
             except Exception as exc:  # noqa: BLE001 - reported in the results, the others go on
-                entry["errors"][name] = f"{type(exc).__name__}: {str(exc).strip().splitlines()[0] if str(exc).strip() else ''}"
                 names.remove(name)
-                release()
-                write()
+                record_error(name, exc)
                 return None
 
         for name in list(names):  # warm-up at a small size: loading, compilation, autotuning, allocator
@@ -826,7 +830,11 @@ def _run(args: argparse.Namespace, root: Path) -> dict:
         }
         for name in (name for name in ALONE if name in args.only):  # short: before the long runs a budget may cut
             if budget.fits(None):
-                result = alone[name]()
+                try:
+                    result = alone[name]()
+                except Exception as exc:  # noqa: BLE001 - reported in the results, the timed runs go on
+                    record_error(name, exc)
+                    continue
                 entry["measurements"][name], entry["runs"][name] = result, [result]
             else:
                 entry["left_out_for_budget"][name] = 1

@@ -219,3 +219,24 @@ def test_different_decoded_work_stops_the_session_at_once(tmp_path, monkeypatch,
     assert len(called) == calls  # not the 8 runs of the whole session
     checks = json.loads(out.read_text())["models"]["sd15"]["checks"]
     assert checks == {"same_decoded_token_rows": False, "decoded_token_rows": {"authors": [36], "auditor-default": [30]}}
+
+
+def test_a_model_alone_that_fails_is_recorded_and_the_timed_runs_go_on(tmp_path, monkeypatch):
+    bench = _bench_module()
+    out = tmp_path / "result.json"
+
+    def fail(error):
+        def measurement(*args):
+            raise error
+
+        return measurement
+
+    monkeypatch.setattr(bench, "Setup", _FakeSetup)
+    monkeypatch.setattr(bench, "unet_throughput", fail(RuntimeError("no kernel image\nfor this GPU")))
+    monkeypatch.setattr(bench, "vqa_throughput", fail(ValueError("bad shape")))
+    monkeypatch.setattr(bench, "measure", _measure_then(KeyboardInterrupt(), last_rows=36))
+    bench._run(bench.parse_args(["--tiny", "--only", "authors", "unet", "vqa", "--repeats", "2",
+                                        "--out", str(out)]), tmp_path)  # fmt: skip
+    sd15 = json.loads(out.read_text())["models"]["sd15"]
+    assert sd15["errors"] == {"unet": "RuntimeError: no kernel image", "vqa": "ValueError: bad shape"}
+    assert list(sd15["measurements"]) == ["authors"] and sd15["measurements"]["authors"]["runs"] == 2
