@@ -30,7 +30,8 @@ those tokens zeroed (random weights then never choose them). A counter on the la
 model checks it: both sides must decode the same number of token rows, or the benchmark
 stops (at once, after the warm-ups or the first runs that differ). ``--sets`` values that would
 leave an axis one counterfactual, which a plan leaves out, are refused. Reported per measurement: wall seconds, images/s and VQA pairs/s over the phases,
-GPU idle share (NVML utilisation sampled every 50 ms: the time no kernel ran), peak GPU
+GPU idle share (``torch.cuda.utilization``, NVML, sampled every 50 ms: the time no kernel ran; where it
+cannot be read, ``gpu_idle_share_note`` says why), peak GPU
 memory, and where generation's time goes per image (UNet, VAE decode, the rest; runs that
 compile are not split). Results go to ``benchmarks/results/<gpu>-<date>.json`` with the exact command,
 versions, device and digests of the code measured, rewritten after every run: a session cut
@@ -299,40 +300,59 @@ class GenerationSplit:
 
 
 class IdleSampler:
-    """GPU utilisation sampled by NVML every 50 ms in a thread: idle share = 1 - mean utilisation."""
+    """GPU utilisation sampled every 50 ms in a thread: idle share = 1 - mean utilisation.
+
+    ``torch.cuda.utilization`` reads NVML (it needs ``pynvml``, from nvidia-ml-py) for the GPU torch
+    computes on, mapped through CUDA_VISIBLE_DEVICES. Where it cannot, ``missing`` says why."""
 
     def __init__(self, enabled: bool):
         self.samples: list[int] = []
         self._stop = threading.Event()
-        self._handle = None
+        self._device: int | None = None
+        self._missing = None if enabled else "not measured: no GPU"
         if enabled:
-            try:
-                import pynvml
+            import torch
 
-                pynvml.nvmlInit()
-                self._handle = pynvml.nvmlDeviceGetHandleByIndex(0)
-                self._read = lambda: pynvml.nvmlDeviceGetUtilizationRates(self._handle).gpu
-            except Exception:  # noqa: BLE001 - no NVML: the idle share is not reported
-                self._handle = None
+            try:
+                device = torch.cuda.current_device()
+                torch.cuda.utilization(device)
+                self._device = device
+            except Exception as exc:  # noqa: BLE001 - no NVML: the idle share is not reported, and why is
+                self._missing = f"not measured: {error_line(exc)}"
 
     def __enter__(self) -> IdleSampler:
-        if self._handle is not None:
+        if self._device is not None:
             self._thread = threading.Thread(target=self._run, daemon=True)
             self._thread.start()
         return self
 
     def __exit__(self, *_exc) -> None:
-        if self._handle is not None:
+        if self._device is not None:
             self._stop.set()
             self._thread.join()
 
     def _run(self) -> None:
+        import torch
+
         while not self._stop.wait(0.05):
-            self.samples.append(self._read())
+            self.samples.append(torch.cuda.utilization(self._device))
 
     @property
     def idle_share(self) -> float | None:
         return None if not self.samples else round(1 - statistics.fmean(self.samples) / 100, 4)
+
+    @property
+    def missing(self) -> str | None:
+        """Why :attr:`idle_share` is None (None where it is not)."""
+        if self.samples:
+            return None
+        return self._missing or "not measured: the run ended before the first sample (50 ms)"
+
+
+def error_line(exc: Exception) -> str:
+    """An error in one line: its type and the first line of its message."""
+    message = str(exc).strip()
+    return f"{type(exc).__name__}: {message.splitlines()[0] if message else ''}"
 
 
 def synchronize() -> None:
@@ -637,6 +657,8 @@ def measure(setup: Setup, name: str, sets: list[tuple[str, str]], workdir: Path)
     result["generation_split_s"] = None if compiled else split.seconds()
     result["decoded_token_rows"] = counter.rows
     result["gpu_idle_share"] = sampler.idle_share
+    if sampler.missing is not None:
+        result["gpu_idle_share_note"] = sampler.missing
     result["peak_memory_gib"] = round(torch.cuda.max_memory_allocated() / 2**30, 2) if torch.cuda.is_available() else None
     shutil.rmtree(workdir, ignore_errors=True)
     return result
@@ -652,6 +674,7 @@ def summarise(runs: list[dict]) -> dict:
     generation = [run["phases"].get("generate") for run in runs]
     perception = [run["phases"].get("perceive") for run in runs]
     last = runs[-1]
+    idle_notes = sorted({run["gpu_idle_share_note"] for run in runs if "gpu_idle_share_note" in run})
     return {
         "runs": len(runs),
         "wall_s": {"median": round(statistics.median(walls), 2), "min": round(min(walls), 2), "max": round(max(walls), 2)},
@@ -666,6 +689,7 @@ def summarise(runs: list[dict]) -> dict:
         "decoded_token_rows": last["decoded_token_rows"],
         "generation_s_per_image": generation_split(runs),
         "gpu_idle_share": [run["gpu_idle_share"] for run in runs],
+        **({"gpu_idle_share_note": "; ".join(idle_notes)} if idle_notes else {}),
         "peak_memory_gib": max((run["peak_memory_gib"] or 0) for run in runs) or None,
         **{key: last[key] for key in ("batch_size", "optimizations") if key in last},
     }
@@ -799,8 +823,7 @@ def _run(args: argparse.Namespace, root: Path) -> dict:
                 raise SystemExit(f"the measurements decoded different work ({what}): {checks['decoded_token_rows']}")
 
         def record_error(name: str, exc: Exception) -> None:
-            message = str(exc).strip()
-            entry["errors"][name] = f"{type(exc).__name__}: {message.splitlines()[0] if message else ''}"
+            entry["errors"][name] = error_line(exc)
             release()
             write()
 

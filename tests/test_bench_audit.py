@@ -240,3 +240,19 @@ def test_a_model_alone_that_fails_is_recorded_and_the_timed_runs_go_on(tmp_path,
     sd15 = json.loads(out.read_text())["models"]["sd15"]
     assert sd15["errors"] == {"unet": "RuntimeError: no kernel image", "vqa": "ValueError: bad shape"}
     assert list(sd15["measurements"]) == ["authors"] and sd15["measurements"]["authors"]["runs"] == 2
+
+
+def test_the_idle_share_says_why_it_was_not_measured():
+    bench = _bench_module()
+    with bench.IdleSampler(False) as sampler:  # a CPU run
+        pass
+    assert sampler.idle_share is None and sampler.missing == "not measured: no GPU"
+    with bench.IdleSampler(True) as sampler:  # no CUDA and no NVML here: torch.cuda.utilization raises
+        pass
+    assert sampler.idle_share is None and sampler.missing.startswith("not measured: ")
+    assert sampler.missing != "not measured: no GPU"  # the error torch.cuda.utilization raised, in one line
+    run = {"wall_s": 1.0, "phases": {"generate": 0.5, "perceive": 0.5}, "images_generated": 6, "pairs": 12,
+           "decoded_token_rows": 36, "gpu_idle_share": None, "gpu_idle_share_note": "not measured: no GPU",
+           "peak_memory_gib": None}  # fmt: skip
+    summary = bench.summarise([run, run])
+    assert summary["gpu_idle_share"] == [None, None] and summary["gpu_idle_share_note"] == "not measured: no GPU"
