@@ -256,3 +256,19 @@ def test_the_idle_share_says_why_it_was_not_measured():
            "peak_memory_gib": None}  # fmt: skip
     summary = bench.summarise([run, run])
     assert summary["gpu_idle_share"] == [None, None] and summary["gpu_idle_share_note"] == "not measured: no GPU"
+
+
+def test_the_released_loop_repeats_its_generation_call_images_over_8_times(tmp_path):
+    out = tmp_path / "result.json"
+    result = subprocess.run(
+        [sys.executable, str(BENCH), "--tiny", "--models", str(tmp_path / "models"), "--out", str(out),
+         "--only", "authors-6x", "--images", "16", "--answer-tokens", "1"],
+        capture_output=True, text=True, timeout=900,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr[-3000:]
+    sd15 = json.loads(out.read_text())["models"]["sd15"]
+    released = sd15["measurements"]["authors-6x"]
+    assert released["repeat_calls"] == 2 and sd15["runs"]["authors-6x"][0]["repeat_calls"] == 2
+    assert released["images_generated"] == 3 * 16 * 2  # 3 sets, 16 images per call, 2 calls
+    assert released["vqa_pairs"] == 3 * 16 * sd15["questions_per_image"]  # the first call's images are asked about
+    assert "authors as released (x2 at 16 images)" in result.stdout
