@@ -945,7 +945,7 @@ def print_table(t2i: str, entry: dict) -> None:
     print(f"\n{t2i}: {entry['prompt_sets']} sets x {entry['images_per_set']} images, {entry['size_px']} px, "
           f"{entry['steps']} steps, {entry['questions_per_image']} questions x {entry['answer_tokens']} tokens")  # fmt: skip
     labels = {name: row_label(name, m, entry["images_per_set"]) for name, m in entry["measurements"].items()}
-    width = max(20, *map(len, labels.values()))
+    width = max([20, *map(len, labels.values())])
     print(f"{'measurement':<{width}} {'wall s (min-max)':>22} {'img/s':>8} {'pairs/s':>9} {'idle':>6} {'GiB':>6}")
     for name, m in entry["measurements"].items():
         if name == "unet":
