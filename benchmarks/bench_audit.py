@@ -12,7 +12,8 @@ synchronised; the median and the spread (min, max) are reported:
   per image over all of its questions (the image repeated per question, as their
   MiniGPT-v2 code does);
 * ``authors-6x``: the same with their released ``generate_images_batch``, which repeats
-  that call ``N // 8`` times (6 at N = 48) and so makes 6x the images;
+  that call ``N // 8`` times (6 at N = 48, none below 16; ``repeat_calls``) and so makes 6x
+  the images;
 * ``auditor-*``: ``auditor prompt``'s own code path (``PromptAudit``: cache, records, PNG
   files, scores, report) from a fresh cache and run folder, with a fixed plan in place of
   the LLM: ``auditor-default`` (sequential, batch 4), ``auditor-sequential`` and
@@ -28,14 +29,17 @@ authors' side passes ``min_new_tokens = max_new_tokens``; auditor's stops a row 
 first complete line or end-of-sequence, so the benchmark's BLIP-2 has the output rows of
 those tokens zeroed (random weights then never choose them). A counter on the language
 model checks it: both sides must decode the same number of token rows, or the benchmark
-stops (at once, after the warm-ups or the first runs that differ). ``--sets`` values that would
-leave an axis one counterfactual, which a plan leaves out, are refused. Reported per measurement: wall seconds, images/s and VQA pairs/s over the phases,
-GPU idle share (``torch.cuda.utilization``, NVML, sampled every 50 ms: the time no kernel ran; where it
-cannot be read, ``gpu_idle_share_note`` says why), peak GPU
-memory, and where generation's time goes per image (UNet, VAE decode, the rest; runs that
-compile are not split). Results go to ``benchmarks/results/<gpu>-<date>.json`` with the exact command,
-versions, device and digests of the code measured, rewritten after every run: a session cut
-short keeps what it finished. Each run is kept as measured beside the summary, so
+stops at once (after the warm-ups, or after the first runs, that differ). ``--sets`` values
+that would leave an axis one counterfactual, which a plan leaves out, are refused. Reported
+per measurement: wall seconds, images/s and VQA pairs/s over the phases (null, with
+``rate_notes`` saying why, where they would mislead: the overlapped executor's stages share
+their time, and the released loop generates more images than it audits), GPU idle share
+(``torch.cuda.utilization``, NVML, sampled every 50 ms: the time no kernel ran; where it is
+not measured, ``gpu_idle_share_note`` says why), peak GPU memory, and where generation's
+time goes per image (UNet, VAE decode, the rest; runs that compile are not split). Results
+go to ``benchmarks/results/<gpu>-<date>.json`` with the exact command, versions, device and
+digests of the code measured, rewritten after every run: a session cut short keeps what it
+finished. Each run is kept as measured beside the summary, so
 ``benchmarks/merge_results.py`` can pool the runs of several sessions (a lent GPU's time
 holds one or two paper-size runs, not three of every side).
 
@@ -674,21 +678,34 @@ def kept_run(run: dict) -> dict:
     return {key: value for key, value in run.items() if key != "answers"}
 
 
-def summarise(runs: list[dict]) -> dict:
+def summarise(runs: list[dict], name: str) -> dict:
+    """Measurement ``name``'s runs in one summary. A rate that would mislead is null, and ``rate_notes`` says why."""
     walls = [run["wall_s"] for run in runs]
     generation = [run["phases"].get("generate") for run in runs]
     perception = [run["phases"].get("perceive") for run in runs]
     last = runs[-1]
     idle_notes = sorted({run["gpu_idle_share_note"] for run in runs if "gpu_idle_share_note" in run})
+    rate_notes = {}
+    if name in AUDITOR_VARIANTS and AUDITOR_VARIANTS[name][0] == "overlapped":
+        why = "the overlapped executor generates and answers at once: a stage's span is not its own time"
+        rate_notes.update(images_per_s=why, vqa_pairs_per_s=why)
+    if last.get("repeat_calls", 1) > 1:
+        rate_notes["audit_images_per_s"] = (
+            f"the released loop generates {last['repeat_calls']}x the images it audits (its repeated call's)"
+        )
+    rates = {
+        "images_per_s": round(last["images_generated"] / statistics.median(generation), 3),
+        "audit_images_per_s": round(last["images_generated"] / statistics.median(walls), 3),
+        "vqa_pairs_per_s": round(last["pairs"] / statistics.median(perception), 2),
+    }
     return {
         "runs": len(runs),
         "wall_s": {"median": round(statistics.median(walls), 2), "min": round(min(walls), 2), "max": round(max(walls), 2)},
         "phase_s_median": {
             phase: round(statistics.median(run["phases"][phase] for run in runs), 2) for phase in last["phases"]
         },
-        "images_per_s": round(last["images_generated"] / statistics.median(generation), 3),
-        "audit_images_per_s": round(last["images_generated"] / statistics.median(walls), 3),
-        "vqa_pairs_per_s": round(last["pairs"] / statistics.median(perception), 2),
+        **{rate: None if rate in rate_notes else value for rate, value in rates.items()},
+        **({"rate_notes": rate_notes} if rate_notes else {}),
         "images_generated": last["images_generated"],
         "vqa_pairs": last["pairs"],
         "decoded_token_rows": last["decoded_token_rows"],
@@ -873,7 +890,7 @@ def _run(args: argparse.Namespace, root: Path) -> dict:
                 if result is not None:  # summarised at once: a session cut short keeps what it measured
                     runs[name].append(result)
                     entry["runs"][name] = [kept_run(run) for run in runs[name]]
-                    entry["measurements"][name] = summarise(runs[name])
+                    entry["measurements"][name] = summarise(runs[name], name)
                     write()
                     if len(runs[name]) == 1:
                         stop_if_different_work({n: r[:1] for n, r in runs.items() if r}, "first runs")
@@ -959,9 +976,21 @@ def print_table(t2i: str, entry: dict) -> None:
             continue
         wall = m["wall_s"]
         idle = [v for v in m["gpu_idle_share"] if v is not None]
-        print(f"{labels[name]:<{width}} {wall['median']:>9.1f} ({wall['min']:.1f}-{wall['max']:.1f}) {m['images_per_s']:>8.2f} "
-              f"{m['vqa_pairs_per_s']:>9.1f} {statistics.median(idle) if idle else float('nan'):>6.2f} "
+        print(f"{labels[name]:<{width}} {wall['median']:>9.1f} ({wall['min']:.1f}-{wall['max']:.1f}) "
+              f"{shown(m['images_per_s'], 8, '.2f')} {shown(m['vqa_pairs_per_s'], 9, '.1f')} "
+              f"{shown(statistics.median(idle) if idle else None, 6, '.2f')} "
               f"{m['peak_memory_gib'] or float('nan'):>6.1f}")  # fmt: skip
+        notes: dict[str, list[str]] = {}  # why -> the fields it nulls
+        for field, why in {**m.get("rate_notes", {}), "idle": m.get("gpu_idle_share_note")}.items():
+            if why is not None:
+                notes.setdefault(why, []).append(field)
+        for why, fields in notes.items():
+            print(f"{'':<{width}}   {', '.join(fields)} n/a: {why}")
+
+
+def shown(value: float | None, width: int, spec: str) -> str:
+    """A table cell: ``value`` formatted, or n/a where it is null (a rate that would mislead, a share not measured)."""
+    return f"{'n/a' if value is None else format(value, spec):>{width}}"
 
 
 def row_label(name: str, measurement: dict, images_per_set: int) -> str:

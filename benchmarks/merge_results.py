@@ -137,7 +137,7 @@ def _summarise(entry: dict) -> None:
     for name, pool_alone in (("unet", median_unet), ("vqa", median_vqa)):
         if name in entry["runs"]:
             entry["measurements"][name] = pool_alone(entry["runs"][name])
-    entry["measurements"].update({name: summarise(runs) for name, runs in timed.items()})
+    entry["measurements"].update({name: summarise(runs, name) for name, runs in timed.items()})
     for name, measurement in entry["measurements"].items():
         measurement["sources"] = sorted({run["source"] for run in entry["runs"][name]})
     checks = same_decoded_rows(timed)

@@ -52,13 +52,20 @@ def test_bench_audit_tiny_runs_every_measurement_on_the_same_work(tmp_path):
         assert m["vqa_pairs"] == images * sd15["questions_per_image"]
         # Every answer decoded to its full budget on both sides: the same work.
         assert m["decoded_token_rows"] == m["vqa_pairs"] * sd15["answer_tokens"]
-        assert m["images_per_s"] > 0 and m["vqa_pairs_per_s"] > 0
+        assert m["gpu_idle_share"] == [None] and m["gpu_idle_share_note"] == "not measured: no GPU"
+        if name == "auditor-overlapped":  # its stages overlap: a rate over a stage's span would mislead
+            assert m["images_per_s"] is None and m["vqa_pairs_per_s"] is None
+            assert set(m["rate_notes"]) == {"images_per_s", "vqa_pairs_per_s"}
+        else:
+            assert m["images_per_s"] > 0 and m["vqa_pairs_per_s"] > 0 and "rate_notes" not in m
+        assert m["audit_images_per_s"] > 0  # at 2 images per set the released loop does not repeat its call
         split = m["generation_s_per_image"]  # nothing compiles with --tiny, so every run is split
         assert split["unet"] > 0 and split["vae_decode"] > 0 and split["rest"] > 0
         [run] = sd15["runs"][name]  # kept as measured, for merge_results.py; the answers were compared, then dropped
         assert run["generation_split_s"]["unet"] < run["phases"]["generate"]
         assert round(run["wall_s"], 2) == m["wall_s"]["median"] and "answers" not in run
-    assert measured["authors"]["images_generated"] == images
+    assert measured["authors"]["images_generated"] == measured["authors-6x"]["images_generated"] == images
+    assert measured["authors"]["repeat_calls"] == measured["authors-6x"]["repeat_calls"] == 1
     assert measured["auditor-sequential"]["batch_size"] == 4  # --batch-size auto on a CPU
     unet = measured["unet"]
     assert unet["flops_per_forward"] > 0 and unet["achieved_tflops"] > 0 and unet["unet_batch"] == 8
@@ -69,6 +76,7 @@ def test_bench_audit_tiny_runs_every_measurement_on_the_same_work(tmp_path):
         assert size["pairs_per_s"] > 0 and size["decoded_token_rows"] == vqa["pairs"] * sd15["answer_tokens"]
     assert "vqa: pairs/s by --vqa-batch-size: 2: " in result.stdout
     assert "sd15" in result.stdout and "auditor-overlapped" in result.stdout
+    assert "authors as released (x1 at 2 images)" in result.stdout and "images_per_s, vqa_pairs_per_s n/a: the overlapped" in result.stdout
 
 
 def test_budget_lets_a_run_start_only_when_its_expected_time_is_left():
@@ -254,7 +262,7 @@ def test_the_idle_share_says_why_it_was_not_measured():
     run = {"wall_s": 1.0, "phases": {"generate": 0.5, "perceive": 0.5}, "images_generated": 6, "pairs": 12,
            "decoded_token_rows": 36, "gpu_idle_share": None, "gpu_idle_share_note": "not measured: no GPU",
            "peak_memory_gib": None}  # fmt: skip
-    summary = bench.summarise([run, run])
+    summary = bench.summarise([run, run], "authors")
     assert summary["gpu_idle_share"] == [None, None] and summary["gpu_idle_share_note"] == "not measured: no GPU"
 
 
@@ -271,4 +279,5 @@ def test_the_released_loop_repeats_its_generation_call_images_over_8_times(tmp_p
     assert released["repeat_calls"] == 2 and sd15["runs"]["authors-6x"][0]["repeat_calls"] == 2
     assert released["images_generated"] == 3 * 16 * 2  # 3 sets, 16 images per call, 2 calls
     assert released["vqa_pairs"] == 3 * 16 * sd15["questions_per_image"]  # the first call's images are asked about
+    assert released["audit_images_per_s"] is None and "2x the images it audits" in released["rate_notes"]["audit_images_per_s"]
     assert "authors as released (x2 at 16 images)" in result.stdout
