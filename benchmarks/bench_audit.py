@@ -572,13 +572,16 @@ def unet_throughput(setup: Setup, batch_size: str, compile_models: bool, iterati
 def vqa_throughput(setup: Setup, batch_sizes: list[int], images: int) -> dict:
     """auditor's VQA backend (BLIP-2) answering every question and the caption about ``images`` random pictures,
     at each of ``batch_sizes`` pairs per forward: pairs/s and peak memory per size, the figures to choose
-    ``--vqa-batch-size`` by. Every answer decodes exactly ``setup.tokens`` tokens (the pinned model), which the
-    decoded token rows show. A size that runs out of memory is recorded as such and ends the sweep."""
+    ``--vqa-batch-size`` by. Each call gets as many pictures as the audit's calls get at that size
+    (``images_per_vqa_call``), so the sweep measures the audit's path. Every answer decodes exactly
+    ``setup.tokens`` tokens (the pinned model), which the decoded token rows show. A size that runs out of
+    memory is recorded as such and ends the sweep."""
     import numpy as np
     import torch
     from PIL import Image
 
     from auditor.core.weights import LoadOptions
+    from auditor.executors.perception import images_per_vqa_call
     from auditor.perception.registry import VQA_BACKENDS
     from auditor.records import PerceptionSettings
 
@@ -591,15 +594,17 @@ def vqa_throughput(setup: Setup, batch_sizes: list[int], images: int) -> dict:
     result: dict[str, Any] = {"images": images, "pairs": images * len(asked), "by_batch_size": {}}
     for size in batch_sizes:
         vqa.settings = settings.model_copy(update={"batch_size": size})
+        per_call = images_per_vqa_call(size)
         try:
-            vqa.answer(pictures[: -(-size // len(asked))], asked, caption)  # warm-up: one full batch at this size
+            vqa.answer(pictures[:per_call], asked, caption)  # warm-up: one call at this size
             synchronize()
             if torch.cuda.is_available():
                 torch.cuda.reset_peak_memory_stats()
             counter = DecodeCounter()
             with counter.counting():
                 started = time.perf_counter()
-                vqa.answer(pictures, asked, caption)
+                for start in range(0, images, per_call):
+                    vqa.answer(pictures[start : start + per_call], asked, caption)
                 synchronize()
                 seconds = time.perf_counter() - started
         except torch.cuda.OutOfMemoryError:
@@ -607,6 +612,7 @@ def vqa_throughput(setup: Setup, batch_sizes: list[int], images: int) -> dict:
             release()
             break
         result["by_batch_size"][str(size)] = {
+            "images_per_call": per_call,
             "seconds": round(seconds, 3),
             "pairs_per_s": significant(result["pairs"] / seconds),
             "decoded_token_rows": counter.rows,

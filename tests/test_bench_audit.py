@@ -281,3 +281,25 @@ def test_the_released_loop_repeats_its_generation_call_images_over_8_times(tmp_p
     assert released["vqa_pairs"] == 3 * 16 * sd15["questions_per_image"]  # the first call's images are asked about
     assert released["audit_images_per_s"] is None and "2x the images it audits" in released["rate_notes"]["audit_images_per_s"]
     assert "authors as released (x2 at 16 images)" in result.stdout
+
+
+def test_the_vqa_sweep_calls_the_backend_with_as_many_images_as_the_audit_does(tmp_path, monkeypatch):
+    from auditor.executors.perception import images_per_vqa_call
+    from auditor.perception import registry
+
+    bench = _bench_module()
+    calls: dict[int, list[int]] = {}
+
+    class Backend:
+        settings = None
+
+        def answer(self, images, questions, caption):
+            calls.setdefault(self.settings.batch_size, []).append(len(images))
+
+    monkeypatch.setattr(registry.VQA_BACKENDS, "load", lambda spec, **options: Backend())
+    setup = _FakeSetup(None, "sd15", tmp_path)
+    setup.vqa, setup.device = tmp_path / "vqa", "cpu"
+    result = bench.vqa_throughput(setup, [2, 16], 20)
+    assert images_per_vqa_call(2) == 8 and images_per_vqa_call(16) == 16
+    assert calls == {2: [8, 8, 8, 4], 16: [16, 16, 4]}  # a warm-up call, then the 20 pictures as the audit sends them
+    assert [size["images_per_call"] for size in result["by_batch_size"].values()] == [8, 16]
