@@ -332,7 +332,7 @@ def test_html_report_is_self_contained(tmp_path):
     for axis in build_view(record).axes:
         assert axis.finding.replace("'", "&#39;") in html
     assert html.count("<svg") >= 1 + 3 * 3  # BAV, and per axis CAS plus concept charts
-    assert "stable-diffusion-v1-5/stable-diffusion-v1-5" in html and "0-2 (3 seeds)" in html
+    assert "stable-diffusion-v1-5/stable-diffusion-v1-5" in html and "0-5 (6 seeds)" in html
     assert "Intersectionality" in html and "T2IAT" in html and "0.93" in html
 
 
@@ -459,7 +459,7 @@ def test_failed_run_still_reports_what_it_did(tmp_path):
     assert data["scored"] is False and data["axes"] == []
     html = write_html_report(record, run_dir).read_text(encoding="utf-8")
     assert "This run failed." in html and "CUDA out of memory" in html
-    assert "Images drawn so far" in html and html.count("<img ") == 2 * 3
+    assert "Images drawn so far" in html and html.count("<img ") == 2 * 6
     assert "no images (the run stopped before this set was drawn)" in html
     bare = record.model_copy(update={"plan": None, "prompt_sets": []})
     assert "No plan was recorded" in terminal_text(bare)

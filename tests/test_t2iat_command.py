@@ -325,7 +325,7 @@ def test_run_a_custom_test_end_to_end_with_tiny_models(tmp_path, tiny_models):
         "--embedder",
         f"clip:{tiny_models.clip}",
     ]
-    args += ["--images", "2", "--steps", "2", "--seed", "7", "--json"]
+    args += ["--images", "4", "--steps", "2", "--seed", "7", "--json"]
     load_wordnet()  # as in a notebook where a prompt audit ran first: this run still reads none
     result = run_auditor(*args, "--name", "first")
     assert result.returncode == 0, result.stderr
@@ -338,14 +338,14 @@ def test_run_a_custom_test_end_to_end_with_tiny_models(tmp_path, tiny_models):
     assert {g: len(ids) for g, ids in record.groups.items()} == {"X": 2, "Y": 1, "XA": 2, "XB": 2, "YA": 2, "YB": 1}
     prompts = {s.prompt_id: s.prompt for s in record.prompt_sets}
     assert prompts["XA/1"] == "a photo of tulip, peace" and prompts["YB/0"] == "a photo of ant, grief"
-    assert all([image.seed for image in s.images] == [7, 8] for s in record.prompt_sets)  # paired seeds
+    assert all([image.seed for image in s.images] == [7, 8, 9, 10] for s in record.prompt_sets)  # paired seeds
     assert record.config.embedder.fingerprint and record.config.t2i.fingerprint
     assert record.config.generation.steps == 2
     assert record.environment.wordnet is None  # a T2IAT test reads no WordNet, whatever its process read
-    assert record.result.n_x == 4 and record.result.n_y == 2  # 2 prompts x 2 images; 1 prompt x 2 images
+    assert record.result.n_x == 8 and record.result.n_y == 4  # 2 prompts x 4 images; 1 prompt x 4 images
     assert summary["association"] == record.result.association
-    # S and d carry intervals from the paired bootstrap over the 2 seeds, with the settings that made them
-    assert record.config.bootstrap == 1000 and record.intervals.seeds == 2 and record.intervals.resamples == 1000
+    # S and d carry intervals from the paired bootstrap over the 4 seeds, with the settings that made them
+    assert record.config.bootstrap == 1000 and record.intervals.seeds == 4 and record.intervals.resamples == 1000
     ci = record.result.association_ci
     assert ci.method == "percentile" and ci.low <= ci.high and summary["association_ci"]["low"] == ci.low
 
@@ -373,8 +373,8 @@ def test_run_a_custom_test_end_to_end_with_tiny_models(tmp_path, tiny_models):
     assert f"reading {reading}" in " ".join(again.stdout.split()) and reading in html  # terminal (wrapped) and page agree
     rerun = T2IATRecord.model_validate_json((run_dir.parent / "second" / "record.json").read_text())
     timings = {t.stage: t for t in rerun.timings}
-    assert (timings["generate"].computed, timings["generate"].cached) == (0, 20)
-    assert (timings["embed"].computed, timings["embed"].cached) == (0, 20)
+    assert (timings["generate"].computed, timings["generate"].cached) == (0, 40)
+    assert (timings["embed"].computed, timings["embed"].cached) == (0, 40)
     assert rerun.result == record.result
 
     # T2IAT runs are listed beside prompt audits, and `auditor report` shows them as `auditor t2iat report` does.
@@ -671,8 +671,8 @@ def test_association_intervals_resample_seeds_across_all_six_groups_by_hand():
     low, high = bootstrap.percentile_bounds(np.column_stack([expected_s, expected_d]))
     assert (association.low, association.high) == pytest.approx((low[0], high[0]), abs=1e-9)
     assert (effect.low, effect.high) == pytest.approx((low[1], high[1]), abs=1e-9)
-    with pytest.raises(AuditorError, match="at least 2 seeds"):
-        association_intervals(sets, groups, 1, settings)
+    with pytest.raises(AuditorError, match="at least 4 seeds"):
+        association_intervals(sets, groups, 3, settings)
 
 
 def test_an_effect_size_interval_over_some_resamples_says_so_in_the_terminal_and_the_page():

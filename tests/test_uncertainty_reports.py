@@ -29,14 +29,14 @@ def _rescored(record, **settings):
 
 def test_a_prompt_audit_records_intervals_and_auditor_score_reproduces_them(tiny_models, tmp_path):
     result = run_auditor(
-        "prompt", PROMPT, *tiny_args(tiny_models, images=3), "--bootstrap", "200", "--ci-seed", "7", "--quiet",
+        "prompt", PROMPT, *tiny_args(tiny_models, images=4), "--bootstrap", "200", "--ci-seed", "7", "--quiet",
         "--name", "boot",
     )  # fmt: skip
     assert result.returncode == 0, result.stderr
     run_dir = tmp_path / "runs" / "boot"
     record = load_record(run_dir / "record.json")
     scores = record.scores
-    assert scores.intervals.resamples == 200 and scores.intervals.seed == 7 and scores.intervals.seeds == 3
+    assert scores.intervals.resamples == 200 and scores.intervals.seed == 7 and scores.intervals.seeds == 4
     assert record.config.scoring.bootstrap == 200 and record.config.scoring.ci_seed == 7
     for axis in scores.axes:
         assert axis.bav is None or axis.bav_ci is not None
@@ -187,7 +187,7 @@ def test_holm_adjusts_the_association_p_values_across_the_axes():
 
 def test_embedding_intervals_in_the_live_audit(tiny_models, tmp_path):
     result = run_auditor(
-        "prompt", PROMPT, *tiny_args(tiny_models, images=3), "--bootstrap", "100", "--quiet", "--name", "emb"
+        "prompt", PROMPT, *tiny_args(tiny_models, images=4), "--bootstrap", "100", "--quiet", "--name", "emb"
     )
     assert result.returncode == 0, result.stderr
     record = load_record(tmp_path / "runs" / "emb" / "record.json")
@@ -209,15 +209,24 @@ def test_compare_gives_each_change_an_interval_paired_over_shared_seeds(tmp_path
     assert all(cf["delta_ci"] == [0.0, 0.0] for cf in gender["counterfactuals"])
     assert any("paired over their shared seeds" in note and "(--ci-seed 0)" in note for note in same["notes"])
     assert same["intervals"] == {
-        "resamples": 200, "level": 0.95, "method": "percentile", "seed": 0, "paired": True, "paired_seeds": 3,
+        "resamples": 200, "level": 0.95, "method": "percentile", "seed": 0, "paired": True, "paired_seeds": 6,
         "paired_by": "seed",
     }  # fmt: skip
 
     other = json.loads(run_auditor("compare", "pharmacist-sd15", "pharmacist-sd21", "--json").stdout)
-    # Seeds 0 1 2 against 0 1: A's third seed alone in its stratum would never vary, so each run is resampled alone.
-    assert any("independently (pairing over the 2 seeds they share would leave a single seed" in note
+    # Seeds 0-5 against 0-3: the 4 shared seeds take one draw, A's seeds 4 and 5 one of their own.
+    assert any("paired over the 4 seeds they share, the other seeds (2 of run A) independently" in note
                for note in other["notes"])  # fmt: skip
-    assert other["intervals"]["paired"] is False and other["intervals"]["paired_seeds"] == 0
+    assert other["intervals"]["paired"] is False and other["intervals"]["paired_seeds"] == 4  # not fully paired
+    _fixture_with_seeds(runs, "one-apart", lambda seed: seed + 100 if seed == 5 else seed)
+    one_apart = json.loads((runs / "one-apart" / "record.json").read_text())
+    one_apart["config"]["seeds"] = [0, 1, 2, 3, 4, 105]
+    (runs / "one-apart" / "record.json").write_text(json.dumps(one_apart))
+    apart = json.loads(run_auditor("compare", "pharmacist-sd15", "one-apart", "--json").stdout)
+    # Seed 5 against seed 105: each alone in its stratum would never vary, so each run is resampled alone.
+    assert any("independently (pairing over the 5 seeds they share would leave a single seed" in note
+               for note in apart["notes"])  # fmt: skip
+    assert apart["intervals"]["paired"] is False and apart["intervals"]["paired_seeds"] == 0
     shared = [cf for axis in other["axes"] for cf in axis["counterfactuals"] if cf["only_in"] is None]
     assert shared and all(cf["delta"] is None or cf["delta_ci"][0] <= cf["delta_ci"][1] for cf in shared)
     off = json.loads(run_auditor("compare", "pharmacist-sd15", "pharmacist-sd21", "--json", "--bootstrap", "0").stdout)
@@ -252,22 +261,22 @@ def _unseeded_copy(runs: Path, run_id: str, seeds: list[int]) -> None:
 def test_compare_pairs_runs_without_seeds_by_image_position_and_never_with_a_seeded_run(tmp_path):
     runs = tmp_path / "runs"
     shutil.copytree(FIXTURES / "runs" / "pharmacist-sd15", runs / "seeded")
-    _unseeded_copy(runs, "api", [0, 1, 2])
-    _unseeded_copy(runs, "api-reseeded", [5, 4, 3])  # --seed ignored by the backend: the same images, in order
+    _unseeded_copy(runs, "api", [0, 1, 2, 3, 4, 5])
+    _unseeded_copy(runs, "api-reseeded", [11, 10, 9, 8, 7, 6])  # --seed ignored by the backend: the same images
 
     same = json.loads(run_auditor("compare", "api", "api-reseeded", "--json", "--bootstrap", "200").stdout)
     cis = [cf["delta_ci"] for axis in same["axes"] for cf in axis["counterfactuals"]]
     assert all(ci in (None, [0.0, 0.0]) for ci in cis + [axis["delta_ci"] for axis in same["axes"]])
     assert cis.count([0.0, 0.0]) >= 2  # the same images: every change that has an interval is [0, 0]
     assert any("paired over their shared image positions (their backends take no seed)" in n for n in same["notes"])
-    assert same["intervals"]["paired_by"] == "image position" and same["intervals"]["paired_seeds"] == 3
+    assert same["intervals"]["paired_by"] == "image position" and same["intervals"]["paired_seeds"] == 6
 
     mixed = json.loads(run_auditor("compare", "seeded", "api", "--json", "--bootstrap", "200").stdout)
     assert any("independently (run B's backend takes no seed" in note for note in mixed["notes"])
     assert mixed["intervals"]["paired"] is False and mixed["intervals"]["paired_seeds"] == 0
     assert mixed["intervals"]["paired_by"] is None  # nothing pairs a seeded run's images with an unseeded one's
-    assert mixed["a"]["initial_labels"] == ["seed 0", "seed 1", "seed 2"]
-    assert mixed["b"]["initial_labels"] == ["image 0", "image 1", "image 2"]
+    assert mixed["a"]["initial_labels"] == [f"seed {i}" for i in range(6)]
+    assert mixed["b"]["initial_labels"] == [f"image {i}" for i in range(6)]
 
 
 def test_the_compare_page_lines_up_images_made_alike_and_only_those(tmp_path):
@@ -277,35 +286,35 @@ def test_the_compare_page_lines_up_images_made_alike_and_only_those(tmp_path):
         assert run_auditor("compare", a, b, "--html", str(page)).returncode == 0
         return page.read_text().split("<h2>Initial images</h2>")[1].split("<h2>")[0]
 
-    shutil.copytree(FIXTURES / "runs" / "pharmacist-sd15", runs / "seeded")  # seeds 0 1 2
+    shutil.copytree(FIXTURES / "runs" / "pharmacist-sd15", runs / "seeded")  # seeds 0-5
     _fixture_with_seeds(runs, "shifted", lambda seed: seed + 1)
     lined_up = grid("seeded", "shifted")  # a column per seed of either run, A's first, each row blank where it lacks one
-    assert [f'<th scope="col">seed {s}</th>' in lined_up for s in range(4)] == [True] * 4
-    assert lined_up.count("<td></td>") == 2 and lined_up.count("<img ") == 6
-    _unseeded_copy(runs, "api", [0, 1, 2])
-    _unseeded_copy(runs, "api-reseeded", [5, 4, 3])
+    assert [f'<th scope="col">seed {s}</th>' in lined_up for s in range(7)] == [True] * 7
+    assert lined_up.count("<td></td>") == 2 and lined_up.count("<img ") == 12
+    _unseeded_copy(runs, "api", [0, 1, 2, 3, 4, 5])
+    _unseeded_copy(runs, "api-reseeded", [11, 10, 9, 8, 7, 6])
     assert '<th scope="col">image 0</th>' in grid("api", "api-reseeded")  # no seeds: by position
     _fixture_with_seeds(runs, "far", lambda seed: seed + 100)
     for other in ("api", "far"):  # an unseeded run, or one that shares no seed: two plain rows
         apart = grid("seeded", other)
         assert "share no seed, so their images are not lined up" in apart and 'scope="col"' not in apart
-    _fixture_with_seeds(runs, "repeated", lambda seed: min(seed, 1))  # an old record could repeat a seed: 0 1 1
+    _fixture_with_seeds(runs, "repeated", lambda seed: min(seed, 1))  # an old record could repeat a seed: 0 1 1 1 1 1
     shutil.copytree(FIXTURES / "runs" / "pharmacist-sd21", runs / "sd21")
     both = grid("repeated", "sd21")
-    assert '<th scope="col">seed 1 (#2)</th>' in both and both.count("<img ") == 3 + 2  # no image dropped
+    assert '<th scope="col">seed 1 (#5)</th>' in both and both.count("<img ") == 6 + 4  # no image dropped
 
 
 def test_a_run_without_seeds_reports_image_positions(tmp_path):
-    _unseeded_copy(tmp_path / "runs", "api", [0, 1, 2])
+    _unseeded_copy(tmp_path / "runs", "api", [0, 1, 2, 3, 4, 5])
     unseeded = load_record(tmp_path / "runs" / "api" / "record.json")
     report = build_view(unseeded)
     assert report.seeding.startswith("no seeds (the backend takes none") and not report.seeded
-    assert report.seeds == "none"  # as --json has it; a seeded run's reads "0-2 (3 seeds)"
-    assert build_view(load_record(FIXTURES / "runs" / "pharmacist-sd15" / "record.json")).seeds == "0-2 (3 seeds)"
-    assert "resamples of the 3 image positions" in report.uncertainty
+    assert report.seeds == "none"  # as --json has it; a seeded run's reads "0-5 (6 seeds)"
+    assert build_view(load_record(FIXTURES / "runs" / "pharmacist-sd15" / "record.json")).seeds == "0-5 (6 seeds)"
+    assert "resamples of the 6 image positions" in report.uncertainty
     scored = run_auditor("score", "api", env={"AUDITOR_RUNS_DIR": str(tmp_path / "runs"), "COLUMNS": "200"})
     assert scored.returncode == 0, scored.stderr
-    assert "resamples of the 3 image positions" in scored.stdout and "3 seeds" not in scored.stdout  # as the report
+    assert "resamples of the 6 image positions" in scored.stdout and "6 seeds" not in scored.stdout  # as the report
     page = write_html_report(unseeded, tmp_path / "runs" / "api").read_text()
     assert "seed None" not in page and '<th class="num">image 0</th>' in page and "column i holds" in page
     assert "uses the same seed" not in page and "separate draws" in page
@@ -375,27 +384,33 @@ def test_the_report_json_has_every_interval_field_the_readme_lists_as_score_json
         assert axis["bav_mad_ci"] is not None and list(axis["bav_mad_ci"]) == score["bav_mad_ci"]
 
 
-def _one_image_per_set(record):
-    """``record`` cut to its first image per prompt set (seed index 0), as an ``--images 1`` run records it."""
+def _first_images(record, images: int):
+    """``record`` cut to its first ``images`` images per prompt set, as an ``--images N`` run records it."""
     data = record.model_dump(mode="json")
-    data["config"].update(images_per_prompt=1, seeds=data["config"]["seeds"][:1])
+    data["config"].update(images_per_prompt=images, seeds=data["config"]["seeds"][:images])
     for prompt_set in data["prompt_sets"]:
-        prompt_set["images"] = prompt_set["images"][:1]
-    data["answers"] = {pid: answers[:1] for pid, answers in data["answers"].items()}
+        prompt_set["images"] = prompt_set["images"][:images]
+    data["answers"] = {pid: answers[:images] for pid, answers in data["answers"].items()}
     return type(record).model_validate(data)
 
 
-def test_one_image_per_set_gets_no_interval_and_no_claim(tmp_path):
-    from auditor.scoring.intervals import ONE_SEED
-
-    record = _one_image_per_set(load_record(FIXTURES / "runs" / "pharmacist-sd15" / "record.json"))
-    scores = score_run(record)  # resamples of one seed are all that seed: a zero-width interval would back any claim
-    assert scores.intervals is None and ONE_SEED in scores.warnings
+@pytest.mark.parametrize(
+    ("images", "why"),
+    [
+        (1, "one image per prompt set: no other seed to resample"),
+        # a resample of 3 seeds draws one of them 3 times 1 time in 9: the 95% interval's ends would be one seed's
+        (3, "3 images per prompt set, fewer than the 4 an interval needs: a resample draws one seed alone 1 time in 9"),
+    ],
+)
+def test_too_few_images_per_set_get_no_interval_and_no_claim(tmp_path, images, why):
+    record = _first_images(load_record(FIXTURES / "runs" / "pharmacist-sd15" / "record.json"), images)
+    scores = score_run(record)
+    assert scores.intervals is None and any(warning.startswith(why) for warning in scores.warnings)
     assert all(axis.bav_ci is None and axis.spread is None and axis.lean_ci is None for axis in scores.axes)
     view = build_view(record.model_copy(update={"scores": scores}))
     assert "no ranking is claimed" in view.headline
     assert all("no difference is claimed" in axis.finding or "nothing to compare" in axis.finding for axis in view.axes)
-    assert view.uncertainty.startswith("no intervals (one image per prompt set")
+    assert view.uncertainty.startswith(f"no intervals ({why})")
 
     runs = tmp_path / "runs"
     for name in ("one", "again"):
@@ -405,4 +420,4 @@ def test_one_image_per_set_gets_no_interval_and_no_claim(tmp_path):
     assert compared.returncode == 0, compared.stderr
     data = json.loads(compared.stdout)
     assert data["intervals"] is None and all(axis["delta_ci"] is None for axis in data["axes"])
-    assert any("run A and B: one image per prompt set" in note for note in data["notes"])
+    assert any(f"run A and B: {why}" in note for note in data["notes"])

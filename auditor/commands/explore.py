@@ -58,7 +58,7 @@ def explore(
     confirm_images: int = typer.Option(
         24, "--confirm-images", min=0, help="Fresh seeds per prompt set to confirm the top arms."
     ),
-    seeds_per_round: int = typer.Option(4, "--seeds-per-round", min=2, help="Seeds an arm gets per round (k)."),
+    seeds_per_round: int = typer.Option(4, "--seeds-per-round", help="Seeds an arm gets per round (k), at least 4."),
     proposals: int = typer.Option(8, "--proposals", min=1, help="Candidates asked of the proposer per round."),
     text_embedder: str = typer.Option(
         "minilm",

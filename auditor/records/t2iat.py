@@ -165,7 +165,7 @@ class T2IATRecord(StudyRecord):
     )
     intervals: IntervalSettings | None = Field(
         default=None,
-        description="How the intervals of S and d were made; null without them (--bootstrap 0, one image per prompt).",
+        description="How the intervals of S and d were made; null without them (--bootstrap 0, fewer than 4 images per prompt).",
     )
 
     def subject(self) -> str:

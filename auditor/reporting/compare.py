@@ -31,7 +31,7 @@ from auditor.reporting.tables import borderless_table
 from auditor.reporting.views import Bounds
 from auditor.reporting.wording import Segment, made_by, prompt_segments
 from auditor.scoring.comparison import NOISE_DIGITS, ChangeIntervals, counterfactual_key
-from auditor.scoring.uncertainty import MIN_SEEDS
+from auditor.scoring.uncertainty import MIN_SEEDS, too_few_seeds
 
 # --------------------------------------------------------------------------- view
 
@@ -238,12 +238,12 @@ def compare_records(a: RunRecord, b: RunRecord, changes: ChangeIntervals | None 
     if not compared:
         notes.append("The runs share no counterfactual, so there is no change to measure.")
     elif changes is None:
-        single = [label for label, run in (("A", a), ("B", b)) if run.config.images_per_prompt < MIN_SEEDS]
-        why = (
-            "" if differing
-            else f" (run {' and '.join(single)}: one image per prompt set, no other seed to resample)" if single
-            else " (--bootstrap 0)"
-        )  # fmt: skip
+        few: dict[int, list[str]] = {}
+        for label, run in (("A", a), ("B", b)):
+            if run.config.images_per_prompt < MIN_SEEDS:
+                few.setdefault(run.config.images_per_prompt, []).append(label)
+        reasons = [f"run {' and '.join(labels)}: {too_few_seeds(seeds)}" for seeds, labels in few.items()]
+        why = "" if differing else f" ({'; '.join(reasons)})" if reasons else " (--bootstrap 0)"
         notes.append(
             f"Deltas are B minus A, without intervals{why}, so no change is claimed. "
             "Relative BAV is not compared: it is relative within one run."

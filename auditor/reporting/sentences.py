@@ -11,7 +11,7 @@ claim needs evidence recorded beside the number:
   is below alpha;
 * a male/female lean only when its interval excludes 0.
 
-A run recorded without intervals (``--bootstrap 0``, one image per prompt set, or written
+A run recorded without intervals (``--bootstrap 0``, fewer than 4 images per prompt set, or written
 before intervals existed) gets its numbers stated and no difference claimed; the
 uncertainty line says why (and, where it can, that ``auditor score RUN`` prints them; it stores nothing).
 """
@@ -24,7 +24,7 @@ from auditor.records import AssociationResult, AxisScore, CounterfactualScore, I
 from auditor.reporting.numbers import number, with_bounds, with_span, written_apart
 from auditor.reporting.views import AssociationView, AxisView, Bounds
 from auditor.reporting.wording import quote, resampled
-from auditor.scoring.uncertainty import MIN_SEEDS
+from auditor.scoring.uncertainty import MIN_SEEDS, too_few_seeds
 
 #: How corrections for multiple tests read in a sentence.
 CORRECTION_NAMES = {"holm": "Holm", "benjamini-hochberg": "Benjamini-Hochberg"}
@@ -265,7 +265,7 @@ def uncertainty_line(scores: Scores, seeds: int, seeded: bool = True) -> str | N
             f"{resampled(i.seeds, seeded)} (drawn with --ci-seed {i.seed})"
         )
     elif seeds < MIN_SEEDS:
-        parts.append(f"no intervals (one image per prompt set: no other {'seed' if seeded else 'image'} to resample)")
+        parts.append(f"no intervals ({too_few_seeds(seeds, seeded)})")
     else:
         parts.append("no intervals (`auditor score RUN` prints them; it does not store them in the run)")
     if scores.correction != "none":

@@ -34,11 +34,13 @@ from auditor.scoring.tibet import AxisSpec, plan_of, record_concepts, score_audi
 from auditor.scoring.tibet_files import TibetResult
 from auditor.scoring.uncertainty import BootstrapSettings, ScoreIntervals
 
-#: Why a run scored with resamples asked for has no intervals.
-ONE_SEED = (
-    "one image per prompt set: the bootstrap has no other seed to draw, so there are no intervals and no "
-    "difference is claimed (make two or more with --images)"
-)
+
+def too_few_seeds_warning(seeds: int) -> str:
+    """Why a run scored with resamples asked for has no intervals."""
+    return (
+        f"{uncertainty.too_few_seeds(seeds)}, so there are no intervals and no difference is claimed "
+        f"(make {uncertainty.MIN_SEEDS} or more with --images)"
+    )
 
 
 def bootstrap_settings(settings: ScoringSettings) -> BootstrapSettings | None:
@@ -110,7 +112,7 @@ def with_uncertainty(
     """
     boot = bootstrap_settings(settings)
     if boot is not None and counts.seeds < uncertainty.MIN_SEEDS:
-        scores = scores.model_copy(update={"warnings": [*scores.warnings, ONE_SEED]})
+        scores = scores.model_copy(update={"warnings": [*scores.warnings, too_few_seeds_warning(counts.seeds)]})
     elif boot is not None:
         sets = usable_embeddings(prompt_sets, embeddings) if embeddings else None
         found = uncertainty.score_intervals(axes, counts, settings, boot, embeddings=sets)

@@ -62,6 +62,7 @@ def validate_options(options: ExploreOptions) -> None:
     from auditor.perception.registry import SENTENCE_EMBEDDERS, VQA_BACKENDS
     from auditor.planning import check_llm_spec
     from auditor.planning.offline import check_axes
+    from auditor.scoring.uncertainty import MIN_SEEDS
 
     options.seeds = [single_spaced(seed) for seed in options.seeds if seed.strip()]
     options.topic = single_spaced(options.topic) if options.topic and options.topic.strip() else None
@@ -75,8 +76,8 @@ def validate_options(options: ExploreOptions) -> None:
     checks = [
         (options.top_k >= 1, f"--top must be at least 1 (got {options.top_k})"),
         (
-            options.seeds_per_round >= 2,
-            f"--seeds-per-round must be at least 2, for an interval (got {options.seeds_per_round})",
+            options.seeds_per_round >= MIN_SEEDS,
+            f"--seeds-per-round must be at least {MIN_SEEDS}, for an interval (got {options.seeds_per_round})",
         ),
         (options.proposals_per_round >= 1, f"--proposals must be at least 1 (got {options.proposals_per_round})"),
         (options.max_images >= 1, f"--max-images must be at least 1 (got {options.max_images})"),
@@ -86,7 +87,11 @@ def validate_options(options: ExploreOptions) -> None:
             f"({options.seeds_per_round})",
         ),
         (options.confirm_images >= 0, f"--confirm-images must be 0 or more (got {options.confirm_images})"),
-        (options.confirm_images != 1, "--confirm-images must be 0 (no confirmation) or at least 2, for an interval"),
+        (
+            options.confirm_images == 0 or options.confirm_images >= MIN_SEEDS,
+            f"--confirm-images must be 0 (no confirmation) or at least {MIN_SEEDS}, for an interval "
+            f"(got {options.confirm_images})",
+        ),
         (options.max_llm_calls is None or options.max_llm_calls >= 0, "--max-llm-calls must be 0 or more"),
         (options.max_prompts is None or options.max_prompts >= 1, "--max-prompts must be at least 1"),
         (options.time_limit is None or options.time_limit > 0, "--time must be more than 0"),

@@ -142,7 +142,7 @@ class T2IATTestRun(T2IATStudyRun[T2IATRecord]):
 
     def add_intervals(self, vectors: dict[str, np.ndarray]) -> None:
         """Bootstrap intervals of S and d over seeds (``--bootstrap``), unless there are none to make: no resamples
-        asked for, or one image per prompt (every resample of one seed is that seed)."""
+        asked for, or fewer than :data:`MIN_SEEDS` images per prompt (too few for a resample to vary)."""
         config = self.record.config
         if config.bootstrap == 0 or config.images_per_prompt < MIN_SEEDS or self.record.result is None:
             return
