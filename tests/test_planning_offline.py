@@ -126,6 +126,19 @@ def test_caps_and_determinism():
     }
 
 
+def test_the_plan_says_which_asked_axes_it_drops_and_why():
+    """--axes that do not fit the prompt or are over --max-axes are named in the plan, not only in its transcript."""
+    plan = make_plan("a photo of a pharmacist", "offline", axes=["gender", "setting", "age", "ethnicity"], max_axes=2)
+    assert list(_axes(plan)) == ["gender", "age"]
+    assert plan.dropped_axes == {
+        "setting": "the axis library does not apply it to person prompts",
+        "ethnicity": "over --max-axes 2",
+    }
+    assert "Over --max-axes 2: ethnicity." in plan.transcript[0].content
+    # the planner chose the axes: nothing was asked for, so nothing is dropped
+    assert make_plan("a photo of a pharmacist", "offline", max_axes=2).dropped_axes == {}
+
+
 def test_offline_takes_no_model_and_refuses_an_empty_prompt():
     with pytest.raises(AuditorError, match="takes no model"):
         make_plan("a cat", "offline:wordnet")

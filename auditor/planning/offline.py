@@ -73,7 +73,8 @@ class OfflinePlanner:
 
     ``axes`` (``--axes``) fixes which of the library's axes to write, in that order, instead of
     every axis of the prompt's category; an axis the library does not apply to that category
-    (gender for "a photo of a kettle") is skipped, and the transcript says so.
+    (gender for "a photo of a kettle"), one with fewer than two counterfactuals or one over
+    ``--max-axes`` is left out, and the plan's ``dropped_axes`` says why, for the reports to show.
     """
 
     spec = "offline"
@@ -98,23 +99,32 @@ class OfflinePlanner:
             else:
                 skipped.append(name)
         unfit = [name for name in self.axes or [] if name not in category["axes"]]
+        capped = [axis.name for axis in proposed[limits.max_axes :]] if limits.max_axes else []
         note = (
             f"Offline WordNet planner (no LLM): {reading.describe()}; its axes in "
             f"prompts/{LIBRARY_FILE}: {', '.join(category['axes'])}."
             + (f" Asked for (--axes): {', '.join(self.axes)}." if self.axes is not None else "")
             + (f" Not applied to {reading.category} prompts: {', '.join(unfit)}." if unfit else "")
             + (f" Skipped (fewer than two counterfactuals): {', '.join(skipped)}." if skipped else "")
+            + (f" Over --max-axes {limits.max_axes}: {', '.join(capped)}." if capped else "")
         )
         reply = json.dumps({axis.name: axis.counterfactuals for axis in proposed}, indent=2, ensure_ascii=False)
         transcript = [ChatMessage(role="system", content=note), ChatMessage(role="assistant", content=reply)]
         try:
-            return finish_plan(prompt, proposed, limits, llm=self.spec, transcript=transcript)
+            plan = finish_plan(prompt, proposed, limits, llm=self.spec, transcript=transcript)
         except PlanProblem as problem:  # e.g. a prompt WordNet cannot read and that has nothing to vary
             why = f"the axis library applies {', '.join(unfit)} to other prompts; {reading.describe()}"
             found = why if unfit and not proposed else problem
             # the same prompt and axes always give the same answer: bad input, and a resume would stop the same way
             error = StartAgainError(f"the offline planner found no plan: {found}; name other --axes, or plan with --llm")
             raise attach_transcript(error, transcript) from None
+        if self.axes is None:  # the planner chose the axes: none was asked for, so none was dropped
+            return plan
+        why = {name: f"the axis library does not apply it to {reading.category} prompts" for name in unfit}
+        why |= {name: "fewer than two counterfactuals could be written for this prompt" for name in skipped}
+        why |= {name: f"over --max-axes {limits.max_axes}" for name in capped}
+        plan.dropped_axes = {name: why[name] for name in self.axes if name in why}
+        return plan
 
 
 def check_axes(names: Sequence[str]) -> list[str]:

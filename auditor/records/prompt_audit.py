@@ -86,6 +86,12 @@ class AuditPlan(Record):
         default=1, ge=1, description="LLM replies to the JSON request needed until the plan validated (1 + repairs)."
     )
     edited: bool = Field(default=False, description="True when a person edited the plan (--review).")
+    dropped_axes: dict[str, str] = Field(
+        default_factory=dict,
+        description="Axes asked for with --axes that the plan leaves out -> why (the axis library does not apply "
+        "the axis to the prompt, fewer than two counterfactuals could be written, or it is over --max-axes), in "
+        "--axes order. The reports' notes name them.",
+    )
     transcript: list[ChatMessage] = Field(default_factory=list, description="The whole planning conversation.")
 
     def prompt_sets(self) -> list[tuple[str, str, str | None]]:
