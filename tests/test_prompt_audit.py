@@ -89,6 +89,28 @@ def test_prompt_audit_end_to_end_score_reproduces_it_and_a_rerun_computes_nothin
     assert timings["perceive"].computed == 0 and timings["perceive"].cached == 10
 
 
+def test_axes_the_plan_drops_are_named_on_the_terminal_and_in_the_json(tiny_models, tmp_path):
+    """`--axes` asked for but left out of the plan (not for this prompt, over --max-axes) are said, not only in
+    the plan transcript: in the --json output and record, and on the terminal as the run goes and in its notes."""
+    args = [*tiny_args(tiny_models, images=1), "--axes", "gender,setting,age,ethnicity"]  # tiny_args: --max-axes 2
+    dropped = {"setting": "the axis library does not apply it to person prompts", "ethnicity": "over --max-axes 2"}
+    note = (
+        f"--axes dropped for '{PROMPT}': setting (the axis library does not apply it to person prompts); "
+        "ethnicity (over --max-axes 2)."
+    )
+    machine = run_auditor("prompt", PROMPT, *args, "--json", "--name", "json")
+    assert machine.returncode == 0, machine.stderr
+    report = json.loads(machine.stdout)
+    assert [axis["name"] for axis in report["plan"]] == ["gender", "age"]
+    assert report["planner"]["dropped_axes"] == dropped and note in report["notes"]
+    assert load_record(Path(report["run_dir"]) / "record.json").plan.dropped_axes == dropped
+
+    person = run_auditor("prompt", PROMPT, *args, "--name", "terminal", env={"COLUMNS": "400"}, process=True)
+    assert person.returncode == 0, person.stderr
+    assert f"note: {note}" in person.stderr  # when the plan is made, not only after the images
+    assert f"- {note}" in person.stdout  # the report's notes
+
+
 class StopAfter(QuietProgress):
     """A progress reporter that presses Ctrl-C once ``stage`` has advanced ``count`` units."""
 

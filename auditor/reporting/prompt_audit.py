@@ -208,6 +208,7 @@ def build_view(record: RunRecord) -> ReportView:
                 "llm": plan.llm,
                 "attempts": plan.attempts,
                 "edited": plan.edited,
+                "dropped_axes": dict(plan.dropped_axes),
                 "transcript": [turn.model_dump(mode="json") for turn in plan.transcript],
             }
             if plan

@@ -23,7 +23,7 @@ import math
 from auditor.records import AssociationResult, AxisScore, CounterfactualScore, Interval, RunRecord, Scores
 from auditor.reporting.numbers import number, with_bounds, with_span, written_apart
 from auditor.reporting.views import AssociationView, AxisView, Bounds
-from auditor.reporting.wording import quote, resampled
+from auditor.reporting.wording import dropped_axes_note, quote, resampled
 from auditor.scoring.uncertainty import MIN_SEEDS, too_few_seeds
 
 #: How corrections for multiple tests read in a sentence.
@@ -278,6 +278,8 @@ def notes(record: RunRecord) -> list[str]:
     notes = []
     if record.status != "completed":
         notes.append(f"This run {STATUS_PHRASES[record.status]}.")
+    if record.plan is not None and (dropped := dropped_axes_note(record.plan)):
+        notes.append(dropped)
     if record.scores is not None:
         notes += list(record.scores.warnings)
         for axis in record.scores.axes:

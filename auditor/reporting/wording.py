@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # pragma: no cover
-    from auditor.records import GeneratedImage
+    from auditor.records import AuditPlan, GeneratedImage
 
 
 @dataclass(frozen=True)
@@ -101,6 +101,15 @@ def made_by(image: GeneratedImage) -> str:
 
 def quote(text: str) -> str:
     return f"'{text}'"
+
+
+def dropped_axes_note(plan: AuditPlan) -> str | None:
+    """The ``--axes`` the plan left out, and why, in one line (None when it kept them all): said where the person
+    looks, in the notes and as the run goes, since otherwise only the planning transcript says it."""
+    if not plan.dropped_axes:
+        return None
+    reasons = "; ".join(f"{name} ({why})" for name, why in plan.dropped_axes.items())
+    return f"--axes dropped for {quote(plan.prompt)}: {reasons}."
 
 
 def counted(count: int, noun: str) -> str:
