@@ -480,6 +480,8 @@ def _broken(change) -> dict:
         (lambda d: d["concepts_cf"].pop("age"), "concepts_cf.age: missing (result has this axis)"),
         (lambda d: d["concepts_cf"].__setitem__("skin tone", []), 'concepts_cf["skin tone"]: axis not in result'),
         (lambda d: d["result"].__setitem__("age", "old"), "result.age: expected a list of counterfactual prompts, got a string"),
+        (lambda d: d["result"].__setitem__("gender", [*GENDER_CFS, " A photo of a  male nurse"]),
+         "result.gender[2]: repeats the counterfactual prompt ' A photo of a  male nurse' of result.gender[0]"),
         (lambda d: d.pop("concepts_initial"), "concepts_initial: missing"),
         (lambda d: d.__setitem__("prompt", None), None),  # null prompt is allowed
     ],
@@ -504,6 +506,10 @@ def test_malformed_files_exit_2_with_one_line(tmp_path):
             "the TIBET file has no images, so there is nothing to score",
         ),
         "list.json": ([1, 2], "neither a TIBET result file"),
+        "repeat.json": (
+            _broken(lambda d: d["result"].__setitem__("age", [*AGE_CFS, AGE_CFS[1]])),
+            f"result.age[2]: repeats the counterfactual prompt {AGE_CFS[1]!r} of result.age[1]",
+        ),
         # another study's record, though it has a 'result' key as TIBET files do
         "t2iat.json": (
             json.loads((Path(__file__).parent / "fixtures" / "records" / "t2iat_test_v1.json").read_text()),

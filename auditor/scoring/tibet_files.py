@@ -3,7 +3,7 @@
 A result file is one JSON object::
 
     {"prompt": "...", "id": ...,                       # optional
-     "result": {axis: [counterfactual prompt, ...]},
+     "result": {axis: [counterfactual prompt, ...]},    # distinct within an axis
      "questions": [VQA question, ...],                  # at least one
      "concepts_initial": [per image: [answer per question]],
      "concepts_cf": {axis: [per counterfactual: [per image: [answer per question]]]}}
@@ -32,6 +32,7 @@ from typing import Any
 
 from auditor.core.errors import AuditorError
 from auditor.core.store import load_json
+from auditor.core.text import single_spaced
 from auditor.records import INITIAL_PROMPT_ID, counterfactual_id
 
 #: Keys whose presence marks a JSON object as a TIBET result file.
@@ -151,6 +152,7 @@ def parse_tibet_result(data: Any) -> TibetResult:
     for name, prompts in counterfactuals.items():
         if not prompts:
             raise TibetFormatError(f"{_at('result', name)}: no counterfactual prompts")
+        _check_distinct(prompts, _at("result", name))
 
     questions = _strings(data["questions"], "questions", "question")
     if not questions:
@@ -187,6 +189,16 @@ def parse_tibet_result(data: Any) -> TibetResult:
     )
     parsed.warnings.extend(_size_warnings(parsed))
     return parsed
+
+
+def _check_distinct(prompts: list[str], where: str) -> None:
+    """An axis's counterfactuals must differ (case and spacing aside), as a plan's must: one listed twice would count
+    twice in the axis's BAV, the variance over its counterfactuals, as if the axis had one more value."""
+    first: dict[str, int] = {}
+    for k, prompt in enumerate(prompts):
+        j = first.setdefault(single_spaced(prompt).casefold(), k)
+        if j != k:
+            raise TibetFormatError(f"{where}[{k}]: repeats the counterfactual prompt {prompt!r} of {where}[{j}]")
 
 
 def _size_warnings(result: TibetResult) -> list[str]:
