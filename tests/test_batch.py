@@ -312,6 +312,25 @@ def test_axes_take_the_offline_planner_and_refuse_another_llm(tmp_path):
     assert not (tmp_path / "runs").exists()
 
 
+def test_each_prompt_says_which_of_the_axes_its_plan_dropped(tiny_models, tmp_path):
+    """--axes that fit one prompt and not another: each prompt's drop is named on the terminal as it is planned."""
+    (tmp_path / "list.txt").write_text("a photo of a nurse\na kettle on a table\n")
+    result = run_auditor(
+        "batch", "list.txt", "--axes", "gender,setting", "--t2i", f"diffusers:{tiny_models.t2i}",
+        "--vqa", f"blip2:{tiny_models.vqa}", "--embedder", "none", "--images", "1", "--steps", "2",
+        "--max-counterfactuals", "2", "--name", "b", cwd=tmp_path, env={"OMP_NUM_THREADS": "1", "COLUMNS": "400"},
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    assert (
+        "note: --axes dropped for 'a photo of a nurse': setting (the axis library does not apply it to person prompts)."
+        in result.stderr
+    )
+    assert (
+        "note: --axes dropped for 'a kettle on a table': gender (the axis library does not apply it to object prompts)."
+        in result.stderr
+    )
+
+
 def leaderboard_headline(*intervals: tuple[float, float, float]) -> str:
     """The batch headline over rows of (BAV, interval low, interval high), highest first."""
     from auditor.records import BatchRow, Interval
