@@ -432,6 +432,21 @@ def test_explore_offline_on_tiny_models_from_the_command_line(tiny_models, tmp_p
     assert header.split()[-3:] == ["seeds", "adj.", "p"]  # every column fits 80 columns (the intervals wrap)
 
 
+def test_an_exploration_names_the_axes_a_candidates_plan_dropped(tiny_models, tmp_path):
+    """A candidate planned with --axes it does not fit says so on the terminal, as a prompt audit does."""
+    result = run_auditor(
+        "explore", "a photo of a nurse", "--max-prompts", "1", "--axes", "gender,setting", "--llm", "offline",
+        "--text-embedder", "none", "--t2i", f"diffusers:{tiny_models.t2i}", "--vqa", f"blip2:{tiny_models.vqa}",
+        "--steps", "2", "--max-images-per-prompt", "4", "--seeds-per-round", "2", "--confirm-images", "2",
+        "--top", "1", "--bootstrap", "200", "--name", "x", env={"OMP_NUM_THREADS": "1", "COLUMNS": "400"},
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    assert (
+        "note: --axes dropped for 'a photo of a nurse': setting (the axis library does not apply it to person prompts)."
+        in result.stderr
+    )
+
+
 def test_an_exploration_whose_every_candidate_is_rejected_says_so_and_offers_no_resume(tiny_models, tmp_path):
     """Not an exploration of nothing that exits 0 and says it stopped because nothing was left to explore."""
     result = run_auditor(
