@@ -292,6 +292,14 @@ def test_prompt_audit_with_an_openai_vqa_records_answers_from_the_images(fake_op
     timings = {t.stage: t for t in load_record(tmp_path / "runs" / "again" / "record.json").timings}
     assert (timings["perceive"].computed, timings["perceive"].cached) == (0, 6)
 
+    # --seed asks for what an Images API cannot do: said once, and the images are the same ones (by position).
+    unused = "--seed is not used: openai:dall-e-3 takes no seed, so image i of each prompt set is its i-th draw"
+    seeded = run_auditor("prompt", PROMPT, *openai_audit_args(), "--seed", "5", "--name", "seeded")
+    assert seeded.returncode == 0, seeded.stderr
+    assert " ".join(seeded.stderr.split()).count(unused) == 1 and fake_openai.requests == []
+    default = run_auditor("prompt", PROMPT, *openai_audit_args(), "--name", "default")
+    assert default.returncode == 0 and "--seed is not used" not in default.stderr
+
 
 def test_prompt_audit_with_tiny_diffusion_images_and_an_openai_vqa(tiny_models, fake_openai, tmp_path):
     fake_openai.answer_from_images()

@@ -160,6 +160,17 @@ def say_cut_prompts(study: StudyRun, backend: TextToImage, prompts: Sequence[str
         )
 
 
+def say_unused_seeds(study: StudyRun) -> None:
+    """A notice when ``--seed`` asked for seeds the model cannot take (an images API, a folder of images): its image
+    i of a prompt is the i-th one drawn, whatever the seed, so the person should not expect the seed to pin them."""
+    config = study.record.config
+    if config.seeds != list(range(len(config.seeds))):
+        study.notice_once(
+            f"--seed is not used: {config.t2i.spec} takes no seed, so image i of each prompt set is its i-th draw "
+            "and images of different sets share no starting noise"
+        )
+
+
 def give_batch_size(study: StudyRun, backend: TextToImage) -> None:
     """Give a loaded model (here, or on a Ray worker as the driver sees it) the run's batch size: the
     one asked, or the one probed (and remembered) for ``--batch-size auto``."""
@@ -304,6 +315,8 @@ class GenerationStage:
     def scan(self, backend: TextToImage, writer: BackgroundWriter) -> list[GenerationItem]:
         """Look every image up in the cache: hits are stored (by the writer), the distinct misses returned in order."""
         self._seeded = backend.seeded
+        if not self._seeded:
+            say_unused_seeds(self.study)
         self._fingerprint = backend.cache_fingerprint()
         cache, progress = self.study.cache, self.study.progress
         progress.start(STAGE, self.total, "generating images")

@@ -258,6 +258,16 @@ class StudyRun(Generic[RecordT]):
         self._completed_folder: FolderSnapshot | None = None
         #: The attempt failed or was stopped without changing a file of a completed run, which was put back as it was.
         self.left_as_it_was = False
+        #: Notices given once per attempt (:meth:`notice_once`).
+        self._said: set[str] = set()
+
+    def notice_once(self, message: str) -> None:
+        """Tell the person ``message`` once, however many stages or rounds (an exploration's) meet its cause."""
+        with self._lock:
+            if message in self._said:
+                return
+            self._said.add(message)
+        self.progress.notice(message)
 
     def save(self) -> None:
         with self._lock:
