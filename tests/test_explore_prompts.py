@@ -83,6 +83,11 @@ def test_a_literal_brace_is_doubled_on_every_line(tmp_path):
         ({"p.txt": "a {job}\n", "v.yaml": "job: [{x: 1}]\n"}, "'job' has the value {'x': '1'}"),
         ({"p.txt": "a {job}\n", "v.json": '{"job": ["nurse", ""]}'}, "has an empty value for job"),
         ({"p.txt": "a {job} in {place}\n", "v.csv": "job,place\nnurse,\n"}, "has an empty value for place"),
+        (
+            {"p.txt": "a {job}\n", "v.yaml": "job: [nurse]\ngender: [male, female]\n"},
+            "names gender, which no template of",
+        ),
+        ({"p.txt": "a {job}\n", "v.csv": "job,jbo\nnurse,chef\n"}, "names jbo, which no template of"),
     ],
 )
 def test_bad_prompt_lists_are_one_line(tmp_path, files, message):

@@ -8,7 +8,7 @@
 A prompt with ``{name}`` placeholders is a template, filled from ``--values``: a ``.txt``
 file (one value per line, for a template with one placeholder), a ``.csv`` file (a header
 naming the placeholders, one combination per row), or a ``.json``/``.yaml`` mapping of each
-placeholder to its values (every combination, in order); "a"/"an" before a filled
+placeholder to its values (every combination, in order); a name no template uses is an error. "a"/"an" before a filled
 placeholder is made to fit the value ("an engineer"). The list is small, so the
 standard library reads it; a bad file is one error line naming the place.
 """
@@ -42,6 +42,7 @@ def read_prompt_list(path: Path, values: Path | None = None) -> list[str]:
     if values is not None and not templated:
         raise AuditorError(f"--values {values} was given but no prompt of {path} has a {{placeholder}}")
     table = _read_values(values) if values is not None else None
+    _check_all_used(table, {name for names in placeholders.values() for name in names}, values, path)
     prompts: list[str] = []
     for i, prompt in enumerate(raw):
         # every line reads as a template: {{ and }} are literal braces on a line without placeholders too
@@ -152,6 +153,18 @@ def _values_mapping(text: str, path: Path, suffix: str) -> Any:
         return yaml.load(text, Loader=yaml.BaseLoader)
     except (json.JSONDecodeError, yaml.YAMLError) as exc:
         raise AuditorError(f"{path} is not valid {suffix[1:].upper()}: {exc}") from None
+
+
+def _check_all_used(table: Any, used: set[str], values: Path | None, path: Path) -> None:
+    """Every placeholder a values file names must be one a template uses: a name no template has (a typo, or a
+    column meant to vary the prompts) would otherwise be dropped without a word, and the batch audit other
+    prompts than the person listed."""
+    named = table if isinstance(table, dict) else table[0] if table and isinstance(table[0], dict) else {}
+    unused = [name for name in named if name not in used]
+    if unused:
+        raise AuditorError(
+            f"{values} names {', '.join(unused)}, which no template of {path} uses (they use {', '.join(sorted(used))})"
+        )
 
 
 def _fill(template: str, names: list[str], table, values: Path | None) -> list[str]:
