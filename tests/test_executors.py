@@ -110,6 +110,39 @@ def test_overlapped_executor_gives_the_sequential_record_and_cache(tiny_models, 
         assert all((ovl_dir / i.file).read_bytes() == (seq_dir / i.file).read_bytes() for i in prompt_set.images)
 
 
+def test_generation_waits_for_a_reader_that_lags_behind(tiny_models, tmp_path, monkeypatch):
+    """A slow VQA under the overlapped executor: generation waits before a batch while the reader has MAX_BACKLOG
+    images waiting (each holds its pixels), so the backlog stays within that plus the batches already on their way
+    (the one made, and those the writer holds), where without the wait it grows to nearly all 30 images."""
+    from auditor.executors import local
+    from auditor.executors.writer import QUEUE_DEPTH
+    from auditor.perception.vqa import Blip2Vqa
+
+    answer_batch, put = Blip2Vqa._answer_batch, local._Lane.put
+    backlogs: list[int] = []
+
+    def slow(self, encoded, prompts, max_new_tokens):
+        time.sleep(0.3)
+        return answer_batch(self, encoded, prompts, max_new_tokens)
+
+    def counting(self, stored):
+        put(self, stored)
+        backlogs.append(self.backlog)
+
+    monkeypatch.setattr(Blip2Vqa, "_answer_batch", slow)
+    monkeypatch.setattr(local._Lane, "put", counting)
+    monkeypatch.setattr(local, "MAX_BACKLOG", 1)
+    cache = ContentCache(tmp_path / "cache.sqlite")
+    try:
+        audit = options(tiny_models, "overlapped", images=6, embedder=None)
+        record = start_audit(audit, RunStore(tmp_path / "runs"), cache, QuietProgress(), run_name="r").run()
+    finally:
+        cache.close()
+    assert record.status == "completed" and sum(len(answers) for answers in record.answers.values()) == 30
+    batch = audit.generation.batch_size
+    assert max(backlogs) <= local.MAX_BACKLOG - 1 + batch * (QUEUE_DEPTH + 2) + 1  # + 1: the end-of-images mark
+
+
 @pytest.mark.parametrize(
     "first, then, stage, stop_at",
     [

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import queue
 import threading
+import time
 from collections.abc import Callable, Iterable, Sequence
 from functools import partial
 from typing import TYPE_CHECKING, Any, ClassVar
@@ -29,6 +30,9 @@ if TYPE_CHECKING:  # pragma: no cover
 
 #: Seconds between checks for a stop request while a thread waits.
 POLL_SECONDS = 0.1
+#: Images a reader may lag behind generation before generation waits for it: each waiting image holds its pixels
+#: (0.75 MB at 512 px, 1.7 MB at 768 px), so a slow VQA would otherwise pile up gigabytes over a paper-size audit.
+MAX_BACKLOG = 256
 #: Models load one at a time: the libraries' loading patches process-wide state (empty-weight
 #: initialisation, tied weights, logging), so two loads in two threads can corrupt each other.
 MODEL_LOADING = threading.Lock()
@@ -148,10 +152,11 @@ class _Stopped(BaseException):
 
 
 class _Lane:
-    """A reader in its own thread, fed the generated images in order through an unbounded queue.
+    """A reader in its own thread, fed the generated images in order through a queue.
 
-    Unbounded, because the writer thread puts into it: a full queue would make the writer
-    wait for a reader that itself waits for the writer.
+    The queue itself is unbounded, because the writer thread puts into it: a full queue would
+    make the writer wait for a reader that itself waits for the writer. Generation, which
+    waits on nobody, is what waits instead (:func:`_keep_up`).
     """
 
     def __init__(self, study: StudyRun, reader: ImageReader, writer: BackgroundWriter, total: int):
@@ -165,6 +170,11 @@ class _Lane:
 
     def put(self, stored: StoredImage | None) -> None:
         self._images.put(stored)
+
+    @property
+    def backlog(self) -> int:
+        """Images given to the reader that it has not taken yet."""
+        return self._images.qsize()
 
     def start(self) -> None:
         self._thread.start()
@@ -218,7 +228,7 @@ class OverlappedExecutor(_InProcess):
                 generation.subscribe(lane.put)
                 lane.start()
             try:
-                _generate(study, generation, writer, between=lambda: _raise_first(lanes))
+                _generate(study, generation, writer, between=lambda: _keep_up(lanes))
                 self._wait(study, lanes)
             except BaseException:
                 for lane in lanes:
@@ -256,6 +266,15 @@ def _own_cuda_stream():
     if not torch.cuda.is_available():
         return contextlib.nullcontext()
     return torch.cuda.stream(torch.cuda.Stream())
+
+
+def _keep_up(lanes: list[_Lane]) -> None:
+    """Before a generation batch: raise a reader's error, and wait while a reader lags :data:`MAX_BACKLOG` images
+    behind (a bounded producer-consumer queue, bounded where the producer can wait)."""
+    _raise_first(lanes)
+    while any(lane.backlog >= MAX_BACKLOG for lane in lanes):
+        time.sleep(POLL_SECONDS / 10)
+        _raise_first(lanes)
 
 
 def _raise_first(lanes: list[_Lane]) -> None:
