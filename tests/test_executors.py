@@ -3,6 +3,7 @@ cache, runs resume across executors, failures name their stage, and the writer k
 
 from __future__ import annotations
 
+import shutil
 import sqlite3
 import subprocess
 import sys
@@ -187,7 +188,8 @@ def check_resume_across_executors(tiny_models, tmp_path: Path, first: str, then:
 def test_a_reader_that_fails_ends_an_overlapped_run_naming_its_stage(tiny_models, tmp_path):
     store = RunStore(tmp_path / "runs")
     cache = ContentCache(tmp_path / "cache.sqlite")
-    (tmp_path / "no-such-vqa").mkdir()  # there, but no model in it: the reader fails when it loads
+    (tmp_path / "no-such-vqa").mkdir()  # a model's config, but no weights: the reader fails when it loads
+    shutil.copy(tiny_models.vqa / "config.json", tmp_path / "no-such-vqa")
     broken = options(tiny_models, "overlapped", vqa=f"blip2:{tmp_path / 'no-such-vqa'}", embedder=None)
     audit = start_audit(broken, store, cache, QuietProgress(), run_name="r")
     with pytest.raises(Exception, match="no-such-vqa"):
@@ -323,12 +325,13 @@ def test_each_batch_reaches_the_cache_whole_or_not_at_all(tiny_models, tmp_path)
 
 
 def test_a_named_embedder_that_fails_to_load_fails_every_resume_until_it_is_pointed_elsewhere(tiny_models, tmp_path):
-    """Only the default CLIP model is optional. An embedder the user named (here a folder that is no CLIP model)
-    fails the run, and a resume that does not point it elsewhere fails the same way instead of dropping it."""
+    """Only the default CLIP model is optional. An embedder the user named (here a transformers model that is no
+    CLIP model) fails the run, and a resume that does not point it elsewhere fails the same way instead of dropping
+    it."""
     from auditor.core.errors import AuditorError
 
     store, cache = RunStore(tmp_path / "runs"), ContentCache(tmp_path / "cache.sqlite")
-    asked = options(tiny_models, "sequential", images=2, max_axes=1, embedder=f"clip:{tiny_models.t2i}")
+    asked = options(tiny_models, "sequential", images=2, max_axes=1, embedder=f"clip:{tiny_models.vqa}")
     try:
         for attempt in range(2):
             with pytest.raises(AuditorError, match="CLIP"):
@@ -338,7 +341,7 @@ def test_a_named_embedder_that_fails_to_load_fails_every_resume_until_it_is_poin
                     resume_audit("r", store, cache, QuietProgress()).run()
             failed = load_record(store.root / "r" / "record.json")
             assert failed.status == "failed" and failed.errors[-1].stage == "embed"
-            assert failed.config.embedder is not None and failed.config.embedder.spec == f"clip:{tiny_models.t2i}"
+            assert failed.config.embedder is not None and failed.config.embedder.spec == f"clip:{tiny_models.vqa}"
         pointed = Resumption(models={"embedder": f"clip:{tiny_models.clip}"})
         record = resume_audit("r", store, cache, QuietProgress(), pointed).run()
     finally:

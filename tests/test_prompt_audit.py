@@ -193,9 +193,15 @@ def test_a_completed_run_whose_resume_fails_before_changing_a_file_is_left_as_it
         f"error: --t2i diffusers:{tmp_path}/nope: there is no file or folder '{tmp_path}/nope'; point it at a local "
         "copy of the text-to-image model"
     )
-    other = run_auditor("prompt", "--resume", "r", "--runs-dir", str(store.root), "--t2i", f"diffusers:{tiny_models.clip}")
+    resume = ["prompt", "--resume", "r", "--runs-dir", str(store.root)]
+    clip = run_auditor(*resume, "--t2i", f"diffusers:{tiny_models.clip}")
+    assert clip.returncode == 2 and clip.stderr.strip() == (  # its files say it is no pipeline: refused likewise
+        f"error: --t2i diffusers:{tiny_models.clip}: '{tiny_models.clip}' is not a diffusers pipeline folder: it has "
+        "no model_index.json"
+    )
+    other = run_auditor(*resume, "--vqa", f"blip2:{tiny_models.clip}")
     (error,) = [line for line in other.stderr.splitlines() if line.startswith("error:")]
-    assert other.returncode == 1 and "Traceback" not in other.stderr and "cannot load text-to-image model" in error
+    assert other.returncode == 1 and "Traceback" not in other.stderr and "cannot load VQA model" in error
     assert error.endswith(
         f"(run {store.resolve('r')} is left as it was: completed, with its earlier results; what this attempt "
         "computed is cached for the next)"
@@ -253,6 +259,26 @@ def test_bad_input_is_one_line_and_creates_nothing(tmp_path, args, message):
     assert result.returncode == 2
     assert message in result.stderr
     assert len(result.stderr.strip().splitlines()) == 1, result.stderr
+    assert not (tmp_path / "runs").exists()
+
+
+@pytest.mark.parametrize(
+    "option, given, expected",
+    [
+        ("--t2i", "diffusers:{clip}", "diffusers pipeline folder: it has no model_index.json"),
+        ("--vqa", "blip2:{t2i}", "transformers model folder: it has no config.json"),
+        ("--embedder", "clip:{t2i}", "transformers model folder: it has no config.json"),
+    ],
+)
+def test_a_model_folder_of_another_kind_is_one_line_and_creates_nothing(tiny_models, tmp_path, option, given, expected):
+    """A folder holding another kind of model (a saved CLIP model given as a diffusers pipeline) is refused by its
+    files before a run folder is made: a failed run's resume advice would only repeat the error."""
+    spec = given.format(clip=tiny_models.clip, t2i=tiny_models.t2i)
+    models = {"--t2i": f"diffusers:{tiny_models.t2i}", "--vqa": str(tiny_models.vqa), "--embedder": "none"}
+    words = [word for pair in (models | {option: spec}).items() for word in pair]
+    result = run_auditor("prompt", PROMPT, "--llm", "offline", "--images", "1", "--steps", "2", *words)
+    folder = spec.partition(":")[2]
+    assert (result.returncode, result.stderr) == (2, f"error: {option} {spec}: {folder!r} is not a {expected}\n")
     assert not (tmp_path / "runs").exists()
 
 

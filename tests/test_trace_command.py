@@ -4,6 +4,7 @@ a caption file and the profession set, JSON and the 80-column terminal report, r
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 import pytest
@@ -104,6 +105,7 @@ def test_a_resume_that_turns_the_image_embedders_off_says_so_in_the_record(tiny_
     adjusted over: the record's notes say it."""
     moved = tmp_path / "moved-vqa"
     moved.mkdir()
+    shutil.copy(tiny_models.vqa / "config.json", moved)  # its config, not its weights: stopped when it loads
     args = [
         str(_captions(tmp_path)), "--t2i", f"diffusers:{tiny_tracing_models.t2i}", "--vqa", f"blip2:{moved}",
         "--steps", "2", "--embedder", f"clip:{tiny_models.clip}", "--seeds", "1", "--limit", "1", "--bootstrap", "100",
@@ -121,7 +123,8 @@ def test_a_resume_that_turns_the_image_embedders_off_says_so_in_the_record(tiny_
 def test_a_trace_stopped_by_a_missing_model_resumes_with_the_model_where_it_is_now(tiny_models, tiny_tracing_models,
                                                                                    tmp_path):
     moved = tmp_path / "moved-vqa"
-    moved.mkdir()  # emptied: the run starts, and stops when it loads the VQA model
+    moved.mkdir()  # emptied but for its config: the run starts, and stops when it loads the VQA model
+    shutil.copy(tiny_models.vqa / "config.json", moved)
     args = [
         str(_captions(tmp_path)), "--t2i", f"diffusers:{tiny_tracing_models.t2i}", "--vqa", f"blip2:{moved}",
         "--steps", "2", "--embedder", "none", "--seeds", "1", "--limit", "1", "--bootstrap", "100", "--name", "t",

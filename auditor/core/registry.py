@@ -30,6 +30,18 @@ class Spec:
         return f"{self.prefix}:{self.target}" if self.target else self.prefix
 
 
+@dataclass(frozen=True)
+class FolderKind:
+    """The kind of local folder a backend loads, told by a file at its root: checking for that file is cheap, so a
+    folder of another kind (a CLIP model given as a diffusers pipeline) is refused before a run folder is made for
+    it, instead of when the loader reaches it."""
+
+    #: A file every such folder has at its root (``model_index.json`` for a diffusers pipeline).
+    marker: str
+    #: What the folder is, for messages ("diffusers pipeline").
+    name: str
+
+
 def parse_spec(text: str) -> Spec:
     """Split ``prefix:target``; a spec without a colon is a bare prefix (e.g. ``offline``)."""
     text = text.strip()
@@ -66,11 +78,11 @@ class Registry:
 
     ``infer`` turns a spec without a known prefix (typically a bare local path such as
     ``./tiny-vqa``) into a full spec by looking at the folder, or returns None. A backend
-    may also register a ``preflight``: a cheap check of what its loader will need (a
-    model name, an API key), run before a study generates anything, and an ``identify``: the
-    identity of the weights its loader would read, found without loading them (a local
-    model's file digests), which lets a study reuse what an earlier load of the same
-    weights said about the model instead of loading it again.
+    may also register the :class:`FolderKind` its local folders must be, a ``preflight``: a
+    cheap check of what its loader will need (a model name, an API key), run before a study
+    generates anything, and an ``identify``: the identity of the weights its loader would
+    read, found without loading them (a local model's file digests), which lets a study reuse
+    what an earlier load of the same weights said about the model instead of loading it again.
     """
 
     def __init__(self, kind: str, option: str, infer: Callable[[str], str | None] | None = None):
@@ -80,6 +92,7 @@ class Registry:
         self._loaders: dict[str, str] = {}
         self._preflights: dict[str, str] = {}
         self._identifiers: dict[str, str] = {}
+        self._folders: dict[str, FolderKind] = {}
         self._shown: dict[str, str] = {}
 
     def register(
@@ -89,10 +102,14 @@ class Registry:
         preflight_path: str | None = None,
         identify_path: str | None = None,
         bare: bool = False,
+        folder: FolderKind | None = None,
     ) -> None:
         """Serve ``prefix`` with the loader at ``loader_path``; ``bare``: the prefix alone is a whole spec (``haar``,
-        ``minilm``), which is how an error listing the backends shows it."""
+        ``minilm``), which is how an error listing the backends shows it; ``folder``: the kind a local target must
+        be."""
         self._loaders[prefix] = loader_path
+        if folder is not None:
+            self._folders[prefix] = folder
         self._shown[prefix] = prefix if bare else f"{prefix}:..."
         if preflight_path is not None:
             self._preflights[prefix] = preflight_path
@@ -119,19 +136,31 @@ class Registry:
     def preflight(self, text: str) -> Spec:
         """:meth:`check`, then the backend's preflight if it has one (an :class:`AuditorError` when it fails).
 
-        Then a target written as a local path (``/models/sd15``, ``./tiny``, ``~/x``) must exist: a typo is bad
+        Then a target written as a local path (``/models/sd15``, ``./tiny``, ``~/x``) must exist, and a local
+        target must be a folder of the backend's :class:`FolderKind`: a typo or a folder of another kind is bad
         input, refused here rather than when the loader reaches it, after a run folder was made for it. Not on a
         Ray cluster (``RAY_ADDRESS``, ``--ray-address``): its workers load the models, from paths on their nodes
         that this machine may not have."""
         spec = self.check(text)
         if spec.prefix in self._preflights:
             _resolve(self._preflights[spec.prefix])(spec)
-        if looks_like_path(spec.target) and not _exists(spec.target) and not _on_a_cluster():
+        if not _on_a_cluster():
+            self._check_local(spec)
+        return spec
+
+    def _check_local(self, spec: Spec) -> None:
+        """Refuse a local path that is not there, or a local folder that lacks its backend's marker file."""
+        if looks_like_path(spec.target) and not _exists(spec.target):
             raise AuditorError(
                 f"{self.option} {spec}: there is no file or folder {spec.target!r}; point it at a local copy of the "
                 f"{self.kind} model"
             )
-        return spec
+        folder = self._folders.get(spec.prefix)
+        local = bool(spec.target) and _exists(spec.target)  # no target: the loader says a model is needed
+        if folder is not None and local and not (Path(spec.target).expanduser() / folder.marker).is_file():
+            raise AuditorError(
+                f"{self.option} {spec}: {spec.target!r} is not a {folder.name} folder: it has no {folder.marker}"
+            )
 
     def identify(self, text: str, **options: Any) -> str | None:
         """The identity of the weights the loader of ``text`` would read, without loading them; None when the

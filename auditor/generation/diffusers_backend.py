@@ -43,13 +43,14 @@ from auditor.core.weights import (
     weights_identity,
 )
 from auditor.generation.base import GeneratedPicture, GenerationItem
+from auditor.generation.registry import PIPELINE_FOLDER
 from auditor.records import GenerationSettings, ModelRef
 from auditor.records.models import SIDE_MULTIPLE
 
 _WHAT = "text-to-image"
 _HINT = "pass --t2i diffusers:/path/to/local/copy"
 #: The file at the root of every diffusers pipeline folder.
-_MARKER = "model_index.json"
+_MARKER = PIPELINE_FOLDER.marker
 #: torch.compile mode of --compile: fused pointwise kernels around cuBLAS/cuDNN, no autotuning, no CUDA
 #: graphs (whose capture the pipeline's Python-side scheduler steps would split). Not max-autotune: on an
 #: H100 (README, Performance, 2026-11-24) it spent about 9 s timing 18 candidates for each convolution

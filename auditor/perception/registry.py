@@ -6,15 +6,18 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
-from auditor.core.registry import Registry
+from auditor.core.registry import FolderKind, Registry
 
 #: transformers ``model_type`` of a local folder -> VQA spec prefix.
 _VQA_PREFIX_BY_MODEL_TYPE = {"blip-2": "blip2", "blip": "blip", "instructblip": "instructblip"}
+#: What a local target of a transformers backend must be: a model folder, with the ``config.json`` of its model.
+_TRANSFORMERS_FOLDER = FolderKind("config.json", "transformers model")
 
 
 def _model_type(folder: Path) -> str | None:
-    config = folder / "config.json"
+    config = folder / _TRANSFORMERS_FOLDER.marker
     if not config.is_file():
         return None
     try:
@@ -54,16 +57,18 @@ def _infer_by_model_type(prefixes: dict[str, str]) -> Callable[[str], str | None
 VQA_BACKENDS = Registry("VQA", "--vqa", infer=_infer_vqa_folder)
 #: Every transformers model folder is identified alike (its files, the library, auditor's code).
 _TRANSFORMERS_IDENTIFY = "auditor.perception.loading:identify"
-VQA_BACKENDS.register("blip2", "auditor.perception.vqa:load_blip2", identify_path=_TRANSFORMERS_IDENTIFY)
-VQA_BACKENDS.register("blip", "auditor.perception.vqa:load_blip", identify_path=_TRANSFORMERS_IDENTIFY)
-VQA_BACKENDS.register("instructblip", "auditor.perception.vqa:load_instructblip", identify_path=_TRANSFORMERS_IDENTIFY)
-VQA_BACKENDS.register("hf", "auditor.perception.vqa:load_image_text_to_text", identify_path=_TRANSFORMERS_IDENTIFY)
+#: How the transformers backends are registered: identified by their files, and their local targets model folders.
+_TRANSFORMERS: dict[str, Any] = {"identify_path": _TRANSFORMERS_IDENTIFY, "folder": _TRANSFORMERS_FOLDER}
+VQA_BACKENDS.register("blip2", "auditor.perception.vqa:load_blip2", **_TRANSFORMERS)
+VQA_BACKENDS.register("blip", "auditor.perception.vqa:load_blip", **_TRANSFORMERS)
+VQA_BACKENDS.register("instructblip", "auditor.perception.vqa:load_instructblip", **_TRANSFORMERS)
+VQA_BACKENDS.register("hf", "auditor.perception.vqa:load_image_text_to_text", **_TRANSFORMERS)
 VQA_BACKENDS.register("openai", "auditor.perception.openai_vqa:load", "auditor.perception.openai_vqa:preflight")
 
 EMBEDDERS = Registry("embedder", "--embedder", infer=_infer_by_model_type(_EMBEDDER_PREFIX_BY_MODEL_TYPE))
-EMBEDDERS.register("clip", "auditor.perception.clip:load", identify_path=_TRANSFORMERS_IDENTIFY)
-EMBEDDERS.register("dinov2", "auditor.perception.vision:load_dinov2")
-EMBEDDERS.register("hf-vision", "auditor.perception.vision:load_vision")
+EMBEDDERS.register("clip", "auditor.perception.clip:load", **_TRANSFORMERS)
+EMBEDDERS.register("dinov2", "auditor.perception.vision:load_dinov2", folder=_TRANSFORMERS_FOLDER)
+EMBEDDERS.register("hf-vision", "auditor.perception.vision:load_vision", folder=_TRANSFORMERS_FOLDER)
 
 DETECTORS = Registry("detector", "--detector", infer=_infer_by_model_type(_DETECTOR_PREFIX_BY_MODEL_TYPE))
 DETECTORS.register("grounding-dino", "auditor.perception.detectors:load_grounding_dino")
