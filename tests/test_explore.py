@@ -428,7 +428,8 @@ def test_explore_offline_on_tiny_models_from_the_command_line(tiny_models, tmp_p
         f"{rounds} round{'s' * (rounds != 1)} over {accepted} accepted candidate prompts ({rejected} more rejected) "
         f"and {len(record.arms)} arms;" in " ".join(shown.stdout.split())
     )
-    header = next(line for line in shown.stdout.splitlines() if line.startswith("# prompt"))
+    # the tiny models' arms may tie, and a shared rank ("=1") pads the "#" heading
+    header = next(line for line in shown.stdout.splitlines() if line.lstrip().startswith("# prompt"))
     assert header.split()[-3:] == ["seeds", "adj.", "p"]  # every column fits 80 columns (the intervals wrap)
 
 
@@ -670,3 +671,43 @@ def test_a_tie_names_no_direction_to_confirm():
     assert direction(gender.model_copy(update={"spread": spread.model_copy(update={"value": 0.0})}), "bav") is None
     assert direction(gender.model_copy(update={"lean": -0.1}), "lean") == (female, male)
     assert direction(gender.model_copy(update={"lean": 0.0}), "lean") is None
+
+
+def test_arms_with_equal_scores_share_a_rank_in_the_terminal_the_json_and_the_page(tmp_path):
+    """Equal exploration scores (or none) are a tie: the record's order is not the images', so neither arm is
+    numbered ahead. Tied arms share the first one's rank (=1, =1, 3, ...) in every report."""
+    import io
+
+    from rich.console import Console
+
+    from auditor.records import Arm, ArmScore, Candidate
+    from auditor.reporting.explore import render_explore, write_explore_report
+    from auditor.studies.explore_options import new_config
+
+    audit = load_record(Path(__file__).parent / "fixtures" / "runs" / "pharmacist-sd15" / "record.json")
+    gender = next(axis for axis in audit.scores.axes if axis.axis == "gender")
+    values = {"a chef": 0.1, "a nurse": 0.3, "a pilot": 0.05, "a baker": 0.3, "a clerk": None}
+    candidates = [
+        Candidate(candidate_id=f"c{i:03d}", prompt=f"a photo of {job}", round=1, proposed_by="offline", accepted=True,
+                  plan=audit.plan)  # fmt: skip
+        for i, job in enumerate(values, 1)
+    ]
+    arms = [
+        Arm(arm_id=f"{c.candidate_id}/gender", candidate_id=c.candidate_id, axis="gender", seeds=4,
+            score=ArmScore(seeds=4, value=value, axis=gender))  # fmt: skip
+        for c, value in zip(candidates, values.values())
+    ]
+    record = ExploreRecord(run_id="x", config=new_config(options()), environment=audit.environment,
+                           candidates=candidates, arms=arms)  # fmt: skip
+
+    rows = explore_json(record)["leaderboard"]
+    board = [(row["rank"], row["tied"], row["prompt"].removeprefix("a photo of ")) for row in rows]
+    assert board == [(1, True, "a nurse"), (1, True, "a baker"), (3, False, "a chef"), (4, False, "a pilot"),
+                     (5, False, "a clerk")]  # fmt: skip
+    console = Console(width=120, file=io.StringIO(), record=True)
+    render_explore(record, tmp_path, console)
+    shown = [line.split()[0] for line in console.export_text().splitlines() if "a photo of" in line]
+    assert shown == ["=1", "=1", "3", "4", "5"]
+    page = write_explore_report(record, tmp_path).read_text()
+    assert re.findall(r'<tr><td class="num">([=\d]+)</td>', page) == ["=1", "=1", "3", "4", "5"]
+    assert "<h3>=1. “a photo of a nurse” on gender</h3>" in page and "<h3>=1. “a photo of a baker”" in page

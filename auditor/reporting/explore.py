@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import partial
+from itertools import groupby
 from pathlib import Path
 from typing import Any
 
@@ -46,9 +47,17 @@ STOP_REASONS = {
 class Row:
     """One arm of the leaderboard as the reports show it."""
 
+    #: Its rank from 1; arms that tie share the rank of the first of them (1, =2, =2, 4).
     rank: int
+    #: Whether another arm has the same rank: neither is ahead, so no report may number them as if one were.
+    tied: bool
     arm: Arm
     candidate: Candidate
+
+    @property
+    def place(self) -> str:
+        """The rank as the terminal and the page show it: ``=2`` for a shared one."""
+        return f"={self.rank}" if self.tied else str(self.rank)
 
     @property
     def images(self) -> int:
@@ -63,11 +72,21 @@ class Row:
 
 
 def leaderboard(record: ExploreRecord) -> list[Row]:
-    """Every scored arm, highest exploration score first (arms without one last), ranked from 1."""
+    """Every scored arm, highest exploration score first (arms without one last), ranked from 1. Arms with equal
+    scores (or none) tie: which comes first is the record's order, not the images', so they share a rank."""
     by_id = {c.candidate_id: c for c in record.candidates}
     scored = [arm for arm in record.arms if arm.score is not None]
-    ordered = sorted(scored, key=lambda arm: (arm.score.value is None, -(arm.score.value or 0.0)))
-    return [Row(rank, arm, by_id[arm.candidate_id]) for rank, arm in enumerate(ordered, 1)]
+    rows: list[Row] = []
+    for _key, group in groupby(sorted(scored, key=_rank_key), key=_rank_key):
+        arms, rank = list(group), len(rows) + 1
+        rows += [Row(rank, len(arms) > 1, arm, by_id[arm.candidate_id]) for arm in arms]
+    return rows
+
+
+def _rank_key(arm: Arm) -> tuple[bool, float]:
+    """What orders the leaderboard: the exploration score, highest first, arms without one last."""
+    value = arm.score.value if arm.score is not None else None
+    return (value is None, -(value or 0.0))
 
 
 def _bounds(interval: Interval | None) -> list[float | None] | None:
@@ -163,6 +182,8 @@ def explore_json(record: ExploreRecord, run_dir: Path | None = None) -> dict[str
 def _row_json(row: Row) -> dict[str, Any]:
     arm, confirmation = row.arm, row.arm.confirmation
     return {
+        "rank": row.rank,
+        "tied": row.tied,
         "prompt": row.candidate.prompt,
         "axis": arm.axis,
         "score": arm.score.value,
@@ -222,7 +243,7 @@ def _leaderboard_table(rows: list[Row], record: ExploreRecord, *, confirmation: 
         table.add_column("adj. p", justify="right", no_wrap=True)
     for row in rows:
         cells: list[Text | str] = [
-            str(row.rank),
+            row.place,
             Text(row.candidate.prompt),
             Text(row.arm.axis),
             with_span(row.arm.score.value, row.arm.score.ci, 4),
