@@ -158,7 +158,8 @@ def median_unet(runs: list[dict]) -> dict:
 
 def median_vqa(runs: list[dict]) -> dict:
     """Per batch size that every pooled VQA sweep measured, the median pairs/s (and the most memory any used); a
-    size that ran out of memory in any sweep stays so."""
+    size that ran out of memory in any sweep stays so. Sweeps that gave a size's calls different numbers of images
+    measured different work: they are not pooled."""
     sizes = [size for size in runs[0]["by_batch_size"] if all(size in run["by_batch_size"] for run in runs)]
     by_size: dict[str, Any] = {}
     for size in sizes:
@@ -167,7 +168,10 @@ def median_vqa(runs: list[dict]) -> dict:
             by_size[size] = "out of memory"
             continue
         memory = [value["peak_memory_gib"] for value in found if value["peak_memory_gib"] is not None]
+        for value in found[1:]:
+            _same(value.get("images_per_call"), found[0].get("images_per_call"), f"images per VQA call at {size} rows")
         by_size[size] = {
+            "images_per_call": found[0].get("images_per_call"),
             "pairs_per_s": significant(statistics.median(value["pairs_per_s"] for value in found)),
             "decoded_token_rows": sorted({value["decoded_token_rows"] for value in found}),
             "peak_memory_gib": max(memory) if memory else None,

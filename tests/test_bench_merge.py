@@ -176,16 +176,22 @@ def test_vqa_sweeps_pool_per_batch_size():
     def sweep(rates, memory=1.0):
         return {"images": 64, "pairs": 576, "by_batch_size": {
             size: rate if isinstance(rate, str) else
-            {"seconds": 576 / rate, "pairs_per_s": rate, "decoded_token_rows": 11520, "peak_memory_gib": memory}
+            {"images_per_call": max(8, int(size)), "seconds": 576 / rate, "pairs_per_s": rate,
+             "decoded_token_rows": 11520, "peak_memory_gib": memory}
             for size, rate in rates.items()}}  # fmt: skip
 
     runs = [sweep({"16": 40.0, "64": 100.0, "256": 300.0}), sweep({"16": 44.0, "64": 90.0, "256": "out of memory"}, 2.0),
             sweep({"16": 42.0, "64": 95.0})]  # fmt: skip
     pooled = merge.median_vqa(runs)
     assert pooled["runs"] == 3 and list(pooled["by_batch_size"]) == ["16", "64"]  # 256 was not swept in every session
-    assert pooled["by_batch_size"]["16"] == {"pairs_per_s": 42.0, "decoded_token_rows": [11520], "peak_memory_gib": 2.0}
+    assert pooled["by_batch_size"]["16"] == {
+        "images_per_call": 16, "pairs_per_s": 42.0, "decoded_token_rows": [11520], "peak_memory_gib": 2.0
+    }  # fmt: skip
     assert pooled["by_batch_size"]["64"]["pairs_per_s"] == 95.0
     assert merge.median_vqa(runs[:2])["by_batch_size"]["256"] == "out of memory"
+    runs[1]["by_batch_size"]["64"]["images_per_call"] = 8  # a session whose calls took 8 images whatever the rows
+    with pytest.raises(merge.Incomparable, match="images per VQA call at 64 rows differ: 8 and 64"):
+        merge.median_vqa(runs)
 
 
 def test_the_unet_of_median_speed_is_kept():
