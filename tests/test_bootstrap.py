@@ -2,7 +2,9 @@
 
 Reference values come from the point-estimate code (``set_concepts`` + ``score_axes``,
 ``mean_cosine``, ``single_concept_association``) run on the images a resample draws,
-from hand computations in the comments, and from simulated data with a known true CAS.
+from pair-by-pair computations that keep the design's share of same-seed pairs
+(:mod:`tests.seed_design`), from hand computations in the comments, and from simulated
+data with a known truth.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from auditor.scoring.counts import SetEmbeddings, answer_counts, tibet_file_coun
 from auditor.scoring.tibet import score_axes, score_tibet_result
 from auditor.scoring.tibet_files import parse_tibet_result
 from auditor.scoring.uncertainty import BootstrapSettings, score_intervals, tibet_samples
+from tests import seed_design
 
 
 @pytest.fixture(scope="module")
@@ -317,6 +320,13 @@ def test_embedding_statistics_are_the_point_estimates_of_the_drawn_images():
         position = {seed: k for k, seed in enumerate(usable[prompt_id])}
         return vectors[prompt_id][[position[i] for i in indices[row] if i in position]]
 
+    axis = (INITIAL_PROMPT_ID, "gender/0", "gender/1")
+    images = [list(zip(usable[p], vectors[p], strict=True)) for p in axis]
+    _, point = single_concept_association(*(vectors[p] for p in axis), permutations=1)
+    # every seed once: the point estimate itself
+    assert (samples.association[0, 0], samples.effect_size[0, 0]) == pytest.approx(
+        (point.association, point.effect_size), abs=1e-12
+    )
     for row in range(len(indices)):
         initial = drawn(INITIAL_PROMPT_ID, row)
         for j, prompt_id in enumerate(samples.counterfactual_ids):
@@ -324,10 +334,9 @@ def test_embedding_statistics_are_the_point_estimates_of_the_drawn_images():
             assert samples.similarity[row, j] == pytest.approx(expected, abs=1e-12)
             if row == 0:  # every seed once: the mean over all pairs
                 assert expected == pytest.approx(mean_cosine(initial, drawn(prompt_id, row)), abs=1e-12)
-        male, female = drawn("gender/0", row), drawn("gender/1", row)
-        asc, result = single_concept_association(initial, male, female, permutations=1)
-        assert samples.association[row, 0] == pytest.approx(result.association, abs=1e-12)
-        assert samples.effect_size[row, 0] == pytest.approx(result.effect_size, abs=1e-9)
+        expected = seed_design.single_concept(*images, indices[row])
+        assert samples.association[row, 0] == pytest.approx(expected[0], abs=1e-12)
+        assert samples.effect_size[row, 0] == pytest.approx(expected[1], abs=1e-9)
         assert np.isnan(samples.association[row, 1])  # three counterfactuals: no T2IAT test, as in the point estimate
 
     # the embed stage's arrays hold the usable images only: their seed indices skip the flagged ones
@@ -351,11 +360,12 @@ def test_embedding_statistics_are_the_point_estimates_of_the_drawn_images():
     groups = [rng.normal(size=(6, 8)) + shift for shift in (0.3, -0.2, 0.5, 0.1, -0.4, 0.2)]
     rows = np.vstack([np.arange(6), bootstrap.resample_indices(6, 5, seed=1)])
     weights = bootstrap.multiplicities(rows, 6)
-    s, d = resampled.association_test_samples(groups, [weights] * 6)
+    s, d = resampled.association_test_samples(groups, [weights] * 6, [np.arange(6)] * 6)
     for row, picked in enumerate(rows):
-        expected = association_test(*(group[picked] for group in groups), permutations=1)
-        assert s[row] == pytest.approx(expected.association, abs=1e-12)
-        assert d[row] == pytest.approx(expected.effect_size, abs=1e-9)
+        expected = seed_design.six_groups([list(enumerate(group)) for group in groups], picked)
+        assert (s[row], d[row]) == pytest.approx(expected, abs=1e-12)
+    point = association_test(*groups, permutations=1)
+    assert (s[0], d[0]) == pytest.approx((point.association, point.effect_size), abs=1e-12)
     assert effect_size(np.array([0.2, 0.2]), np.array([0.1, 0.1])) is None  # the rule NaN mirrors
 
 

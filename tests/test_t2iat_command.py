@@ -639,13 +639,14 @@ def test_pages_of_unscored_runs_show_their_images_and_escape_every_name(tmp_path
 
 
 def test_association_intervals_resample_seeds_across_all_six_groups_by_hand():
-    """One draw of seed indices weights every group's rows: each resample's S and d are the test's own S and d
-    on the images of the drawn seeds, and the identity row is the test itself."""
+    """One draw of seed indices weights every group's rows: each resample's S and d are those of the images of the
+    drawn seeds, every Asc keeping the design's share of same-seed pairs (the identity row is the test itself:
+    test_bootstrap checks it)."""
     from auditor.metrics import bootstrap
-    from auditor.metrics.t2iat import association_test
     from auditor.scoring.counts import SetEmbeddings
     from auditor.scoring.t2iat import association_intervals
     from auditor.scoring.uncertainty import BootstrapSettings
+    from tests import seed_design
 
     rng = np.random.default_rng(4)
     seeds = 5
@@ -658,17 +659,12 @@ def test_association_intervals_resample_seeds_across_all_six_groups_by_hand():
     settings = BootstrapSettings(resamples=50, seed=3)
     association, effect = association_intervals(sets, groups, seeds, settings)
 
-    draws = bootstrap.resample_indices(seeds, 50, 3)
-    expected_s, expected_d = [], []
-    for drawn in draws:
-        rows = []
-        for group in ("X", "Y", "XA", "XB", "YA", "YB"):
-            picked = [sets[pid].vectors[sets[pid].image_indices == i] for pid in groups[group] for i in drawn]
-            rows.append(np.concatenate(picked))
-        found = association_test(*rows, permutations=1)
-        expected_s.append(found.association)
-        expected_d.append(np.nan if found.effect_size is None else found.effect_size)
-    low, high = bootstrap.percentile_bounds(np.column_stack([expected_s, expected_d]))
+    images = [
+        [(seed, vector) for pid in groups[group] for seed, vector in zip(sets[pid].image_indices, sets[pid].vectors)]
+        for group in ("X", "Y", "XA", "XB", "YA", "YB")
+    ]
+    expected = [seed_design.six_groups(images, drawn) for drawn in bootstrap.resample_indices(seeds, 50, 3)]
+    low, high = bootstrap.percentile_bounds(np.array(expected))
     assert (association.low, association.high) == pytest.approx((low[0], high[0]), abs=1e-9)
     assert (effect.low, effect.high) == pytest.approx((low[1], high[1]), abs=1e-9)
     with pytest.raises(AuditorError, match="at least 4 seeds"):

@@ -242,14 +242,87 @@ def first_rank_shares(bavs: np.ndarray) -> np.ndarray:
 # --------------------------------------------------------------------------- embeddings and T2IAT
 
 
-def _mean_similarity(weights: np.ndarray, members: np.ndarray, targets: np.ndarray) -> np.ndarray:
-    """(rows, targets): each target's mean cosine with the resampled ``members`` (weights: rows x members).
+@dataclass(frozen=True)
+class _SeedPairs:
+    """Every target's cosines with a member set in every resample, the pairs of the target's own seed apart.
 
-    Through the (members, targets) Gram matrix rather than (rows, dim) mean embeddings:
-    the work per resample is then members x targets, whatever the embedding dimension.
+    Image *i* of every prompt set comes from seed *i*, so a target and the members of its seed share their
+    starting noise and are more alike than the other pairs. The design pairs each target with each member
+    once, so those pairs have their share of the pairs. A resample that paired every draw with every draw
+    would give them more: a seed drawn c times would pair its images c² times, c of them as the design pairs
+    them and the rest where two draws of the seed stand for two seeds (about 2/n of the weight instead of
+    1/n). These sums are what a mean that keeps the design's share needs (:func:`mean_cosine_samples`,
+    :func:`_seed_kept_means`).
     """
+
+    #: (rows, members) how often each member is drawn.
+    weights: np.ndarray
+    #: (members, targets) the cosine where member and target share a seed, else 0.
+    same_cosines: np.ndarray
+    #: (targets,) members of the target's seed.
+    same_counts: np.ndarray
+    #: (rows, targets) Σ_m w_m cos(m, t) over every member, and over the target's seed's members alone.
+    everything: np.ndarray
+    same_drawn: np.ndarray
+    #: (rows, targets) Σ_m w_m over the target's seed's members.
+    same_weight: np.ndarray
+
+
+def _seed_pairs(
+    members: np.ndarray, weights: np.ndarray, member_seeds: np.ndarray, targets: np.ndarray, target_seeds: np.ndarray
+) -> _SeedPairs:
+    """:class:`_SeedPairs` of unit-row ``members`` (drawn by ``weights``: rows x members) against unit-row ``targets``.
+
+    Through the (members, targets) Gram matrix rather than (rows, dim) mean embeddings: the work per
+    resample is then members x targets, whatever the embedding dimension.
+    """
+    weights = _weights(weights, members)
+    cosines = members @ targets.T
+    same = np.asarray(member_seeds)[:, None] == np.asarray(target_seeds)[None, :]
+    same_cosines = np.where(same, cosines, 0.0)
+    return _SeedPairs(
+        weights=weights,
+        same_cosines=same_cosines,
+        same_counts=same.sum(axis=0),
+        everything=weights @ cosines,
+        same_drawn=weights @ same_cosines,
+        same_weight=weights @ same,
+    )
+
+
+def _seed_kept_means(
+    members: np.ndarray,
+    weights: np.ndarray,
+    member_seeds: np.ndarray,
+    targets: np.ndarray,
+    target_seeds: np.ndarray,
+    *,
+    same_seed_pairs: bool = True,
+) -> np.ndarray:
+    """(rows, targets): each target's mean cosine with the resampled members, the same-seed pairs at the design's share.
+
+    Asc of an image is such a mean (T2IAT Eq. 2), and the members include the images of its seed. Each draw
+    of the target meets each member of its seed once, as in the design, and the members of other seeds by
+    their draws, rescaled to the design's count of them; a resample that drew only the target's seed has no
+    other-seed member and no value (NaN) where the design has some. ``same_seed_pairs=False`` is for a set
+    scored against itself with the target left out (leave-one-out): there the target's seed's one member is
+    the target, so the design has no same-seed pair, and a seed drawn c times must not leave c − 1 copies of
+    the target (cosine 1) among the others either.
+
+    Written as the plain weighted sum plus two corrections that are exactly 0 where every weight is 1, so
+    the identity row is the plain mean bit for bit: the point estimate does not move.
+    """
+    pairs = _seed_pairs(members, weights, member_seeds, targets, target_seeds)
+    others = len(members) - pairs.same_counts  # the design's members of other seeds, per target
+    drawn_others = pairs.weights.sum(axis=1)[:, None] - pairs.same_weight
+    # the same-seed cosines as the design counts them (once, or not at all) minus as the resample does
+    same_seed = (float(same_seed_pairs) - pairs.weights) @ pairs.same_cosines
     with np.errstate(divide="ignore", invalid="ignore"):
-        return (weights @ (members @ targets.T)) / weights.sum(axis=1)[:, None]
+        # rescales the drawn other-seed pairs to the design's count: (others / drawn_others) − 1
+        stretch = np.where(drawn_others > 0, (others - drawn_others) / drawn_others, np.nan)
+        stretch = np.where(others > 0, stretch, -1.0)
+        total = pairs.everything + same_seed + stretch * (pairs.everything - pairs.same_drawn)
+        return total / (others + (pairs.same_counts if same_seed_pairs else 0))
 
 
 def mean_cosine_samples(
@@ -258,31 +331,28 @@ def mean_cosine_samples(
     """:func:`auditor.metrics.t2iat.mean_cosine` of two image sets in every resample (weights: rows x images;
     seeds: each image's seed index).
 
-    The mean over all pairs gives the pairs of one seed (the two prompts' images from the same starting
-    noise, the most alike) their share of the pairs, 1/n of them with n seeds in both sets. Applied as it is
-    to a resample, it would give them more: a seed drawn c times would pair its two images c² times, c of
-    them as the design pairs them and the rest where two draws of the seed stand for two seeds. So each
-    resample keeps the design's shares: the same-seed pairs' mean (each pair weighted by its seed's draws)
-    and the mean over pairs of different seeds (weighted by both draws), combined in the proportions of the
-    whole data. With every weight 1 that is exactly the mean over all pairs; a resample that drew one seed
-    only has no pair of different seeds, and no value (NaN) where the sets share seeds and differ in others.
+    The mean over all pairs gives the pairs of one seed their share of the pairs, 1/n of them with n seeds
+    in both sets, and each resample keeps that share (:class:`_SeedPairs` says why): the same-seed pairs'
+    mean (each pair weighted by its seed's draws) and the mean over pairs of different seeds (weighted by
+    both draws), combined in the proportions of the whole data. With every weight 1 that is exactly the mean
+    over all pairs; a resample that drew one seed only has no pair of different seeds, and no value (NaN)
+    where the sets share seeds and differ in others.
     """
     u, v = unit_rows(u, "first set"), unit_rows(v, "second set")
     check_same_dimension({"first set": u, "second set": v})
-    u_weights, v_weights = _weights(u_weights, u), _weights(v_weights, v)
-    cosines = u @ v.T
-    same = np.asarray(u_seeds)[:, None] == np.asarray(v_seeds)[None, :]
+    u_weights = _weights(u_weights, u)
+    pairs = _seed_pairs(v, v_weights, v_seeds, u, u_seeds)
     with np.errstate(divide="ignore", invalid="ignore"):
-        pairs_weight = u_weights.sum(axis=1) * v_weights.sum(axis=1)
-        everything = ((u_weights @ cosines) * v_weights).sum(axis=1)
-        if not same.any():
+        pairs_weight = u_weights.sum(axis=1) * pairs.weights.sum(axis=1)
+        everything = (u_weights * pairs.everything).sum(axis=1)
+        if not pairs.same_counts.any():
             return everything / pairs_weight
-        same_share = same.sum() / same.size
-        same_mean = (u_weights @ (cosines * same).sum(axis=1)) / (u_weights @ same.sum(axis=1))
+        same_share = pairs.same_counts.sum() / pairs.same_cosines.size
+        same_mean = (u_weights @ pairs.same_cosines.sum(axis=0)) / (u_weights @ pairs.same_counts)
         if same_share == 1:
             return same_mean
-        doubled = ((u_weights @ (cosines * same)) * v_weights).sum(axis=1)
-        doubled_weight = ((u_weights @ same) * v_weights).sum(axis=1)
+        doubled = (u_weights * pairs.same_drawn).sum(axis=1)
+        doubled_weight = (u_weights * pairs.same_weight).sum(axis=1)
         other_mean = (everything - doubled) / (pairs_weight - doubled_weight)
         return same_share * same_mean + (1 - same_share) * other_mean
 
@@ -318,55 +388,65 @@ def association_samples(
 def single_concept_association_samples(
     neutral: np.ndarray,
     neutral_weights: np.ndarray,
+    neutral_seeds: np.ndarray,
     attribute_a: np.ndarray,
     a_weights: np.ndarray,
+    a_seeds: np.ndarray,
     attribute_b: np.ndarray,
     b_weights: np.ndarray,
+    b_seeds: np.ndarray,
 ) -> tuple[np.ndarray, np.ndarray]:
-    """``(S, d)`` of :func:`auditor.metrics.t2iat.single_concept_association` in every resample.
+    """``(S, d)`` of :func:`auditor.metrics.t2iat.single_concept_association` in every resample (seeds: each
+    image's seed index).
 
-    X = the neutral images with ``Asc(x) = mean_a cos(x, a) − mean_b cos(x, b)``; Y = the
-    attribute images scored against both sets with themselves left out. Leaving out is
-    by position in the resampled set, as the point-estimate function sees it: a drawn
-    copy of ``a_j`` still meets its twin (cosine 1). NaN where a resampled attribute set
-    has fewer than two images (leave-one-out needs two).
+    X = the neutral images with ``Asc(x) = mean_a cos(x, a) − mean_b cos(x, b)``; Y = the attribute images
+    scored against both sets with themselves left out. Every one of these means keeps the design's share of
+    same-seed pairs (:func:`_seed_kept_means`): an initial image and the counterfactuals' images of its seed
+    share their noise, and a seed drawn twice would otherwise pair them four times. The leave-one-out leaves
+    out the image's seed, so a drawn copy of ``a_j`` does not meet its twin (cosine 1). NaN where a resample
+    draws fewer than two seeds of an attribute set (leave-one-out needs another image).
     """
     x = unit_rows(neutral, "targets")
     a = unit_rows(attribute_a, "attribute A")
     b = unit_rows(attribute_b, "attribute B")
     check_same_dimension({"targets": x, "attribute A": a, "attribute B": b})
-    wx, wa, wb = _weights(neutral_weights, x), _weights(a_weights, a), _weights(b_weights, b)
-    n_a, n_b = wa.sum(axis=1)[:, None], wb.sum(axis=1)[:, None]
-    asc_x = _mean_similarity(wa, a, x) - _mean_similarity(wb, b, x)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        # mean over the other positions of a's set: (n_a · mean_a cos(a_j, ·) − cos(a_j, a_j)) / (n_a − 1)
-        within_a = (n_a * _mean_similarity(wa, a, a) - np.einsum("ij,ij->i", a, a)) / (n_a - 1)
-        within_b = (n_b * _mean_similarity(wb, b, b) - np.einsum("ij,ij->i", b, b)) / (n_b - 1)
-    asc_a = within_a - _mean_similarity(wb, b, a)
-    asc_b = _mean_similarity(wa, a, b) - within_b
-    association, effect = association_samples(asc_x, wx, np.hstack([asc_a, asc_b]), np.hstack([wa, wb]))
-    enough = (n_a[:, 0] >= 2) & (n_b[:, 0] >= 2)
-    return np.where(enough, association, np.nan), np.where(enough, effect, np.nan)
+    sets = {"x": (x, neutral_weights, neutral_seeds), "a": (a, a_weights, a_seeds), "b": (b, b_weights, b_seeds)}
+
+    def mean(members: str, targets: str, same_seed_pairs: bool = True) -> np.ndarray:
+        (m, weights, m_seeds), (t, _, t_seeds) = sets[members], sets[targets]
+        return _seed_kept_means(m, weights, m_seeds, t, t_seeds, same_seed_pairs=same_seed_pairs)
+
+    asc_x = mean("a", "x") - mean("b", "x")
+    asc_a = mean("a", "a", same_seed_pairs=False) - mean("b", "a")
+    asc_b = mean("a", "b") - mean("b", "b", same_seed_pairs=False)
+    wx, wa, wb = (_weights(weights, rows) for rows, weights, _ in sets.values())
+    return association_samples(asc_x, wx, np.hstack([asc_a, asc_b]), np.hstack([wa, wb]))
 
 
 def association_test_samples(
-    groups: Sequence[np.ndarray], weights: Sequence[np.ndarray]
+    groups: Sequence[np.ndarray], weights: Sequence[np.ndarray], seeds: Sequence[np.ndarray]
 ) -> tuple[np.ndarray, np.ndarray]:
     """``(S, d)`` of :func:`auditor.metrics.t2iat.association_test` in every resample.
 
-    ``groups`` are the six embedding sets G(X), G(Y), G(X^A), G(X^B), G(Y^A), G(Y^B) in
-    that order and ``weights`` their (rows, images) multiplicities; when image *i* of
-    every group shares seed *i*, pass the same seed weights to each (paired).
+    ``groups`` are the six embedding sets G(X), G(Y), G(X^A), G(X^B), G(Y^A), G(Y^B) in that order,
+    ``weights`` their (rows, images) multiplicities and ``seeds`` each image's seed index. When image *i*
+    of every prompt shares seed *i*, pass weights from one draw of seeds to each (paired); every Asc then
+    keeps the design's share of same-seed pairs (:func:`_seed_kept_means`), since an image of X and the
+    images of X^A and X^B from its seed share their noise.
     """
-    if len(groups) != 6 or len(weights) != 6:
+    if not len(groups) == len(weights) == len(seeds) == 6:
         raise ValueError("the T2IAT test has six embedding groups: X, Y, XA, XB, YA, YB")
     names = ("X", "Y", "XA", "XB", "YA", "YB")
     units = {name: unit_rows(group, name) for name, group in zip(names, groups)}
     check_same_dimension(units)
     w = {name: _weights(weight, units[name]) for name, weight in zip(names, weights)}
+    seed_of = dict(zip(names, seeds))
+
+    def mean(members: str, target: str) -> np.ndarray:
+        return _seed_kept_means(units[members], w[members], seed_of[members], units[target], seed_of[target])
 
     def asc(target: str, a: str, b: str) -> np.ndarray:
-        return _mean_similarity(w[a], units[a], units[target]) - _mean_similarity(w[b], units[b], units[target])
+        return mean(a, target) - mean(b, target)
 
     return association_samples(asc("X", "XA", "XB"), w["X"], asc("Y", "YA", "YB"), w["Y"])
 
@@ -376,4 +456,3 @@ def _weights(weights: np.ndarray, rows: np.ndarray) -> np.ndarray:
     if weights.ndim != 2 or weights.shape[1] != rows.shape[0]:
         raise ValueError(f"weights of shape {weights.shape} do not fit {rows.shape[0]} images")
     return weights
-

@@ -70,22 +70,24 @@ def association_intervals(
     """Percentile intervals of the six-group test's S and d from a paired bootstrap over seeds.
 
     Image *i* of every prompt set shares seed *i*, so one draw of seed indices weights the rows
-    of all six groups (:func:`~auditor.metrics.resampled.association_test_samples`); the identity
-    row gives back the test's own S and d. ``sets`` are the usable images of each prompt set
+    of all six groups, and every Asc keeps the design's share of pairs of one seed
+    (:func:`~auditor.metrics.resampled.association_test_samples`); the identity row gives back the
+    test's own S and d. ``sets`` are the usable images of each prompt set
     with their seed indices (:func:`~auditor.scoring.counts.usable_embeddings`).
     """
     from auditor.scoring.intervals import record_interval  # here: scoring.intervals imports this module
 
     check_resamplable(seeds)
     weights = np.vstack([np.ones((1, seeds)), bootstrap.resample_weights(seeds, settings.resamples, settings.seed)])
-    vectors, group_weights = [], []
+    vectors, group_weights, group_seeds = [], [], []
     for group in T2IAT_GROUPS:
         chosen = [sets[pid] for pid in groups[group] if pid in sets and len(sets[pid].vectors)]
         if not chosen:
             raise AuditorError(f"group {group} has no usable image (all flagged by the safety checker?)")
         vectors.append(np.concatenate([found.vectors for found in chosen]))
-        group_weights.append(weights[:, np.concatenate([found.image_indices for found in chosen])])
-    association, effect = association_test_samples(vectors, group_weights)
+        group_seeds.append(np.concatenate([found.image_indices for found in chosen]))
+        group_weights.append(weights[:, group_seeds[-1]])
+    association, effect = association_test_samples(vectors, group_weights, group_seeds)
     estimates = np.array([association[0], effect[0]])
     found = bootstrap.intervals(estimates, np.column_stack([association[1:], effect[1:]]), level=settings.level)
     return record_interval(interval_at(found, estimates, 0)), record_interval(interval_at(found, estimates, 1))

@@ -255,7 +255,8 @@ def _embedding_samples(
     """Similarity per counterfactual, T2IAT (S, d) per two-counterfactual axis: as :func:`embedding_scores` has them."""
     rows = weights.shape[0]
 
-    def of(prompt_id: str) -> tuple[np.ndarray, np.ndarray] | None:
+    def of(prompt_id: str) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+        """The set's vectors, their weights in every row and their seed indices; None without embeddings."""
         found = embeddings.get(prompt_id)
         if found is None or len(found.vectors) == 0:
             return None
@@ -264,7 +265,7 @@ def _embedding_samples(
             raise AuditorError(f"prompt set {prompt_id!r}: embeddings need one distinct seed index per row")
         if indices.min() < 0 or indices.max() >= weights.shape[1]:
             raise AuditorError(f"prompt set {prompt_id!r}: an embedding's seed index is out of range")
-        return found.vectors, weights[:, indices]
+        return found.vectors, weights[:, indices], indices
 
     similarity = np.full((rows, len(ids)), np.nan)
     association = np.full((rows, len(axes)), np.nan)
@@ -275,8 +276,7 @@ def _embedding_samples(
     for j, prompt_id in enumerate(ids):
         other = of(prompt_id)
         if other is not None:
-            seeds = (embeddings[INITIAL_PROMPT_ID].image_indices, embeddings[prompt_id].image_indices)
-            similarity[:, j] = resampled.mean_cosine_samples(*initial, seeds[0], *other, seeds[1])
+            similarity[:, j] = resampled.mean_cosine_samples(*initial, *other)
     for a, (name, cfs) in enumerate(axes):
         sets = [of(counterfactual_id(name, k)) for k in range(len(cfs))]
         if len(sets) == 2 and all(found is not None and len(found[0]) >= 2 for found in sets):
