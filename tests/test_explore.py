@@ -438,7 +438,7 @@ def test_an_exploration_names_the_axes_a_candidates_plan_dropped(tiny_models, tm
     result = run_auditor(
         "explore", "a photo of a nurse", "--max-prompts", "1", "--axes", "gender,setting", "--llm", "offline",
         "--text-embedder", "none", "--t2i", f"diffusers:{tiny_models.t2i}", "--vqa", f"blip2:{tiny_models.vqa}",
-        "--steps", "2", "--max-images-per-prompt", "4", "--seeds-per-round", "2", "--confirm-images", "2",
+        "--steps", "2", "--max-images-per-prompt", "4", "--seeds-per-round", "4", "--confirm-images", "0",
         "--top", "1", "--bootstrap", "200", "--name", "x", env={"OMP_NUM_THREADS": "1", "COLUMNS": "400"},
     )  # fmt: skip
     assert result.returncode == 0, result.stderr
