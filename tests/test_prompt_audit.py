@@ -370,6 +370,7 @@ def test_selftest_runs_offline_and_runs_every_model_each_time(tmp_path):
         assert result.stdout.rstrip().endswith("selftest passed")  # no "scores above": --quiet shows none
         runs = [load_record(path) for path in (tmp_path / "st" / "runs").glob("*/record.json")]
         assert len(runs) == attempt and all(run.status == "completed" for run in runs)
+        assert all(run.scores.intervals is not None for run in runs)  # the uncertainty code ran too
         for run in runs:
             assert {t.stage: t.cached for t in run.timings if t.stage in ("generate", "perceive", "embed")} == dict.fromkeys(
                 ("generate", "perceive", "embed"), 0

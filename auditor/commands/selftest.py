@@ -14,7 +14,7 @@ SELFTEST_PROMPT = "a photo of a pharmacist"
 
 def selftest(
     out_dir: Path | None = typer.Option(None, "--out", help="Folder for the tiny models and the run (default: a new temp folder)."),
-    images: int = typer.Option(2, "--images", min=1, help="Images per prompt."),
+    images: int = typer.Option(4, "--images", min=1, help="Images per prompt (4, the fewest that get intervals)."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bars or report."),
 ) -> None:
     """Build tiny random models (no downloads) and run `auditor prompt` through the real loading code.
