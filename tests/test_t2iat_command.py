@@ -795,3 +795,33 @@ def test_the_occupation_table_never_writes_a_small_association_as_zero():
         "chef": ["-0.00002", "-0.00002", "-0.00002", "-0.00002", "+0.2500"],
         "nurse": ["+0.10000", "+0.12500", "+0.20000", "+0.12500", "+0.2500"],
     }
+
+
+@pytest.mark.parametrize(
+    "images, bootstrap, note",
+    [
+        (3, 1000, "no intervals (3 images per prompt set, fewer than the 4 an interval needs: a resample draws one "
+                  "seed alone 1 time in 9); the direction rests on p alone"),
+        (4, 0, "no intervals (--bootstrap 0)"),
+        (4, 1000, None),  # a run written before intervals existed: nothing to explain beside its numbers
+    ],
+)  # fmt: skip
+def test_a_result_without_intervals_says_why_in_the_terminal_the_json_and_the_page(tmp_path, images, bootstrap, note):
+    from rich.console import Console
+
+    from auditor.records import load_record
+    from auditor.reporting.t2iat import render_test_run, test_run_json
+    from auditor.reporting.t2iat_html import test_page
+
+    data = json.loads((Path(__file__).parent / "fixtures" / "records" / "t2iat_test_v1.json").read_text())
+    data["config"].update(images_per_prompt=images, bootstrap=bootstrap)
+    (tmp_path / "record.json").write_text(json.dumps(data))
+    record = load_record(tmp_path / "record.json", T2IATRecord)
+    assert record.intervals is None and record.result is not None
+    console = Console(width=400, record=True)
+    render_test_run(record, Path("runs/x"), console)
+    said = console.export_text()
+    assert test_run_json(record, Path("runs/x"))["intervals_note"] == note and test_page(record, Path("x"))[
+        "intervals_note"
+    ] == note
+    assert (f"intervals       {note}" in said) if note else ("intervals  " not in said)

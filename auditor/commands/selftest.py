@@ -36,8 +36,8 @@ def selftest(
     except OSError as exc:
         raise AuditorError(f"cannot create the selftest folder {folder}: {exc.strerror or exc}") from None
     out.print(f"selftest folder: {folder}")
-    out.print("Building tiny randomly initialised models (no downloads). Their scores are MEANINGLESS;")
-    out.print("this checks the installation only, not any model's bias.")
+    out.print("Building tiny randomly initialised models (no downloads).")
+    out.print("Their scores are MEANINGLESS; it checks the installation, not a model's bias.")  # < 80 columns
     models = build_tiny_models(folder / "models")
     options = PromptAuditOptions(
         prompt=SELFTEST_PROMPT,

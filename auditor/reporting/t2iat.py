@@ -24,6 +24,7 @@ from auditor.reporting.numbers import decimals, number, p_value, with_span
 from auditor.reporting.sentences import partial_interval_note, why_no_effect_size
 from auditor.reporting.tables import column_table
 from auditor.reporting.wording import counted
+from auditor.scoring.uncertainty import MIN_SEEDS, too_few_seeds
 
 #: Below this p-value a test's direction is stated without a caveat (the conventional level; the paper reports p).
 SIGNIFICANCE = 0.05
@@ -71,6 +72,19 @@ def render_association(result: AssociationResult, x_name: str, y_name: str, cons
     _say(console, f"  images          {x_name}: {result.n_x}, {y_name}: {result.n_y}")
 
 
+def intervals_note(record: T2IATRecord) -> str | None:
+    """Why S and d have no intervals, for a scored run without them (None otherwise): a bare number would read as
+    if its interval had been left out of the page, and the direction then rests on p alone."""
+    config = record.config
+    if record.result is None or record.intervals is not None:
+        return None
+    if config.bootstrap == 0:
+        return "no intervals (--bootstrap 0)"
+    if config.images_per_prompt < MIN_SEEDS:
+        return f"no intervals ({too_few_seeds(config.images_per_prompt)}); the direction rests on p alone"
+    return None
+
+
 def test_run_json(record: T2IATRecord, run_dir: Path) -> dict[str, Any]:
     """What ``auditor t2iat run --json`` prints: the test's names and its result's fields."""
     test, result = record.config.test, record.result
@@ -81,6 +95,7 @@ def test_run_json(record: T2IATRecord, run_dir: Path) -> dict[str, Any]:
         **names,
         **(result.model_dump() if result else {}),
         "intervals": record.intervals.model_dump() if record.intervals else None,
+        "intervals_note": intervals_note(record),
     }
 
 
@@ -105,6 +120,8 @@ def render_test_run(record: T2IATRecord, run_dir: Path, console: Console) -> Non
     _unfinished(record, console)
     if result is not None:
         render_association(result, test.x.name, test.y.name, console)
+        if (note := intervals_note(record)) is not None:
+            _say(console, f"  intervals       {note}")
         reading = association_reading(result, test.x.name, test.y.name, test.a.name, test.b.name)
         _say(console, f"  reading         {reading}")
     _say(console, run_files_text(run_dir))

@@ -19,7 +19,7 @@ from auditor.records import AssociationResult, GeneratedImage, OccupationsRecord
 from auditor.reporting.glossary import METRICS
 from auditor.reporting.html import GRID_IMAGES, ImageCell, Spread, range_chart, thumbnail, write_run_page
 from auditor.reporting.numbers import p_value, with_span
-from auditor.reporting.t2iat import association_reading, effect_size_text
+from auditor.reporting.t2iat import association_reading, effect_size_text, intervals_note
 from auditor.reporting.wording import seeds_phrase
 from auditor.scoring.t2iat import occupation_ids
 
@@ -110,6 +110,7 @@ def test_page(record: T2IATRecord, run_dir: Path) -> dict[str, Any]:
         "chart": chart,
         "summary": association_text(result) if result is not None else None,
         "reading": reading,
+        "intervals_note": intervals_note(record),
         "groups": groups,
         "shown": GRID_IMAGES,
         "glossary": [METRICS[key] for key in TEST_METRICS],

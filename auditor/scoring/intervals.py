@@ -36,10 +36,10 @@ from auditor.scoring.uncertainty import BootstrapSettings, ScoreIntervals
 
 
 def too_few_seeds_warning(seeds: int) -> str:
-    """Why a run scored with resamples asked for has no intervals."""
+    """Why a run (or a TIBET file: ``auditor score`` takes both) scored with resamples asked for has no intervals."""
     return (
         f"{uncertainty.too_few_seeds(seeds)}, so there are no intervals and no difference is claimed "
-        f"(make {uncertainty.MIN_SEEDS} or more with --images)"
+        f"({uncertainty.MIN_SEEDS} or more images per prompt set get them)"
     )
 
 
