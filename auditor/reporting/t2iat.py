@@ -31,12 +31,15 @@ SIGNIFICANCE = 0.05
 
 
 def association_reading(result: AssociationResult, x: str, y: str, a: str, b: str) -> str:
-    """Which way S points, in words, for the terminal and the page alike: no direction where S is 0, and the
-    caveat that random regroupings match it where p is not below :data:`SIGNIFICANCE`."""
+    """Which way S points, in words, for the terminal and the page alike: no direction where S is 0, and where p is
+    not below :data:`SIGNIFICANCE` no lean claimed, only the way S points and that random regroupings match it."""
+    towards = a if result.association > 0 else b
     if result.association == 0:
         reading = f"{x} and {y} images lean the same way"
+    elif result.p_value >= SIGNIFICANCE:
+        reading = f"No clear lean: S points {x} images towards {towards} more than {y} images"
     else:
-        reading = f"{x} images lean towards {a if result.association > 0 else b} more than {y} images do"
+        reading = f"{x} images lean towards {towards} more than {y} images do"
     if result.p_value >= SIGNIFICANCE:
         reading += f", but regrouping the images at random gives a difference this large as often (p ≥ {SIGNIFICANCE})"
     return reading
