@@ -153,7 +153,7 @@ def test_findings_claim_a_difference_only_where_its_interval_excludes_zero():
         low=-0.01, high=0.05, method="percentile", defined=1.0)})})  # fmt: skip
     assert axis_finding("p", "gender", unclear) == (
         f"No clear difference between 'a photo of a male pharmacist' ({male.cas:.2f}) and 'a photo of a female "
-        f"pharmacist' ({female.cas:.2f}): difference {spread.value:+.2f} (-0.01 to +0.05)."
+        f"pharmacist' ({female.cas:.2f}): difference {spread.value:+.2f}, percentile interval [-0.01, +0.05]."
     )
     unmeasured = gender.model_copy(update={"spread": None})
     finding = axis_finding("p", "gender", unmeasured)

@@ -77,15 +77,12 @@ def _compared(subject: str, counted: str, known: list[CounterfactualScore], scor
             f"{quote(bottom.prompt)} ({number(bottom.cas)}); {NO_INTERVAL}."
         )
     value, low, high = written_apart(spread.value, spread.ci.low, spread.ci.high, signed=True)
+    evidence = f"difference {value}, {method_name(spread.ci)} interval [{low}, {high}]"
     if not spread.ci.excludes(0):
         pair = f"{quote(top.prompt)} ({number(top.cas)}) and {quote(bottom.prompt)} ({number(bottom.cas)})"
         if len(known) == 2:
-            return f"No clear difference between {pair}: difference {value} ({low} to {high})."
-        return (
-            f"No clear difference among the {counted}: the highest and lowest CAS, {pair}, differ by "
-            f"{value} ({low} to {high})."
-        )
-    evidence = f"difference {value}, {method_name(spread.ci)} interval [{low}, {high}]"
+            return f"No clear difference between {pair}: {evidence}."
+        return f"No clear difference among the {counted}: the highest and lowest CAS, {pair}, {evidence}."
     if len(known) == 2:
         return (
             f"{subject} resemble {quote(top.prompt)} (CAS {number(top.cas)}) more than {quote(bottom.prompt)} "
