@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import shutil
+
 import pytest
 
 #: The fake OpenAI-compatible server fixture (`fake_openai`) is available to every test.
@@ -56,6 +58,15 @@ def tiny_models(tmp_path_factory):
         patch.setenv("HF_HUB_OFFLINE", "1")
         patch.setenv("TRANSFORMERS_OFFLINE", "1")
         return build_tiny_models(tmp_path_factory.mktemp("tiny-models"))
+
+
+@pytest.fixture(scope="session")
+def clip_without_weights(tiny_models, tmp_path_factory):
+    """A folder with the tiny CLIP's config.json and no weights: preflight takes it for a CLIP model folder (as it
+    cannot read weights beforehand), so it fails only when loaded, where a run's load failures are handled."""
+    folder = tmp_path_factory.mktemp("clip-without-weights")
+    shutil.copy(tiny_models.clip / "config.json", folder)
+    return folder
 
 
 @pytest.fixture(scope="session")

@@ -324,14 +324,16 @@ def test_each_batch_reaches_the_cache_whole_or_not_at_all(tiny_models, tmp_path)
         cache.close()
 
 
-def test_a_named_embedder_that_fails_to_load_fails_every_resume_until_it_is_pointed_elsewhere(tiny_models, tmp_path):
-    """Only the default CLIP model is optional. An embedder the user named (here a transformers model that is no
-    CLIP model) fails the run, and a resume that does not point it elsewhere fails the same way instead of dropping
+def test_a_named_embedder_that_fails_to_load_fails_every_resume_until_it_is_pointed_elsewhere(
+    tiny_models, clip_without_weights, tmp_path
+):
+    """Only the default CLIP model is optional. An embedder the user named (here a CLIP folder without weights) fails
+    the run, and a resume that does not point it elsewhere fails the same way instead of dropping
     it."""
     from auditor.core.errors import AuditorError
 
     store, cache = RunStore(tmp_path / "runs"), ContentCache(tmp_path / "cache.sqlite")
-    asked = options(tiny_models, "sequential", images=2, max_axes=1, embedder=f"clip:{tiny_models.vqa}")
+    asked = options(tiny_models, "sequential", images=2, max_axes=1, embedder=f"clip:{clip_without_weights}")
     try:
         for attempt in range(2):
             with pytest.raises(AuditorError, match="CLIP"):
@@ -341,7 +343,7 @@ def test_a_named_embedder_that_fails_to_load_fails_every_resume_until_it_is_poin
                     resume_audit("r", store, cache, QuietProgress()).run()
             failed = load_record(store.root / "r" / "record.json")
             assert failed.status == "failed" and failed.errors[-1].stage == "embed"
-            assert failed.config.embedder is not None and failed.config.embedder.spec == f"clip:{tiny_models.vqa}"
+            assert failed.config.embedder is not None and failed.config.embedder.spec == f"clip:{clip_without_weights}"
         pointed = Resumption(models={"embedder": f"clip:{tiny_models.clip}"})
         record = resume_audit("r", store, cache, QuietProgress(), pointed).run()
     finally:

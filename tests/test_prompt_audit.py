@@ -265,20 +265,25 @@ def test_bad_input_is_one_line_and_creates_nothing(tmp_path, args, message):
 @pytest.mark.parametrize(
     "option, given, expected",
     [
-        ("--t2i", "diffusers:{clip}", "diffusers pipeline folder: it has no model_index.json"),
-        ("--vqa", "blip2:{t2i}", "transformers model folder: it has no config.json"),
-        ("--embedder", "clip:{t2i}", "transformers model folder: it has no config.json"),
+        ("--t2i", "diffusers:{clip}", "is not a diffusers pipeline folder: it has no model_index.json"),
+        ("--vqa", "blip2:{t2i}", "is not a transformers model folder: it has no config.json"),
+        ("--embedder", "clip:{t2i}", "is not a transformers model folder: it has no config.json"),
+        ("--vqa", "blip2:{clip}", "is a 'clip' model, not 'blip-2'"),
+        ("--vqa", "instructblip:{vqa}", "is a 'blip-2' model, not 'instructblip'"),
+        ("--embedder", "clip:{vqa}", "is a 'blip-2' model, not 'clip'"),
+        ("--embedder", "dinov2:{clip}", "is a 'clip' model, not 'dinov2' or 'dinov2_with_registers'"),
     ],
 )
 def test_a_model_folder_of_another_kind_is_one_line_and_creates_nothing(tiny_models, tmp_path, option, given, expected):
-    """A folder holding another kind of model (a saved CLIP model given as a diffusers pipeline) is refused by its
-    files before a run folder is made: a failed run's resume advice would only repeat the error."""
-    spec = given.format(clip=tiny_models.clip, t2i=tiny_models.t2i)
+    """A folder holding another kind of model (a saved CLIP model given as a diffusers pipeline, or as BLIP-2: both
+    transformers folders, told apart by their config's model type) is refused by its files before a run folder is
+    made: a failed run's resume advice would only repeat the error."""
+    spec = given.format(clip=tiny_models.clip, t2i=tiny_models.t2i, vqa=tiny_models.vqa)
     models = {"--t2i": f"diffusers:{tiny_models.t2i}", "--vqa": str(tiny_models.vqa), "--embedder": "none"}
     words = [word for pair in (models | {option: spec}).items() for word in pair]
     result = run_auditor("prompt", PROMPT, "--llm", "offline", "--images", "1", "--steps", "2", *words)
     folder = spec.partition(":")[2]
-    assert (result.returncode, result.stderr) == (2, f"error: {option} {spec}: {folder!r} is not a {expected}\n")
+    assert (result.returncode, result.stderr) == (2, f"error: {option} {spec}: {folder!r} {expected}\n")
     assert not (tmp_path / "runs").exists()
 
 

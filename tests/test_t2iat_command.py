@@ -455,7 +455,7 @@ def test_an_interrupted_test_resumes_without_recomputing_and_matches_a_fresh_run
     cache.close()
 
 
-def test_occupations_resume_takes_only_where_and_how_and_refuses_other_runs(tmp_path, tiny_models):
+def test_occupations_resume_takes_only_where_and_how_and_refuses_other_runs(tmp_path, tiny_models, clip_without_weights):
     (tmp_path / "jobs.txt").write_text("chef <i>de cuisine</i>\n")
     models = ["--t2i", f"diffusers:{tiny_models.t2i}", "--embedder", f"clip:{tiny_models.clip}"]
     first = run_auditor(
@@ -504,14 +504,17 @@ def test_occupations_resume_takes_only_where_and_how_and_refuses_other_runs(tmp_
     _assert_one_line_error(run_auditor("t2iat", "run", process=True), "name a test")
     _assert_one_line_error(run_auditor("t2iat", "report", "nope", process=True), "no run 'nope'")
 
-    # A resume that fails before it changed a file (a folder that is no CLIP model) leaves the finished run as it was.
-    failed = run_auditor("t2iat", "occupations", "--resume", "occ", "--embedder", f"clip:{tiny_models.vqa}")
+    # A folder of another model type is refused by its config before anything is loaded.
+    blip2 = run_auditor("t2iat", "occupations", "--resume", "occ", "--embedder", f"clip:{tiny_models.vqa}", process=True)
+    _assert_one_line_error(blip2, f"{str(tiny_models.vqa)!r} is a 'blip-2' model, not 'clip'")
+    # A resume that fails before it changed a file (a CLIP folder without weights) leaves the finished run as it was.
+    failed = run_auditor("t2iat", "occupations", "--resume", "occ", "--embedder", f"clip:{clip_without_weights}")
     assert failed.returncode != 0 and "is left as it was: completed" in failed.stderr
     assert OccupationsRecord.model_validate_json((tmp_path / "runs" / "occ" / "record.json").read_text()) == resumed
     # A run that fails there after making its images shows them, and no numbers.
     broken = run_auditor(
         "t2iat", "occupations", "--occupations", "jobs.txt", "--t2i", f"diffusers:{tiny_models.t2i}",
-        "--embedder", f"clip:{tiny_models.vqa}", "--images", "2", "--steps", "2", "--name", "occ2", "--quiet",
+        "--embedder", f"clip:{clip_without_weights}", "--images", "2", "--steps", "2", "--name", "occ2", "--quiet",
     )  # fmt: skip
     assert broken.returncode != 0 and "continue it with --resume" in broken.stderr
     stale = OccupationsRecord.model_validate_json((tmp_path / "runs" / "occ2" / "record.json").read_text())

@@ -8,9 +8,10 @@ validating specs never imports torch.
 
 from __future__ import annotations
 
+import json
 import os
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass
 from importlib import import_module
 from pathlib import Path
@@ -40,6 +41,19 @@ class FolderKind:
     marker: str
     #: What the folder is, for messages ("diffusers pipeline").
     name: str
+    #: The transformers ``model_type``s (in the marker, a ``config.json``) the backend loads; empty: any. A folder of
+    #: another type has the marker too, so only its type tells a CLIP model given to ``blip2:`` before it is loaded.
+    model_types: frozenset[str] = frozenset()
+
+    def model_type(self, folder: Path) -> str | None:
+        """The ``model_type`` the folder's marker names; None when it names none or cannot be read (the loader
+        then says what is wrong with it)."""
+        try:
+            found = json.loads((folder / self.marker).read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return None
+        model_type = found.get("model_type") if isinstance(found, dict) else None
+        return model_type if isinstance(model_type, str) else None
 
 
 def parse_spec(text: str) -> Spec:
@@ -149,7 +163,8 @@ class Registry:
         return spec
 
     def _check_local(self, spec: Spec) -> None:
-        """Refuse a local path that is not there, or a local folder that lacks its backend's marker file."""
+        """Refuse a local path that is not there, or a local folder that lacks its backend's marker file or whose
+        marker names a model type the backend does not load."""
         if looks_like_path(spec.target) and not _exists(spec.target):
             raise AuditorError(
                 f"{self.option} {spec}: there is no file or folder {spec.target!r}; point it at a local copy of the "
@@ -157,10 +172,24 @@ class Registry:
             )
         folder = self._folders.get(spec.prefix)
         local = bool(spec.target) and _exists(spec.target)  # no target: the loader says a model is needed
-        if folder is not None and local and not (Path(spec.target).expanduser() / folder.marker).is_file():
+        if folder is None or not local:
+            return
+        path = Path(spec.target).expanduser()
+        if not (path / folder.marker).is_file():
             raise AuditorError(
                 f"{self.option} {spec}: {spec.target!r} is not a {folder.name} folder: it has no {folder.marker}"
             )
+        found = folder.model_type(path)
+        if folder.model_types and found is not None and found not in folder.model_types:
+            raise AuditorError(
+                f"{self.option} {spec}: {spec.target!r} is a {found!r} model, not {quoted_types(folder.model_types)}"
+            )
+
+    def model_types(self, prefix: str) -> frozenset[str] | None:
+        """The model types the ``prefix`` backend loads (its :class:`FolderKind`'s), None when it loads any: its
+        loader checks them again where this machine's preflight does not reach (a hub id, a Ray worker's path)."""
+        folder = self._folders.get(prefix)
+        return folder.model_types if folder is not None and folder.model_types else None
 
     def identify(self, text: str, **options: Any) -> str | None:
         """The identity of the weights the loader of ``text`` would read, without loading them; None when the
@@ -173,6 +202,11 @@ class Registry:
         """Import the backend serving ``text`` and call its loader with the spec and ``options``."""
         spec = self.check(text)
         return _resolve(self._loaders[spec.prefix])(spec, **options)
+
+
+def quoted_types(model_types: Collection[str]) -> str:
+    """``'blip-2'``, ``'dinov2' or 'dinov2_with_registers'``: the expected types as every refusal names them."""
+    return " or ".join(map(repr, sorted(model_types)))
 
 
 def _exists(path: str) -> bool:

@@ -18,6 +18,7 @@ from auditor.core.registry import Spec
 from auditor.core.weights import LoadOptions
 from auditor.perception.embedding import PretrainedImageEmbedder, embed_in_batches
 from auditor.perception.loading import load_pretrained
+from auditor.perception.registry import EMBEDDERS
 
 if TYPE_CHECKING:  # pragma: no cover
     from PIL import Image
@@ -71,6 +72,6 @@ def load(spec: Spec, options: LoadOptions = LoadOptions(), batch_size: int = 32)
         raise AuditorError("the clip embedder needs a model: --embedder clip:<hub id or folder>")
     loaded = load_pretrained(
         spec, options, what=_WHAT, option="--embedder", model_class="CLIPModel", processor_class="CLIPProcessor",
-        model_types={"clip"},
+        model_types=EMBEDDERS.model_types(spec.prefix),
     )  # fmt: skip
     return ClipEmbedder(loaded.model, loaded.processor, loaded.ref, batch_size=batch_size)

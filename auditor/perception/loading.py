@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from auditor.core.errors import AuditorError, BackendError
-from auditor.core.registry import Spec
+from auditor.core.registry import Spec, quoted_types
 from auditor.core.weights import (
     LoadOptions,
     check_complete,
@@ -79,7 +79,7 @@ def load_pretrained(
             if model_type not in model_types:
                 raise BackendError(
                     f"cannot load {what} model {model_id!r} as {spec.prefix}: it is a {model_type!r} model, "
-                    f"not {' or '.join(map(repr, sorted(model_types)))}"
+                    f"not {quoted_types(model_types)}"
                 )
         model, info = getattr(transformers, model_class).from_pretrained(
             model_id, output_loading_info=True, **{dtype_keyword("transformers"): dtype}, **hub

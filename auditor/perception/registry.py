@@ -3,10 +3,9 @@ and face-detector spec."""
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
-from typing import Any
 
 from auditor.core.registry import FolderKind, Registry
 
@@ -16,19 +15,9 @@ _VQA_PREFIX_BY_MODEL_TYPE = {"blip-2": "blip2", "blip": "blip", "instructblip": 
 _TRANSFORMERS_FOLDER = FolderKind("config.json", "transformers model")
 
 
-def _model_type(folder: Path) -> str | None:
-    config = folder / _TRANSFORMERS_FOLDER.marker
-    if not config.is_file():
-        return None
-    try:
-        return json.loads(config.read_text(encoding="utf-8")).get("model_type")
-    except (OSError, ValueError):
-        return None
-
-
 def _infer_vqa_folder(text: str) -> str | None:
     """A bare local model folder: BLIP-2/BLIP/InstructBLIP by its config, else the generic image-text-to-text path."""
-    model_type = _model_type(Path(text))
+    model_type = _TRANSFORMERS_FOLDER.model_type(Path(text))
     if model_type is None:
         return None
     return f"{_VQA_PREFIX_BY_MODEL_TYPE.get(model_type, 'hf')}:{text}"
@@ -48,26 +37,46 @@ def _infer_by_model_type(prefixes: dict[str, str]) -> Callable[[str], str | None
     """A folder inference for :class:`Registry`: the spec prefix its config's ``model_type`` maps to, else None."""
 
     def infer(text: str) -> str | None:
-        prefix = prefixes.get(_model_type(Path(text)) or "")
+        prefix = prefixes.get(_TRANSFORMERS_FOLDER.model_type(Path(text)) or "")
         return f"{prefix}:{text}" if prefix else None
 
     return infer
 
 
+def _model_folder_of(prefixes: dict[str, str], prefix: str) -> FolderKind:
+    """A transformers model folder of the types that ``prefixes`` sends to ``prefix``: the types a bare folder is
+    recognised as the backend's are the ones its loader takes, so one table serves both."""
+    return replace(_TRANSFORMERS_FOLDER, model_types=frozenset(t for t, p in prefixes.items() if p == prefix))
+
+
 VQA_BACKENDS = Registry("VQA", "--vqa", infer=_infer_vqa_folder)
 #: Every transformers model folder is identified alike (its files, the library, auditor's code).
 _TRANSFORMERS_IDENTIFY = "auditor.perception.loading:identify"
-#: How the transformers backends are registered: identified by their files, and their local targets model folders.
-_TRANSFORMERS: dict[str, Any] = {"identify_path": _TRANSFORMERS_IDENTIFY, "folder": _TRANSFORMERS_FOLDER}
-VQA_BACKENDS.register("blip2", "auditor.perception.vqa:load_blip2", **_TRANSFORMERS)
-VQA_BACKENDS.register("blip", "auditor.perception.vqa:load_blip", **_TRANSFORMERS)
-VQA_BACKENDS.register("instructblip", "auditor.perception.vqa:load_instructblip", **_TRANSFORMERS)
-VQA_BACKENDS.register("hf", "auditor.perception.vqa:load_image_text_to_text", **_TRANSFORMERS)
+
+
+def _register_vqa(prefix: str, loader: str) -> None:
+    """A transformers VQA backend: identified by its files; a local target is a model folder of the types that
+    :data:`_VQA_PREFIX_BY_MODEL_TYPE` sends to it (any type for ``hf``, which none is sent to)."""
+    folder = _model_folder_of(_VQA_PREFIX_BY_MODEL_TYPE, prefix)
+    VQA_BACKENDS.register(prefix, f"auditor.perception.vqa:{loader}", identify_path=_TRANSFORMERS_IDENTIFY, folder=folder)
+
+
+_register_vqa("blip2", "load_blip2")
+_register_vqa("blip", "load_blip")
+_register_vqa("instructblip", "load_instructblip")
+_register_vqa("hf", "load_image_text_to_text")
 VQA_BACKENDS.register("openai", "auditor.perception.openai_vqa:load", "auditor.perception.openai_vqa:preflight")
 
 EMBEDDERS = Registry("embedder", "--embedder", infer=_infer_by_model_type(_EMBEDDER_PREFIX_BY_MODEL_TYPE))
-EMBEDDERS.register("clip", "auditor.perception.clip:load", **_TRANSFORMERS)
-EMBEDDERS.register("dinov2", "auditor.perception.vision:load_dinov2", folder=_TRANSFORMERS_FOLDER)
+EMBEDDERS.register(
+    "clip",
+    "auditor.perception.clip:load",
+    identify_path=_TRANSFORMERS_IDENTIFY,
+    folder=_model_folder_of(_EMBEDDER_PREFIX_BY_MODEL_TYPE, "clip"),
+)
+EMBEDDERS.register(
+    "dinov2", "auditor.perception.vision:load_dinov2", folder=_model_folder_of(_EMBEDDER_PREFIX_BY_MODEL_TYPE, "dinov2")
+)
 EMBEDDERS.register("hf-vision", "auditor.perception.vision:load_vision", folder=_TRANSFORMERS_FOLDER)
 
 DETECTORS = Registry("detector", "--detector", infer=_infer_by_model_type(_DETECTOR_PREFIX_BY_MODEL_TYPE))

@@ -29,14 +29,13 @@ from auditor.core.registry import Spec
 from auditor.core.weights import LoadOptions
 from auditor.perception.embedding import PretrainedImageEmbedder
 from auditor.perception.loading import load_pretrained
+from auditor.perception.registry import EMBEDDERS
 
 if TYPE_CHECKING:  # pragma: no cover
     from PIL import Image
 
 _WHAT = "image embedder"
 _OPTION = "--embedder"
-#: DINOv2 model types (``dinov2:`` refuses other checkpoints).
-DINOV2_TYPES = frozenset({"dinov2", "dinov2_with_registers"})
 _MISSING_POOLER = re.compile(r"^missing (\w+\.)?pooler\.")
 
 
@@ -82,15 +81,17 @@ def image_vector(output: Any) -> Any:
 
 def load_dinov2(spec: Spec, options: LoadOptions = LoadOptions(), batch_size: int = 32) -> VisionEmbedder:
     """``dinov2:<hub id or folder>``: a DINOv2 backbone (``AutoModel``) and its image processor."""
-    return _load(spec, options, batch_size, DINOV2_TYPES)
+    return _load(spec, options, batch_size)
 
 
 def load_vision(spec: Spec, options: LoadOptions = LoadOptions(), batch_size: int = 32) -> VisionEmbedder:
     """``hf-vision:<hub id or folder>``: any transformers vision backbone (``AutoModel`` taking pixel values only)."""
-    return _load(spec, options, batch_size, None)
+    return _load(spec, options, batch_size)
 
 
-def _load(spec: Spec, options: LoadOptions, batch_size: int, model_types: frozenset[str] | None) -> VisionEmbedder:
+def _load(spec: Spec, options: LoadOptions, batch_size: int) -> VisionEmbedder:
+    """Load the backbone; a model of another type than the backend's (in :data:`EMBEDDERS`: DINOv2 for ``dinov2:``,
+    any for ``hf-vision:``) is refused before its weights are read."""
     import inspect
 
     loaded = load_pretrained(
@@ -100,7 +101,7 @@ def _load(spec: Spec, options: LoadOptions, batch_size: int, model_types: frozen
         option=_OPTION,
         model_class="AutoModel",
         processor_class="AutoImageProcessor",
-        model_types=model_types,
+        model_types=EMBEDDERS.model_types(spec.prefix),
         settle=_drop_untrained_pooler,
     )
     parameters = inspect.signature(loaded.model.forward).parameters

@@ -37,6 +37,7 @@ from auditor.core.weights import (
     loading_problems,
 )
 from auditor.perception.base import first_line
+from auditor.perception.registry import VQA_BACKENDS
 from auditor.records import ModelRef, PerceptionSettings
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -346,24 +347,24 @@ class FirstLineComplete:
 
 def load_blip2(spec: Spec, settings: PerceptionSettings, options: LoadOptions = LoadOptions()) -> Blip2Vqa:
     """``blip2:<hub id or folder>``: a ``Blip2ForConditionalGeneration`` and its processor."""
-    return _load(spec, settings, options, Blip2Vqa, "Blip2ForConditionalGeneration", {"blip-2"})
+    return _load(spec, settings, options, Blip2Vqa, "Blip2ForConditionalGeneration")
 
 
 def load_blip(spec: Spec, settings: PerceptionSettings, options: LoadOptions = LoadOptions()) -> BlipVqa:
     """``blip:<hub id or folder>``: a ``BlipForQuestionAnswering`` (a VQA head, not the captioning model)."""
-    return _load(spec, settings, options, BlipVqa, "BlipForQuestionAnswering", {"blip"})
+    return _load(spec, settings, options, BlipVqa, "BlipForQuestionAnswering")
 
 
 def load_instructblip(spec: Spec, settings: PerceptionSettings, options: LoadOptions = LoadOptions()) -> InstructBlipVqa:
     """``instructblip:<hub id or folder>``: an ``InstructBlipForConditionalGeneration`` and its processor."""
-    return _load(spec, settings, options, InstructBlipVqa, "InstructBlipForConditionalGeneration", {"instructblip"})
+    return _load(spec, settings, options, InstructBlipVqa, "InstructBlipForConditionalGeneration")
 
 
 def load_image_text_to_text(
     spec: Spec, settings: PerceptionSettings, options: LoadOptions = LoadOptions()
 ) -> ImageTextToTextVqa:
     """``hf:<hub id or folder>``: any ``AutoModelForImageTextToText`` with a chat-template processor."""
-    return _load(spec, settings, options, ImageTextToTextVqa, "AutoModelForImageTextToText", None)
+    return _load(spec, settings, options, ImageTextToTextVqa, "AutoModelForImageTextToText")
 
 
 def _load(
@@ -372,9 +373,9 @@ def _load(
     options: LoadOptions,
     backend: type[TransformersVqa],
     model_class: str,
-    model_types: set[str] | None,
 ) -> Any:
-    """Load model and processor with ``from_pretrained``; refuse a folder of another model type."""
+    """Load model and processor with ``from_pretrained``; refuse a model of another type than the backend's (in
+    :data:`VQA_BACKENDS`), which preflight could not tell beforehand (a hub id, a path on a Ray worker)."""
     from auditor.core.devices import pick_device, pick_dtype
 
     model_id = spec.target
@@ -387,6 +388,7 @@ def _load(
         import transformers
 
         config = transformers.AutoConfig.from_pretrained(model_id, **hub)
+        model_types = VQA_BACKENDS.model_types(spec.prefix)
         if model_types is not None and config.model_type not in model_types:
             raise BackendError(
                 f"cannot load VQA model {model_id!r} as {spec.prefix}: it is a {config.model_type!r} model; "
