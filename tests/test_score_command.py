@@ -481,7 +481,8 @@ def _broken(change) -> dict:
         (lambda d: d["concepts_cf"].__setitem__("skin tone", []), 'concepts_cf["skin tone"]: axis not in result'),
         (lambda d: d["result"].__setitem__("age", "old"), "result.age: expected a list of counterfactual prompts, got a string"),
         (lambda d: d["result"].__setitem__("gender", [*GENDER_CFS, " A photo of a  male nurse"]),
-         "result.gender[2]: repeats the counterfactual prompt ' A photo of a  male nurse' of result.gender[0]"),
+         "result.gender[2]: the counterfactual prompt ' A photo of a  male nurse' repeats 'a photo of a male nurse' of "
+         "result.gender[0] (case and spacing are ignored when comparing)"),
         (lambda d: d.pop("concepts_initial"), "concepts_initial: missing"),
         (lambda d: d.__setitem__("prompt", None), None),  # null prompt is allowed
     ],
@@ -506,9 +507,11 @@ def test_malformed_files_exit_2_with_one_line(tmp_path):
             "the TIBET file has no images, so there is nothing to score",
         ),
         "list.json": ([1, 2], "neither a TIBET result file"),
+        # both quoted as written, the spacing too, though the error is on one line
         "repeat.json": (
-            _broken(lambda d: d["result"].__setitem__("age", [*AGE_CFS, AGE_CFS[1]])),
-            f"result.age[2]: repeats the counterfactual prompt {AGE_CFS[1]!r} of result.age[1]",
+            _broken(lambda d: d["result"].__setitem__("age", [*AGE_CFS, "a photo of an  Old\tnurse"])),
+            "result.age[2]: the counterfactual prompt 'a photo of an  Old\\tnurse' repeats 'a photo of an old nurse' of "
+            "result.age[1] (case and spacing are ignored when comparing)",
         ),
         # another study's record, though it has a 'result' key as TIBET files do
         "t2iat.json": (

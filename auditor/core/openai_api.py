@@ -13,12 +13,12 @@ from __future__ import annotations
 
 import base64
 import os
+import re
 import threading
 from typing import TYPE_CHECKING, Any
 
 from auditor.core.errors import AuditorError, BackendError
 from auditor.core.redaction import redact
-from auditor.core.text import single_spaced
 
 if TYPE_CHECKING:  # pragma: no cover
     import httpx
@@ -31,12 +31,16 @@ HTTP_RETRIES = 3
 REQUEST_TIMEOUT = 120.0
 #: Shortest part of a base URL's credentials or query that error lines blank out (:func:`without_url_secrets`).
 MIN_SECRET = 4
+#: A run of whitespace that breaks a line (a line break or a tab, with the spaces around it).
+_BREAK = re.compile(r"\s*[^\S ]\s*")
 
 
 def one_line(text: str, limit: int | None = 300) -> str:
     """``text`` redacted (keys, and the secrets of ``OPENAI_BASE_URL``), on one line, at most ``limit`` characters
-    (None: all of it)."""
-    line = single_spaced(without_url_secrets(redact(str(text))))
+    (None: all of it). Line breaks and tabs, with the spaces around them, are one space; runs of spaces within a
+    line are kept, so a value the message quotes reads as written (a prompt that repeats another but for its
+    spacing)."""
+    line = _BREAK.sub(" ", without_url_secrets(redact(str(text)))).strip()
     return line if limit is None or len(line) <= limit else line[: limit - 1] + "…"
 
 

@@ -198,7 +198,10 @@ def _check_distinct(prompts: list[str], where: str) -> None:
     for k, prompt in enumerate(prompts):
         j = first.setdefault(single_spaced(prompt).casefold(), k)
         if j != k:
-            raise TibetFormatError(f"{where}[{k}]: repeats the counterfactual prompt {prompt!r} of {where}[{j}]")
+            raise TibetFormatError(
+                f"{where}[{k}]: the counterfactual prompt {prompt!r} repeats {prompts[j]!r} of {where}[{j}] (case and "
+                "spacing are ignored when comparing)"
+            )
 
 
 def _size_warnings(result: TibetResult) -> list[str]:
