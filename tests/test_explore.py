@@ -416,6 +416,10 @@ def test_explore_offline_on_tiny_models_from_the_command_line(tiny_models, tmp_p
     assert data["kind"] == "explore" and data["llm_calls"] == 0 and data["images_spent"] <= 2000
     assert data["stop_reason"] in ("max_prompts", "separated", "exhausted")
     assert len(data["leaderboard"]) == 3 and all(row["axis"] == "gender" for row in data["leaderboard"])
+    folder = (tmp_path / "runs" / "offline").resolve()  # absolute however the run is named, as prompt's --json
+    assert (data["run_dir"], data["report_html"]) == (str(folder), str(folder / "report.html"))
+    resumed = json.loads(run_auditor("explore", "--resume", "runs/offline", "--json").stdout)
+    assert (resumed["run_dir"], resumed["report_html"]) == (data["run_dir"], data["report_html"])
     record = load_record(Path(data["run_dir"]) / "record.json", ExploreRecord)
     assert {c.proposed_by for c in record.candidates} == {"offline"}
     assert all("WordNet noun" in c.origin or c.parent for c in record.candidates)

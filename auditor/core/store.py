@@ -208,7 +208,10 @@ class RunStore:
 
 def run_files(run_dir: Path) -> dict[str, str | None]:
     """Where a run is, for ``--json``: its folder and its ``report.html`` (None for a run that has no page yet,
-    such as one made before its kind of run had one)."""
+    such as one made before its kind of run had one), as absolute paths: a program reading them may not share the
+    working directory of the command, and the folder reads the same whether it was made, found by its id or given
+    as a relative path to --resume."""
+    run_dir = run_dir.resolve()
     page = run_dir / REPORT_FILE
     return {"run_dir": str(run_dir), "report_html": str(page) if page.is_file() else None}
 
