@@ -12,7 +12,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import partial
-from itertools import groupby
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +23,7 @@ from auditor.core.store import run_files, run_files_text
 from auditor.records import Arm, Candidate, Confirmation, ExploreRecord, Interval
 from auditor.reporting.glossary import METRICS
 from auditor.reporting.numbers import decimals, number, with_span
+from auditor.reporting.ranking import highest_first, place, rank_with_ties
 from auditor.reporting.tables import WRAPPED_VALUE_WIDTH, borderless_table
 from auditor.reporting.wording import counted, made_by, quote
 
@@ -57,7 +57,7 @@ class Row:
     @property
     def place(self) -> str:
         """The rank as the terminal and the page show it: ``=2`` for a shared one."""
-        return f"={self.rank}" if self.tied else str(self.rank)
+        return place(self.rank, self.tied)
 
     @property
     def images(self) -> int:
@@ -76,17 +76,8 @@ def leaderboard(record: ExploreRecord) -> list[Row]:
     scores (or none) tie: which comes first is the record's order, not the images', so they share a rank."""
     by_id = {c.candidate_id: c for c in record.candidates}
     scored = [arm for arm in record.arms if arm.score is not None]
-    rows: list[Row] = []
-    for _key, group in groupby(sorted(scored, key=_rank_key), key=_rank_key):
-        arms, rank = list(group), len(rows) + 1
-        rows += [Row(rank, len(arms) > 1, arm, by_id[arm.candidate_id]) for arm in arms]
-    return rows
-
-
-def _rank_key(arm: Arm) -> tuple[bool, float]:
-    """What orders the leaderboard: the exploration score, highest first, arms without one last."""
-    value = arm.score.value if arm.score is not None else None
-    return (value is None, -(value or 0.0))
+    ranked = rank_with_ties(scored, key=lambda arm: highest_first(arm.score.value))
+    return [Row(rank, tied, arm, by_id[arm.candidate_id]) for rank, tied, arm in ranked]
 
 
 def _bounds(interval: Interval | None) -> list[float | None] | None:

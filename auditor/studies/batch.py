@@ -35,6 +35,7 @@ from auditor.records import (
     Stage,
     load_record,
 )
+from auditor.reporting.ranking import highest_first
 from auditor.studies.progress import NoticesOnly, ProgressReporter
 from auditor.studies.prompt_audit import (
     PromptAudit,
@@ -268,4 +269,4 @@ def leaderboard(records: list[RunRecord]) -> list[BatchRow]:
         if record.status == "completed" and record.scores is not None
         for axis in record.scores.axes
     ]
-    return sorted(rows, key=lambda row: (row.bav is None, -(row.bav or 0.0)))
+    return sorted(rows, key=lambda row: highest_first(row.bav))
