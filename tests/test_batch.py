@@ -12,6 +12,7 @@ from auditor.core.errors import AuditorError, RunBusyError
 from auditor.core.runlock import is_running
 from auditor.core.store import RunStore
 from auditor.records import BatchRecord, GenerationSettings, PerceptionSettings, RunRecord, load_record
+from auditor.reporting.batch import batch_json
 from auditor.studies.batch import BatchOptions, resume_batch, start_batch
 from auditor.studies.progress import QuietProgress
 from auditor.studies.prompt_audit import PromptAuditOptions
@@ -352,3 +353,64 @@ def test_the_batch_headline_claims_the_top_row_only_above_every_other_interval()
     assert leaderboard_headline((0.5, 0.4, 0.6), (0.45, 0.3, 0.5), (0.42, 0.35, 0.45)).endswith(
         "but 2 other rows overlap its interval, so no single one leans most."
     )
+
+
+def batch_record(bavs: list[tuple[float | None, float | None, float | None]], images: int = 6) -> BatchRecord:
+    """A batch record around the stored audit's settings, with one leaderboard row (BAV, interval low, high; no
+    interval where low is None) per prompt, in the given order."""
+    from auditor.records import BatchAudit, BatchConfig, BatchRow, Interval
+
+    audit = load_record(Path(__file__).parent / "fixtures" / "runs" / "pharmacist-sd15" / "record.json")
+    prompts = [f"a photo of a p{i}" for i in range(len(bavs))]
+    settings = audit.config.model_dump(exclude={"prompt", "review", "images_per_prompt", "seeds"})
+    config = BatchConfig(source="list", prompts=prompts, images_per_prompt=images, seeds=list(range(images)),
+                         **settings)  # fmt: skip
+    audits = [
+        BatchAudit(audit_id=f"00{i}-p{i}", prompt=prompt, folder=f"audits/00{i}-p{i}", status="completed")
+        for i, prompt in enumerate(prompts)
+    ]
+    rows = [
+        BatchRow(audit_id=f"00{i}-p{i}", prompt=prompt, axis="gender", bav=bav,
+                 bav_ci=None if low is None else Interval(low=low, high=high, method="percentile", defined=1.0))
+        for i, (prompt, (bav, low, high)) in enumerate(zip(prompts, bavs))
+    ]  # fmt: skip
+    return BatchRecord(run_id="b", config=config, environment=audit.environment, status="completed", audits=audits,
+                       leaderboard=rows)  # fmt: skip
+
+
+def batch_reports(record: BatchRecord, run_dir: Path) -> tuple[dict, str, str]:
+    """The batch's --json, terminal text and report.html."""
+    import io
+
+    from rich.console import Console
+
+    from auditor.reporting.batch import render_batch, write_batch_report
+
+    console = Console(width=200, file=io.StringIO(), record=True)
+    render_batch(record, run_dir, console)
+    return batch_json(record), console.export_text(), write_batch_report(record, run_dir).read_text()
+
+
+def test_rows_with_equal_bavs_share_a_rank_in_every_report(tmp_path):
+    """Two rows at the same BAV: neither leans more, so they are =1 (not 1 and 2) and the headline names no top."""
+    import re
+
+    record = batch_record([(0.3, 0.2, 0.4), (0.3, 0.1, 0.5), (0.1, 0.0, 0.2), (None, None, None)])
+    data, text, page = batch_reports(record, tmp_path)
+    board = [(row["rank"], row["tied"], row["prompt"]) for row in data["leaderboard"]]
+    assert board == [(1, True, "a photo of a p0"), (1, True, "a photo of a p1"), (3, False, "a photo of a p2"),
+                     (4, False, "a photo of a p3")]  # fmt: skip
+    assert re.findall(r"^\s*(=?\d+)\s+a photo of a p", text, re.M) == ["=1", "=1", "3", "4"]
+    assert re.findall(r'<tr><td class="num">([=\d]+)</td>', page) == ["=1", "=1", "3", "4"]
+    headline = "'a photo of a p0' on gender and 1 other row share the largest BAV (0.3000), so no single one leans most."
+    assert data["headline"] == headline and headline in text
+    assert headline.replace("'", "&#39;") in page
+
+
+def test_a_batch_where_no_row_leans_says_so_plainly(tmp_path):
+    record = batch_record([(0.0, 0.0, 0.0), (0.0, 0.0, 0.0)])
+    data, text, _page = batch_reports(record, tmp_path)
+    assert data["headline"] == (
+        "No prompt leans on any axis: every axis's counterfactuals got equal CAS values in every audit."
+    )
+    assert [(row["rank"], row["tied"]) for row in data["leaderboard"]] == [(1, True), (1, True)]

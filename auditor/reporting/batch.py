@@ -2,11 +2,13 @@
 
 They read the batch's record only (its leaderboard holds each audit's BAV and lean with their
 intervals); every prompt's own report is its audit's ``report.html``. The headline names a
-prompt x axis as the strongest lean only when its BAV interval lies above every other row's.
+prompt x axis as the strongest lean only when its BAV interval lies above every other row's;
+rows with equal BAVs share a rank, as on an exploration's leaderboard.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -16,23 +18,55 @@ from rich.text import Text
 from auditor.core.store import REPORT_FILE, run_files, run_files_text
 from auditor.records import BatchRecord, BatchRow
 from auditor.reporting.numbers import with_span
+from auditor.reporting.ranking import highest_first, place, rank_with_ties
 from auditor.reporting.tables import borderless_table
 from auditor.reporting.wording import counted, quote
 
 
+@dataclass(frozen=True)
+class Row:
+    """One prompt x axis of the leaderboard as the reports show it."""
+
+    #: Its rank from 1; rows with equal BAVs tie and share the rank of the first of them (1, =2, =2, 4).
+    rank: int
+    #: Whether another row has the same rank: neither leans more, so no report may number them as if one did.
+    tied: bool
+    row: BatchRow
+
+    @property
+    def place(self) -> str:
+        """The rank as the terminal and the page show it: ``=2`` for a shared one."""
+        return place(self.rank, self.tied)
+
+
+def leaderboard(record: BatchRecord) -> list[Row]:
+    """The record's leaderboard ranked: highest BAV first (no BAV last), equal BAVs (or none) sharing a rank, since
+    which of them the record lists first is only the order of the prompts."""
+    return [Row(*ranked) for ranked in rank_with_ties(record.leaderboard, key=lambda row: highest_first(row.bav))]
+
+
 def headline(record: BatchRecord) -> str:
-    """Which prompt x axis leans most, claimed only when its BAV interval is above all the others'."""
-    rows = [row for row in record.leaderboard if row.bav is not None]
-    if not rows:
+    """Which prompt x axis leans most, claimed only when its BAV interval is above all the others' (and it ties
+    with no row)."""
+    ranked = [ranked.row for ranked in leaderboard(record) if ranked.row.bav is not None]
+    if not ranked:
         return "No prompt x axis has a BAV yet."
-    top = rows[0]
+    top = ranked[0]
+    if top.bav == 0:
+        return "No prompt leans on any axis: every axis's counterfactuals got equal CAS values in every audit."
     subject = f"{quote(top.prompt)} on {top.axis}"
-    if len(rows) == 1:
+    if len(ranked) == 1:
         return f"Only {subject} has a BAV ({_bav(top)})."
+    shared = sum(row.bav == top.bav for row in ranked[1:])
+    if shared:
+        return (
+            f"{subject} and {counted(shared, 'other row')} share the largest BAV ({top.bav:.4f}), "
+            "so no single one leans most."
+        )
     if top.bav_ci is None or top.bav_ci.low is None:
         return f"The largest BAV is {subject} ({top.bav:.4f}); without intervals no ranking is claimed."
     tied = [
-        row for row in rows[1:] if row.bav_ci is None or row.bav_ci.high is None or row.bav_ci.high >= top.bav_ci.low
+        row for row in ranked[1:] if row.bav_ci is None or row.bav_ci.high is None or row.bav_ci.high >= top.bav_ci.low
     ]
     if not tied:
         return f"The strongest lean is {subject}: BAV {_bav(top)}, its interval above every other row's."
@@ -47,8 +81,11 @@ def _bav(row: BatchRow) -> str:
     return with_span(row.bav, row.bav_ci, 4)
 
 
-def _row_json(row: BatchRow) -> dict[str, Any]:
+def _row_json(ranked: Row) -> dict[str, Any]:
+    row = ranked.row
     return {
+        "rank": ranked.rank,
+        "tied": ranked.tied,
         "prompt": row.prompt,
         "axis": row.axis,
         "bav": row.bav,
@@ -67,7 +104,7 @@ def batch_json(record: BatchRecord, run_dir: Path | None = None) -> dict[str, An
     return data | {
         "status": record.status,
         "headline": headline(record),
-        "leaderboard": [_row_json(row) for row in record.leaderboard],
+        "leaderboard": [_row_json(row) for row in leaderboard(record)],
         "audits": [
             {"audit": a.audit_id, "prompt": a.prompt, "folder": a.folder, "status": a.status, "error": a.error}
             for a in record.audits
@@ -85,10 +122,11 @@ def render_batch(record: BatchRecord, run_dir: Path, console: Console) -> None:
     table.add_column("axis", no_wrap=True)
     table.add_column("BAV", no_wrap=True)
     table.add_column("male - female", no_wrap=True)
-    for rank, row in enumerate(record.leaderboard, 1):
+    for ranked in leaderboard(record):
+        row = ranked.row
         lean = with_span(row.lean, row.lean_ci, signed=True)
         bav = "no BAV" if row.bav is None else _bav(row)
-        table.add_row(str(rank), Text(row.prompt), Text(row.axis), bav, lean)
+        table.add_row(ranked.place, Text(row.prompt), Text(row.axis), bav, lean)
     console.print(table)
     failed = [a for a in record.audits if a.status != "completed"]
     for audit in failed:
@@ -105,5 +143,6 @@ def write_batch_report(record: BatchRecord, run_dir: Path) -> Path:
         "batch.html.j2",
         record=record,
         headline=headline(record),
+        rows=leaderboard(record),
         links={audit.audit_id: f"{audit.folder}/{REPORT_FILE}" for audit in record.audits},
     )
