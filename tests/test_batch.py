@@ -414,3 +414,20 @@ def test_a_batch_where_no_row_leans_says_so_plainly(tmp_path):
         "No prompt leans on any axis: every axis's counterfactuals got equal CAS values in every audit."
     )
     assert [(row["rank"], row["tied"]) for row in data["leaderboard"]] == [(1, True), (1, True)]
+
+
+def test_a_batch_with_too_few_seeds_says_why_it_has_no_intervals(tmp_path):
+    """--images 3: no intervals, and every report says why instead of describing intervals that are not there."""
+    from auditor.scoring.uncertainty import too_few_seeds
+
+    why = too_few_seeds(3)
+    record = batch_record([(0.3, None, None), (0.1, None, None)], images=3)
+    data, text, page = batch_reports(record, tmp_path)
+    assert data["headline"] == (
+        f"The largest BAV is 'a photo of a p0' on gender (0.3000), but it has no interval ({why}), so no ranking is "
+        "claimed."
+    )
+    assert data["no_intervals"] == why and data["notes"] == [f"No intervals: {why}; no row is ranked above another."]
+    assert f"- No intervals: {why}" in text
+    assert f"There are no intervals ({why})" in page and "paired-bootstrap" not in page
+    assert batch_json(batch_record([(0.3, 0.2, 0.4)]))["no_intervals"] is None

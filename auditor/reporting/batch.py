@@ -21,6 +21,7 @@ from auditor.reporting.numbers import with_span
 from auditor.reporting.ranking import highest_first, place, rank_with_ties
 from auditor.reporting.tables import borderless_table
 from auditor.reporting.wording import counted, quote
+from auditor.scoring.uncertainty import MIN_SEEDS, too_few_seeds
 
 
 @dataclass(frozen=True)
@@ -45,6 +46,15 @@ def leaderboard(record: BatchRecord) -> list[Row]:
     return [Row(*ranked) for ranked in rank_with_ties(record.leaderboard, key=lambda row: highest_first(row.bav))]
 
 
+def no_intervals(record: BatchRecord) -> str | None:
+    """Why the leaderboard has no intervals, when its settings made none (None when they asked for them)."""
+    if record.config.scoring.bootstrap == 0:
+        return "--bootstrap 0 asked for none"
+    if record.config.images_per_prompt < MIN_SEEDS:
+        return too_few_seeds(record.config.images_per_prompt)
+    return None
+
+
 def headline(record: BatchRecord) -> str:
     """Which prompt x axis leans most, claimed only when its BAV interval is above all the others' (and it ties
     with no row)."""
@@ -64,7 +74,8 @@ def headline(record: BatchRecord) -> str:
             "so no single one leans most."
         )
     if top.bav_ci is None or top.bav_ci.low is None:
-        return f"The largest BAV is {subject} ({top.bav:.4f}); without intervals no ranking is claimed."
+        why = f" ({reason})" if (reason := no_intervals(record)) else ""
+        return f"The largest BAV is {subject} ({top.bav:.4f}), but it has no interval{why}, so no ranking is claimed."
     tied = [
         row for row in ranked[1:] if row.bav_ci is None or row.bav_ci.high is None or row.bav_ci.high >= top.bav_ci.low
     ]
@@ -75,6 +86,11 @@ def headline(record: BatchRecord) -> str:
         f"The largest BAV is {subject} ({_bav(top)}), but {counted(len(tied), 'other row')} "
         f"{overlap} its interval, so no single one leans most."
     )
+
+
+def notes(record: BatchRecord) -> list[str]:
+    """What the leaderboard leaves out: why it has no intervals."""
+    return [f"No intervals: {reason}; no row is ranked above another."] if (reason := no_intervals(record)) else []
 
 
 def _bav(row: BatchRow) -> str:
@@ -104,6 +120,8 @@ def batch_json(record: BatchRecord, run_dir: Path | None = None) -> dict[str, An
     return data | {
         "status": record.status,
         "headline": headline(record),
+        "no_intervals": no_intervals(record),
+        "notes": notes(record),
         "leaderboard": [_row_json(row) for row in leaderboard(record)],
         "audits": [
             {"audit": a.audit_id, "prompt": a.prompt, "folder": a.folder, "status": a.status, "error": a.error}
@@ -128,6 +146,8 @@ def render_batch(record: BatchRecord, run_dir: Path, console: Console) -> None:
         bav = "no BAV" if row.bav is None else _bav(row)
         table.add_row(ranked.place, Text(row.prompt), Text(row.axis), bav, lean)
     console.print(table)
+    for note in notes(record):
+        console.print(Text(f"- {note}"))
     failed = [a for a in record.audits if a.status != "completed"]
     for audit in failed:
         console.print(Text(f"- {quote(audit.prompt)}: {audit.status}" + (f" ({audit.error})" if audit.error else "")))
@@ -144,5 +164,7 @@ def write_batch_report(record: BatchRecord, run_dir: Path) -> Path:
         record=record,
         headline=headline(record),
         rows=leaderboard(record),
+        notes=notes(record),
+        no_intervals=no_intervals(record),
         links={audit.audit_id: f"{audit.folder}/{REPORT_FILE}" for audit in record.audits},
     )
