@@ -314,7 +314,8 @@ def test_axes_take_the_offline_planner_and_refuse_another_llm(tmp_path):
 
 
 def test_each_prompt_says_which_of_the_axes_its_plan_dropped(tiny_models, tmp_path):
-    """--axes that fit one prompt and not another: each prompt's drop is named on the terminal as it is planned."""
+    """--axes that fit one prompt and not another: each prompt's drop is named on the terminal as it is planned, and
+    the batch's report sums them up."""
     (tmp_path / "list.txt").write_text("a photo of a nurse\na kettle on a table\n")
     result = run_auditor(
         "batch", "list.txt", "--axes", "gender,setting", "--t2i", f"diffusers:{tiny_models.t2i}",
@@ -330,6 +331,14 @@ def test_each_prompt_says_which_of_the_axes_its_plan_dropped(tiny_models, tmp_pa
         "note: --axes dropped for 'a kettle on a table': gender (the axis library does not apply it to object prompts)."
         in result.stderr
     )
+    # the batch's own report sums them up in one note (from its record), and says why it has no intervals
+    batch = load_record(tmp_path / "runs" / "b" / "record.json", BatchRecord)
+    assert [sorted(audit.dropped_axes) for audit in batch.audits] == [["setting"], ["gender"]]
+    assert (
+        "- --axes dropped: setting for 1 of 2 prompts (the axis library does not apply it to person prompts); gender "
+        "for 1 of 2 prompts (the axis library does not apply it to object prompts)." in result.stdout
+    )
+    assert "- No intervals: one image per prompt set: no other seed to resample;" in result.stdout
 
 
 def leaderboard_headline(*intervals: tuple[float, float, float]) -> str:
@@ -355,20 +364,23 @@ def test_the_batch_headline_claims_the_top_row_only_above_every_other_interval()
     )
 
 
-def batch_record(bavs: list[tuple[float | None, float | None, float | None]], images: int = 6) -> BatchRecord:
+def batch_record(bavs: list[tuple[float | None, float | None, float | None]], images: int = 6,
+                 dropped: list[dict[str, str]] | None = None) -> BatchRecord:
     """A batch record around the stored audit's settings, with one leaderboard row (BAV, interval low, high; no
-    interval where low is None) per prompt, in the given order."""
+    interval where low is None) per prompt, in the given order, and each prompt's dropped --axes."""
     from auditor.records import BatchAudit, BatchConfig, BatchRow, Interval
 
     audit = load_record(Path(__file__).parent / "fixtures" / "runs" / "pharmacist-sd15" / "record.json")
     prompts = [f"a photo of a p{i}" for i in range(len(bavs))]
-    settings = audit.config.model_dump(exclude={"prompt", "review", "images_per_prompt", "seeds"})
+    settings = audit.config.model_dump(exclude={"prompt", "review", "images_per_prompt", "seeds", "axes"})
     config = BatchConfig(source="list", prompts=prompts, images_per_prompt=images, seeds=list(range(images)),
-                         **settings)  # fmt: skip
+                         axes=["gender", "setting"] if dropped else None, **settings)  # fmt: skip
     audits = [
         BatchAudit(audit_id=f"00{i}-p{i}", prompt=prompt, folder=f"audits/00{i}-p{i}", status="completed")
         for i, prompt in enumerate(prompts)
     ]
+    for entry, axes in zip(audits, dropped or []):
+        entry.dropped_axes = axes
     rows = [
         BatchRow(audit_id=f"00{i}-p{i}", prompt=prompt, axis="gender", bav=bav,
                  bav_ci=None if low is None else Interval(low=low, high=high, method="percentile", defined=1.0))
@@ -384,7 +396,7 @@ def batch_reports(record: BatchRecord, run_dir: Path) -> tuple[dict, str, str]:
 
     from rich.console import Console
 
-    from auditor.reporting.batch import render_batch, write_batch_report
+    from auditor.reporting.batch import batch_json, render_batch, write_batch_report
 
     console = Console(width=200, file=io.StringIO(), record=True)
     render_batch(record, run_dir, console)
@@ -431,3 +443,15 @@ def test_a_batch_with_too_few_seeds_says_why_it_has_no_intervals(tmp_path):
     assert f"- No intervals: {why}" in text
     assert f"There are no intervals ({why})" in page and "paired-bootstrap" not in page
     assert batch_json(batch_record([(0.3, 0.2, 0.4)]))["no_intervals"] is None
+
+
+def test_the_batch_sums_up_the_axes_its_prompts_plans_dropped(tmp_path):
+    """One note for the batch (terminal, --json, page), and the page's --axes line does not claim them all."""
+    person = "the axis library does not apply it to person prompts"
+    dropped = [{"setting": person}, {}, {"setting": person}]
+    record = batch_record([(0.3, 0.2, 0.4), (0.2, 0.1, 0.25), (0.0, 0.0, 0.0)], dropped=dropped)
+    data, text, page = batch_reports(record, tmp_path)
+    note = f"--axes dropped: setting for 2 of 3 prompts ({person})."
+    assert data["notes"] == [note] and f"- {note}" in text and f"<li>{note}</li>" in page
+    assert "axes fixed by --axes: gender, setting (not every prompt's plan kept them all: see the notes)" in page
+    assert batch_json(batch_record([(0.3, 0.2, 0.4)]))["notes"] == []

@@ -51,6 +51,11 @@ class BatchAudit(Record):
     )
     status: RunStatus = Field(default="running", description="How the audit ended (as its own record says).")
     error: str | None = Field(default=None, description="Why it failed, when it did (e.g. no valid plan).")
+    dropped_axes: dict[str, str] = Field(
+        default_factory=dict,
+        description="Axes asked for with --axes that its plan leaves out -> why (its plan's dropped_axes), so the "
+        "batch's notes can sum them up.",
+    )
 
 
 class BatchRow(Record):

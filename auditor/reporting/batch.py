@@ -20,7 +20,7 @@ from auditor.records import BatchRecord, BatchRow
 from auditor.reporting.numbers import with_span
 from auditor.reporting.ranking import highest_first, place, rank_with_ties
 from auditor.reporting.tables import borderless_table
-from auditor.reporting.wording import counted, quote
+from auditor.reporting.wording import counted, dropped_axes_summary, quote
 from auditor.scoring.uncertainty import MIN_SEEDS, too_few_seeds
 
 
@@ -89,8 +89,11 @@ def headline(record: BatchRecord) -> str:
 
 
 def notes(record: BatchRecord) -> list[str]:
-    """What the leaderboard leaves out: why it has no intervals."""
-    return [f"No intervals: {reason}; no row is ranked above another."] if (reason := no_intervals(record)) else []
+    """What the leaderboard leaves out: the --axes that prompts' plans dropped, and why it has no intervals."""
+    found = [dropped_axes_summary([audit.dropped_axes for audit in record.audits])]
+    if reason := no_intervals(record):
+        found.append(f"No intervals: {reason}; no row is ranked above another.")
+    return [note for note in found if note]
 
 
 def _bav(row: BatchRow) -> str:

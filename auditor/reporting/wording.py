@@ -112,6 +112,24 @@ def dropped_axes_note(plan: AuditPlan) -> str | None:
     return f"--axes dropped for {quote(plan.prompt)}: {reasons}."
 
 
+def dropped_axes_summary(dropped: list[dict[str, str]], noun: str = "prompt") -> str | None:
+    """The ``--axes`` that the plans of many prompts (a batch's) left out, in one line: each axis, how many of the
+    prompts dropped it and why (None when none did). One line for the whole run, since each prompt's own report
+    names its drops, and a note per prompt would bury the others. ``dropped``: one plan's ``dropped_axes`` per
+    prompt, every prompt counted (those that dropped none too)."""
+    reasons: dict[str, dict[str, None]] = {}  # axis -> its distinct reasons, in order (a dict keeps it)
+    for plan in dropped:
+        for name, why in plan.items():
+            reasons.setdefault(name, {})[why] = None
+    if not reasons:
+        return None
+    parts = [
+        f"{name} for {sum(name in plan for plan in dropped)} of {counted(len(dropped), noun)} ({', or '.join(whys)})"
+        for name, whys in reasons.items()
+    ]
+    return f"--axes dropped: {'; '.join(parts)}."
+
+
 def counted(count: int, noun: str) -> str:
     """``count`` and ``noun``, plural unless the count is one: '1 round', '3 rounds'."""
     return f"{count} {noun}{'' if count == 1 else 's'}"

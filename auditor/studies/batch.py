@@ -235,13 +235,14 @@ class Batch(StudyRun[BatchRecord]):
         self._sync()
 
     def _sync(self) -> None:
-        """Copy each audit's status, error and resolved model references (and what made its results) into the
-        batch's record."""
+        """Copy each audit's status, error, dropped --axes and resolved model references (and what made its results)
+        into the batch's record."""
         by_id = {audit.record.run_id: audit.record for audit in self.audits}
         for entry in self.record.audits:
             found = by_id[entry.audit_id]
             entry.status = found.status
             entry.error = found.errors[-1].message if found.errors else None
+            entry.dropped_axes = dict(found.plan.dropped_axes) if found.plan is not None else {}
         ran = next((audit.record for audit in self.audits if audit.record.plan is not None), None)
         if ran is not None:
             for field in ("t2i", "vqa", "embedder", "generation", "perception"):
