@@ -715,3 +715,32 @@ def test_arms_with_equal_scores_share_a_rank_in_the_terminal_the_json_and_the_pa
     page = write_explore_report(record, tmp_path).read_text()
     assert re.findall(r'<tr><td class="num">([=\d]+)</td>', page) == ["=1", "=1", "3", "4", "5"]
     assert "<h3>=1. “a photo of a nurse” on gender</h3>" in page and "<h3>=1. “a photo of a baker”" in page
+
+
+def test_the_report_sums_up_the_axes_that_candidates_plans_dropped(tmp_path):
+    """--axes a candidate's plan left out are named in the report (terminal, --json, page), not only as it ran."""
+    import io
+
+    from rich.console import Console
+
+    from auditor.records import Candidate
+    from auditor.reporting.explore import render_explore, write_explore_report
+    from auditor.studies.explore_options import new_config
+
+    audit = load_record(Path(__file__).parent / "fixtures" / "runs" / "pharmacist-sd15" / "record.json")
+    why = "the axis library does not apply it to person prompts"
+    plans = [audit.plan.model_copy(update={"dropped_axes": {"setting": why}}), audit.plan, None]
+    candidates = [
+        Candidate(candidate_id=f"c{i}", prompt=f"a photo of p{i}", round=1, proposed_by="offline", accepted=True,
+                  plan=plan)  # fmt: skip
+        for i, plan in enumerate(plans)
+    ]
+    record = ExploreRecord(run_id="x", config=new_config(options()), environment=audit.environment,
+                           candidates=candidates)  # fmt: skip
+    note = f"--axes dropped: setting for 1 of 2 planned candidates ({why})."
+    assert explore_json(record)["dropped_axes"] == note
+    console = Console(width=400, file=io.StringIO(), record=True)
+    render_explore(record, tmp_path, console)
+    assert note in console.export_text()
+    assert f'<p class="note">{note}</p>' in write_explore_report(record, tmp_path).read_text()
+    assert explore_json(record.model_copy(update={"candidates": candidates[1:]}))["dropped_axes"] is None

@@ -25,7 +25,7 @@ from auditor.reporting.glossary import METRICS
 from auditor.reporting.numbers import decimals, number, with_span
 from auditor.reporting.ranking import highest_first, place, rank_with_ties
 from auditor.reporting.tables import WRAPPED_VALUE_WIDTH, borderless_table
-from auditor.reporting.wording import counted, made_by, quote
+from auditor.reporting.wording import counted, dropped_axes_summary, made_by, quote
 
 #: Rows of the terminal leaderboard (the JSON and HTML have them all).
 TERMINAL_ROWS = 15
@@ -141,6 +141,13 @@ def summary(record: ExploreRecord) -> str:
     )
 
 
+def dropped_axes(record: ExploreRecord) -> str | None:
+    """The ``--axes`` that candidates' plans left out, summed up in one line for the report (each was said on the
+    terminal only as it was planned)."""
+    plans = [c.plan.dropped_axes for c in record.candidates if c.plan is not None]
+    return dropped_axes_summary(plans, "planned candidate")
+
+
 # --------------------------------------------------------------------------- JSON
 
 
@@ -160,6 +167,7 @@ def explore_json(record: ExploreRecord, run_dir: Path | None = None) -> dict[str
         "images_reused": record.images_reused,
         "llm_calls": record.llm_calls,
         "rounds": sum(1 for r in record.rounds if r.phase == "explore"),
+        "dropped_axes": dropped_axes(record),
         "leaderboard": [_row_json(row) for row in rows],
         "findings": [text for row in rows if (text := finding(row, record)) is not None],
         "rejected": [
@@ -253,6 +261,8 @@ def render_explore(record: ExploreRecord, run_dir: Path, console: Console) -> No
     """The terminal report: what ran and why it stopped, the leaderboard, the findings, the rejections."""
     console.print(Text(f"Exploration {record.run_id}: {record.subject()}", style="bold"))
     console.print(Text(summary(record)))
+    if dropped := dropped_axes(record):
+        console.print(Text(dropped))
     rows = leaderboard(record)
     if rows:
         label = "BAV" if record.config.objective == "bav" else "|CAS(male) - CAS(female)|"
@@ -361,6 +371,7 @@ def write_explore_report(record: ExploreRecord, run_dir: Path) -> Path:
         strips=_strips(record, top, run_dir),
         findings=[(row, text) for row in rows if (text := finding(row, record)) is not None],
         summary=summary(record),
+        dropped_axes=dropped_axes(record),
         lineage=lineage(record),
         spend=_spend_chart(record),
         stop_reasons=STOP_REASONS,
