@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import shutil
+from pathlib import Path
 
 import pytest
 
@@ -64,8 +65,18 @@ def tiny_models(tmp_path_factory):
 def clip_without_weights(tiny_models, tmp_path_factory):
     """A folder with the tiny CLIP's config.json and no weights: preflight takes it for a CLIP model folder (as it
     cannot read weights beforehand), so it fails only when loaded, where a run's load failures are handled."""
-    folder = tmp_path_factory.mktemp("clip-without-weights")
-    shutil.copy(tiny_models.clip / "config.json", folder)
+    return _config_only(tiny_models.clip, tmp_path_factory.mktemp("clip-without-weights"))
+
+
+@pytest.fixture(scope="session")
+def vqa_without_weights(tiny_models, tmp_path_factory):
+    """The tiny BLIP-2's config.json alone: a VQA model that passes preflight and fails to load (see above)."""
+    return _config_only(tiny_models.vqa, tmp_path_factory.mktemp("vqa-without-weights"))
+
+
+def _config_only(model: Path, folder: Path) -> Path:
+    """``folder`` holding ``model``'s config.json and nothing else."""
+    shutil.copy(model / "config.json", folder)
     return folder
 
 

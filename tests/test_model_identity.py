@@ -323,7 +323,9 @@ def test_a_resume_with_other_weights_says_so_and_makes_the_images_again(tiny_mod
     cache.close()
 
 
-def test_a_completed_run_whose_failed_resume_made_new_images_keeps_no_earlier_scores(tiny_models, tmp_path):
+def test_a_completed_run_whose_failed_resume_made_new_images_keeps_no_earlier_scores(
+    tiny_models, vqa_without_weights, tmp_path
+):
     """Other weights rewrote the images before the VQA model failed to load: the old scores no longer describe the
     run's files, so it is failed, without them, and the error offers the resume that finishes it."""
     other_t2i = _retrained_copy(tiny_models.t2i, tmp_path / "t2i-finetune")
@@ -333,7 +335,7 @@ def test_a_completed_run_whose_failed_resume_made_new_images_keeps_no_earlier_sc
     assert done.status == "completed" and done.scores is not None
     result = run_auditor(
         "prompt", "--resume", "r", "--runs-dir", str(tmp_path / "runs"),
-        "--t2i", f"diffusers:{other_t2i}", "--vqa", f"blip2:{tiny_models.clip}",  # no BLIP-2 model
+        "--t2i", f"diffusers:{other_t2i}", "--vqa", f"blip2:{vqa_without_weights}",  # a BLIP-2 without weights
     )  # fmt: skip
     run_dir = RunStore(tmp_path / "runs").resolve("r")
     assert result.returncode == 1 and f"continue it with --resume {run_dir}" in result.stderr

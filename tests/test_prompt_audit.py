@@ -170,7 +170,9 @@ def test_resume_after_interruption_recomputes_nothing_finished(tiny_models, tmp_
     check_run_folder(resumed.run_dir, images=2)
 
 
-def test_a_completed_run_whose_resume_fails_before_changing_a_file_is_left_as_it_was(tiny_models, tmp_path):
+def test_a_completed_run_whose_resume_fails_before_changing_a_file_is_left_as_it_was(
+    tiny_models, vqa_without_weights, tmp_path
+):
     """A mistyped model on ``--resume`` of a finished audit: its record and page stay byte for byte (the status, the
     scores and the models), and the error says so instead of offering a resume."""
     from auditor.studies.run import Resumption
@@ -180,9 +182,9 @@ def test_a_completed_run_whose_resume_fails_before_changing_a_file_is_left_as_it
     assert done.status == "completed" and done.scores is not None and done.concepts
     kept = {name: store.resolve("r") / name for name in ("record.json", "report.html")}
     before = {name: (path.read_bytes(), path.stat().st_mtime_ns) for name, path in kept.items()}
-    elsewhere = Resumption(models={"vqa": f"blip2:{tiny_models.clip}"})  # a folder that is no BLIP-2 model
+    elsewhere = Resumption(models={"vqa": f"blip2:{vqa_without_weights}"})  # a BLIP-2 config without weights
     attempt = resume_audit("r", store, cache, QuietProgress(), elsewhere)
-    with pytest.raises(AuditorError, match="blip2"):
+    with pytest.raises(AuditorError, match="cannot load VQA model"):
         attempt.run()
     assert attempt.left_as_it_was and attempt.record.status == "completed" and attempt.record.scores == done.scores
     assert {name: (path.read_bytes(), path.stat().st_mtime_ns) for name, path in kept.items()} == before
@@ -199,7 +201,7 @@ def test_a_completed_run_whose_resume_fails_before_changing_a_file_is_left_as_it
         f"error: --t2i diffusers:{tiny_models.clip}: '{tiny_models.clip}' is not a diffusers pipeline folder: it has "
         "no model_index.json"
     )
-    other = run_auditor(*resume, "--vqa", f"blip2:{tiny_models.clip}")
+    other = run_auditor(*resume, "--vqa", f"blip2:{vqa_without_weights}")
     (error,) = [line for line in other.stderr.splitlines() if line.startswith("error:")]
     assert other.returncode == 1 and "Traceback" not in other.stderr and "cannot load VQA model" in error
     assert error.endswith(
