@@ -18,26 +18,17 @@ from rich.text import Text
 from auditor.core.store import REPORT_FILE, run_files, run_files_text
 from auditor.records import BatchRecord, BatchRow
 from auditor.reporting.numbers import with_span
-from auditor.reporting.ranking import highest_first, place, rank_with_ties
+from auditor.reporting.ranking import Ranked, highest_first, rank_with_ties
 from auditor.reporting.tables import borderless_table
 from auditor.reporting.wording import counted, dropped_axes_summary, quote
 from auditor.scoring.uncertainty import MIN_SEEDS, too_few_seeds
 
 
 @dataclass(frozen=True)
-class Row:
-    """One prompt x axis of the leaderboard as the reports show it."""
+class Row(Ranked):
+    """One prompt x axis of the leaderboard as the reports show it; rows with equal BAVs tie."""
 
-    #: Its rank from 1; rows with equal BAVs tie and share the rank of the first of them (1, =2, =2, 4).
-    rank: int
-    #: Whether another row has the same rank: neither leans more, so no report may number them as if one did.
-    tied: bool
     row: BatchRow
-
-    @property
-    def place(self) -> str:
-        """The rank as the terminal and the page show it: ``=2`` for a shared one."""
-        return place(self.rank, self.tied)
 
 
 def leaderboard(record: BatchRecord) -> list[Row]:

@@ -23,7 +23,7 @@ from auditor.core.store import run_files, run_files_text
 from auditor.records import Arm, Candidate, Confirmation, ExploreRecord, Interval
 from auditor.reporting.glossary import METRICS
 from auditor.reporting.numbers import decimals, number, with_span
-from auditor.reporting.ranking import highest_first, place, rank_with_ties
+from auditor.reporting.ranking import Ranked, highest_first, rank_with_ties
 from auditor.reporting.tables import WRAPPED_VALUE_WIDTH, borderless_table
 from auditor.reporting.wording import counted, dropped_axes_summary, made_by, quote
 
@@ -44,20 +44,11 @@ STOP_REASONS = {
 
 
 @dataclass(frozen=True)
-class Row:
-    """One arm of the leaderboard as the reports show it."""
+class Row(Ranked):
+    """One arm of the leaderboard as the reports show it; arms with equal exploration scores tie."""
 
-    #: Its rank from 1; arms that tie share the rank of the first of them (1, =2, =2, 4).
-    rank: int
-    #: Whether another arm has the same rank: neither is ahead, so no report may number them as if one were.
-    tied: bool
     arm: Arm
     candidate: Candidate
-
-    @property
-    def place(self) -> str:
-        """The rank as the terminal and the page show it: ``=2`` for a shared one."""
-        return place(self.rank, self.tied)
 
     @property
     def images(self) -> int:

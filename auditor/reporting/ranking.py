@@ -8,6 +8,7 @@ record's order. So they share the rank of the first of them (1, =2, =2, 4), and 
 from __future__ import annotations
 
 from collections.abc import Callable, Hashable, Iterable
+from dataclasses import dataclass
 from itertools import groupby
 from typing import TypeVar
 
@@ -29,6 +30,17 @@ def rank_with_ties(items: Iterable[T], key: Callable[[T], Hashable]) -> list[tup
     return ranked
 
 
-def place(rank: int, tied: bool) -> str:
-    """A rank as the terminal and the page show it: ``=2`` for a shared one."""
-    return f"={rank}" if tied else str(rank)
+@dataclass(frozen=True)
+class Ranked:
+    """A leaderboard row's place: what each leaderboard's rows (an exploration's arms, a batch's prompt x axis)
+    share."""
+
+    #: Its rank from 1; rows that tie share the rank of the first of them (1, =2, =2, 4).
+    rank: int
+    #: Whether another row has the same rank: neither is ahead, so no report may number them as if one were.
+    tied: bool
+
+    @property
+    def place(self) -> str:
+        """The rank as the terminal and the page show it: ``=2`` for a shared one."""
+        return f"={self.rank}" if self.tied else str(self.rank)
