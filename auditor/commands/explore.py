@@ -56,7 +56,7 @@ def explore(
     ),
     max_images_per_prompt: int = typer.Option(48, "--max-images-per-prompt", min=2, max=common.MAX_IMAGES, help="Seeds an arm may reach."),
     confirm_images: int = typer.Option(
-        24, "--confirm-images", min=0, help="Fresh seeds per prompt set to confirm the top arms."
+        24, "--confirm-images", min=0, help="Fresh seeds per prompt set to confirm the top arms (0: none, else 4 or more)."
     ),
     seeds_per_round: int = typer.Option(4, "--seeds-per-round", help="Seeds an arm gets per round (k), at least 4."),
     proposals: int = typer.Option(8, "--proposals", min=1, help="Candidates asked of the proposer per round."),
