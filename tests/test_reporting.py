@@ -752,3 +752,19 @@ def test_the_pages_sign_the_bounds_of_signed_numbers_as_the_terminal_does(tmp_pa
     page = write_comparison_html(view, tmp_path / "compare.html", FIXTURES / a.run_id, FIXTURES / b.run_id).read_text()
     changes = [axis.delta_ci for axis in view.axes if axis.delta_ci and axis.delta_ci[1] > 0]
     assert changes and all(f'<span class="ci">{bounds(*ci, 4, signed=True)}</span>' in page for ci in changes)
+
+
+def test_axes_with_equal_bavs_share_a_rank_in_the_terminal_the_json_and_the_page(tmp_path):
+    """Gender and age at the same BAV, below geography's: neither comes first in any report (1, =2, =2)."""
+    run_dir = copy_fixture("pharmacist-sd15", tmp_path)
+    record = load_record(run_dir / "record.json")
+    axes = {axis.axis: axis for axis in record.scores.axes}
+    level = axes["gender"].model_copy(update={"axis": "age", "counterfactuals": axes["age"].counterfactuals})
+    tied = [axes["gender"], level, *(axis for name, axis in axes.items() if name not in ("gender", "age"))]
+    record = record.model_copy(update={"scores": record.scores.model_copy(update={"axes": tied})})
+    ranks = [(axis["name"], axis["rank"], axis["tied"]) for axis in report_json(record)["axes"]]
+    assert ranks == [("geography", 1, False), ("gender", 2, True), ("age", 2, True)]
+    text = " ".join(terminal_text(record, width=120).split())
+    assert "1. geography" in text and "=2. gender" in text and "=2. age" in text and "3. age" not in text
+    page = write_html_report(record, run_dir).read_text(encoding="utf-8")
+    assert ">=2. gender</a>" in page and "<h2>=2. age" in page and "<h2>1. geography" in page

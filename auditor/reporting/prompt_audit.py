@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from auditor.records import INITIAL_PROMPT_ID, AxisScore, ConceptFrequency, RunRecord
 from auditor.reporting.glossary import METRICS
+from auditor.reporting.ranking import rank_with_ties
 from auditor.reporting.sentences import (
     STATUS_PHRASES,
     association_view,
@@ -51,7 +52,7 @@ def _column(prompt_id: str, prompt: str, initial: str, concepts: list[ConceptFre
     return ConceptColumn(prompt_id=prompt_id, prompt=prompt, label=label, concepts=_concepts(concepts))
 
 
-def _axis_view(record: RunRecord, rank: int, score: AxisScore) -> AxisView:
+def _axis_view(record: RunRecord, rank: int, tied: bool, score: AxisScore) -> AxisView:
     scores = record.scores
     assert scores is not None
     prompt = record.config.prompt
@@ -77,6 +78,7 @@ def _axis_view(record: RunRecord, rank: int, score: AxisScore) -> AxisView:
     ]
     return AxisView(
         rank=rank,
+        tied=tied,
         name=score.axis,
         kind=plan_axis.kind if plan_axis else None,
         question=plan_axis.question if plan_axis else None,
@@ -104,9 +106,10 @@ def _axis_view(record: RunRecord, rank: int, score: AxisScore) -> AxisView:
     )
 
 
-def _ranked(axes: list[AxisScore]) -> list[AxisScore]:
-    """Axes by relative BAV, then BAV, highest first; axes without BAV last; ties keep plan order."""
-    return sorted(axes, key=lambda a: (a.bav is None, -(a.relative_bav or 0.0), -(a.bav or 0.0)))
+def _ranked(axes: list[AxisScore]) -> list[tuple[int, bool, AxisScore]]:
+    """Axes by relative BAV, then BAV, highest first, axes without BAV last, each with its rank and whether it
+    ties (equal relative BAV and BAV, in plan order: which comes first says nothing)."""
+    return rank_with_ties(axes, key=lambda a: (a.bav is None, -(a.relative_bav or 0.0), -(a.bav or 0.0)))
 
 
 def _sets(record: RunRecord) -> list[SetView]:
@@ -160,7 +163,7 @@ def _models(record: RunRecord) -> list[ModelLine]:
 def build_view(record: RunRecord) -> ReportView:
     """Read ``record`` into the report view (no I/O; a run without scores gives a partial view)."""
     scores = record.scores
-    axes = [_axis_view(record, rank, a) for rank, a in enumerate(_ranked(scores.axes), 1)] if scores else []
+    axes = [_axis_view(record, rank, tied, a) for rank, tied, a in _ranked(scores.axes)] if scores else []
     prompt = record.config.prompt
     intersections = []
     if scores:

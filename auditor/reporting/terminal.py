@@ -93,7 +93,7 @@ def _ranking(view: ReportView) -> RenderableType:
     table = _bar_table(*columns, *([("interval", "right"), ("top", "right")] if intervals else []), bar_width=width)
     for axis in view.axes:
         row: list[RenderableType] = [
-            _text(f"{axis.rank}. ", (axis.name, "bold")),
+            _text(f"{axis.place}. ", (axis.name, "bold")),
             _bar(axis.relative_bav, BAV_COLOUR, width),
             number(axis.relative_bav),
             number(axis.bav, 4, missing="no BAV"),
@@ -154,7 +154,7 @@ def _concept_table(concepts: list[Concept], title: str) -> RenderableType:
 def _axis(axis: AxisView) -> RenderableType:
     kind = f" ({axis.kind})" if axis.kind else ""
     parts: list[RenderableType] = [
-        _section(_text(f"{axis.rank}. ", axis.name, kind)),
+        _section(_text(f"{axis.place}. ", axis.name, kind)),
         Text(axis.finding),
         _text((axis.bav_note, "bold")) if axis.bav_note else
         _text(("BAV ", "bold"), number(axis.bav, 4), *([" ", _ci(axis.bav_ci, 4)] if axis.bav_ci else []),

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from auditor.reporting.glossary import MetricInfo
+from auditor.reporting.ranking import Ranked
 from auditor.reporting.wording import Segment
 
 #: An interval's ``(low, high)``, as the JSON outputs carry it (``[lo, hi]``).
@@ -71,15 +72,15 @@ class ConceptColumn:
 
 
 @dataclass(frozen=True)
-class AxisView:
-    """One scored axis: rank, numbers, the sentence a person reads, and its concept columns.
+class AxisView(Ranked):
+    """One scored axis: rank (axes with equal relative BAV and BAV tie), numbers, the sentence a person reads, and
+    its concept columns.
 
     ``bav_note`` says why an axis has no BAV (fewer than two counterfactuals with a CAS). ``spread`` is the
     highest minus the lowest CAS with its interval (the evidence of ``finding``), as ``auditor score --json``
     gives it, so both outputs read alike.
     """
 
-    rank: int
     name: str
     kind: str | None
     question: str | None
