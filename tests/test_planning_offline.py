@@ -166,7 +166,8 @@ def test_no_offline_plan_is_bad_input_that_a_resume_would_repeat(tiny_models, tm
 
     with pytest.raises(StartAgainError, match="found no plan: .*name other --axes, or plan with --llm"):
         make_plan("a kettle", "offline", axes=["gender"])
-    # --llm offline beside --axes names the planner --axes uses anyway: accepted, as explore accepts it
+    # --llm offline beside --axes names the planner --axes uses anyway: accepted, as explore accepts it; the
+    # command finds there is no plan before it makes a run folder, so there is nothing to resume
     result = run_auditor("prompt", "a kettle", *tiny_args(tiny_models), "--axes", "gender", "--name", "k")
-    assert result.returncode == 2 and "a new run with other settings" in result.stderr
-    assert "--resume" not in result.stderr
+    assert result.returncode == 2 and "found no plan" in result.stderr and "--resume" not in result.stderr
+    assert not (tmp_path / "runs" / "k").exists()

@@ -289,6 +289,17 @@ def test_a_model_folder_of_another_kind_is_one_line_and_creates_nothing(tiny_mod
     assert not (tmp_path / "runs").exists()
 
 
+def test_axes_none_of_which_fit_the_prompt_are_one_line_and_create_nothing(tmp_path):
+    """--axes setting for a person: the offline plan has no axis to write, which the command finds before a run
+    folder exists (one that fits is planned as usual, with the other named as dropped)."""
+    result = run_auditor("prompt", "a photo of a nurse", "--llm", "offline", "--axes", "setting", process=True)
+    assert result.returncode == 2 and len(result.stderr.strip().splitlines()) == 1, result.stderr
+    assert result.stderr.startswith(
+        "error: the offline planner found no plan: the axis library applies setting to other prompts"
+    )
+    assert not (tmp_path / "runs").exists()
+
+
 def test_unwritable_output_folder_is_one_line(tmp_path):
     blocker = tmp_path / "a-file"
     blocker.write_text("not a folder")

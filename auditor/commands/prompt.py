@@ -95,6 +95,8 @@ def prompt(
             llm_temperature=temperature, llm_seed=llm_seed, review=review, device=device,
             allow_partial_weights=allow_partial_weights, axes=fixed_axes, executor=executor,
         )  # fmt: skip
+        if fixed_axes is not None:
+            check_axes_fit(options)
         use_ray_address(executor, ray_address)
     else:
         resumption = common.resumption(ctx)
@@ -162,6 +164,19 @@ def audit_options(
         scoring=scoring,
         **planning_and_device,
     )
+
+
+def check_axes_fit(options: PromptAuditOptions) -> None:
+    """``--axes`` none of which the axis library can write for this prompt (``setting`` for a person) is bad input:
+    the offline plan is cheap, so it is made here, before a run folder exists, rather than at the plan stage, where
+    the run would fail with nothing to resume. (A batch checks nothing here: its other prompts may fit.)"""
+    from auditor.planning import make_plan
+    from auditor.planning.offline import check_axes
+
+    make_plan(
+        options.prompt, "offline", axes=check_axes(options.axes or []), max_axes=options.max_axes,
+        max_counterfactuals=options.max_counterfactuals,
+    )  # fmt: skip
 
 
 def show_results(record: RunRecord, run_dir: Path, *, quiet: bool, json_output: bool) -> None:
