@@ -8,9 +8,9 @@
 A prompt with ``{name}`` placeholders is a template, filled from ``--values``: a ``.txt``
 file (one value per line, for a template with one placeholder), a ``.csv`` file (a header
 naming the placeholders, one combination per row), or a ``.json``/``.yaml`` mapping of each
-placeholder to its values (every combination, in order); a name no template uses is an error. "a"/"an" before a filled
-placeholder is made to fit the value ("an engineer"). The list is small, so the
-standard library reads it; a bad file is one error line naming the place.
+placeholder to its values (every combination, in order); a name no template uses is an
+error. "a"/"an" before a filled placeholder is made to fit the value ("an engineer"). The
+list is small, so the standard library reads it; a bad file is one error line naming the place.
 """
 
 from __future__ import annotations

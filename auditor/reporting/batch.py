@@ -49,17 +49,18 @@ def no_intervals(record: BatchRecord) -> str | None:
 def headline(record: BatchRecord) -> str:
     """Which prompt x axis leans most, claimed only when its BAV interval is above all the others' (and it ties
     with no row)."""
-    ranked = [ranked.row for ranked in leaderboard(record) if ranked.row.bav is not None]
-    if not ranked:
+    scored = [ranked for ranked in leaderboard(record) if ranked.row.bav is not None]
+    if not scored:
         return "No prompt x axis has a BAV yet."
+    ranked = [found.row for found in scored]
     top = ranked[0]
     if top.bav == 0:
         return "No prompt leans on any axis: every axis's counterfactuals got equal CAS values in every audit."
     subject = f"{quote(top.prompt)} on {top.axis}"
     if len(ranked) == 1:
         return f"Only {subject} has a BAV ({_bav(top)})."
-    shared = sum(row.bav == top.bav for row in ranked[1:])
-    if shared:
+    if scored[0].tied:  # the leaderboard's own ties: rows sharing the top rank
+        shared = sum(found.rank == scored[0].rank for found in scored[1:])
         return (
             f"{subject} and {counted(shared, 'other row')} share the largest BAV ({top.bav:.4f}), "
             "so no single one leans most."
