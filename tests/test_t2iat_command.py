@@ -808,7 +808,7 @@ def test_the_occupation_table_never_writes_a_small_association_as_zero():
     [
         (3, 1000, "no intervals (3 images per prompt set, fewer than the 4 an interval needs: a resample draws one "
                   "seed alone 1 time in 9); the direction rests on p alone"),
-        (4, 0, "no intervals (--bootstrap 0)"),
+        (4, 0, "no intervals (--bootstrap 0); the direction rests on p alone"),
         (4, 1000, None),  # a run written before intervals existed: nothing to explain beside its numbers
     ],
 )  # fmt: skip

@@ -21,7 +21,7 @@ from auditor.reporting.numbers import with_span
 from auditor.reporting.ranking import Ranked, highest_first, rank_with_ties
 from auditor.reporting.tables import borderless_table
 from auditor.reporting.wording import counted, dropped_axes_summary, quote
-from auditor.scoring.uncertainty import MIN_SEEDS, too_few_seeds
+from auditor.scoring.uncertainty import no_interval_reason
 
 
 @dataclass(frozen=True)
@@ -39,11 +39,7 @@ def leaderboard(record: BatchRecord) -> list[Row]:
 
 def no_intervals(record: BatchRecord) -> str | None:
     """Why the leaderboard has no intervals, when its settings made none (None when they asked for them)."""
-    if record.config.scoring.bootstrap == 0:
-        return "--bootstrap 0 asked for none"
-    if record.config.images_per_prompt < MIN_SEEDS:
-        return too_few_seeds(record.config.images_per_prompt)
-    return None
+    return no_interval_reason(record.config.scoring.bootstrap, record.config.images_per_prompt)
 
 
 def headline(record: BatchRecord) -> str:

@@ -24,7 +24,7 @@ from auditor.reporting.numbers import decimals, number, p_value, with_span
 from auditor.reporting.sentences import partial_interval_note, why_no_effect_size
 from auditor.reporting.tables import column_table
 from auditor.reporting.wording import counted
-from auditor.scoring.uncertainty import MIN_SEEDS, too_few_seeds
+from auditor.scoring.uncertainty import no_interval_reason
 
 #: Below this p-value a test's direction is stated without a caveat (the conventional level; the paper reports p).
 SIGNIFICANCE = 0.05
@@ -81,11 +81,8 @@ def intervals_note(record: T2IATRecord) -> str | None:
     config = record.config
     if record.result is None or record.intervals is not None:
         return None
-    if config.bootstrap == 0:
-        return "no intervals (--bootstrap 0)"
-    if config.images_per_prompt < MIN_SEEDS:
-        return f"no intervals ({too_few_seeds(config.images_per_prompt)}); the direction rests on p alone"
-    return None
+    reason = no_interval_reason(config.bootstrap, config.images_per_prompt)
+    return None if reason is None else f"no intervals ({reason}); the direction rests on p alone"
 
 
 def test_run_json(record: T2IATRecord, run_dir: Path) -> dict[str, Any]:

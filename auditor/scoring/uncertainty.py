@@ -73,6 +73,16 @@ def too_few_seeds(seeds: int, seeded: bool = True) -> str:
     )
 
 
+def no_interval_reason(bootstrap: int, seeds: int, seeded: bool = True) -> str | None:
+    """Why a run with these settings has no intervals (None when it gets them): ``--bootstrap 0`` asked for none, or
+    :func:`too_few_seeds` images per prompt set. One wording for every report that says so."""
+    if bootstrap == 0:
+        return "--bootstrap 0"
+    if seeds < MIN_SEEDS:
+        return too_few_seeds(seeds, seeded)
+    return None
+
+
 def check_resamplable(seeds: int) -> None:
     """Refuse a bootstrap over fewer than :data:`MIN_SEEDS` seeds (callers skip the intervals and say why)."""
     if seeds < MIN_SEEDS:

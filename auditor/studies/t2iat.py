@@ -34,7 +34,7 @@ from auditor.records import (
 )
 from auditor.scoring.counts import usable_embeddings
 from auditor.scoring.t2iat import association_intervals, occupation_ids, score_occupations, score_test
-from auditor.scoring.uncertainty import MIN_SEEDS, BootstrapSettings
+from auditor.scoring.uncertainty import BootstrapSettings, no_interval_reason
 from auditor.studies.progress import ProgressReporter
 from auditor.studies.run import (
     RecordT,
@@ -142,9 +142,9 @@ class T2IATTestRun(T2IATStudyRun[T2IATRecord]):
 
     def add_intervals(self, vectors: dict[str, np.ndarray]) -> None:
         """Bootstrap intervals of S and d over seeds (``--bootstrap``), unless there are none to make: no resamples
-        asked for, or fewer than :data:`MIN_SEEDS` images per prompt (too few for a resample to vary)."""
+        asked for, or too few images per prompt (:func:`~auditor.scoring.uncertainty.no_interval_reason`)."""
         config = self.record.config
-        if config.bootstrap == 0 or config.images_per_prompt < MIN_SEEDS or self.record.result is None:
+        if no_interval_reason(config.bootstrap, config.images_per_prompt) or self.record.result is None:
             return
         settings = BootstrapSettings(resamples=config.bootstrap, seed=config.ci_seed)
         sets = usable_embeddings(self.record.prompt_sets, vectors)
