@@ -104,9 +104,8 @@ def validate_options(options: ExploreOptions) -> None:
             "(--max-images-per-prompt + --confirm-images)",
         ),
     ]
-    for ok, message in checks:
-        if not ok:
-            raise AuditorError(message)
+    if problems := [message for ok, message in checks if not ok]:  # all at once: one retry fixes them all
+        raise AuditorError("; ".join(problems))
     if options.topic and options.llm == "offline":
         from auditor.prompting.topics import check_topic
 
