@@ -329,6 +329,27 @@ def test_bad_options_are_one_line_and_create_no_folder(tiny_models, tiny_tracing
     assert not (tmp_path / "runs").exists()
 
 
+@pytest.mark.parametrize(
+    "option, given, message",
+    [
+        ("detector", "owlv2:{grounding_dino}", "is a 'grounding-dino' model, not 'owlv2'"),
+        ("detector", "grounding-dino:{sam}", "is a 'sam' model, not 'grounding-dino' or 'mm-grounding-dino'"),
+        ("segmenter", "sam:{owlv2}", "is a 'owlv2' model, not 'sam'"),
+        ("segmenter", "sam:{t2i}", "is not a transformers model folder: it has no config.json"),
+    ],
+)
+def test_a_detector_or_segmenter_folder_of_another_kind_is_refused_before_a_folder(
+    tiny_models, tiny_tracing_models, tmp_path, option, given, message
+):
+    """A folder of another model is refused when the options are checked, not after images were made for it."""
+    spec = given.format(**{name: getattr(tiny_tracing_models, name) for name in ("grounding_dino", "owlv2", "sam", "t2i")})
+    changes = {"vqa": f"blip2:{tiny_models.vqa}", option: spec}
+    options = trace_options(tiny_models, tiny_tracing_models, write_captions(tmp_path), **changes)
+    with pytest.raises(AuditorError, match=re.escape(message)):
+        start_trace(options, RunStore(tmp_path / "runs"), ContentCache(tmp_path / "cache.sqlite"), QuietProgress())
+    assert not (tmp_path / "runs").exists()
+
+
 def test_a_caption_file_without_neutral_captions_is_one_line(tiny_models, tiny_tracing_models, tmp_path):
     path = tmp_path / "captions.txt"
     path.write_text("a man at the beach\na person and a girl\n\na dog\n", encoding="utf-8")

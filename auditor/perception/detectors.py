@@ -28,6 +28,7 @@ from auditor.core.fingerprint import settings_fingerprint
 from auditor.core.registry import Spec
 from auditor.core.weights import LoadOptions, device_kind
 from auditor.perception.loading import check_batch_size, load_pretrained, on_model
+from auditor.perception.registry import DETECTORS
 from auditor.records import ModelRef
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -286,7 +287,7 @@ def load_grounding_dino(
         option=_OPTION,
         model_class="AutoModelForZeroShotObjectDetection",
         processor_class="AutoProcessor",
-        model_types={"grounding-dino", "mm-grounding-dino"},
+        model_types=DETECTORS.model_types(spec.prefix),
     )
     threshold = GROUNDING_DINO_BOX_THRESHOLD if box_threshold is None else box_threshold
     text = GROUNDING_DINO_TEXT_THRESHOLD if text_threshold is None else text_threshold
@@ -310,7 +311,7 @@ def load_owlv2(
         option=_OPTION,
         model_class="AutoModelForZeroShotObjectDetection",
         processor_class="AutoProcessor",
-        model_types={"owlv2"},
+        model_types=DETECTORS.model_types(spec.prefix),
     )
     threshold = OWLV2_BOX_THRESHOLD if box_threshold is None else box_threshold
     return Owlv2Detector(loaded.model, loaded.processor, loaded.ref, threshold, batch_size)

@@ -80,11 +80,19 @@ EMBEDDERS.register(
 EMBEDDERS.register("hf-vision", "auditor.perception.vision:load_vision", folder=_TRANSFORMERS_FOLDER)
 
 DETECTORS = Registry("detector", "--detector", infer=_infer_by_model_type(_DETECTOR_PREFIX_BY_MODEL_TYPE))
-DETECTORS.register("grounding-dino", "auditor.perception.detectors:load_grounding_dino")
-DETECTORS.register("owlv2", "auditor.perception.detectors:load_owlv2")
+DETECTORS.register(
+    "grounding-dino",
+    "auditor.perception.detectors:load_grounding_dino",
+    folder=_model_folder_of(_DETECTOR_PREFIX_BY_MODEL_TYPE, "grounding-dino"),
+)
+DETECTORS.register(
+    "owlv2", "auditor.perception.detectors:load_owlv2", folder=_model_folder_of(_DETECTOR_PREFIX_BY_MODEL_TYPE, "owlv2")
+)
 
 SEGMENTERS = Registry("segmenter", "--segmenter", infer=_infer_by_model_type(_SEGMENTER_PREFIX_BY_MODEL_TYPE))
-SEGMENTERS.register("sam", "auditor.perception.segmenters:load_sam")
+SEGMENTERS.register(
+    "sam", "auditor.perception.segmenters:load_sam", folder=_model_folder_of(_SEGMENTER_PREFIX_BY_MODEL_TYPE, "sam")
+)
 
 
 def _infer_sentence_folder(text: str) -> str | None:

@@ -22,6 +22,7 @@ from auditor.core.registry import Spec
 from auditor.core.weights import LoadOptions, device_kind
 from auditor.perception.detectors import Box
 from auditor.perception.loading import check_batch_size, load_pretrained
+from auditor.perception.registry import SEGMENTERS
 from auditor.records import ModelRef
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -97,6 +98,6 @@ def load_sam(spec: Spec, options: LoadOptions = LoadOptions(), batch_size: int =
         option="--segmenter",
         model_class="SamModel",
         processor_class="SamProcessor",
-        model_types={"sam"},
+        model_types=SEGMENTERS.model_types(spec.prefix),
     )
     return SamSegmenter(loaded.model, loaded.processor, loaded.ref, batch_size=batch_size)
