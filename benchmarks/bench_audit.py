@@ -513,7 +513,10 @@ def unet_throughput(setup: Setup, batch_size: str, compile_models: bool, iterati
     backend = T2I_BACKENDS.load(f"diffusers:{setup.t2i}", settings=settings)
     with tempfile.TemporaryDirectory() as folder:
         cache = ContentCache(Path(folder) / "cache.sqlite")
-        size = resolve_batch_size(backend, cache, QuietProgress()) if settings.batch_size_auto else settings.batch_size
+        if settings.batch_size_auto:  # the UNet alone on the GPU, as generation is under the sequential executor
+            size = resolve_batch_size(backend, cache, QuietProgress(), "sequential")
+        else:
+            size = settings.batch_size
         cache.close()
     backend.settings = backend.settings.model_copy(update={"batch_size": size})
     unet = backend.pipeline.unet

@@ -396,3 +396,48 @@ def test_a_cluster_address_in_the_environment_is_checked_and_lets_workers_find_t
 
     with pytest.raises(AuditorError, match=r"^RAY_ADDRESS 127\.0\.0\.1:1: cannot reach a Ray cluster there"):
         connect()
+
+
+def test_batch_size_auto_under_overlapped_probes_with_the_readers_models_loaded(tiny_models, tmp_path, monkeypatch):
+    """The probe measures the GPU's memory with every model that will share it: under overlapped the VQA and
+    embedding models are loaded before it, also where their descriptions were remembered (which would otherwise
+    let them load only at their first missing answer) and where their threads start late."""
+    from auditor.executors import local
+    from auditor.generation.diffusers_backend import DiffusersTextToImage
+    from auditor.studies.run import ModelPool
+
+    store, cache = RunStore(tmp_path / "runs"), ContentCache(tmp_path / "cache.sqlite")
+    try:  # the readers' models are described and remembered by a first run
+        start_audit(options(tiny_models, "sequential", images=1), store, cache, QuietProgress(), run_name="a").run()
+    finally:
+        cache.close()
+
+    loaded: list[str] = []
+    at_probe: list[list[str]] = []
+    get, probe, lane_run = ModelPool.get, DiffusersTextToImage.probe_batch_size, local._Lane._run
+
+    def logging_get(self, kind, spec, load):
+        model = get(self, kind, spec, load)
+        loaded.append(kind)
+        return model
+
+    def logging_probe(self):
+        at_probe.append(list(loaded))
+        return probe(self)
+
+    def late_run(self, *args):
+        time.sleep(0.5)  # the readers' threads reach their models after generation would have reached its own
+        return lane_run(self, *args)
+
+    monkeypatch.setattr(ModelPool, "get", logging_get)
+    monkeypatch.setattr(DiffusersTextToImage, "probe_batch_size", logging_probe)
+    monkeypatch.setattr(local._Lane, "_run", late_run)
+    cache = ContentCache(tmp_path / "cache.sqlite")
+    try:
+        auto = GenerationSettings(steps=2, batch_size_auto=True)
+        audit = options(tiny_models, "overlapped", images=2, generation=auto)
+        record = start_audit(audit, store, cache, QuietProgress(), run_name="b").run()
+    finally:
+        cache.close()
+    assert record.status == "completed" and record.config.generation.batch_size == 4
+    assert len(at_probe) == 1 and {"vqa", "embedder"} <= set(at_probe[0])

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 from contextlib import contextmanager
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -116,6 +117,30 @@ def test_batch_size_auto_is_probed_once_per_model_and_device_and_recorded(tiny_m
     assert third.config.generation == second.config.generation
     assert cache.hits[BATCH_SIZE_STAGE] == 0 and cache.misses[BATCH_SIZE_STAGE] == 0
     cache.close()
+
+
+def test_batch_size_auto_is_remembered_across_steps_and_schedulers_but_not_executors(tiny_models, tmp_path):
+    """More or fewer steps, or another scheduler, repeat the same forward passes: the size found holds. Another
+    executor puts other models beside generation on the GPU, so its size is probed on its own."""
+    store = RunStore(tmp_path / "runs")
+
+    def run(name: str, executor: str = "sequential", images: int = 1, **generation) -> tuple[int, int, int]:
+        cache = ContentCache(tmp_path / "cache.sqlite")
+        try:
+            settings = GenerationSettings(batch_size_auto=True, **generation)
+            options = replace(audit_options(tiny_models, images), executor=executor, generation=settings)
+            record = start_audit(options, store, cache, QuietProgress(), name).run()
+            assert record.status == "completed" and record.config.generation.batch_size == 4
+            return cache.hits[BATCH_SIZE_STAGE], cache.misses[BATCH_SIZE_STAGE], cache.entries(BATCH_SIZE_STAGE)
+        finally:
+            cache.close()
+
+    assert run("a", steps=2) == (0, 1, 1)
+    assert run("b", steps=3) == (1, 0, 1)
+    assert run("c", steps=2, scheduler="DDIMScheduler") == (1, 0, 1)
+    assert run("d", steps=2, width=48, height=40) == (0, 1, 2)  # another image size: other activations
+    assert run("e", "overlapped", images=2, steps=2) == (0, 1, 3)  # a second image to make: the model loads
+    assert run("f", "overlapped", images=2, steps=4) == (1, 0, 3)
 
 
 def test_batch_size_option_takes_a_number_or_auto(tiny_models, tmp_path):

@@ -48,7 +48,7 @@ BATCH_SIZE = typer.Option(
     "4",
     "--batch-size",
     help="Images generated per forward pass, or 'auto': the largest that fits on the device "
-    "(probed once per model and device, then remembered).",
+    "(probed once per model, device and executor, then remembered).",
 )
 COMPILE = typer.Option(
     False,

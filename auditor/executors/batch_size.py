@@ -1,11 +1,15 @@
-"""``--batch-size auto``: the largest generation batch that fits, found once per model and device.
+"""``--batch-size auto``: the largest generation batch that fits, found once per model, device and executor.
 
 The probe (a backend's ``probe_batch_size``, e.g. the diffusers backend halving the batch
 from 64 until one fits) costs a few short pipeline calls; its answer is remembered in the
-content cache database under the stage ``batch-size``, keyed on the model's cache
-fingerprint (weights, size, steps, ...) and the device's name, memory and speed-ups, so
-a later run on the same GPU reads it instead of probing. Backends without a probe (an
-images API, a folder) take :data:`DEFAULT_BATCH_SIZE`.
+content cache database under the stage ``batch-size``, keyed on the backend's
+``batch_size_key`` (weights, dtype, image size, guidance; the device's name, memory and
+speed-ups) and the executor. The executor matters because it decides what shares the GPU:
+under ``overlapped`` the VQA and embedding models stay loaded beside generation, and the
+probe runs with them loaded (:class:`~auditor.executors.local.OverlappedExecutor`), so a
+size found for generation alone is never taken where it would leave them no room. A later
+run reads the size instead of probing. Backends without a probe (an images API, a folder)
+take :data:`DEFAULT_BATCH_SIZE`.
 """
 
 from __future__ import annotations
@@ -22,17 +26,19 @@ STAGE = "batch-size"
 DEFAULT_BATCH_SIZE = 4
 
 
-def resolve_batch_size(backend: TextToImage, cache: ContentCache, progress: ProgressReporter) -> int:
-    """The remembered batch size of this model on this device, probing (and remembering) it the first time."""
+def resolve_batch_size(backend: TextToImage, cache: ContentCache, progress: ProgressReporter, executor: str) -> int:
+    """The remembered batch size of this model on this device under this executor, probing (and remembering) it
+    the first time."""
     probe = getattr(backend, "probe_batch_size", None)
     if probe is None:
         return DEFAULT_BATCH_SIZE
-    key = backend.batch_size_key()
-    found = cache.get_json(STAGE, backend.cache_fingerprint(), key)
+    key = {**backend.batch_size_key(), "executor": executor}
+    found = cache.get_json(STAGE, key["model"], key)
     if found is not None:
         return int(found)
-    progress.notice(f"--batch-size auto: finding the largest batch that fits on {key['device']} (once per model and device)")
+    where = f"{key['device']} under the {executor} executor"
+    progress.notice(f"--batch-size auto: finding the largest batch that fits on {where} (once per model and device)")
     size = int(probe())
-    cache.put_json(STAGE, backend.cache_fingerprint(), key, size)
-    progress.notice(f"--batch-size auto: {size} images per batch on {key['device']}")
+    cache.put_json(STAGE, key["model"], key, size)
+    progress.notice(f"--batch-size auto: {size} images per batch on {where}")
     return size

@@ -177,7 +177,10 @@ def give_batch_size(study: StudyRun, backend: TextToImage) -> None:
     from auditor.executors.batch_size import resolve_batch_size
 
     asked = study.record.config.generation
-    size = resolve_batch_size(backend, study.cache, study.progress) if asked.batch_size_auto else asked.batch_size
+    if asked.batch_size_auto:
+        size = resolve_batch_size(backend, study.cache, study.progress, study.record.config.executor)
+    else:
+        size = asked.batch_size
     backend.settings = backend.settings.model_copy(update={"batch_size": size})
 
 
@@ -278,12 +281,21 @@ class GenerationStage:
         Otherwise the model in this process, from the study's pool (loaded, given its batch size and compiled the
         first time: :func:`load_text_to_image`).
         """
+        backend: Any = self._remembered() or self.study.text_to_image()
+        self.adopt(backend)
+        return backend
+
+    def loads_model(self) -> bool:
+        """Whether :meth:`open` will load the model in this process (and so probe ``--batch-size auto``)."""
+        return self._remembered() is None
+
+    def _remembered(self) -> Any:
+        """An earlier load's description of the model when the cache holds every image this stage wants, else None."""
         from auditor.executors.recall import recall
 
-        backend: Any = recall(self.study, self.recipe())
+        backend = recall(self.study, self.recipe())
         if backend is None or uncached(backend, self.study.cache, [item for _, item in self._wanted]):
-            backend = self.study.text_to_image()
-        self.adopt(backend)
+            return None
         return backend
 
     def adopt(self, backend: TextToImage) -> None:

@@ -72,16 +72,20 @@ def read_stage(
     total: int,
     load: Callable[[ModelRecipe], Any] | None = None,
     compute_elsewhere: Callable[[Feed, list[Chunk]], None] | None = None,
+    on_open: Callable[[], None] = lambda: None,
 ) -> None:
     """One reader over ``images`` (an iterable of :class:`StoredImage` ending the stream), chunk by chunk.
 
     In-process, each chunk is computed here as soon as it is full. With ``compute_elsewhere``
     (the Ray executor) the model is loaded with ``load``, the feed only cuts the chunks, and
-    ``compute_elsewhere`` computes them and hands each result to ``feed.store``.
+    ``compute_elsewhere`` computes them and hands each result to ``feed.store``. ``on_open`` runs once the
+    stage has its model (still holding :data:`MODEL_LOADING`), not where the stage is skipped.
     """
     with study.stage(reader.stage, reader.counts):
         with MODEL_LOADING:
             opened = reader.open(load)
+            if opened:
+                on_open()
         if not opened:
             for _ in images:  # a skipped stage still lets the stream run out
                 pass
@@ -159,9 +163,16 @@ class _Lane:
     waits on nobody, is what waits instead (:func:`_keep_up`).
     """
 
-    def __init__(self, study: StudyRun, reader: ImageReader, writer: BackgroundWriter, total: int):
+    def __init__(
+        self, study: StudyRun, reader: ImageReader, writer: BackgroundWriter, total: int, resident: bool = False
+    ):
         self.reader = reader
         self.error: BaseException | None = None
+        #: Load the reader's model as its stage opens, even where a remembered description would let it wait for
+        #: the first missing result.
+        self.resident = resident
+        #: Set once the stage has opened (with its model loaded where ``resident``), was skipped, or failed.
+        self.ready = threading.Event()
         self._images: queue.Queue[StoredImage | None] = queue.Queue()
         self._stop = threading.Event()
         self._thread = threading.Thread(
@@ -204,11 +215,18 @@ class _Lane:
     def _run(self, study: StudyRun, writer: BackgroundWriter, total: int) -> None:
         try:
             with _own_cuda_stream():
-                read_stage(study, self.reader, writer, self._stream(), total)
+                read_stage(study, self.reader, writer, self._stream(), total, on_open=self._opened)
         except _Stopped:
             pass
         except BaseException as exc:  # noqa: BLE001 - raised again in the main thread
             self.error = exc
+        finally:
+            self.ready.set()
+
+    def _opened(self) -> None:
+        if self.resident:
+            self.reader.loaded()
+        self.ready.set()
 
 
 class OverlappedExecutor(_InProcess):
@@ -217,17 +235,24 @@ class OverlappedExecutor(_InProcess):
     Generation runs in the calling thread, so Ctrl-C stops it at once; a reader's error
     stops generation before its next batch. Whatever ends the run, the writer first stores
     everything already computed.
+
+    With ``--batch-size auto``, where generation loads its model (some image is missing), the
+    readers load theirs first and generation waits for them: its batch-size probe then
+    measures the GPU's memory with every model that will share it already there.
     """
 
     name: ClassVar[str] = "overlapped"
 
     def run(self, study: StudyRun, generation: GenerationStage, readers: Sequence[ImageReader]) -> None:
         with BackgroundWriter(on_error=study.mark_failed) as writer:
-            lanes = [_Lane(study, reader, writer, generation.total) for reader in readers]
+            probing = study.record.config.generation.batch_size_auto and generation.loads_model()
+            lanes = [_Lane(study, reader, writer, generation.total, resident=probing) for reader in readers]
             for lane in lanes:
                 generation.subscribe(lane.put)
                 lane.start()
             try:
+                if probing:
+                    _wait_until_ready(lanes)
                 _generate(study, generation, writer, between=lambda: _keep_up(lanes))
                 self._wait(study, lanes)
             except BaseException:
@@ -266,6 +291,14 @@ def _own_cuda_stream():
     if not torch.cuda.is_available():
         return contextlib.nullcontext()
     return torch.cuda.stream(torch.cuda.Stream())
+
+
+def _wait_until_ready(lanes: list[_Lane]) -> None:
+    """Wait until every reader has opened its stage (or skipped it, or failed), raising the first reader's error."""
+    for lane in lanes:
+        while not lane.ready.wait(POLL_SECONDS):
+            _raise_first(lanes)
+    _raise_first(lanes)
 
 
 def _keep_up(lanes: list[_Lane]) -> None:

@@ -68,6 +68,8 @@ AUTO_BATCH_CAP_CPU = 4
 #: A batch whose probe used more than this share of GPU memory is not taken (the other stages' models,
 #: allocator fragmentation and longer prompts need the rest).
 MEMORY_HEADROOM = 0.8
+#: Generation settings that change how many denoising steps run and how, not the memory one step takes.
+_STEP_COUNT_ONLY = frozenset({"steps", "scheduler"})
 
 
 class DiffusersTextToImage:
@@ -196,12 +198,23 @@ class DiffusersTextToImage:
         return device.type
 
     def batch_size_key(self) -> dict[str, Any]:
-        """What the largest batch depends on besides the model and settings: the device and the speed-ups."""
+        """What the largest batch depends on: the weights, dtype and the settings that shape one denoising step
+        (size, guidance, negative prompt), the device and the speed-ups.
+
+        Not the number of steps or the scheduler: every step repeats the same forward passes, so a size found at
+        25 steps holds at 50, and ``--steps`` does not probe again.
+        """
         import torch
 
         device = torch.device(self.ref.device or "cpu")
         memory = torch.cuda.get_device_properties(device).total_memory if device.type == "cuda" else None
-        return {"device": self.device_name, "memory": memory, "optimizations": self.settings.optimizations}
+        shape = self.settings.model_dump(exclude=GenerationSettings.SPEED_ONLY | _STEP_COUNT_ONLY)
+        return {
+            "model": settings_fingerprint(self.ref.fingerprint, dtype=self.ref.dtype, **shape),
+            "device": self.device_name,
+            "memory": memory,
+            "optimizations": self.settings.optimizations,
+        }
 
     def probe_batch_size(self) -> int:
         """The largest batch (a power of two up to the cap) a short pipeline call runs at without running out of memory.

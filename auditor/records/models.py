@@ -63,7 +63,7 @@ class GenerationSettings(Record):
     batch_size_auto: bool = Field(
         default=False,
         description="batch_size was found by --batch-size auto: the largest batch that fits on the device, probed "
-        "once per model and device and remembered in the content cache.",
+        "once per model, device and executor and remembered in the content cache.",
     )
     compile: bool = Field(
         default=False,
