@@ -8,7 +8,7 @@ import textwrap
 
 import pytest
 
-from auditor.core.errors import AuditorError, InvalidEditError, InvalidPlanError
+from auditor.core.errors import AuditorError, InvalidEditError, InvalidPlanError, ReviewCancelled
 from auditor.planning import question_for_axis, review_plan, validate_plan
 from auditor.planning.review import plan_to_yaml
 from auditor.records import AuditPlan, AxisPlan
@@ -80,7 +80,7 @@ def test_an_unchanged_plan_is_not_marked_edited(tmp_path, monkeypatch):
          InvalidEditError, "is the original prompt itself"),
         ('plan["axes"] = []\nyaml.safe_dump(plan, open(path, "w"))', InvalidEditError, "the plan has no axes"),
         ('open(path, "w").write("axes: [unclosed")', InvalidEditError, "not valid YAML"),
-        ('open(path, "w").write("")', AuditorError, "review cancelled"),
+        ('open(path, "w").write("")', ReviewCancelled, "review cancelled"),
         ('sys.exit(3)', AuditorError, "exited with status 3"),
         ('plan["caption_question"] = plan["axes"][0]["question"]\nyaml.safe_dump(plan, open(path, "w"))',
          InvalidEditError, "axis 'gender' asks the caption question; give it its own"),

@@ -440,9 +440,16 @@ def test_review_edits_the_plan_before_anything_is_generated(tiny_models, tmp_pat
         "prompt", PROMPT, *args, "--review", "--quiet", "--name", "reviewed",
         env={"EDITOR": f"{sys.executable} {cancel}", "VISUAL": ""},
     )  # fmt: skip
-    assert cancelled.returncode == 2 and "review cancelled" in cancelled.stderr
+    # the person chose to stop: an interruption, not a failure, and the line says how to go on
+    assert cancelled.returncode == 130
+    kept = tmp_path / "runs" / "reviewed"
+    assert cancelled.stderr.strip() == (
+        f"error: review cancelled: the plan file was left empty (run kept in {kept}; continue it with --resume {kept})"
+    )
     before = load_record(tmp_path / "runs" / "reviewed" / "record.json")
     assert before.config.review is True and before.plan is None and before.prompt_sets == []
+    assert before.status == "interrupted"
+    assert [(e.stage, e.message) for e in before.errors] == [("plan", "review cancelled: the plan file was left empty")]
     result = run_auditor(
         "prompt", "--resume", "reviewed", "--quiet", env={"EDITOR": f"{sys.executable} {script}", "VISUAL": ""}
     )

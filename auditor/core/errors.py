@@ -55,9 +55,19 @@ class Terminated(KeyboardInterrupt):
         return "terminated (SIGTERM)"
 
 
-def interruption(exc: KeyboardInterrupt) -> str:
+class ReviewCancelled(AuditorError):
+    """The person reviewing a plan (``--review``) cancelled it: a choice, not a fault, so a run records it as
+    ``interrupted`` (a resume opens the review again); the exit code is Ctrl-C's."""
+
+    exit_code = 130
+
+    def __init__(self, message: str = "review cancelled: the plan file was left empty") -> None:
+        super().__init__(message)
+
+
+def interruption(exc: KeyboardInterrupt | ReviewCancelled) -> str:
     """How an interruption reads in a record and an error line."""
-    return str(exc) if isinstance(exc, Terminated) else "interrupted by the user"
+    return str(exc) if isinstance(exc, (Terminated, ReviewCancelled)) else "interrupted by the user"
 
 
 def out_of_memory(exc: BaseException) -> str | None:

@@ -20,7 +20,7 @@ import yaml
 from rich.text import Text
 
 from auditor.core.console import err
-from auditor.core.errors import AuditorError, InvalidEditError, InvalidPlanError
+from auditor.core.errors import AuditorError, InvalidEditError, InvalidPlanError, ReviewCancelled
 from auditor.core.store import read_text_file
 from auditor.core.text import single_spaced
 from auditor.planning.proposals import ProposedAxis
@@ -72,7 +72,7 @@ def plan_from_yaml(plan: AuditPlan, text: str) -> AuditPlan:
     except yaml.YAMLError as exc:
         raise InvalidEditError(f"the edited plan is not valid YAML: {single_spaced(str(exc))}") from None
     if data is None:
-        raise AuditorError("review cancelled: the plan file was left empty")
+        raise ReviewCancelled
     if not isinstance(data, dict) or not isinstance(data.get("axes"), list):
         raise InvalidEditError("the edited plan needs an 'axes:' list")
     _refuse_unknown_keys(data, _PLAN_KEYS, "the edited plan")

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypeVar
 from auditor.core.cache import ContentCache
 from auditor.core.devices import release_accelerator_memory
 from auditor.core.environment import collect_environment
-from auditor.core.errors import AuditorError, interruption
+from auditor.core.errors import AuditorError, ReviewCancelled, interruption
 from auditor.core.fingerprint import CHUNK, file_sha256
 from auditor.core.redaction import redact
 from auditor.core.registry import Registry, parse_spec, with_absolute_path
@@ -425,10 +425,11 @@ class StudyRun(Generic[RecordT]):
         the scores are recomputed from the cache in moments."""
 
     def run_step(self, name: Stage, step: Callable[[], None]) -> None:
-        """Run one step; Ctrl-C or an error ends the run (``interrupted``/``failed``, the stage named) and propagates."""
+        """Run one step; Ctrl-C (or a cancelled review) or an error ends the run (``interrupted``/``failed``, the stage
+        named) and propagates."""
         try:
             step()
-        except KeyboardInterrupt as exc:
+        except (KeyboardInterrupt, ReviewCancelled) as exc:
             self.interrupt(self._failed_stage or name, exc)
             raise
         except Exception as exc:
@@ -436,8 +437,9 @@ class StudyRun(Generic[RecordT]):
             raise
         self.save()
 
-    def interrupt(self, stage: Stage | None, exc: KeyboardInterrupt) -> None:
-        """End the run as ``interrupted`` at ``stage`` (Ctrl-C, or SIGTERM: :class:`~auditor.core.errors.Terminated`)."""
+    def interrupt(self, stage: Stage | None, exc: KeyboardInterrupt | ReviewCancelled) -> None:
+        """End the run as ``interrupted`` at ``stage`` (Ctrl-C, SIGTERM: :class:`~auditor.core.errors.Terminated`,
+        or a cancelled review)."""
         self.end("interrupted", RunError(stage=stage, type=type(exc).__name__, message=interruption(exc)))
 
     def fail(self, stage: Stage | None, exc: BaseException) -> None:
