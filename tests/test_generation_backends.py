@@ -353,6 +353,38 @@ def test_folder_unknown_prompt_or_too_few_images_is_one_error(tmp_path):
     assert "has 1 images, image 2 was asked for" in message and "no images for prompt 'a photo of a chef'" in message
 
 
+def test_a_folder_lacking_images_says_to_add_them_and_resume_and_the_resume_then_completes(tiny_models, tmp_path):
+    """A run that asks a folder for more images than it has stops (exit 2, kept failed) saying what lets it go on;
+    once the images are added, ``--resume`` reads the changed folder and completes."""
+    plan = run_auditor("plan", PROMPT, "--llm", "offline", "--max-axes", "1", "--max-counterfactuals", "2", "--json")
+    assert plan.returncode == 0, plan.stderr
+    prompts = [PROMPT, *(cf for axis in json.loads(plan.stdout)["axes"] for cf in axis["counterfactuals"])]
+    root = tmp_path / "images"
+
+    def write_folder(images: int) -> None:
+        manifest = {}
+        for number, prompt in enumerate(prompts):
+            manifest[prompt] = [_image(root / f"{number}-{i}.png", (40 * number, 60 * i, 0)).name for i in range(images)]
+        (root / "manifest.json").write_text(json.dumps(manifest))
+
+    write_folder(1)
+    args = ["--llm", "offline", "--t2i", f"folder:{root}", "--vqa", f"blip2:{tiny_models.vqa}", "--embedder", "none"]
+    short = run_auditor("prompt", PROMPT, *args, "--images", "2", "--max-axes", "1", "--max-counterfactuals", "2",
+                        "--name", "short", "--quiet")  # fmt: skip
+    kept = tmp_path / "runs" / "short"
+    assert short.returncode == 2 and len(short.stderr.strip().splitlines()) == 1
+    assert "has 1 images, image 2 was asked for" in short.stderr
+    assert (
+        f"(run kept in {kept}; add the missing images to the folder, then continue it with --resume {kept}; "
+        "or start a new run that asks only for images the folder has)"
+    ) in short.stderr
+    write_folder(2)
+    resumed = run_auditor("prompt", "--resume", "short", "--quiet")
+    assert resumed.returncode == 0, resumed.stderr
+    record = json.loads((kept / "record.json").read_text())
+    assert record["status"] == "completed" and [len(s["images"]) for s in record["prompt_sets"]] == [2, 2, 2]
+
+
 def test_folder_fingerprint_follows_image_contents(tmp_path):
     root = tmp_path / "images"
     _image(root / "a.png", (0, 0, 0))

@@ -25,6 +25,7 @@ import typer
 from auditor.core.errors import (
     AuditorError,
     BackendError,
+    ImagesMissingError,
     RunBusyError,
     StartAgainError,
     Terminated,
@@ -378,6 +379,11 @@ AS_IT_WAS = "completed, with its earlier results; what this attempt computed is 
 
 def _with_resume_advice(exc: AuditorError, study: StudyRun) -> AuditorError:
     """The error of a run that ended failed, with where it is kept and how to go on with it."""
+    if isinstance(exc, ImagesMissingError):
+        return type(exc)(
+            f"{exc} (run kept in {study.run_dir}; add the missing images to the folder, then continue it with --resume "
+            f"{study.run_dir}; or start a new run that asks only for images the folder has)"
+        )
     if isinstance(exc, StartAgainError):
         return type(exc)(
             f"{exc} (the run is kept in {study.run_dir}; a new run with other settings reuses everything it cached)"

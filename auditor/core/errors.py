@@ -33,6 +33,11 @@ class StartAgainError(AuditorError):
     user starts a new run with other settings (which reuses everything the first one cached)."""
 
 
+class ImagesMissingError(AuditorError):
+    """A ``folder:`` model lacks images the run asks for. Once they are added the run can go on (its images are read
+    again from the changed folder); until then a resume stops the same way."""
+
+
 class RunBusyError(AuditorError):
     """Another process is running this run folder: nothing was changed, and a resume now would be refused too."""
 

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from auditor.core.errors import AuditorError
+from auditor.core.errors import AuditorError, ImagesMissingError
 from auditor.core.registry import Spec
 from auditor.core.store import read_text_file, slugify
 from auditor.core.text import single_spaced
@@ -69,7 +69,7 @@ class FolderImages:
         images it is to make before the first batch, so a rerun need not find them one batch at a time)."""
         problems = [problem for item in items if (problem := self._lacking(item))]
         if problems:
-            raise AuditorError(f"folder {self.ref.model_id}: " + _join(list(dict.fromkeys(problems))))
+            raise ImagesMissingError(f"folder {self.ref.model_id}: " + _join(list(dict.fromkeys(problems))))
 
     def generate(self, items: Sequence[GenerationItem]) -> list[GeneratedPicture]:
         from PIL import Image
