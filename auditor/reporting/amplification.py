@@ -72,7 +72,7 @@ def signed_interval(value: float | None, interval: Interval | None) -> str:
 
 
 def template_label(template: int | None) -> str:
-    return "every prompt" if template is None else f"prompt {template}"
+    return "all prompts" if template is None else f"prompt {template}"
 
 
 def t_label(basis: TBasis) -> str:
@@ -104,6 +104,8 @@ def finding(summary: AmplificationSummary) -> str:
         else "; no t-test (fewer than two occupations, or no spread)"
     )
     occupations = f"over {counted(summary.occupations, 'occupation')}"
+    if summary.excluded:
+        occupations += f" (left out by --exclude-flips, as G and T lean to opposite sides: {', '.join(summary.excluded)})"
     if summary.missing:
         occupations += f" (none for {', '.join(summary.missing)}: no G or no T)"
     ci = summary.mean_ci
@@ -259,7 +261,7 @@ def render_amplification(record: AmplificationRecord, run_dir: Path, console: Co
             table.add_column(header, justify=justify)
         for s in record.summary:
             table.add_row(
-                Text(s.method), "every" if s.template is None else str(s.template), str(s.occupations),
+                Text(s.method), "all" if s.template is None else str(s.template), str(s.occupations),
                 signed_interval(s.mean, s.mean_ci), p_value(s.p_value), p_value(s.p_adjusted),
             )  # fmt: skip
         console.print(table)
