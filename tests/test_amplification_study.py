@@ -27,6 +27,7 @@ pytest.importorskip("cv2", reason="OpenCV is not installed (pip install 'auditor
 from auditor.core.cache import ContentCache
 from auditor.core.errors import AuditorError
 from auditor.core.store import RunStore
+from auditor.metrics.amplification import wilson_interval
 from auditor.records import AmplificationRecord, load_record
 from auditor.studies.progress import QuietProgress
 from tests.clitools import run_auditor
@@ -454,10 +455,12 @@ def test_captions_command_json_contract(data, tmp_path):
     for occupation in OCCUPATIONS:
         want = _expected_t_proxy(occupation, "keyword")
         entry = found["occupations"][occupation]
-        assert set(entry) == {"method", "n_selected", "male", "female", "both", "none", "pct_female"}
-        assert entry == {"method": "keyword", "n_selected": want["n_selected"], "male": want["male"],
-                         "female": want["female"], "both": 0, "none": want["none"],
-                         "pct_female": pytest.approx(want["t"])}  # fmt: skip
+        low, high = wilson_interval(want["female"], want["male"] + want["female"], 0.95)
+        # every match fits --per-occupation, so all that matched were taken
+        assert entry == {"method": "keyword", "matched": want["n_selected"], "n_selected": want["n_selected"],
+                         "male": want["male"], "female": want["female"], "both": 0, "none": want["none"],
+                         "pct_female": pytest.approx(want["t"]),
+                         "pct_female_ci": pytest.approx([100 * low, 100 * high])}  # fmt: skip
     several = run_auditor(*base, "--method", "all", "--json")
     assert several.returncode == 0, several.stderr
     by_method = json.loads(several.stdout)
@@ -466,8 +469,10 @@ def test_captions_command_json_contract(data, tmp_path):
     # Each method's object reads exactly like the single-method output.
     assert by_method["methods"]["keyword"]["occupations"] == found["occupations"]
     assert by_method["methods"]["no-indicator"]["occupations"]["nurse"]["pct_female"] is None
+    assert by_method["methods"]["no-indicator"]["occupations"]["nurse"]["pct_female_ci"] is None
     terminal = run_auditor(*base, "--method", "keyword")
     assert terminal.returncode == 0 and "caption proxy" in terminal.stdout
+    assert "no-indicator" not in terminal.stdout  # no note on a method that was not asked for
 
 
 # --------------------------------------------------------------------------- bad input

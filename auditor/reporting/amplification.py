@@ -378,7 +378,14 @@ def _thumbnails(record: AmplificationRecord, run_dir: Path) -> dict[str, list[Im
 def _caption_entry(selection: Selection) -> dict[str, Any]:
     counts = selection.counts()
     proxy = selection.caption_proxy()
-    return {"method": selection.method, "n_selected": len(selection.captions), **counts, "pct_female": proxy.percent}
+    return {
+        "method": selection.method,
+        "matched": selection.matched,
+        "n_selected": len(selection.captions),
+        **counts,
+        "pct_female": proxy.percent,
+        "pct_female_ci": _bounds(proxy),
+    }
 
 
 def captions_json(selections: Sequence[Selection], methods: Sequence[str]) -> dict[str, Any]:
@@ -387,8 +394,10 @@ def captions_json(selections: Sequence[Selection], methods: Sequence[str]) -> di
     One method: ``{"basis": "caption proxy", "occupations": {NAME: entry}}``. Several:
     ``{"basis": "caption proxy", "methods": {METHOD: {"occupations": {NAME: entry}}}}``, the
     same entry under each method, so a reader of one method's object reads it unchanged.
-    An entry is ``{"method", "n_selected", "male", "female", "both", "none", "pct_female"}``
-    with ``pct_female`` = 100 * female / (male + female), null without such captions.
+    An entry is ``{"method", "matched", "n_selected", "male", "female", "both", "none", "pct_female",
+    "pct_female_ci"}`` with ``pct_female`` = 100 * female / (male + female) and ``pct_female_ci`` its Wilson interval
+    as ``[low, high]``, both null without such captions; ``matched`` counts the captions the keyword matched, of
+    which ``n_selected`` were taken.
     """
     by_method = {
         method: {"occupations": {s.occupation: _caption_entry(s) for s in selections if s.method == method}}
@@ -404,7 +413,12 @@ def render_captions(
 ) -> None:
     """One table per method: matches, selected captions, their labels and the caption proxy with its Wilson interval."""
     _say(console, f"Training captions: {rows:,} rows read ({skipped:,} without a caption skipped)")
-    _say(console, f"% female is a {CAPTION_PROXY}; no-indicator selections have no gendered caption by construction.")
+    indicator_free = any("no-indicator" in method for method in methods)
+    _say(
+        console,
+        f"% female is a {CAPTION_PROXY}"
+        + ("; no-indicator selections have no gendered caption by construction." if indicator_free else "."),
+    )
     for method in methods:
         chosen = [s for s in selections if s.method == method]
         ranked = any(s.prompt for s in chosen)
