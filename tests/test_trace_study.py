@@ -4,6 +4,7 @@ human words apart from objects, resume without recomputation, bad input before a
 from __future__ import annotations
 
 import hashlib
+import json
 import re
 from pathlib import Path
 
@@ -21,6 +22,7 @@ from auditor.reporting.overlays import GAP
 from auditor.studies.progress import QuietProgress
 from auditor.studies.trace import resume_trace, start_trace
 from auditor.studies.trace_options import TraceOptions
+from tests.clitools import run_auditor
 from tests.fake_openai import colour_name
 from tests.test_prompt_audit import StopAfter
 
@@ -286,6 +288,13 @@ def test_interrupted_trace_resumes_without_recomputing(tiny_models, tiny_tracing
     assert partial.status == "interrupted" and partial.errors[-1].stage == "generate"
     assert cache.entries("trace") == 4 and sum(len(s.images) for s in partial.prompt_sets) == 4
     cache.close()
+    # Its report says it has no scores yet, instead of empty tables that would read as "nothing leans".
+    shown = run_auditor("report", str(study.run_dir))
+    assert shown.returncode == 0, shown.stderr
+    assert "No scores: the run stopped before its images were scored (3 triplets, 4 images made so far); " \
+        "auditor trace --resume r goes on with it." in " ".join(shown.stdout.split())  # fmt: skip
+    assert "Most masculine objects" not in shown.stdout and "χ²" not in shown.stdout
+    assert json.loads(run_auditor("report", str(study.run_dir), "--json").stdout)["scored"] is False
 
     cache = ContentCache(tmp_path / "cache.sqlite")
     record = resume_trace("r", store, cache, QuietProgress()).run()

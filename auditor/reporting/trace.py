@@ -191,6 +191,7 @@ def trace_json(record: TraceRecord, run_dir: Path) -> dict[str, Any]:
     return {
         **run_files(run_dir),
         "status": record.status,
+        "scored": scored(record),
         "triplets": len(record.triplets),
         "seeds": record.config.seeds,
         "selection": record.selection.model_dump(mode="json") if record.selection else None,
@@ -261,6 +262,12 @@ def _objects(console: Console, title: str, rows: list[ObjectCount], lean_level: 
 SET_INITIALS = {"neutral": "n", "feminine": "f", "masculine": "m"}
 
 
+def scored(record: TraceRecord) -> bool:
+    """Whether the run got as far as scoring its images (:func:`~auditor.scoring.trace.score_trace` always counts
+    the usable images of each set); a run stopped before then has no tables to show."""
+    return bool(record.set_sizes)
+
+
 def render_trace(record: TraceRecord, run_dir: Path, console: Console) -> None:
     """The report in the terminal (readable at 80 columns)."""
     config = record.config
@@ -268,6 +275,15 @@ def render_trace(record: TraceRecord, run_dir: Path, console: Console) -> None:
     _say(console, f"run {record.run_id} {STATUS_PHRASES[record.status]}; {len(config.seeds)} seed(s) per triplet")
     for error in record.errors:
         _say(console, f"error ({error.stage or 'run'}): {error.message}")
+    if not scored(record):  # empty tables would read as "nothing leans"
+        made = sum(len(prompt_set.images) for prompt_set in record.prompt_sets)
+        _say(
+            console,
+            f"No scores: the run stopped before its images were scored ({counted(len(record.triplets), 'triplet')}, "
+            f"{counted(made, 'image')} made so far); auditor trace --resume {record.run_id} goes on with it.",
+        )
+        _say(console, run_files_text(run_dir))
+        return
 
     _say(console, Text("\nIs the neutral prompt closer to the masculine or the feminine one?", style="bold"))
     adjusted = adjusted_over_stages(record)  # else shown as scored: on the raw p
