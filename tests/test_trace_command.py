@@ -181,6 +181,9 @@ def test_trace_the_profession_set(tiny_models, tiny_tracing_models, tmp_path):
         (["captions.jsonl", "--executor", "overlapped"], "auditor trace runs its stages one after the other"),
         (["captions.jsonl", "--ray-address", "auto"], "error: --ray-address is for --executor ray"),
         (["captions.jsonl", "--batch-size", "many"], "--batch-size takes a positive integer or 'auto'"),
+        # a scoring setting's error names its one option, as the other commands' do
+        (["captions.jsonl", "--alpha", "2"], "error: --alpha must lie strictly between 0 and 1 (got 2.0)"),
+        (["captions.jsonl", "--min-expected", "0"], "error: --min-expected: input should be greater than 0 (got 0.0)"),
     ],
 )
 def test_bad_input_is_one_line_and_creates_no_run(tiny_models, tmp_path, args, message):

@@ -320,6 +320,12 @@ def resume_command(record: StudyRecord, folder: Path) -> str:
     return f"{record.made_by} --resume {shlex.quote(str(folder))}"
 
 
+def check_alpha(alpha: float) -> None:
+    """``--alpha``, a significance level: strictly between 0 and 1."""
+    if not 0 < alpha < 1:
+        raise AuditorError(f"--alpha must lie strictly between 0 and 1 (got {alpha})")
+
+
 #: What a ``running`` record that no process holds means (``auditor runs`` shows such a run as ``stopped``).
 STOPPED_MEANING = "the record says running, but no process runs it (killed, or its machine went down)"
 

@@ -114,8 +114,7 @@ def scoring_settings(
 ) -> ScoringSettings:
     if cas_normalization not in ("distribution", "frequency"):
         raise AuditorError(f"--cas-normalization must be 'distribution' or 'frequency', not {cas_normalization!r}")
-    if not 0 < alpha < 1:
-        raise AuditorError(f"--alpha must lie strictly between 0 and 1 (got {alpha})")
+    common.check_alpha(alpha)
     return ScoringSettings(
         cas_normalization=cas_normalization, top_k=top_k, bootstrap=bootstrap, ci_method=ci_method, ci_seed=ci_seed,
         alpha=alpha,

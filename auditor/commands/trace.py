@@ -192,21 +192,21 @@ def _embedders(embedders: list[str] | None) -> list[str]:
 def _scoring_settings(
     bootstrap: int, ci_seed: int, alpha: float, min_count: float, top_k: int, min_expected: float | None
 ) -> TraceScoringSettings:
-    """The study's scoring settings, a bad value in one line naming the options it comes from."""
+    """The study's scoring settings, a bad value in one line naming the option it comes from."""
     from pydantic import ValidationError
 
-    from auditor.core.store import describe_validation_error
     from auditor.records import TraceScoringSettings
 
+    common.check_alpha(alpha)
     try:
         return TraceScoringSettings(
             bootstrap=bootstrap, ci_seed=ci_seed, alpha=alpha, min_count=min_count, top_k=top_k,
             min_expected=min_expected,
         )  # fmt: skip
-    except ValidationError as exc:
-        raise AuditorError(
-            f"bad scoring setting: {describe_validation_error(exc)} (--bootstrap, --alpha, --min-expected)"
-        ) from None
+    except ValidationError as exc:  # each field is named as its option: min_expected <- --min-expected
+        error = exc.errors()[0]
+        option = "--" + str(error["loc"][0]).replace("_", "-")
+        raise AuditorError(f"{option}: {error['msg'].lower()} (got {error['input']!r})") from None
 
 
 def register(app: typer.Typer) -> None:
