@@ -724,6 +724,18 @@ def test_numbers_that_are_not_zero_are_never_written_as_zero():
     assert p_value.render(p=None) == "–"
 
 
+def test_a_number_and_its_interval_in_two_cells_share_their_decimals_as_in_one():
+    """A trace's m - f of +0.000004 beside [-0.000126, +0.000088] (the terminal's) was "[-0.0001, +0.0001]" on the
+    page: bounds at the place's 4 decimals beside a number at 6."""
+    from auditor.records import Interval
+    from auditor.reporting.numbers import cells, with_span
+
+    interval = Interval(low=-0.000126, high=0.000088, method="percentile", defined=1.0)
+    assert cells(0.000004, interval, 4, signed=True) == ("+0.000004", "[-0.000126, +0.000088]")
+    assert " ".join(cells(0.000004, interval, 4, signed=True)) == with_span(0.000004, interval, 4, signed=True)
+    assert cells(0.62, None, 2) == ("0.62", "") and cells(None, interval, 4, missing="–") == ("–", "[-0.0001, 0.0001]")
+
+
 def test_the_held_out_difference_names_its_one_sided_level_exactly():
     from auditor.records import Confirmation
     from auditor.reporting.explore import held_out_difference

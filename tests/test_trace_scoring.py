@@ -14,6 +14,7 @@ from auditor.metrics.multiple_testing import holm
 from auditor.records import (
     GroupAssignment,
     ImageObjects,
+    Interval,
     ModelRef,
     PairSimilarity,
     TraceConfig,
@@ -252,7 +253,7 @@ def test_groups_are_summed_per_set_with_human_words_apart():
 
 
 def test_an_object_leans_only_when_its_interval_excludes_half_and_its_adjusted_swap_test_agrees():
-    from auditor.records import Interval, ObjectCount
+    from auditor.records import ObjectCount
     from auditor.reporting.trace import lean_word
 
     def row(low: float, high: float, adjusted: float | None, p: float | None = 0.001) -> ObjectCount:
@@ -334,3 +335,8 @@ def test_a_record_scored_before_the_adjustments_is_read_as_scored_and_says_so(tm
     assert "Scored before" not in console.export_text() and "scored before" not in lean_rule(one)
     page = write_trace_report(old, tmp_path).read_text()
     assert "scored before\nthe p-values were adjusted over the stages" in page and "once Holm-adjusted" not in page
+    # a small difference and its interval share their decimals on the page, as in the terminal's sentence
+    small = Interval(low=-0.000126, high=0.000088, method="percentile", defined=1.0)
+    row = old.similarity[0].model_copy(update={"difference": 0.000004, "ci": small})
+    page = write_trace_report(old.model_copy(update={"similarity": [row]}), tmp_path).read_text()
+    assert '<td class="num">+0.000004</td><td class="num ci">[-0.000126, +0.000088]</td>' in page

@@ -80,6 +80,19 @@ def with_span(value: float | None, interval: Interval | None, digits: int = 2, *
     return with_bounds(value, low, high, digits, signed=signed)
 
 
+def cells(
+    value: float | None, interval: Interval | None, digits: int = 2, *, signed: bool = False, missing: str = "-"
+) -> tuple[str, str]:
+    """A number and its record's interval for two table cells, written with the decimals :func:`with_span` shares
+    between them, so a small number does not sit beside bounds rounded to fewer places."""
+    if value is None:
+        return missing, span(interval, digits, signed=signed)
+    if interval is None or interval.low is None or interval.high is None:
+        return number(value, digits, signed=signed), ""
+    value_text, low_text, high_text = written_apart(value, interval.low, interval.high, digits, signed=signed)
+    return value_text, f"[{low_text}, {high_text}]"
+
+
 def written_apart(
     value: float, low: float, high: float, digits: int = 2, *, signed: bool = False
 ) -> tuple[str, str, str]:

@@ -30,7 +30,7 @@ from auditor.core.store import run_files, run_files_text
 from auditor.metrics.trace import significance
 from auditor.records import TRIPLET_SETS, ChiSquareResult, ObjectCount, StageSimilarity, TraceRecord
 from auditor.reporting.glossary import METRICS
-from auditor.reporting.numbers import number, span, with_span
+from auditor.reporting.numbers import cells, number, span, with_span
 from auditor.reporting.sentences import STATUS_PHRASES
 from auditor.reporting.tables import column_table
 from auditor.reporting.wording import counted
@@ -395,6 +395,7 @@ def write_trace_report(record: TraceRecord, run_dir: Path) -> Path:
         scope=_scope,
         lean_word=partial(lean_word, level=record.config.scoring.ci_level),
         span=span,
+        cells=cells,
         groups=groups,
         pictures=pictures,
         triplets=record.triplets[:TRIPLETS_SHOWN],
