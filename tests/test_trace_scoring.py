@@ -330,6 +330,7 @@ def test_a_record_scored_before_the_adjustments_is_read_as_scored_and_says_so(tm
     one.triplets = one.triplets[:1]
     score_trace(one)
     assert one.ranking and all(row.bias_score_ci is None and row.bias_score_p is None for row in one.ranking)
+    assert one.subject().startswith("trace of 1 triplet from ") and record.subject().startswith("trace of 2 triplets")
     console = Console(width=200, record=True)
     render_trace(one, tmp_path, console)
     assert "Scored before" not in console.export_text() and "scored before" not in lean_rule(one)

@@ -328,7 +328,8 @@ class TraceRecord(StudyRecord):
     def subject(self) -> str:
         config = self.config
         where = "professions" if config.source == "professions" else f"captions {config.captions}"
-        return f"trace of {len(self.triplets)} triplets from {where}"
+        count = len(self.triplets)
+        return f"trace of {count} triplet{'' if count == 1 else 's'} from {where}"
 
     def models(self) -> list[ModelRef]:
         """The model under audit, the VQA model, the image embedders, the detector and the segmenter."""
