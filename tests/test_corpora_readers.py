@@ -157,6 +157,10 @@ def test_a_bad_file_is_one_error_line(tmp_path):
     mixed.write_text('{"caption": "a"}\n{"caption": 5}\n')
     with pytest.raises(AuditorError, match="cannot read .*mixed.jsonl"):
         list(CaptionReader(mixed))
+    for name in ("empty.jsonl", "empty.csv", "empty.parquet", "empty.txt"):  # not the reader's "Empty JSON stream"
+        (tmp_path / name).write_bytes(b"")
+        with pytest.raises(AuditorError, match=f"^{tmp_path / name} is empty: it holds no captions$"):
+            CaptionReader(tmp_path / name)
 
 
 @pytest.mark.parametrize("kind", ["csv", "jsonl"])

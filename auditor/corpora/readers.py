@@ -190,6 +190,8 @@ class CaptionReader:
         self.rows, self.skipped = rows, skipped
 
     def _columns(self, path: Path, kind: str) -> tuple[str | None, str | None]:
+        if path.stat().st_size == 0:  # the table readers' own words for it ("Empty JSON stream") name no captions
+            raise AuditorError(f"{path} is empty: it holds no captions")
         if kind == "txt":
             return None, None
         available = _column_names(path, kind, self.headerless)
