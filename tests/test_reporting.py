@@ -585,6 +585,10 @@ def test_compare_command(tmp_path):
     refused = run_auditor("compare", "pharmacist-sd15", "unanswered", process=True)
     assert refused.returncode == 2 and len(refused.stderr.strip().splitlines()) == 1
     assert "run B ('pharmacist-sd21'): no answers for prompt set 'initial'" in refused.stderr  # which run, by id
+    # a run against itself (by id and by folder: a slip, every change 0) is refused in one line
+    itself = run_auditor("compare", "pharmacist-sd15", str(tmp_path / "runs" / "pharmacist-sd15"), process=True)
+    assert itself.returncode == 2 and len(itself.stderr.strip().splitlines()) == 1
+    assert "are the same run" in itself.stderr and "compare two runs" in itself.stderr
 
 
 def test_empty_chart_has_no_axis():

@@ -13,7 +13,12 @@ from auditor.core.console import out, print_json
 def compare(
     run_a: str = typer.Argument(..., help="Run A: run id, run folder or record.json path."),
     run_b: str = typer.Argument(..., help="Run B (deltas are B minus A)."),
-    html: Path | None = typer.Option(None, "--html", help="Write the comparison as an HTML page here (it links the images inside both run folders)."),
+    html: Path | None = typer.Option(
+        None,
+        "--html",
+        help="Write the comparison as an HTML page here (it links the images inside both run folders) and print its "
+        "path instead of the terminal comparison.",
+    ),
     json_output: bool = typer.Option(False, "--json", help="Print the comparison as JSON, without colour codes."),
     runs_dir: Path | None = common.RUNS_DIR,
     bootstrap: int = common.BOOTSTRAP,
@@ -21,6 +26,7 @@ def compare(
 ) -> None:
     """Compare two runs per axis and counterfactual (aligned by name and text); unmatched ones are listed."""
     from auditor.core.console import err
+    from auditor.core.errors import AuditorError
     from auditor.core.store import RECORD_FILE
     from auditor.records import load_record
     from auditor.reporting.compare import (
@@ -33,6 +39,8 @@ def compare(
 
     store = common.run_store(runs_dir)
     folder_a, folder_b = store.resolve(run_a), store.resolve(run_b)
+    if folder_a.resolve() == folder_b.resolve():
+        raise AuditorError(f"{run_a} and {run_b} are the same run ({folder_a}): compare two runs")
     record_a, record_b = load_record(folder_a / RECORD_FILE), load_record(folder_b / RECORD_FILE)
     changes = None
     resamplable = min(record_a.config.images_per_prompt, record_b.config.images_per_prompt) >= MIN_SEEDS
