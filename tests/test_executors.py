@@ -441,3 +441,61 @@ def test_batch_size_auto_under_overlapped_probes_with_the_readers_models_loaded(
         cache.close()
     assert record.status == "completed" and record.config.generation.batch_size == 4
     assert len(at_probe) == 1 and {"vqa", "embedder"} <= set(at_probe[0])
+
+
+def test_batch_size_auto_under_overlapped_goes_on_when_a_reader_skips_its_stage(
+    tiny_models, clip_without_weights, tmp_path
+):
+    """An embedder that is not required and fails to load skips its stage, reading the image stream to its end,
+    which comes only after generation: generation, waiting for the readers before it probes, must not wait for
+    that end (it did, for ever)."""
+    store, cache = RunStore(tmp_path / "runs"), ContentCache(tmp_path / "cache.sqlite")
+    auto = GenerationSettings(steps=2, batch_size_auto=True)
+    audit = options(
+        tiny_models, "overlapped", images=1, generation=auto, embedder=f"clip:{clip_without_weights}",
+        embedder_required=False,
+    )  # fmt: skip
+    ended: list = []
+    run = threading.Thread(
+        target=lambda: ended.append(start_audit(audit, store, cache, QuietProgress(), run_name="r").run()), daemon=True
+    )
+    run.start()
+    run.join(120)
+    try:
+        assert not run.is_alive(), "the run waits for a skipped reader"
+        assert ended[0].status == "completed" and ended[0].config.generation.batch_size == 4
+        assert ended[0].scores is not None and not any(t.stage == "embed" and t.computed for t in ended[0].timings)
+    finally:
+        cache.close()
+
+
+def test_ctrl_c_while_generation_waits_for_the_readers_is_recorded_at_generation(tiny_models, tmp_path, monkeypatch):
+    """Ctrl-C before generation starts (it waits for the readers' models under --batch-size auto) is an interruption
+    of the generate stage, not of a reader's stage that happened to stop first."""
+    from auditor.executors import local
+
+    raise_first, lane_run = local._raise_first, local._Lane._run
+    checks: list[int] = []
+
+    def ctrl_c_at_first_check(lanes):
+        checks.append(1)
+        if len(checks) == 1:
+            raise KeyboardInterrupt
+        raise_first(lanes)
+
+    def late_run(self, *args):
+        time.sleep(0.5)  # the readers are still loading when the key is pressed
+        return lane_run(self, *args)
+
+    monkeypatch.setattr(local, "_raise_first", ctrl_c_at_first_check)
+    monkeypatch.setattr(local._Lane, "_run", late_run)
+    store, cache = RunStore(tmp_path / "runs"), ContentCache(tmp_path / "cache.sqlite")
+    auto = GenerationSettings(steps=2, batch_size_auto=True)
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            start_audit(options(tiny_models, "overlapped", images=1, generation=auto), store, cache, QuietProgress(),
+                        run_name="r").run()  # fmt: skip
+    finally:
+        cache.close()
+    record = load_record(store.root / "r" / "record.json")
+    assert record.status == "interrupted" and [e.stage for e in record.errors] == ["generate"]

@@ -124,11 +124,14 @@ def test_batch_size_auto_is_remembered_across_steps_and_schedulers_but_not_execu
     executor puts other models beside generation on the GPU, so its size is probed on its own."""
     store = RunStore(tmp_path / "runs")
 
-    def run(name: str, executor: str = "sequential", images: int = 1, **generation) -> tuple[int, int, int]:
+    def run(
+        name: str, executor: str = "sequential", images: int = 1, embedder: str | None = None, **generation
+    ) -> tuple[int, int, int]:
         cache = ContentCache(tmp_path / "cache.sqlite")
         try:
             settings = GenerationSettings(batch_size_auto=True, **generation)
-            options = replace(audit_options(tiny_models, images), executor=executor, generation=settings)
+            options = audit_options(tiny_models, images)
+            options = replace(options, executor=executor, generation=settings, embedder=embedder)
             record = start_audit(options, store, cache, QuietProgress(), name).run()
             assert record.status == "completed" and record.config.generation.batch_size == 4
             return cache.hits[BATCH_SIZE_STAGE], cache.misses[BATCH_SIZE_STAGE], cache.entries(BATCH_SIZE_STAGE)
@@ -141,6 +144,9 @@ def test_batch_size_auto_is_remembered_across_steps_and_schedulers_but_not_execu
     assert run("d", steps=2, width=48, height=40) == (0, 1, 2)  # another image size: other activations
     assert run("e", "overlapped", images=2, steps=2) == (0, 1, 3)  # a second image to make: the model loads
     assert run("f", "overlapped", images=2, steps=4) == (1, 0, 3)
+    # another model loaded beside generation under overlapped (CLIP as well as BLIP-2): less room, probed again
+    assert run("g", "overlapped", images=3, embedder=f"clip:{tiny_models.clip}", steps=2) == (0, 1, 4)
+    assert run("h", "sequential", images=4, embedder=f"clip:{tiny_models.clip}", steps=2) == (1, 0, 4)  # one at a time
 
 
 def test_batch_size_option_takes_a_number_or_auto(tiny_models, tmp_path):

@@ -4,16 +4,21 @@ The probe (a backend's ``probe_batch_size``, e.g. the diffusers backend halving 
 from 64 until one fits) costs a few short pipeline calls; its answer is remembered in the
 content cache database under the stage ``batch-size``, keyed on the backend's
 ``batch_size_key`` (weights, dtype, image size, guidance; the device's name, memory and
-speed-ups) and the executor. The executor matters because it decides what shares the GPU:
-under ``overlapped`` the VQA and embedding models stay loaded beside generation, and the
-probe runs with them loaded (:class:`~auditor.executors.local.OverlappedExecutor`), so a
-size found for generation alone is never taken where it would leave them no room. A later
+speed-ups), the executor and the models that share the GPU with generation. Under
+``overlapped`` the study's other models (VQA, embedder, ...) stay loaded beside generation and
+the probe runs with them loaded (:class:`~auditor.executors.local.OverlappedExecutor`), so a
+size found for generation alone, or beside other models, is not taken beside these. A later
 run reads the size instead of probing. Backends without a probe (an images API, a folder)
 take :data:`DEFAULT_BATCH_SIZE`.
+
+Not counted, so left to the probe's 20% headroom (``MEMORY_HEADROOM``): the models a batch or
+an exploration keeps loaded between its prompts under ``sequential`` (its first prompt probes
+before they load), and Ray workers that share one GPU.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -26,13 +31,15 @@ STAGE = "batch-size"
 DEFAULT_BATCH_SIZE = 4
 
 
-def resolve_batch_size(backend: TextToImage, cache: ContentCache, progress: ProgressReporter, executor: str) -> int:
-    """The remembered batch size of this model on this device under this executor, probing (and remembering) it
-    the first time."""
+def resolve_batch_size(
+    backend: TextToImage, cache: ContentCache, progress: ProgressReporter, executor: str, beside: Sequence[str] = ()
+) -> int:
+    """The remembered batch size of this model on this device under this executor with the models ``beside`` it
+    (their specs) on the GPU, probing (and remembering) it the first time."""
     probe = getattr(backend, "probe_batch_size", None)
     if probe is None:
         return DEFAULT_BATCH_SIZE
-    key = {**backend.batch_size_key(), "executor": executor}
+    key = {**backend.batch_size_key(), "executor": executor, "beside": sorted(beside)}
     found = cache.get_json(STAGE, key["model"], key)
     if found is not None:
         return int(found)

@@ -25,7 +25,7 @@ import json
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from functools import partial
+from functools import cached_property, partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -178,7 +178,10 @@ def give_batch_size(study: StudyRun, backend: TextToImage) -> None:
 
     asked = study.record.config.generation
     if asked.batch_size_auto:
-        size = resolve_batch_size(backend, study.cache, study.progress, study.record.config.executor)
+        config = study.record.config
+        others = [ref.spec for ref in study.record.models() if ref is not config.t2i]
+        beside = others if config.executor == "overlapped" else []  # there they stay loaded beside generation
+        size = resolve_batch_size(backend, study.cache, study.progress, config.executor, beside)
     else:
         size = asked.batch_size
     backend.settings = backend.settings.model_copy(update={"batch_size": size})
@@ -281,16 +284,18 @@ class GenerationStage:
         Otherwise the model in this process, from the study's pool (loaded, given its batch size and compiled the
         first time: :func:`load_text_to_image`).
         """
-        backend: Any = self._remembered() or self.study.text_to_image()
+        backend: Any = self._remembered or self.study.text_to_image()
         self.adopt(backend)
         return backend
 
     def loads_model(self) -> bool:
         """Whether :meth:`open` will load the model in this process (and so probe ``--batch-size auto``)."""
-        return self._remembered() is None
+        return self._remembered is None
 
+    @cached_property
     def _remembered(self) -> Any:
-        """An earlier load's description of the model when the cache holds every image this stage wants, else None."""
+        """An earlier load's description of the model when the cache holds every image this stage wants, else None;
+        looked up once, for :meth:`loads_model` and :meth:`open` alike."""
         from auditor.executors.recall import recall
 
         backend = recall(self.study, self.recipe())

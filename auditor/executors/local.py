@@ -72,20 +72,20 @@ def read_stage(
     total: int,
     load: Callable[[ModelRecipe], Any] | None = None,
     compute_elsewhere: Callable[[Feed, list[Chunk]], None] | None = None,
-    on_open: Callable[[], None] = lambda: None,
+    on_open: Callable[[bool], None] = lambda opened: None,
 ) -> None:
     """One reader over ``images`` (an iterable of :class:`StoredImage` ending the stream), chunk by chunk.
 
     In-process, each chunk is computed here as soon as it is full. With ``compute_elsewhere``
     (the Ray executor) the model is loaded with ``load``, the feed only cuts the chunks, and
-    ``compute_elsewhere`` computes them and hands each result to ``feed.store``. ``on_open`` runs once the
-    stage has its model (still holding :data:`MODEL_LOADING`), not where the stage is skipped.
+    ``compute_elsewhere`` computes them and hands each result to ``feed.store``. ``on_open(opened)`` runs once
+    the stage has its model (``opened`` True) or is to be skipped (False), still holding :data:`MODEL_LOADING` and
+    before the stream is read: a skipped stage reads it to its end, which comes only after generation.
     """
     with study.stage(reader.stage, reader.counts):
         with MODEL_LOADING:
             opened = reader.open(load)
-            if opened:
-                on_open()
+            on_open(opened)
         if not opened:
             for _ in images:  # a skipped stage still lets the stream run out
                 pass
@@ -223,8 +223,8 @@ class _Lane:
         finally:
             self.ready.set()
 
-    def _opened(self) -> None:
-        if self.resident:
+    def _opened(self, opened: bool) -> None:
+        if opened and self.resident:
             self.reader.loaded()
         self.ready.set()
 
@@ -252,7 +252,7 @@ class OverlappedExecutor(_InProcess):
                 lane.start()
             try:
                 if probing:
-                    _wait_until_ready(lanes)
+                    _wait_until_ready(study, lanes)
                 _generate(study, generation, writer, between=lambda: _keep_up(lanes))
                 self._wait(study, lanes)
             except BaseException:
@@ -293,11 +293,16 @@ def _own_cuda_stream():
     return torch.cuda.stream(torch.cuda.Stream())
 
 
-def _wait_until_ready(lanes: list[_Lane]) -> None:
-    """Wait until every reader has opened its stage (or skipped it, or failed), raising the first reader's error."""
-    for lane in lanes:
-        while not lane.ready.wait(POLL_SECONDS):
-            _raise_first(lanes)
+def _wait_until_ready(study: StudyRun, lanes: list[_Lane]) -> None:
+    """Wait until every reader has opened its stage (or skipped it, or failed), raising the first reader's error;
+    Ctrl-C here stops the run before generation, and is recorded at that stage."""
+    try:
+        for lane in lanes:
+            while not lane.ready.wait(POLL_SECONDS):
+                _raise_first(lanes)
+    except KeyboardInterrupt:
+        study.mark_failed(GENERATE)
+        raise
     _raise_first(lanes)
 
 
