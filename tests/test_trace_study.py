@@ -292,7 +292,7 @@ def test_interrupted_trace_resumes_without_recomputing(tiny_models, tiny_tracing
     shown = run_auditor("report", str(study.run_dir))
     assert shown.returncode == 0, shown.stderr
     assert "No scores: the run stopped before its images were scored (3 triplets, 4 images made so far); " \
-        "auditor trace --resume r goes on with it." in " ".join(shown.stdout.split())  # fmt: skip
+        f"auditor trace --resume {study.run_dir} goes on with it." in " ".join(shown.stdout.split())  # fmt: skip
     assert "Most masculine objects" not in shown.stdout and "χ²" not in shown.stdout
     assert json.loads(run_auditor("report", str(study.run_dir), "--json").stdout)["scored"] is False
 
@@ -314,6 +314,20 @@ def test_interrupted_trace_resumes_without_recomputing(tiny_models, tiny_tracing
     assert [p.model_dump() for p in again.pairs] == [p.model_dump() for p in record.pairs]
     assert again.objects == record.objects and again.chi_square == record.chi_square
     cache.close()
+
+    # An attempt on a scored run forgets its scores until it scores again (it may run other models): one stopped
+    # before then shows none of the earlier numbers, on the page too.
+    from auditor.reporting.trace import scored, write_trace_report
+
+    cache = ContentCache(tmp_path / "cache.sqlite")
+    later = start_trace(options, store, cache, QuietProgress(), run_name="later")
+    later.record = record.model_copy(deep=True)
+    later.clear_scores()
+    cache.close()
+    assert scored(record) and not scored(later.record)
+    assert (later.record.similarity, later.record.ranking, later.record.chi_square) == ([], [], [])
+    page = write_trace_report(later.record, later.run_dir).read_text(encoding="utf-8")
+    assert "No scores: the run stopped before its images were scored" in page and 'id="chi-square"' not in page
 
 
 @pytest.mark.parametrize(

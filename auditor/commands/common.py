@@ -39,7 +39,7 @@ if TYPE_CHECKING:  # pragma: no cover
 
     from auditor.core.cache import ContentCache
     from auditor.core.store import RunStore
-    from auditor.records import GenerationSettings, StudyRecord
+    from auditor.records import GenerationSettings
     from auditor.studies.progress import ProgressReporter
     from auditor.studies.run import RecordT, Resumption, StudyRun
 
@@ -311,13 +311,6 @@ def run_store(runs_dir: Path | None) -> RunStore:
     from auditor.core.store import RunStore
 
     return RunStore(runs_dir or get_settings().runs_dir)
-
-
-def resume_command(record: StudyRecord, folder: Path) -> str:
-    """The command line that continues a stored run that did not complete."""
-    import shlex
-
-    return f"{record.made_by} --resume {shlex.quote(str(folder))}"
 
 
 def check_alpha(alpha: float) -> None:

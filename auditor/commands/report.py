@@ -41,7 +41,7 @@ def show_stored(record: StudyRecord, folder: Path, *, html: bool, json_output: b
     if record.status == "running" and is_running(lock_folder(folder)) is False:  # its report would read "running"
         err.print(
             f"note: run {folder.name} was stopped: {common.STOPPED_MEANING}; "
-            f"continue it with: {common.resume_command(record, folder)}",
+            f"continue it with: {record.resume_command(folder)}",
             markup=False,
             highlight=False,
             soft_wrap=True,

@@ -69,7 +69,7 @@ def _row(folder: Path, record: AnyRecord) -> dict:
     if record.status == "running":
         row["alive"] = is_running(folder)
     if record.status != "completed" and not row.get("alive") and not _settings_cannot_continue(record):
-        row["resume"] = common.resume_command(record, folder)
+        row["resume"] = record.resume_command(folder)
     return row
 
 

@@ -9,7 +9,9 @@ record, and :func:`auditor.records.load_record` reads any of them by its ``kind`
 
 from __future__ import annotations
 
+import shlex
 from datetime import datetime, timezone
+from pathlib import Path
 from typing import ClassVar, Literal
 
 from pydantic import Field
@@ -137,6 +139,10 @@ class StudyRecord(Record):
         if images and all(image.seed is None for image in images):
             return None
         return list(self.config.seeds)
+
+    def resume_command(self, folder: Path) -> str:
+        """The command line that continues this run, kept in ``folder``, where it did not complete."""
+        return f"{self.made_by} --resume {shlex.quote(str(folder))}"
 
     def models(self) -> list[ModelRef]:
         """Every model the run used, in config order."""

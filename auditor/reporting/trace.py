@@ -268,6 +268,18 @@ def scored(record: TraceRecord) -> bool:
     return bool(record.set_sizes)
 
 
+def no_scores(record: TraceRecord, run_dir: Path) -> str | None:
+    """What the reports say instead of their tables for a run stopped before scoring (empty tables would read as
+    "nothing leans"); None for a scored run."""
+    if scored(record):
+        return None
+    made = sum(len(prompt_set.images) for prompt_set in record.prompt_sets)
+    return (
+        f"No scores: the run stopped before its images were scored ({counted(len(record.triplets), 'triplet')}, "
+        f"{counted(made, 'image')} made so far); {record.resume_command(run_dir)} goes on with it."
+    )
+
+
 def render_trace(record: TraceRecord, run_dir: Path, console: Console) -> None:
     """The report in the terminal (readable at 80 columns)."""
     config = record.config
@@ -275,13 +287,8 @@ def render_trace(record: TraceRecord, run_dir: Path, console: Console) -> None:
     _say(console, f"run {record.run_id} {STATUS_PHRASES[record.status]}; {len(config.seeds)} seed(s) per triplet")
     for error in record.errors:
         _say(console, f"error ({error.stage or 'run'}): {error.message}")
-    if not scored(record):  # empty tables would read as "nothing leans"
-        made = sum(len(prompt_set.images) for prompt_set in record.prompt_sets)
-        _say(
-            console,
-            f"No scores: the run stopped before its images were scored ({counted(len(record.triplets), 'triplet')}, "
-            f"{counted(made, 'image')} made so far); auditor trace --resume {record.run_id} goes on with it.",
-        )
+    if (instead := no_scores(record, run_dir)) is not None:
+        _say(console, instead)
         _say(console, run_files_text(run_dir))
         return
 
@@ -396,6 +403,7 @@ def write_trace_report(record: TraceRecord, run_dir: Path) -> Path:
         lean_word=partial(lean_word, level=record.config.scoring.ci_level),
         span=span,
         cells=cells,
+        no_scores=no_scores(record, run_dir),
         groups=groups,
         pictures=pictures,
         triplets=record.triplets[:TRIPLETS_SHOWN],

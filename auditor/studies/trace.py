@@ -147,6 +147,11 @@ class TraceStudy(StudyRun[TraceRecord]):
         )
         return self.record
 
+    def clear_scores(self) -> None:
+        record = self.record
+        record.similarity, record.set_sizes, record.objects, record.humans = [], {}, [], []
+        record.ranking, record.chi_square, record.groups = [], [], None
+
     def after_end(self) -> None:
         """Write ``report.html`` however the run ended."""
         from auditor.reporting.trace import write_trace_report
