@@ -121,7 +121,7 @@ def test_exclude_flips_leaves_out_occupations_that_flip_on_every_template():
     assert first.excluded == ["tutor"] and first.occupations == 2 and first.mean == pytest.approx(25)
     # the sentence under the table names who is not in the mean, so "over 2 occupations" of 3 asked is explained
     said = finding(first)
-    assert "over 2 occupations (left out by --exclude-flips, as G and T lean to opposite sides: tutor)" in said
+    assert "over 2 occupations; tutor left out by --exclude-flips (G and T lean to opposite sides); one-sample" in said
     assert finding(table[-1]).startswith("keyword, all prompts: ")  # the row the README calls "all"
 
 

@@ -49,6 +49,8 @@ Method = Literal["keyword", "nn", "no-indicator", "nn+no-indicator"]
 METHODS: tuple[Method, ...] = ("keyword", "nn", "no-indicator", "nn+no-indicator")
 #: Methods that rank captions by similarity to a prompt.
 NN_METHODS: frozenset[str] = frozenset({"nn", "nn+no-indicator"})
+#: Methods that keep only captions without gender words: their caption proxy is undefined by construction.
+NO_INDICATOR_METHODS: frozenset[str] = frozenset({"no-indicator", "nn+no-indicator"})
 #: The paper's number of training examples per occupation.
 PER_OCCUPATION = 500
 

@@ -18,7 +18,7 @@ from rich.table import Table
 from rich.text import Text
 
 from auditor.core.store import run_files, run_files_text
-from auditor.corpora.selection import Selection
+from auditor.corpora.selection import NO_INDICATOR_METHODS, Selection
 from auditor.records import (
     AmplificationRecord,
     AmplificationSummary,
@@ -104,10 +104,10 @@ def finding(summary: AmplificationSummary) -> str:
         else "; no t-test (fewer than two occupations, or no spread)"
     )
     occupations = f"over {counted(summary.occupations, 'occupation')}"
-    if summary.excluded:
-        occupations += f" (left out by --exclude-flips, as G and T lean to opposite sides: {', '.join(summary.excluded)})"
     if summary.missing:
         occupations += f" (none for {', '.join(summary.missing)}: no G or no T)"
+    if summary.excluded:
+        occupations += f"; {', '.join(summary.excluded)} left out by --exclude-flips (G and T lean to opposite sides)"
     ci = summary.mean_ci
     excludes = ci is not None and ci.excludes(0)
     rejects = p_claimed is not None and p_claimed < ALPHA
@@ -413,7 +413,7 @@ def render_captions(
 ) -> None:
     """One table per method: matches, selected captions, their labels and the caption proxy with its Wilson interval."""
     _say(console, f"Training captions: {rows:,} rows read ({skipped:,} without a caption skipped)")
-    indicator_free = any("no-indicator" in method for method in methods)
+    indicator_free = any(method in NO_INDICATOR_METHODS for method in methods)
     _say(
         console,
         f"% female is a {CAPTION_PROXY}"

@@ -19,7 +19,7 @@ from auditor.core.errors import StartAgainError
 from auditor.core.store import atomic_write_text
 from auditor.corpora.prompts import occupation_prompt
 from auditor.corpora.readers import image_path
-from auditor.corpora.selection import NN_METHODS, Method, SelectedCaption, Selection
+from auditor.corpora.selection import NN_METHODS, NO_INDICATOR_METHODS, Method, SelectedCaption, Selection
 from auditor.records import AmplificationRecord, CaptionFile, CaptionLabels, TrainingSide
 from auditor.scoring.amplification import image_counts, share
 from auditor.studies.face_stage import ImageFile
@@ -132,7 +132,7 @@ def training_warnings(study: AmplificationRun) -> list[str]:
             + (
                 "; no-indicator selections keep only captions without gender words, so their caption proxy is "
                 "undefined by construction"
-                if any(m in ("no-indicator", "nn+no-indicator") for m in config.methods)
+                if any(m in NO_INDICATOR_METHODS for m in config.methods)
                 else ""
             )
         )
