@@ -339,5 +339,9 @@ def test_a_record_scored_before_the_adjustments_is_read_as_scored_and_says_so(tm
     # a small difference and its interval share their decimals on the page, as in the terminal's sentence
     small = Interval(low=-0.000126, high=0.000088, method="percentile", defined=1.0)
     row = old.similarity[0].model_copy(update={"difference": 0.000004, "ci": small})
-    page = write_trace_report(old.model_copy(update={"similarity": [row]}), tmp_path).read_text()
+    ranked = old.ranking[0].model_copy(
+        update={"bias_score": 0.2, "bias_score_ci": Interval(low=0.001, high=0.3, method="percentile", defined=1.0)}
+    )
+    page = write_trace_report(old.model_copy(update={"similarity": [row], "ranking": [ranked]}), tmp_path).read_text()
     assert '<td class="num">+0.000004</td><td class="num ci">[-0.000126, +0.000088]</td>' in page
+    assert '<td class="num">0.200</td><td class="num ci">[0.001, 0.300]</td>' in page  # a bias score, likewise
