@@ -473,6 +473,30 @@ class TerminateAfter(StopAfter):
                 os.kill(os.getpid(), signal.SIGTERM)
 
 
+def test_a_second_ctrl_c_while_a_stopping_run_writes_its_page_leaves_it_whole(tiny_models, tmp_path, monkeypatch):
+    """Ctrl-C pressed twice: the first stops generation, the second comes while the record and page are written.
+    It is ignored there (the run is stopping already), so the page a person opens next is whole."""
+    import auditor.reporting as reporting
+
+    write = reporting.write_html_report
+
+    def pressed_again(record, run_dir):
+        os.kill(os.getpid(), signal.SIGINT)
+        return write(record, run_dir)
+
+    monkeypatch.setattr(reporting, "write_html_report", pressed_again)
+    store, cache = RunStore(tmp_path / "runs"), ContentCache(tmp_path / "cache.sqlite")
+    try:
+        study = start_audit(tiny_options(tiny_models), store, cache, StopAfter("generate", 2), run_name="r")
+        with pytest.raises(KeyboardInterrupt):  # the first press
+            study.run()
+    finally:
+        cache.close()
+    assert load_record(study.run_dir / "record.json").status == "interrupted"
+    assert (study.run_dir / "report.html").read_text(encoding="utf-8").rstrip().endswith("</html>")
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # Ctrl-C works again afterwards
+
+
 def test_sigterm_ends_a_run_as_interrupted_with_its_page_and_exit_code_143(tiny_models, tmp_path, capsys):
     from auditor.cli import _terminate
     from auditor.commands.common import run_resumable

@@ -12,6 +12,7 @@ loads once however many prompts or rounds use it.
 
 from __future__ import annotations
 
+import signal
 import threading
 import time
 from collections import Counter
@@ -208,6 +209,21 @@ class ModelPool:
             for key in [key for key in self._loaded if kind is None or key[0] == kind]:
                 del self._loaded[key]
         release_accelerator_memory()
+
+
+@contextmanager
+def _ctrl_c_ignored() -> Iterator[None]:
+    """Ctrl-C is ignored while an ending run writes its record and page: a second press after the first (the run
+    is stopping already) would leave the page half written, and the page is what the person reads next. Only the
+    main thread can set signal handlers; elsewhere nothing changes."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        yield
+    finally:  # None: a handler not set from Python, which is the default's
+        signal.signal(signal.SIGINT, signal.SIG_DFL if previous is None else previous)
 
 
 class StudyRun(Generic[RecordT]):
@@ -472,8 +488,9 @@ class StudyRun(Generic[RecordT]):
         if error is not None:
             self.record.errors.append(error)
         try:
-            self.save()
-            self.after_end()
+            with _ctrl_c_ignored():
+                self.save()
+                self.after_end()
         except AuditorError:
             if error is None:
                 raise
