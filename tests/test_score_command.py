@@ -59,6 +59,14 @@ def tibet_result() -> dict:
     }
 
 
+def tibet_result_of_four() -> dict:
+    """:func:`tibet_result` with every counterfactual's two images taken twice: 4 images in every set, the fewest an
+    interval takes."""
+    data = tibet_result()
+    data["concepts_cf"] = {axis: [images * 2 for images in sets] for axis, sets in data["concepts_cf"].items()}
+    return data
+
+
 # initial merged: male .75, young .75, old .25, female .25 (sum 2); "distribution" divides by 2.
 # gender/0  freq: min .75+.75+.25 = 1.75, max 1+1+.5+.25 = 2.75 -> 7/11
 #           dist: init .375 .375 .125 .125 vs .4 .4 .2: min .875, max 1.125 -> 7/9
@@ -132,6 +140,17 @@ def test_image_sets_of_different_sizes_are_said_to_be_resampled_as_seeds_they_la
     path.write_text(json.dumps(tibet_result()))
     result = run_auditor("score", str(path))
     assert result.returncode == 0 and "the image sets differ in size" in " ".join(result.stderr.split())
+    # The counterfactuals' 2 images are too few for an interval, whatever the initial set's 4: none is given, and no
+    # lean is claimed on one or two images a resample cannot vary (before, every CAS, BAV and lean had one).
+    scored = json.loads(run_auditor("score", str(path), "--json").stdout)
+    assert scored["intervals"] is None
+    assert all(axis["bav_ci"] is None and axis["lean_ci"] is None for axis in scored["axes"].values())
+    assert any(
+        "the smallest prompt set has 2 images, fewer than the 4 an interval needs, so there are no intervals" in warning
+        for warning in scored["warnings"]
+    )
+    path.write_text(json.dumps(tibet_result_of_four()))
+    assert json.loads(run_auditor("score", str(path), "--json").stdout)["intervals"] is not None  # 4 in every set
 
 
 def test_tibet_file_frequency_normalization():

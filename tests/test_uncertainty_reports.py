@@ -17,7 +17,7 @@ from auditor.scoring.intervals import score_run
 from auditor.scoring.tibet import record_concepts
 from tests.clitools import run_auditor
 from tests.test_prompt_audit import PROMPT, tiny_args
-from tests.test_score_command import tibet_result
+from tests.test_score_command import tibet_result_of_four
 
 FIXTURES = Path(__file__).parent / "fixtures"
 
@@ -85,7 +85,7 @@ def test_version_1_records_get_intervals_on_auditor_score(tmp_path):
 
 def test_auditor_score_gives_intervals_for_the_authors_files_with_a_seed(tmp_path):
     path = tmp_path / "result.json"
-    path.write_text(json.dumps(tibet_result()))
+    path.write_text(json.dumps(tibet_result_of_four()))
     runs = [
         json.loads(run_auditor("score", str(path), "--json", "--bootstrap", "50", "--ci-seed", seed).stdout)
         for seed in ("3", "3", "4")

@@ -35,10 +35,17 @@ from auditor.scoring.tibet_files import TibetResult
 from auditor.scoring.uncertainty import BootstrapSettings, ScoreIntervals
 
 
-def too_few_seeds_warning(seeds: int) -> str:
-    """Why a run (or a TIBET file: ``auditor score`` takes both) scored with resamples asked for has no intervals."""
+def too_few_seeds_warning(seeds: int, most: int | None = None) -> str:
+    """Why a run (or a TIBET file: ``auditor score`` takes both) scored with resamples asked for has no intervals:
+    ``seeds`` images per prompt set or, where sets differ (``most`` images in the largest), in the smallest."""
+    why = (
+        uncertainty.too_few_seeds(seeds)
+        if most in (None, seeds)
+        else f"the smallest prompt set has {seeds} image{'' if seeds == 1 else 's'}, fewer than the "
+        f"{uncertainty.MIN_SEEDS} an interval needs"
+    )
     return (
-        f"{uncertainty.too_few_seeds(seeds)}, so there are no intervals and no difference is claimed "
+        f"{why}, so there are no intervals and no difference is claimed "
         f"({uncertainty.MIN_SEEDS} or more images per prompt set get them)"
     )
 
@@ -93,7 +100,8 @@ def score_tibet_file(result: TibetResult, settings: ScoringSettings) -> Scores:
     """Every score of a TIBET result file, with intervals (image i of each set is seed index i)."""
     axes = [(axis.name, axis.counterfactuals) for axis in result.axes]
     scores = score_tibet_result(result, settings)
-    return with_uncertainty(scores, axes, tibet_file_counts(result), settings)
+    fewest = min(len(images) for images in result.image_sets().values())
+    return with_uncertainty(scores, axes, tibet_file_counts(result), settings, fewest_images=fewest)
 
 
 def with_uncertainty(
@@ -104,15 +112,21 @@ def with_uncertainty(
     *,
     prompt_sets: Sequence[PromptSet] = (),
     embeddings: Mapping[str, np.ndarray] | None = None,
+    fewest_images: int | None = None,
 ) -> Scores:
     """``scores`` with bootstrap intervals (unless ``settings.bootstrap`` is 0) and Holm-adjusted p-values.
 
     ``embeddings`` (prompt id -> rows of usable images, as the embed stage gives them) add
-    intervals of the embedding similarity and of T2IAT's S and d.
+    intervals of the embedding similarity and of T2IAT's S and d. ``fewest_images`` is the size of
+    the smallest prompt set where sets differ (a TIBET file's may): a set of fewer than
+    :data:`~auditor.scoring.uncertainty.MIN_SEEDS` images is one no resample varies enough, so its
+    scores, and every comparison with them, get no interval (default: ``counts.seeds``, every set's).
     """
     boot = bootstrap_settings(settings)
-    if boot is not None and counts.seeds < uncertainty.MIN_SEEDS:
-        scores = scores.model_copy(update={"warnings": [*scores.warnings, too_few_seeds_warning(counts.seeds)]})
+    fewest = counts.seeds if fewest_images is None else fewest_images
+    if boot is not None and fewest < uncertainty.MIN_SEEDS:
+        warning = too_few_seeds_warning(fewest, counts.seeds)
+        scores = scores.model_copy(update={"warnings": [*scores.warnings, warning]})
     elif boot is not None:
         sets = usable_embeddings(prompt_sets, embeddings) if embeddings else None
         found = uncertainty.score_intervals(axes, counts, settings, boot, embeddings=sets)
