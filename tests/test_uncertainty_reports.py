@@ -98,6 +98,11 @@ def test_auditor_score_gives_intervals_for_the_authors_files_with_a_seed(tmp_pat
     assert off["intervals"] is None and off["axes"]["gender"]["cas_ci"] == [None, None]
     bca = run_auditor("score", str(path), "--json", "--bootstrap", "50", "--ci-method", "bca")
     assert bca.returncode == 0 and json.loads(bca.stdout)["intervals"]["method"] == "bca"
+    # The terminal points at the difference to compare counterfactuals by where a file's reader finds it (auditor
+    # report reads runs, not files): each axis's spread in --json, with its interval.
+    said = " ".join(run_auditor("score", str(path), "--bootstrap", "50").stdout.split())
+    assert "compare counterfactuals through their difference: each axis's spread, with its interval, in --json" in said
+    assert runs[0]["axes"]["gender"]["spread"]["ci"] is not None
 
 
 def test_auditor_score_says_which_intervals_are_not_what_the_method_line_says(tmp_path):

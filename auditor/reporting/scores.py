@@ -95,7 +95,8 @@ def render_scores(scores: Scores, prompt: str | None, source: Path, console: Con
                 f"[lo, hi]: {i.level:.0%} {i.method} intervals{' (percentile where noted)' if fell_back else ''} "
                 f"from {i.resamples} paired-bootstrap resamples of the {resampled(i.seeds, seeded)} "
                 f"(--ci-seed {i.seed}). They show how a score moves with other {'seeds' if seeded else 'images'}; "
-                "CAS is biased low at small sizes, so compare counterfactuals through their difference (auditor report).",
+                "CAS is biased low at small sizes, so compare counterfactuals through their difference: each axis's "
+                "spread, with its interval, in --json (and for a run, auditor report).",
                 style="dim",
             )
         )
