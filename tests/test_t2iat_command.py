@@ -344,6 +344,13 @@ def test_run_a_custom_test_end_to_end_with_tiny_models(tmp_path, tiny_models):
     assert record.environment.wordnet is None  # a T2IAT test reads no WordNet, whatever its process read
     assert record.result.n_x == 8 and record.result.n_y == 4  # 2 prompts x 4 images; 1 prompt x 4 images
     assert summary["association"] == record.result.association
+    # the sentence the terminal states, word for word, and the test's title: a program need not derive the claim
+    from auditor.reporting.t2iat import association_reading
+
+    test = record.config.test
+    assert summary["reading"] == association_reading(record.result, test.x.name, test.y.name, test.a.name, test.b.name)
+    assert summary["reading"] in " ".join(run_auditor("t2iat", "report", str(run_dir)).stdout.split())
+    assert summary["title"] == test.title
     # S and d carry intervals from the paired bootstrap over the 4 seeds, with the settings that made them
     assert record.config.bootstrap == 1000 and record.intervals.seeds == 4 and record.intervals.resamples == 1000
     ci = record.result.association_ci

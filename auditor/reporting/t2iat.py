@@ -86,9 +86,12 @@ def intervals_note(record: T2IATRecord) -> str | None:
 
 
 def test_run_json(record: T2IATRecord, run_dir: Path) -> dict[str, Any]:
-    """What ``auditor t2iat run --json`` prints: the test's names and its result's fields."""
+    """What ``auditor t2iat run --json`` prints: the test's names, its result's fields, and the reading the terminal
+    states (the sentence that makes or declines the claim; null without a result)."""
     test, result = record.config.test, record.result
-    names = {"test": test.name, "x": test.x.name, "y": test.y.name, "a": test.a.name, "b": test.b.name}
+    x, y, a, b = test.x.name, test.y.name, test.a.name, test.b.name
+    names = {"test": test.name, "title": test.title, "x": x, "y": y, "a": a, "b": b}
+    reading = None if result is None else association_reading(result, x, y, a, b)
     return {
         **run_files(run_dir),
         **run_outcome(record),
@@ -96,6 +99,7 @@ def test_run_json(record: T2IATRecord, run_dir: Path) -> dict[str, Any]:
         **(result.model_dump() if result else {}),
         "intervals": record.intervals.model_dump() if record.intervals else None,
         "intervals_note": intervals_note(record),
+        "reading": reading,
     }
 
 
