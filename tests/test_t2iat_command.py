@@ -244,6 +244,14 @@ def test_run_rejects_bad_definitions_and_specs_before_loading_models(tmp_path):
         run_auditor("t2iat", "occupations", "--embedder", "dinov2:facebook/dinov2-small", process=True),
         "the occupation study compares the prompts' text embeddings too, which only a CLIP embedder makes",
     )
+    (tmp_path / "jobs.txt").write_text("nurse\n")
+    same = ("--male-prompt", "a photo of a {occupation}", "--female-prompt", "A photo of a  {occupation}")
+    _assert_one_line_error(  # the same images from the same seeds: nothing to measure
+        run_auditor("t2iat", "occupations", "--occupations", "jobs.txt", *same, process=True),
+        "the occupation templates must differ: --prompt and --male-prompt are both 'a photo of a {occupation}'; "
+        "--prompt and --female-prompt are both 'a photo of a {occupation}'; --male-prompt and --female-prompt are "
+        "both 'a photo of a {occupation}'",
+    )
     assert not (tmp_path / "runs").exists()  # nothing was created
 
 

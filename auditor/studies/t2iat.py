@@ -20,6 +20,7 @@ from auditor.core.cache import ContentCache
 from auditor.core.environment import collect_environment
 from auditor.core.errors import AuditorError
 from auditor.core.store import RunStore
+from auditor.core.text import single_spaced
 from auditor.executors.generation import PromptRequest
 from auditor.prompting.articles import filled_template
 from auditor.records import (
@@ -241,6 +242,21 @@ class OccupationsRun(T2IATStudyRun[OccupationsRecord]):
         return record
 
 
+def _check_distinct_templates(templates: tuple[str, str, str]) -> None:
+    """The neutral, masculine and feminine templates must differ (case and spacing aside): two alike make the same
+    images from the same seeds, and the study would measure nothing while reporting numbers."""
+    options = ("--prompt", "--male-prompt", "--female-prompt")
+    keys = [single_spaced(template).casefold() for template in templates]
+    same = [
+        f"{options[i]} and {options[j]} are both {templates[i]!r}"
+        for i in range(3)
+        for j in range(i + 1, 3)
+        if keys[i] == keys[j]
+    ]
+    if same:
+        raise AuditorError(f"the occupation templates must differ: {'; '.join(same)}")
+
+
 def start_occupations(
     occupations: list[str],
     options: StudyOptions,
@@ -253,6 +269,7 @@ def start_occupations(
     """Check the options, create the run folder and its first record; nothing is loaded yet."""
     options.validate()
     check_text_embedder(options.embedder)
+    _check_distinct_templates(templates)
     from pydantic import ValidationError
 
     from auditor.core.store import describe_validation_error
