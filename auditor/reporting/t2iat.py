@@ -109,19 +109,21 @@ def run_outcome(record: T2IATRecord | OccupationsRecord) -> dict[str, Any]:
     return {"status": record.status, "errors": [error.message for error in record.errors]}
 
 
-def _unfinished(record: T2IATRecord | OccupationsRecord, console: Console) -> None:
-    """For a run that did not complete (``auditor t2iat report``): how it ended and its last error."""
+def _unfinished(record: T2IATRecord | OccupationsRecord, run_dir: Path, console: Console) -> None:
+    """For a run that did not complete (``auditor t2iat report``): how it ended, its last error, and the command
+    that continues it."""
     if record.status != "completed":
         error = record.errors[-1] if record.errors else None
         where = f" at {error.stage}: {error.message}" if error is not None and error.stage else ""
-        _say(console, f"this run did not complete ({record.status}{where})")
+        how = record.resume_command(run_dir)
+        _say(console, f"this run did not complete ({record.status}{where}); {how} continues it")
 
 
 def render_test_run(record: T2IATRecord, run_dir: Path, console: Console) -> None:
     """A test: which test, how it ended if not completed, its numbers, and which way S points."""
     test, result = record.config.test, record.result
     _say(console, f"T2IAT {test.title or test.name}: {test.x.name} vs {test.y.name} with {test.a.name} vs {test.b.name}")
-    _unfinished(record, console)
+    _unfinished(record, run_dir, console)
     if result is not None:
         render_association(result, test.x.name, test.y.name, console)
         if (note := intervals_note(record)) is not None:
@@ -157,7 +159,7 @@ def occupations_json(record: OccupationsRecord, run_dir: Path) -> dict[str, Any]
 
 def render_occupations(record: OccupationsRecord, run_dir: Path, console: Console) -> None:
     """The occupation study's table (paper Fig. 3 quartiles and Fig. 4 text vs image), then its notes."""
-    _unfinished(record, console)
+    _unfinished(record, run_dir, console)
 
     rows = [
         (*(result.quartiles or (None, None, None)), result.image_association, result.text_association,
