@@ -12,3 +12,9 @@ from __future__ import annotations
 def single_spaced(text: str) -> str:
     """``text`` with every run of whitespace (line breaks and tabs included) as one space, and none at the ends."""
     return " ".join(text.split())
+
+
+def text_key(text: str) -> str:
+    """How two texts a person wrote are compared (prompts, counterfactuals, templates): case and runs of whitespace
+    aside."""
+    return single_spaced(text).casefold()

@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from auditor.core.errors import AuditorError, InvalidPlanError
-from auditor.core.text import single_spaced
+from auditor.core.text import single_spaced, text_key
 from auditor.planning.proposals import PlanProblem, ProposedAxis, snake_case
 from auditor.planning.questions import caption_question, question_for_axis
 from auditor.records import AuditPlan, AxisPlan, ChatMessage
@@ -48,11 +48,6 @@ def attach_transcript(error: AuditorError, messages: Sequence[ChatMessage]) -> A
     return error
 
 
-def _key(text: str) -> str:
-    """Comparison key: case- and whitespace-insensitive."""
-    return single_spaced(text).casefold()
-
-
 def tidy_axes(prompt: str, proposed: Sequence[ProposedAxis]) -> list[ProposedAxis]:
     """snake_case names (axes that then share a name are merged), stripped counterfactuals,
     with blank ones, repeats within an axis and copies of the original prompt dropped."""
@@ -63,11 +58,11 @@ def tidy_axes(prompt: str, proposed: Sequence[ProposedAxis]) -> list[ProposedAxi
         target.kind = target.kind or axis.kind
         target.counterfactuals += axis.counterfactuals
     for axis in merged.values():
-        seen = {_key(prompt)}
+        seen = {text_key(prompt)}
         kept = []
         for text in (t.strip() for t in axis.counterfactuals):
-            if text and _key(text) not in seen:
-                seen.add(_key(text))
+            if text and text_key(text) not in seen:
+                seen.add(text_key(text))
                 kept.append(text)
         axis.counterfactuals = kept
     return list(merged.values())
@@ -84,7 +79,7 @@ def plan_problems(prompt: str, axes: Sequence[ProposedAxis]) -> list[str]:
     """Every way ``axes`` break the rules: at least one axis with a name, names distinct, and per
     axis at least two non-empty, distinct counterfactuals, none equal to the original prompt."""
     problems = [] if axes else ["the plan has no axes"]
-    original = _key(prompt)
+    original = text_key(prompt)
     names: set[str] = set()
     for axis in axes:
         name = snake_case(axis.name)
@@ -96,7 +91,7 @@ def plan_problems(prompt: str, axes: Sequence[ProposedAxis]) -> list[str]:
         names.add(name)
         seen: set[str] = set()
         for text in axis.counterfactuals:
-            key = _key(text)
+            key = text_key(text)
             if not key:
                 problems.append(f"axis '{label}' has an empty counterfactual")
             elif key == original:

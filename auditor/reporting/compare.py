@@ -23,6 +23,7 @@ from rich.table import Table
 from rich.text import Text
 
 from auditor.core.errors import AuditorError
+from auditor.core.text import text_key
 from auditor.records import INITIAL_PROMPT_ID, AxisScore, GeneratedImage, Interval, RunRecord
 from auditor.reporting.glossary import METRICS, MetricInfo
 from auditor.reporting.numbers import number, with_bounds
@@ -30,7 +31,7 @@ from auditor.reporting.sentences import bounds
 from auditor.reporting.tables import borderless_table
 from auditor.reporting.views import Bounds
 from auditor.reporting.wording import Segment, made_by, prompt_segments
-from auditor.scoring.comparison import NOISE_DIGITS, ChangeIntervals, counterfactual_key
+from auditor.scoring.comparison import NOISE_DIGITS, ChangeIntervals
 from auditor.scoring.uncertainty import MIN_SEEDS, too_few_seeds
 
 # --------------------------------------------------------------------------- view
@@ -142,8 +143,8 @@ def _align(prompt: str, a: AxisScore, b: AxisScore, changes: ChangeIntervals | N
     """One axis of both runs. With ``changes``, deltas are those rescored with their intervals (the shown
     change is the one its interval is about); without, B - A of the recorded values. BAV, a variance over the
     axis's counterfactuals, is compared only when both runs have the same ones."""
-    cas_a = {counterfactual_key(cf.prompt): cf for cf in a.counterfactuals}
-    cas_b = {counterfactual_key(cf.prompt): cf for cf in b.counterfactuals}
+    cas_a = {text_key(cf.prompt): cf for cf in a.counterfactuals}
+    cas_b = {text_key(cf.prompt): cf for cf in b.counterfactuals}
     order = list(cas_a) + [k for k in cas_b if k not in cas_a]
     rows = []
     for key in order:
@@ -214,7 +215,7 @@ def compare_records(a: RunRecord, b: RunRecord, changes: ChangeIntervals | None 
         _align(a.config.prompt, axis, axes_b[axis.axis], changes) for axis in a.scores.axes if axis.axis in axes_b
     ]
     both.sort(key=lambda d: -max((v for v in (d.bav_a, d.bav_b) if v is not None), default=-1.0))  # no BAV: last
-    if counterfactual_key(a.config.prompt) != counterfactual_key(b.config.prompt):
+    if text_key(a.config.prompt) != text_key(b.config.prompt):
         notes.append(
             f"The runs audit different prompts ('{a.config.prompt}' and '{b.config.prompt}'); "
             "only axes and counterfactuals with the same text are compared."

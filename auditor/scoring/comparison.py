@@ -22,7 +22,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from auditor.core.errors import AuditorError
-from auditor.core.text import single_spaced
+from auditor.core.text import text_key
 from auditor.metrics import bootstrap
 from auditor.records import Interval, RunRecord
 from auditor.scoring.intervals import record_counts
@@ -58,16 +58,11 @@ class ChangeIntervals:
         return self.paired_seeds > 0 and self.unpaired_seeds == (0, 0)
 
 
-def counterfactual_key(text: str) -> str:
-    """How counterfactuals of two runs are matched: by their text, case and runs of whitespace aside."""
-    return single_spaced(text).casefold()
-
-
 def change_intervals(a: RunRecord, b: RunRecord, settings: BootstrapSettings) -> ChangeIntervals:
     """Every change between ``a`` and ``b`` that both runs can score, rescored from their answers, with its
     percentile interval.
 
-    Axes are matched by name, counterfactuals by :func:`counterfactual_key`.
+    Axes are matched by name, counterfactuals by :func:`text_key`.
     """
     for record in (a, b):
         check_resamplable(record.config.images_per_prompt)
@@ -87,7 +82,7 @@ def change_intervals(a: RunRecord, b: RunRecord, settings: BootstrapSettings) ->
             found = tibet_samples(axes, record_counts(record), record.config.scoring, weights)
         except AuditorError as exc:
             raise AuditorError(f"run {label.upper()} ({record.run_id!r}): {exc}") from None
-        pairs = [(name, counterfactual_key(cf)) for name, cfs in axes for cf in cfs]
+        pairs = [(name, text_key(cf)) for name, cfs in axes for cf in cfs]
         columns = {pair: j for j, pair in enumerate(pairs)}
         samples[label] = (found, columns, {name: i for i, (name, _) in enumerate(axes)})
 

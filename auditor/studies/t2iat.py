@@ -20,7 +20,7 @@ from auditor.core.cache import ContentCache
 from auditor.core.environment import collect_environment
 from auditor.core.errors import AuditorError
 from auditor.core.store import RunStore
-from auditor.core.text import single_spaced
+from auditor.core.text import text_key
 from auditor.executors.generation import PromptRequest
 from auditor.prompting.articles import filled_template
 from auditor.records import (
@@ -246,7 +246,7 @@ def _check_distinct_templates(templates: tuple[str, str, str]) -> None:
     """The neutral, masculine and feminine templates must differ (case and spacing aside): two alike make the same
     images from the same seeds, and the study would measure nothing while reporting numbers."""
     options = ("--prompt", "--male-prompt", "--female-prompt")
-    keys = [single_spaced(template).casefold() for template in templates]
+    keys = [text_key(template) for template in templates]
     same = [
         f"{options[i]} and {options[j]} are both {templates[i]!r}"
         for i in range(3)
