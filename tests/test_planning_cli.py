@@ -131,6 +131,8 @@ def test_bad_input_is_one_line(tmp_path):
         (("prompt", PROMPT, "--llm", "offline", "--temperature", "0", "--llm-seed", "3"), "error: --temperature and --llm-seed set"),
         (("batch", "prompts.txt", "--llm", "offline", "--temperature", "1"), "error: --temperature set how an LLM samples"),
         (("explore", "--topic", "people at work", "--llm", "offline", "--llm-seed", "1"), "error: --llm-seed set how"),
+        (("plan", PROMPT, "--llm", "openai:gpt-4o", "--temperature", "-1"), "error: Invalid value for '--temperature'"),
+        (("prompt", PROMPT, "--llm", "openai:gpt-4o", "--temperature", "2.5"), "error: Invalid value for '--temperature'"),
     ]:
         result = run_auditor(*args, process=True)
         assert result.returncode == 2 and result.stderr.startswith(message) and "Traceback" not in result.stderr, args

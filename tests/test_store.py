@@ -101,6 +101,22 @@ def test_resolve_finds_runs_by_id_folder_or_record(tmp_path):
         store.resolve("missing")
 
 
+def test_resolve_says_what_a_name_that_is_no_run_looks_like(tmp_path):
+    store = RunStore(tmp_path / "runs")
+    (tmp_path / "empty").mkdir()
+    (tmp_path / "notes.txt").write_text("hi")
+    missing_file = tmp_path / "missing.json"
+    why = {}
+    for given in ("nope", str(missing_file), str(tmp_path / "empty"), str(tmp_path / "notes.txt")):
+        with pytest.raises(AuditorError) as info:
+            store.resolve(given)
+        why[given] = str(info.value)
+    assert why["nope"].startswith("no run 'nope' in ")
+    assert why[str(missing_file)] == f"no file or folder {missing_file}"
+    assert why[str(tmp_path / "empty")] == f"{tmp_path / 'empty'} holds no record.json: not a run folder"
+    assert why[str(tmp_path / "notes.txt")] == f"{tmp_path / 'notes.txt'} is not a run record"
+
+
 def test_invalid_record_is_a_one_line_error(tmp_path):
     path = tmp_path / "record.json"
     path.write_text('{"run_id": "x", "bogus": 1}')

@@ -89,7 +89,9 @@ WIDTH = typer.Option(None, "--width", help="Image width in pixels (a multiple of
 HEIGHT = typer.Option(None, "--height", help="Image height in pixels (a multiple of 8).")
 NEGATIVE_PROMPT = typer.Option(None, "--negative-prompt", help="Negative prompt for every image.")
 LLM_RETRIES = typer.Option(2, "--llm-retries", min=0, help="Repair turns when the LLM's plan is invalid.")
-TEMPERATURE = typer.Option(None, "--temperature", help="LLM sampling temperature (recorded).")
+TEMPERATURE = typer.Option(
+    None, "--temperature", min=0.0, max=2.0, help="LLM sampling temperature, 0 to 2 as OpenAI takes it (recorded)."
+)
 LLM_SEED = typer.Option(None, "--llm-seed", help="Seed sent to the LLM (recorded).")
 
 

@@ -180,8 +180,19 @@ class RunStore:
         if _is_file(candidate):
             candidate = candidate.parent
         if not _has_record(candidate):
-            raise AuditorError(f"no run {text!r} in {self.root} (and no record.json at that path)")
+            raise AuditorError(self._not_a_run(text))
         return candidate
+
+    def _not_a_run(self, text: str) -> str:
+        """Why ``text`` names no run, in the words of what it looks like: a run id, a missing path or a folder."""
+        path = Path(text)
+        if path.is_dir():
+            return f"{text} holds no {RECORD_FILE}: not a run folder"
+        if path.exists():
+            return f"{text} is not a run record"
+        if path.suffix or len(path.parts) > 1:
+            return f"no file or folder {text}"
+        return f"no run {text!r} in {self.root} (and no file or folder of that name)"
 
     def list_records(self) -> list[tuple[Path, AnyRecord | None, str | None]]:
         """All run folders with their record, or None and why it does not load, newest first.
