@@ -718,6 +718,13 @@ def test_an_effect_size_interval_over_some_resamples_says_so_in_the_terminal_and
     assert f"d = +0.32 [+0.32, +0.32] (small; {said})" in association_text(result)
     whole = result.model_copy(update={"effect_size_ci": ci(0.2, 0.4, 1.0)})
     assert "d = +0.32 [+0.20, +0.40] (small), p" in association_text(whole)
+    # S is undefined in a draw that leaves a group without an image (all of its images flagged at the drawn seeds)
+    some = whole.model_copy(update={"association_ci": ci(-0.00007, 0.00017, 0.9)})
+    console = Console(width=200, record=True)
+    render_association(some, "flowers", "insects", console)
+    said = said.replace("52.3%", "90%")
+    assert f"association S   +0.00017 [-0.00007, +0.00017] ({said})" in console.export_text()
+    assert f"S = +0.0002 [-0.0001, +0.0002] ({said}), d = +0.32" in association_text(some)
 
 
 def test_an_undefined_effect_size_says_whether_images_were_too_few_or_had_no_spread():

@@ -129,7 +129,7 @@ def association_view(
     level = alpha if alpha is not None else 0.05
     adjusted = f", {CORRECTION_NAMES.get(correction, correction)}-adjusted p = {p_adjusted:.3g}" if correction != "none" else ""
     numbers = (
-        f"S = {with_span(result.association, result.association_ci, 3, signed=True)}, d = {d}, "
+        f"S = {association_span(result, 3)}, d = {d}, "
         f"p = {result.p_value:.3g}{adjusted}"
     )
     subject = "The initial images' embeddings lean towards"
@@ -324,6 +324,14 @@ def why_no_effect_size(result: AssociationResult) -> str:
     if result.n_x + result.n_y < 3:
         return f"association scores are too few to measure a spread: {result.n_x + result.n_y} in all, and d needs 3"
     return "association scores have no spread within the groups"
+
+
+def association_span(result: AssociationResult, digits: int) -> str:
+    """S with its interval, e.g. ``+0.0123 [+0.0050, +0.0190]``, saying when the interval is over only the resamples
+    in which S exists (a draw of seeds that leaves a group without an image has none)."""
+    text = with_span(result.association, result.association_ci, digits, signed=True)
+    partial = None if result.association_ci is None else partial_interval_note(result.association_ci)
+    return text if partial is None else f"{text} (the interval {partial})"
 
 
 def partial_interval_note(ci: Interval) -> str | None:

@@ -21,7 +21,7 @@ from auditor.records import (
     T2IATTestDefinition,
 )
 from auditor.reporting.numbers import decimals, number, p_value, with_span
-from auditor.reporting.sentences import partial_interval_note, why_no_effect_size
+from auditor.reporting.sentences import association_span, partial_interval_note, why_no_effect_size
 from auditor.reporting.tables import column_table
 from auditor.reporting.wording import counted
 from auditor.scoring.uncertainty import no_interval_reason
@@ -69,7 +69,7 @@ def render_association(result: AssociationResult, x_name: str, y_name: str, cons
     """S and d (with their intervals over seeds, where the run made them), d's label, p and the group sizes, one
     per line."""
     d = effect_size_text(result, 3, f"undefined (the {why_no_effect_size(result)})")
-    _say(console, f"  association S   {with_span(result.association, result.association_ci, 5, signed=True)}")
+    _say(console, f"  association S   {association_span(result, 5)}")
     _say(console, f"  effect size d   {d}")
     _say(console, f"  p-value         {_p_text(result)}")
     _say(console, f"  images          {x_name}: {result.n_x}, {y_name}: {result.n_y}")

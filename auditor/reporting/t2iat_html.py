@@ -18,7 +18,8 @@ from auditor.metrics.t2iat import quartiles
 from auditor.records import AssociationResult, GeneratedImage, OccupationsRecord, PromptSet, T2IATRecord
 from auditor.reporting.glossary import METRICS
 from auditor.reporting.html import GRID_IMAGES, ImageCell, Spread, range_chart, thumbnail, write_run_page
-from auditor.reporting.numbers import p_value, with_span
+from auditor.reporting.numbers import p_value
+from auditor.reporting.sentences import association_span
 from auditor.reporting.t2iat import association_reading, effect_size_text, intervals_note
 from auditor.reporting.wording import seeds_phrase
 from auditor.scoring.t2iat import occupation_ids
@@ -46,7 +47,7 @@ def association_text(result: AssociationResult) -> str:
     (the intervals where the run made them)."""
     d = effect_size_text(result, 2, "undefined")
     how = f"exact over {result.permutations:,} splits" if result.exact else f"{result.permutations:,} permutations"
-    return f"S = {with_span(result.association, result.association_ci, 4, signed=True)}, d = {d}, p = {p_value(result.p_value)} ({how})"
+    return f"S = {association_span(result, 4)}, d = {d}, p = {p_value(result.p_value)} ({how})"
 
 
 def _image_title(image: GeneratedImage) -> str:
