@@ -150,3 +150,12 @@ def _exit_code(exc: SystemExit, stderr: io.StringIO) -> int:
         return exc.code & 0xFF
     print(exc.code, file=stderr)
     return 1
+
+
+def assert_fits(text: str, width: int, *, whole: tuple[str, ...] = ()) -> None:
+    """Every line of ``text`` fits ``width`` terminal cells, but those holding one of ``whole``: a path or command
+    printed unwrapped (the terminal folds it; rich would break it mid-word, and a copy of it would not work)."""
+    from rich.cells import cell_len
+
+    too_long = [line for line in text.splitlines() if cell_len(line) > width and not any(w in line for w in whole)]
+    assert too_long == [], too_long

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from auditor.records import TraceRecord, load_record
-from tests.clitools import run_auditor
+from tests.clitools import assert_fits, run_auditor
 
 CAPTIONS = [
     {"caption": "a person riding a bike in the park"},
@@ -83,7 +83,7 @@ def test_trace_a_caption_file_then_resume_it(tiny_models, tiny_tracing_models, t
     assert timings["generate"].cached == 12 and timings["generate"].computed == 0
     assert timings["perceive"].computed == timings["embed"].computed == timings["detect"].computed == 0
     assert resumed.similarity == record.similarity and resumed.chi_square == record.chi_square
-    assert max(len(line) for line in again.stdout.splitlines()) <= 80
+    assert_fits(again.stdout, 80, whole=(str(run_dir),))
     assert "…" not in again.stdout  # no cell cut short: an interval wraps instead
     verdicts = [row.closer_to for row in record.similarity]
     assert all(verdict in again.stdout for verdict in verdicts)

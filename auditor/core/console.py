@@ -10,6 +10,7 @@ from typing import Any
 
 from rich.console import Console
 from rich.segment import Segment
+from rich.text import Text
 
 #: C0 and C1 control characters but line breaks and tabs: in text, a terminal runs them as commands (ESC starts a
 #: sequence that can clear the screen, set the window title or hide what follows).
@@ -38,6 +39,12 @@ class TextOnlyConsole(Console):
 out = TextOnlyConsole(highlight=False, soft_wrap=False, markup=False)
 #: Notices and errors, kept off stdout so ``--json`` output stays parseable; literal like ``out``.
 err = TextOnlyConsole(stderr=True, highlight=False, markup=False)
+
+
+def say_whole(console: Console, text: str | Text) -> None:
+    """Plain text that carries a path or a command, printed without rich's word wrapping: rich breaks a word longer
+    than the width with a newline, so a long run folder would copy back broken; the terminal folds it instead."""
+    console.print(text if isinstance(text, Text) else Text(text), soft_wrap=True)
 
 
 def print_json(data: Any) -> None:

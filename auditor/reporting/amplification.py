@@ -17,6 +17,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from auditor.core.console import say_whole
 from auditor.core.store import run_files, run_files_text
 from auditor.corpora.selection import NO_INDICATOR_METHODS, Selection
 from auditor.records import (
@@ -279,7 +280,7 @@ def render_amplification(record: AmplificationRecord, run_dir: Path, console: Co
         _say(console, "The other prompts' tables are in report.html and in --json.")
     for warning in record.warnings:
         _say(console, f"note: {warning}")
-    _say(console, run_files_text(run_dir))
+    say_whole(console, run_files_text(run_dir))
 
 
 def _occupation_table(rows: Sequence[OccupationAmplification], method: str, template: str, basis: TBasis) -> Table:

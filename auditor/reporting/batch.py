@@ -15,6 +15,7 @@ from typing import Any
 from rich.console import Console
 from rich.text import Text
 
+from auditor.core.console import say_whole
 from auditor.core.store import REPORT_FILE, run_files, run_files_text
 from auditor.records import BatchRecord, BatchRow
 from auditor.reporting.numbers import with_span
@@ -142,7 +143,7 @@ def render_batch(record: BatchRecord, run_dir: Path, console: Console) -> None:
     failed = [a for a in record.audits if a.status != "completed"]
     for audit in failed:
         console.print(Text(f"- {quote(audit.prompt)}: {audit.status}" + (f" ({audit.error})" if audit.error else "")))
-    console.print(Text(run_files_text(run_dir)))
+    say_whole(console, run_files_text(run_dir))
 
 
 def write_batch_report(record: BatchRecord, run_dir: Path) -> Path:

@@ -19,6 +19,7 @@ from rich.console import Console, Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
+from auditor.core.console import say_whole
 from auditor.core.store import run_files, run_files_text
 from auditor.records import Arm, Candidate, Confirmation, ExploreRecord, Interval
 from auditor.reporting.glossary import METRICS
@@ -280,7 +281,7 @@ def render_explore(record: ExploreRecord, run_dir: Path, console: Console) -> No
     console.print(Text("\nWhat the numbers mean", style="bold"))
     for key in ("arm_score", "difference", "p_adjusted"):
         console.print(Text(f"- {METRICS[key].name}: {METRICS[key].explanation}"))
-    console.print(Text(run_files_text(run_dir)))
+    say_whole(console, run_files_text(run_dir))
 
 
 # --------------------------------------------------------------------------- HTML

@@ -13,6 +13,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from auditor.core.console import say_whole
 from auditor.core.store import run_files, run_files_text
 from auditor.records import (
     AssociationResult,
@@ -116,7 +117,7 @@ def _unfinished(record: T2IATRecord | OccupationsRecord, run_dir: Path, console:
         error = record.errors[-1] if record.errors else None
         where = f" at {error.stage}: {error.message}" if error is not None and error.stage else ""
         how = record.resume_command(run_dir)
-        _say(console, f"this run did not complete ({record.status}{where}); {how} continues it")
+        say_whole(console, f"this run did not complete ({record.status}{where}); {how} continues it")
 
 
 def render_test_run(record: T2IATRecord, run_dir: Path, console: Console) -> None:
@@ -130,7 +131,7 @@ def render_test_run(record: T2IATRecord, run_dir: Path, console: Console) -> Non
             _say(console, f"  intervals       {note}")
         reading = association_reading(result, test.x.name, test.y.name, test.a.name, test.b.name)
         _say(console, f"  reading         {reading}")
-    _say(console, run_files_text(run_dir))
+    say_whole(console, run_files_text(run_dir))
 
 
 def render_test_list(tests: list[T2IATTestDefinition], console: Console) -> None:
@@ -196,4 +197,4 @@ def render_occupations(record: OccupationsRecord, run_dir: Path, console: Consol
     for result in record.occupations:
         for warning in result.warnings:
             _say(console, f"note: {result.occupation}: {warning}")
-    _say(console, run_files_text(run_dir))
+    say_whole(console, run_files_text(run_dir))

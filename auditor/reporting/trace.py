@@ -26,6 +26,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from auditor.core.console import say_whole
 from auditor.core.store import run_files, run_files_text
 from auditor.metrics.trace import significance
 from auditor.records import TRIPLET_SETS, ChiSquareResult, ObjectCount, StageSimilarity, TraceRecord
@@ -288,8 +289,8 @@ def render_trace(record: TraceRecord, run_dir: Path, console: Console) -> None:
     for error in record.errors:
         _say(console, f"error ({error.stage or 'run'}): {error.message}")
     if (instead := no_scores(record, run_dir)) is not None:
-        _say(console, instead)
-        _say(console, run_files_text(run_dir))
+        say_whole(console, instead)
+        say_whole(console, run_files_text(run_dir))
         return
 
     _say(console, Text("\nIs the neutral prompt closer to the masculine or the feminine one?", style="bold"))
@@ -355,7 +356,7 @@ def render_trace(record: TraceRecord, run_dir: Path, console: Console) -> None:
         )
     for note in record.notes:
         _say(console, Text(f"note: {note}"))
-    _say(console, run_files_text(run_dir))
+    say_whole(console, run_files_text(run_dir))
 
 
 # --------------------------------------------------------------------------- HTML
