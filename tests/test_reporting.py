@@ -9,7 +9,6 @@ import shutil
 from pathlib import Path
 
 import pytest
-from rich.cells import cell_len
 from rich.console import Console
 from rich.text import Text
 
@@ -27,7 +26,7 @@ from auditor.reporting.sentences import axis_finding, lean_sentence
 from auditor.reporting.wording import describe_seeds, prompt_label, prompt_segments
 from auditor.scoring.intervals import score_run
 from auditor.scoring.tibet import record_concepts
-from tests.clitools import run_auditor
+from tests.clitools import assert_fits, run_auditor
 from tests.fixtures.build_fixtures import build_all
 
 FIXTURES = Path(__file__).parent / "fixtures" / "runs"
@@ -90,11 +89,6 @@ def terminal_text(record: RunRecord, width: int = 80) -> str:
     console = Console(width=width, file=io.StringIO(), force_terminal=True, color_system="truecolor", record=True)
     render_terminal(record, console)
     return console.export_text(styles=False)
-
-
-def assert_fits(text: str, width: int) -> None:
-    too_long = [line for line in text.splitlines() if cell_len(line) > width]
-    assert too_long == [], too_long
 
 
 # --------------------------------------------------------------------------- the fixtures
@@ -738,6 +732,25 @@ def test_a_number_and_its_interval_in_two_cells_share_their_decimals_as_in_one()
     assert cells(0.000004, interval, 4, signed=True) == ("+0.000004", "[-0.000126, +0.000088]")
     assert " ".join(cells(0.000004, interval, 4, signed=True)) == with_span(0.000004, interval, 4, signed=True)
     assert cells(0.62, None, 2) == ("0.62", "") and cells(None, interval, 4, missing="–") == ("–", "[-0.0001, 0.0001]")
+
+
+def test_the_audit_page_and_terminal_write_a_small_cas_beside_its_interval_at_shared_decimals(tmp_path):
+    """A CAS of 0.004 was "0.004" beside "[0.00, 0.20]": the number at the decimals it needs, its bounds at the
+    place's own, so a bound of 0.001 read as 0."""
+    data = fixture().model_dump(mode="json")
+    gender = next(a for a in data["scores"]["axes"] if a["axis"] == "gender")
+    gender["counterfactuals"][0].update(
+        cas=0.004, cas_ci=Interval(low=0.001, high=0.2, method="percentile", defined=1.0).model_dump()
+    )
+    gender["bav_ci"] = Interval(low=0.00004, high=0.0123, method="percentile", defined=1.0).model_dump()
+    record = RunRecord.model_validate(data)
+    page = render_html(build_view(record), copy_fixture("pharmacist-sd15", tmp_path))
+    assert '0.004 <span class="ci">[0.001, 0.200]</span>' in page
+    bav = f"{gender['bav']:.5f}"
+    assert f'BAV {bav} <span class="ci">[0.00004, 0.01230]</span>' in page
+    text = terminal_text(record, 200)
+    assert re.search(r" 0\.004 +[│|]? *\[0\.001, 0\.200\]", text), text
+    assert f"BAV {bav} [0.00004, 0.01230]" in text
 
 
 def test_the_held_out_difference_names_its_one_sided_level_exactly():

@@ -22,8 +22,7 @@ from auditor.core.errors import AuditorError
 from auditor.core.store import REPORT_FILE
 from auditor.records import GeneratedImage, RunRecord
 from auditor.reporting.glossary import METRICS
-from auditor.reporting.numbers import bounds as written_bounds
-from auditor.reporting.numbers import number, p_value
+from auditor.reporting.numbers import IntervalLike, cells, number, p_value
 from auditor.reporting.prompt_audit import build_view
 from auditor.reporting.views import Concept, ConceptColumn, ImageView, ReportView, SetView
 
@@ -533,10 +532,13 @@ def _number(value: float | None, digits: int = 2, signed: bool = False, missing:
     return number(value, digits, signed=signed, missing=missing)
 
 
-def _interval(bounds: tuple[float, float] | None, digits: int = 2, signed: bool = False) -> str:
-    """``[0.55, 0.69]`` for a table cell (``[-0.04, +0.65]`` when ``signed``, as the number beside it and the
-    terminal write a difference, change or lean); empty without an interval."""
-    return "" if bounds is None else written_bounds(*bounds, digits, signed=signed)
+def _cells(
+    value: float | None, interval: IntervalLike | None, digits: int = 2, signed: bool = False, missing: str = "–"
+) -> tuple[str, str]:
+    """A number and its interval written with shared decimals (:func:`~auditor.reporting.numbers.cells`), for the
+    ``valued`` macro and a template that styles the number apart; ``signed`` as the terminal writes a difference,
+    change or lean."""
+    return cells(value, interval, digits, signed=signed, missing=missing)
 
 
 def template_environment() -> jinja2.Environment:
@@ -554,7 +556,7 @@ def template_environment() -> jinja2.Environment:
         keep_trailing_newline=True,
     )
     env.filters["number"] = _number
-    env.filters["interval"] = _interval
+    env.globals["cells"] = _cells
     env.filters["p_value"] = partial(p_value, missing="–")
     env.globals["metrics"] = METRICS
     env.globals["auditor_version"] = __version__  # every page's generator tag and footer

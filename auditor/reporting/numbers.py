@@ -69,27 +69,38 @@ def p_value(p: float | None, missing: str = "-") -> str:
     return missing if p is None else f"{p:.3g}"
 
 
-def span(interval: Interval | None, digits: int = 2, *, signed: bool = False) -> str:
-    """A record's interval as :func:`bounds` writes it; empty when there is none."""
-    return "" if interval is None else bounds(interval.low, interval.high, digits, signed=signed)
+#: An interval as a record holds it, or as a report view does: ``(low, high)``.
+IntervalLike = Interval | tuple[float, float]
 
 
-def with_span(value: float | None, interval: Interval | None, digits: int = 2, *, signed: bool = False) -> str:
-    """A number and its record's interval as :func:`with_bounds` writes them."""
-    low, high = (None, None) if interval is None else (interval.low, interval.high)
-    return with_bounds(value, low, high, digits, signed=signed)
+def _low_high(interval: IntervalLike | None) -> tuple[float | None, float | None]:
+    if interval is None:
+        return None, None
+    return (interval.low, interval.high) if isinstance(interval, Interval) else interval
+
+
+def span(interval: IntervalLike | None, digits: int = 2, *, signed: bool = False) -> str:
+    """An interval as :func:`bounds` writes it; empty when there is none."""
+    return bounds(*_low_high(interval), digits, signed=signed)
+
+
+def with_span(value: float | None, interval: IntervalLike | None, digits: int = 2, *, signed: bool = False) -> str:
+    """A number and its interval as :func:`with_bounds` writes them."""
+    return with_bounds(value, *_low_high(interval), digits, signed=signed)
 
 
 def cells(
-    value: float | None, interval: Interval | None, digits: int = 2, *, signed: bool = False, missing: str = "-"
+    value: float | None, interval: IntervalLike | None, digits: int = 2, *, signed: bool = False, missing: str = "-"
 ) -> tuple[str, str]:
-    """A number and its record's interval for two table cells, written with the decimals :func:`with_span` shares
-    between them, so a small number does not sit beside bounds rounded to fewer places."""
+    """A number and its interval for two table cells (or a number and a styled interval beside it), written with
+    the decimals :func:`with_span` shares between them, so a small number does not sit beside bounds rounded to
+    fewer places; the interval is empty when there is none."""
+    low, high = _low_high(interval)
     if value is None:
-        return missing, span(interval, digits, signed=signed)
-    if interval is None or interval.low is None or interval.high is None:
+        return missing, bounds(low, high, digits, signed=signed)
+    if low is None or high is None:
         return number(value, digits, signed=signed), ""
-    value_text, low_text, high_text = written_apart(value, interval.low, interval.high, digits, signed=signed)
+    value_text, low_text, high_text = written_apart(value, low, high, digits, signed=signed)
     return value_text, f"[{low_text}, {high_text}]"
 
 

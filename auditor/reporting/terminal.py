@@ -19,12 +19,11 @@ from rich.text import Text
 
 from auditor.records import RunRecord
 from auditor.reporting.glossary import METRICS
-from auditor.reporting.numbers import bounds as written_bounds
-from auditor.reporting.numbers import number
+from auditor.reporting.numbers import cells, number, with_span
 from auditor.reporting.prompt_audit import build_view
 from auditor.reporting.sentences import top_axis_phrase
 from auditor.reporting.tables import column_table
-from auditor.reporting.views import AxisView, Bounds, Concept, CounterfactualView, ReportView
+from auditor.reporting.views import AxisView, Concept, CounterfactualView, ReportView
 from auditor.reporting.wording import counted
 
 CAS_COLOUR = "green"
@@ -45,11 +44,6 @@ def _text(*parts: str | tuple[str, str]) -> Text:
         else:
             text.append(part)
     return text
-
-
-def _ci(bounds: Bounds | None, digits: int = 2) -> str:
-    """``[0.55, 0.69]``, or "-" without an interval."""
-    return "-" if bounds is None else written_bounds(*bounds, digits)
 
 
 def _bar_table(*columns: tuple[str, str], bar_width: int = BAR_WIDTH) -> Table:
@@ -96,11 +90,12 @@ def _ranking(view: ReportView) -> RenderableType:
             _text(f"{axis.place}. ", (axis.name, "bold")),
             _bar(axis.relative_bav, BAV_COLOUR, width),
             number(axis.relative_bav),
-            number(axis.bav, 4, missing="no BAV"),
         ]
+        bav, bav_ci = cells(axis.bav, axis.bav_ci, 4, missing="no BAV")
+        row.append(bav)
         if intervals:
             top_in = "-" if axis.ranks_first is None else f"{axis.ranks_first:.0%}"
-            row += [_ci(axis.bav_ci, 4), top_in]
+            row += [bav_ci or "-", top_in]
         table.add_row(*row)
     why = [_text((f"{axis.name} has {axis.bav_note}", "dim")) for axis in view.axes if axis.bav_note]
     caption = METRICS["relative_bav"].explanation
@@ -126,9 +121,10 @@ def _cas_table(axis: AxisView) -> Table:
     width = NARROW_BAR_WIDTH if intervals else BAR_WIDTH
     table = _bar_table(*columns, *([("emb.", "right")] if embedding else []), bar_width=width)
     for cf in axis.counterfactuals:
-        row: list[RenderableType] = [_cf_prompt(cf), _bar(cf.cas, CAS_COLOUR, width), number(cf.cas, missing="no CAS")]
+        cas, cas_ci = cells(cf.cas, cf.cas_ci, missing="no CAS")
+        row: list[RenderableType] = [_cf_prompt(cf), _bar(cf.cas, CAS_COLOUR, width), cas]
         if intervals:
-            row.append(_ci(cf.cas_ci))
+            row.append(cas_ci or "-")
         if embedding:
             row.append(number(cf.embedding_similarity))
         table.add_row(*row)
@@ -157,7 +153,7 @@ def _axis(axis: AxisView) -> RenderableType:
         _section(_text(f"{axis.place}. ", axis.name, kind)),
         Text(axis.finding),
         _text((axis.bav_note, "bold")) if axis.bav_note else
-        _text(("BAV ", "bold"), number(axis.bav, 4), *([" ", _ci(axis.bav_ci, 4)] if axis.bav_ci else []),
+        _text(("BAV ", "bold"), with_span(axis.bav, axis.bav_ci, 4),
               "   relative ", number(axis.relative_bav), "   MAD variant ", number(axis.bav_mad)),  # fmt: skip
         _text(("CAS per counterfactual, lowest first", "bold")),
         _cas_table(axis),
