@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import json
+import math
 import re
 import shutil
 from pathlib import Path
@@ -783,12 +784,25 @@ def test_the_pages_sign_the_bounds_of_signed_numbers_as_the_terminal_does(tmp_pa
     assert changes and all(f'<span class="ci">{bounds(*ci, 4, signed=True)}</span>' in page for ci in changes)
 
 
+def test_leaderboard_scores_equal_but_for_float_rounding_tie():
+    from auditor.reporting.ranking import highest_first, rank_with_ties
+
+    assert 0.1 + 0.2 != 0.3 and highest_first(0.1 + 0.2) == highest_first(0.3)
+    assert highest_first(0.3) < highest_first(0.3 - 1e-9) < highest_first(None)  # a real difference still orders
+    ranked = rank_with_ties([("a", 0.3), ("b", 0.1 + 0.2), ("c", 0.5)], key=lambda row: highest_first(row[1]))
+    assert [(rank, tied, name) for rank, tied, (name, _) in ranked] == [(1, False, "c"), (2, True, "a"), (2, True, "b")]
+
+
 def test_axes_with_equal_bavs_share_a_rank_in_the_terminal_the_json_and_the_page(tmp_path):
     """Gender and age at the same BAV, below geography's: neither comes first in any report (1, =2, =2)."""
     run_dir = copy_fixture("pharmacist-sd15", tmp_path)
     record = load_record(run_dir / "record.json")
     axes = {axis.axis: axis for axis in record.scores.axes}
-    level = axes["gender"].model_copy(update={"axis": "age", "counterfactuals": axes["age"].counterfactuals})
+    # the same CAS values summed in another order differ in the last bits: still the same BAV
+    bav, relative = axes["gender"].bav, axes["gender"].relative_bav
+    noise = {"bav": math.nextafter(bav, 1.0), "relative_bav": math.nextafter(relative, 0.0)}
+    level = axes["gender"].model_copy(update={"axis": "age", "counterfactuals": axes["age"].counterfactuals, **noise})
+    assert (level.bav, level.relative_bav) != (bav, relative)
     tied = [axes["gender"], level, *(axis for name, axis in axes.items() if name not in ("gender", "age"))]
     record = record.model_copy(update={"scores": record.scores.model_copy(update={"axes": tied})})
     ranks = [(axis["name"], axis["rank"], axis["tied"]) for axis in report_json(record)["axes"]]

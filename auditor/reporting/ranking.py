@@ -1,7 +1,7 @@
 """Ranks with ties, shared by the leaderboards (``auditor explore``, ``auditor batch``).
 
-Rows whose scores are equal are not ahead of one another: which comes first is only the
-record's order. So they share the rank of the first of them (1, =2, =2, 4), and every report
+Rows whose scores are equal (to :data:`TIE_DIGITS` significant digits) are not ahead of one
+another: which comes first is only the record's order. So they share the rank of the first of them (1, =2, =2, 4), and every report
 (terminal, ``--json`` "rank" and "tied", ``report.html``) numbers them alike.
 """
 
@@ -15,9 +15,19 @@ from typing import TypeVar
 T = TypeVar("T")
 
 
+#: Significant digits at which two scores are the same: float sums taken in another order (the CAS values of two
+#: axes listed in other orders) differ in the last bits, and such a difference must not put one row ahead.
+TIE_DIGITS = 12
+
+
+def comparable(value: float) -> float:
+    """``value`` at :data:`TIE_DIGITS` significant digits, for ordering and ties (never for display or records)."""
+    return float(f"{value:.{TIE_DIGITS}g}")
+
+
 def highest_first(value: float | None) -> tuple[bool, float]:
     """The sort key of a leaderboard: the highest value first, rows without one last (where they tie)."""
-    return (value is None, -(value or 0.0))
+    return (value is None, -comparable(value or 0.0))
 
 
 def rank_with_ties(items: Iterable[T], key: Callable[[T], Hashable]) -> list[tuple[int, bool, T]]:
