@@ -615,3 +615,23 @@ def test_a_long_reading_encoder_cuts_at_the_pipelines_max_sequence_length(tiny_m
             raise AssertionError("not called")
 
     assert cut(Unsaid(), long) == []
+
+
+def test_a_run_of_an_unseeded_backend_lists_no_seeds_even_before_its_first_image():
+    """The report and ``score`` say whether seed i made image i; a run that failed before any image must not list
+    seeds its folder or images API would never have used."""
+    from auditor.generation.diffusers_backend import DiffusersTextToImage
+    from auditor.generation.folder import FolderImages
+    from auditor.generation.openai_images import OpenAIImages
+    from auditor.records.base import UNSEEDED_BACKENDS
+    from tests.factories import make_record
+
+    classes = {"diffusers": DiffusersTextToImage, "folder": FolderImages, "openai": OpenAIImages}
+    assert sorted(classes) == T2I_BACKENDS.prefixes
+    assert UNSEEDED_BACKENDS == {prefix for prefix, backend in classes.items() if not backend.seeded}
+    record = make_record()
+    assert record.prompt_sets == []
+    for spec, seeds in [("diffusers:org/model", [0, 1]), ("folder:/data/images", None), ("openai:dall-e-3", None)]:
+        t2i = ModelRef(spec=spec, backend=spec.split(":")[0])
+        before_any_image = record.model_copy(update={"config": record.config.model_copy(update={"t2i": t2i})})
+        assert before_any_image.image_seeds() == seeds, spec

@@ -65,6 +65,11 @@ class Environment(Record):
     )
 
 
+#: The text-to-image backends (registry prefixes) that take no seed: image i of a prompt is just its i-th (an images
+#: API, a folder of images). Their classes say so with ``seeded = False``; a test keeps the two in step.
+UNSEEDED_BACKENDS = frozenset({"openai", "folder"})
+
+
 class StudyConfig(Record):
     """What every study that generates images was asked to do: the model, the seeds, the settings.
 
@@ -133,12 +138,12 @@ class StudyRecord(Record):
 
     def image_seeds(self) -> list[int] | None:
         """The seeds behind image i of every set: the config's, or None when the images say their backend takes no
-        seed (an images API, a folder of images), whose image i is just its i-th. Before any image exists the
-        config's, as the run will use them."""
+        seed (an images API, a folder of images), whose image i is just its i-th. Before any image exists, what
+        the model's backend will do (:data:`UNSEEDED_BACKENDS`)."""
         images = [image for prompt_set in self.prompt_sets for image in prompt_set.images]
-        if images and all(image.seed is None for image in images):
-            return None
-        return list(self.config.seeds)
+        if images:
+            return None if all(image.seed is None for image in images) else list(self.config.seeds)
+        return None if self.config.t2i.backend in UNSEEDED_BACKENDS else list(self.config.seeds)
 
     def resume_command(self, folder: Path) -> str:
         """The command line that continues this run, kept in ``folder``, where it did not complete."""
