@@ -499,3 +499,25 @@ def test_ctrl_c_while_generation_waits_for_the_readers_is_recorded_at_generation
         cache.close()
     record = load_record(store.root / "r" / "record.json")
     assert record.status == "interrupted" and [e.stage for e in record.errors] == ["generate"]
+
+
+def test_a_resumed_run_on_another_executor_is_refused_for_that_before_its_ray_address_is_reached(monkeypatch):
+    """``--resume R --ray-address HOST:PORT``: the run's executor is known only from its record. A run that is not
+    on Ray is refused for that; only a run on Ray tries to reach the address."""
+    from auditor.core.errors import AuditorError
+    from auditor.executors import use_ray_address
+    from auditor.studies.run import Resumption
+    from tests.factories import make_config
+
+    monkeypatch.delenv("RAY_ADDRESS", raising=False)
+    unreachable = "127.0.0.1:1"
+    assert use_ray_address(None, f" {unreachable} ") == unreachable  # the run's executor is not known yet
+    with pytest.raises(AuditorError, match="cannot reach a Ray cluster"):
+        use_ray_address("ray", unreachable)
+    config = make_config()
+    with pytest.raises(AuditorError, match="^--ray-address is for runs on Ray; this run's executor is sequential$"):
+        Resumption(ray_address=unreachable).apply(config, {})
+    config.executor = "ray"
+    with pytest.raises(AuditorError, match=f"^--ray-address {unreachable}: cannot reach a Ray cluster there"):
+        Resumption(ray_address=unreachable).apply(config, {})
+    Resumption(ray_address="auto").apply(config, {})  # Ray's own search for a cluster, when the run starts

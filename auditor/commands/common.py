@@ -296,14 +296,14 @@ def resumption(
     typed = set(resumed_options(ctx, allowed))
     params = ctx.params
     executor = (executors or check_executor)(params["executor"]) if "executor" in typed else None
-    use_ray_address(executor, params.get("ray_address"))
+    ray_address = use_ray_address(executor, params.get("ray_address"))
     return Resumption(
         device=params.get("device"),
         models={name: params[name] for name in MODEL_OPTIONS if name in typed},
         vqa_concurrency=params["vqa_concurrency"] if "vqa_concurrency" in typed else None,
         allow_partial_weights=bool(params.get("allow_partial_weights")),
         executor=executor,
-        ray_address=params.get("ray_address") is not None,
+        ray_address=ray_address,
     )
 
 

@@ -53,23 +53,26 @@ def check_executor(name: str) -> str:
     return name
 
 
-def use_ray_address(executor: str | None, address: str | None) -> None:
+def use_ray_address(executor: str | None, address: str | None) -> str | None:
     """Point ``--executor ray`` at ``--ray-address`` for this process, through Ray's own ``RAY_ADDRESS``.
 
     The address says where the work runs, never what it computes, and differs between
     machines that resume the same run: it is not recorded (the executor's name is).
-    ``executor`` None is a resumed run's own executor, not known yet: the address is kept.
+    ``executor`` None is a resumed run's own executor, not known yet: the address is kept, and reached only once
+    the run's record says it is on Ray (:meth:`~auditor.studies.run.Resumption.apply`), so a run on another
+    executor is refused for what it is, not for an unreachable address. Returns the address as kept.
     """
     if address is None:
-        return
+        return None
     if executor not in (None, "ray"):
         raise AuditorError("--ray-address is for --executor ray")
     address = address.strip()
     if not RAY_ADDRESS.fullmatch(address):
         raise AuditorError(f"--ray-address takes auto, HOST:PORT or ray://HOST:PORT, not {address!r}")
-    if address != "auto":
+    if executor is not None and address != "auto":
         check_reachable(address)
     os.environ["RAY_ADDRESS"] = address
+    return address
 
 
 def check_reachable(address: str, given_as: str = "--ray-address", timeout: float = RAY_CONNECT_TIMEOUT) -> None:

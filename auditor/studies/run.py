@@ -33,7 +33,7 @@ from auditor.core.runlock import RunLock
 from auditor.core.snapshot import FolderSnapshot
 from auditor.core.store import RECORD_FILE, RunStore, remove_partial_writes, write_model
 from auditor.core.weights import LoadOptions
-from auditor.executors import check_executor
+from auditor.executors import check_executor, check_reachable
 from auditor.executors.generation import PromptRequest
 from auditor.records import (
     Environment,
@@ -150,8 +150,8 @@ class Resumption:
     vqa_concurrency: int | None = None
     allow_partial_weights: bool = False
     executor: str | None = None
-    #: Whether ``--ray-address`` was given (it needs the run to be on Ray, by its own config or ``executor``).
-    ray_address: bool = False
+    #: ``--ray-address`` (it needs the run to be on Ray, by its own config or ``executor``).
+    ray_address: str | None = None
 
     def without_model(self, name: str) -> Resumption:
         """The same, with no new place for the model ``name`` (a study that handles it itself)."""
@@ -166,8 +166,11 @@ class Resumption:
             config.allow_partial_weights = True
         if self.executor is not None:
             config.executor = executors(self.executor)
-        if self.ray_address and config.executor != "ray":
-            raise AuditorError(f"--ray-address is for runs on Ray; this run's executor is {config.executor}")
+        if self.ray_address is not None:
+            if config.executor != "ray":
+                raise AuditorError(f"--ray-address is for runs on Ray; this run's executor is {config.executor}")
+            if self.executor is None and self.ray_address != "auto":  # not reached before the run's executor was known
+                check_reachable(self.ray_address)
         if self.vqa_concurrency is not None:
             config.perception.concurrency = self.vqa_concurrency
         for name, spec in self.models.items():
