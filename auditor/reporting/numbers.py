@@ -79,11 +79,6 @@ def _low_high(interval: IntervalLike | None) -> tuple[float | None, float | None
     return (interval.low, interval.high) if isinstance(interval, Interval) else interval
 
 
-def span(interval: IntervalLike | None, digits: int = 2, *, signed: bool = False) -> str:
-    """An interval as :func:`bounds` writes it; empty when there is none."""
-    return bounds(*_low_high(interval), digits, signed=signed)
-
-
 def with_span(value: float | None, interval: IntervalLike | None, digits: int = 2, *, signed: bool = False) -> str:
     """A number and its interval as :func:`with_bounds` writes them."""
     return with_bounds(value, *_low_high(interval), digits, signed=signed)
