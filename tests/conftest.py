@@ -44,6 +44,11 @@ def isolated_environment(tmp_path, monkeypatch):
     monkeypatch.setenv("TRANSFORMERS_OFFLINE", "1")
     for name in ("OPENAI_API_KEY", "OPENAI_BASE_URL", "ANTHROPIC_API_KEY"):
         monkeypatch.delenv(name, raising=False)
+    # --ray-address sets RAY_ADDRESS for the process (auditor.executors.use_ray_address), also when a command runs
+    # in the test's process; set first so the teardown restores it as it was (a delenv of an unset variable
+    # records nothing to restore, and every later test would then see a cluster).
+    monkeypatch.setenv("RAY_ADDRESS", "")
+    monkeypatch.delenv("RAY_ADDRESS")
     monkeypatch.chdir(tmp_path)
     yield
 

@@ -501,7 +501,7 @@ def test_ctrl_c_while_generation_waits_for_the_readers_is_recorded_at_generation
     assert record.status == "interrupted" and [e.stage for e in record.errors] == ["generate"]
 
 
-def test_a_resumed_run_on_another_executor_is_refused_for_that_before_its_ray_address_is_reached(monkeypatch):
+def test_a_resumed_run_on_another_executor_is_refused_for_that_before_its_ray_address_is_reached():
     """``--resume R --ray-address HOST:PORT``: the run's executor is known only from its record. A run that is not
     on Ray is refused for that; only a run on Ray tries to reach the address."""
     from auditor.core.errors import AuditorError
@@ -509,8 +509,7 @@ def test_a_resumed_run_on_another_executor_is_refused_for_that_before_its_ray_ad
     from auditor.studies.run import Resumption
     from tests.factories import make_config
 
-    monkeypatch.delenv("RAY_ADDRESS", raising=False)
-    unreachable = "127.0.0.1:1"
+    unreachable = "127.0.0.1:1"  # use_ray_address sets RAY_ADDRESS: the autouse fixture unsets it afterwards
     assert use_ray_address(None, f" {unreachable} ") == unreachable  # the run's executor is not known yet
     with pytest.raises(AuditorError, match="cannot reach a Ray cluster"):
         use_ray_address("ray", unreachable)
