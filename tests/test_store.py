@@ -106,12 +106,16 @@ def test_resolve_says_what_a_name_that_is_no_run_looks_like(tmp_path):
     (tmp_path / "empty").mkdir()
     (tmp_path / "notes.txt").write_text("hi")
     missing_file = tmp_path / "missing.json"
+    (store.root / "half-made").mkdir(parents=True)  # a run folder without its record
     why = {}
-    for given in ("nope", str(missing_file), str(tmp_path / "empty"), str(tmp_path / "notes.txt")):
+    names = ("nope", "sd-1.5", "half-made", str(missing_file), str(tmp_path / "empty"), str(tmp_path / "notes.txt"))
+    for given in names:
         with pytest.raises(AuditorError) as info:
             store.resolve(given)
         why[given] = str(info.value)
-    assert why["nope"].startswith("no run 'nope' in ")
+    assert why["nope"] == f"no run 'nope' in {store.root} (and no file or folder of that name)"
+    assert why["sd-1.5"].startswith("no run 'sd-1.5' in ")  # a run id may hold a dot
+    assert why["half-made"] == f"{store.root / 'half-made'} holds no record.json: not a run folder"
     assert why[str(missing_file)] == f"no file or folder {missing_file}"
     assert why[str(tmp_path / "empty")] == f"{tmp_path / 'empty'} holds no record.json: not a run folder"
     assert why[str(tmp_path / "notes.txt")] == f"{tmp_path / 'notes.txt'} is not a run record"

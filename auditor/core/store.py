@@ -184,15 +184,18 @@ class RunStore:
         return candidate
 
     def _not_a_run(self, text: str) -> str:
-        """Why ``text`` names no run, in the words of what it looks like: a run id, a missing path or a folder."""
+        """Why ``text`` names no run, in the words of what it looks like: a folder or file that is no run, a run id
+        (which may hold a dot, as ``sd-1.5``), or a path to nothing."""
         path = Path(text)
         if path.is_dir():
             return f"{text} holds no {RECORD_FILE}: not a run folder"
         if path.exists():
             return f"{text} is not a run record"
-        if path.suffix or len(path.parts) > 1:
-            return f"no file or folder {text}"
-        return f"no run {text!r} in {self.root} (and no file or folder of that name)"
+        if _RUN_ID_PATTERN.fullmatch(text):
+            if (self.root / text).is_dir():  # e.g. a run that stopped before it wrote its record
+                return f"{self.root / text} holds no {RECORD_FILE}: not a run folder"
+            return f"no run {text!r} in {self.root} (and no file or folder of that name)"
+        return f"no file or folder {text}"
 
     def list_records(self) -> list[tuple[Path, AnyRecord | None, str | None]]:
         """All run folders with their record, or None and why it does not load, newest first.
