@@ -142,8 +142,9 @@ def test_first_rank_shares_credit_an_axis_only_where_it_alone_is_largest():
         [0.2, 0.2, 0.1],  # a tie for the largest credits neither
         [nan, nan, nan],  # no BAV credits none
         [nan, 0.0, nan],  # the only BAV is the largest
+        [0.2, np.nextafter(0.2, 1.0), 0.1],  # equal but for float noise: a tie, as the reports rank them
     ])  # fmt: skip
-    assert resampled.first_rank_shares(bavs).tolist() == [1 / 6, 2 / 6, 0.0]
+    assert resampled.first_rank_shares(bavs).tolist() == [1 / 7, 2 / 7, 0.0]
     assert resampled.first_rank_shares(np.empty((0, 2))).tolist() == [0.0, 0.0]
 
 
@@ -633,3 +634,15 @@ def test_bad_settings_and_inputs_are_one_line_errors():
     counts = answer_counts({k: v for k, v in answers.items() if k != "age/2"}, AXIS_NAMES)
     with pytest.raises(AuditorError, match="no answers for prompt set 'age/2'"):
         score_intervals(AXES, counts, ScoringSettings(), BootstrapSettings(resamples=10))
+
+
+def test_equal_cas_values_have_a_bav_of_0_even_where_their_variance_is_float_noise():
+    """Three CAS values of 0.1 have an np.var of ~1e-34 (their mean is not exact in binary): as a BAV that made the
+    axis's relative BAV 1 beside an axis of exactly 0, and ranked it first."""
+    from auditor.metrics.tibet import bav, relative_bav
+
+    assert np.var([0.1, 0.1, 0.1]) > 0
+    assert bav([0.1, 0.1, 0.1]) == 0.0 and bav([0.7, 0.7]) == 0.0 and bav([0.1, 0.1 + 1e-7]) > 0
+    assert relative_bav([bav([0.1, 0.1, 0.1]), bav([0.7, 0.7])]) == [0.0, 0.0]
+    samples = resampled.bav_samples(np.array([[0.1, 0.1, 0.1], [0.1, 0.3, np.nan], [0.2, np.nan, np.nan]]))
+    assert samples[0] == 0.0 and samples[1] == pytest.approx(0.01) and np.isnan(samples[2])

@@ -785,12 +785,20 @@ def test_the_pages_sign_the_bounds_of_signed_numbers_as_the_terminal_does(tmp_pa
 
 
 def test_leaderboard_scores_equal_but_for_float_rounding_tie():
-    from auditor.reporting.ranking import highest_first, rank_with_ties
+    from auditor.reporting.ranking import rank_with_ties
 
-    assert 0.1 + 0.2 != 0.3 and highest_first(0.1 + 0.2) == highest_first(0.3)
-    assert highest_first(0.3) < highest_first(0.3 - 1e-9) < highest_first(None)  # a real difference still orders
-    ranked = rank_with_ties([("a", 0.3), ("b", 0.1 + 0.2), ("c", 0.5)], key=lambda row: highest_first(row[1]))
-    assert [(rank, tied, name) for rank, tied, (name, _) in ranked] == [(1, False, "c"), (2, True, "a"), (2, True, "b")]
+    def places(rows, scores=lambda row: row[1:]):
+        return [(rank, tied, row[0]) for rank, tied, row in rank_with_ties(rows, scores)]
+
+    assert 0.1 + 0.2 != 0.3
+    rows = [("a", 0.3), ("b", 0.1 + 0.2), ("c", 0.5), ("d", None), ("e", 0.3 - 1e-9)]  # 1e-9 is a real difference
+    assert places(rows) == [(1, False, "c"), (2, True, "b"), (2, True, "a"), (4, False, "e"), (5, False, "d")]
+    # at a rounding boundary of any number of digits: the next float up is still the same score
+    edge = 0.1234567890125
+    assert places([("x", edge), ("y", math.nextafter(edge, 1.0))]) == [(1, True, "y"), (1, True, "x")]
+    # the first score decides, the second breaks its ties; None (no BAV) last, tied with another None
+    axes = [("p", 1.0, 0.02), ("q", 0.5, 0.01), ("r", 0.5, 0.01 + 1e-17), ("s", None, None), ("t", None, None)]
+    assert places(axes) == [(1, False, "p"), (2, True, "r"), (2, True, "q"), (4, True, "s"), (4, True, "t")]
 
 
 def test_axes_with_equal_bavs_share_a_rank_in_the_terminal_the_json_and_the_page(tmp_path):

@@ -15,7 +15,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from auditor.metrics.t2iat import RELATIVE_TOLERANCE, check_same_dimension, unit_rows
-from auditor.metrics.tibet import MAD_NOISE, CasNormalization, Gender
+from auditor.metrics.tibet import BAV_NOISE, MAD_NOISE, CasNormalization, Gender
+from auditor.metrics.ties import same_scores
 
 # --------------------------------------------------------------------------- concepts and CAS
 
@@ -165,14 +166,15 @@ def _split_group_masses(
 
 
 def bav_samples(cas: np.ndarray) -> np.ndarray:
-    """Population variance (ddof=0) of each row's non-NaN CAS values; NaN with fewer than two (:func:`tibet.bav`)."""
+    """Population variance (ddof=0) of each row's non-NaN CAS values, 0 at or below
+    :data:`~auditor.metrics.tibet.BAV_NOISE`; NaN with fewer than two (:func:`tibet.bav`)."""
     cas = np.asarray(cas, dtype=np.float64)
     known = ~np.isnan(cas)
     count = known.sum(axis=1)
     with np.errstate(divide="ignore", invalid="ignore"):
         mean = np.where(known, cas, 0.0).sum(axis=1) / count
         variance = np.where(known, (cas - mean[:, None]) ** 2, 0.0).sum(axis=1) / count
-    return np.where(count >= 2, variance, np.nan)
+    return np.where(count >= 2, np.where(variance <= BAV_NOISE, 0.0, variance), np.nan)
 
 
 def bav_mad_samples(cas: np.ndarray) -> np.ndarray:
@@ -225,7 +227,8 @@ def lean_samples(cas: np.ndarray, genders: Sequence[Gender | None]) -> np.ndarra
 def first_rank_shares(bavs: np.ndarray) -> np.ndarray:
     """Per axis (column), the share of rows in which its BAV alone is the largest.
 
-    A row where axes tie for the largest (every BAV 0, say) credits none of them: each is not shown to lean
+    A row where axes tie for the largest (every BAV 0, say, or BAVs equal but for float noise:
+    :mod:`~auditor.metrics.ties`) credits none of them: each is not shown to lean
     most there, and a share split between them would say "largest in half the resamples" of an axis that
     never is. Rows where no axis has a BAV credit none either. This is "how sure is it that this axis leans
     most"; what the shares leave of 1 is the rows with a tie or without a BAV.
@@ -234,7 +237,7 @@ def first_rank_shares(bavs: np.ndarray) -> np.ndarray:
     if not bavs.shape[0]:
         return np.zeros(bavs.shape[1])
     filled = np.where(np.isnan(bavs), -np.inf, bavs)
-    first = (filled == filled.max(axis=1, keepdims=True)) & ~np.isnan(bavs)
+    first = same_scores(filled, filled.max(axis=1, keepdims=True)) & ~np.isnan(bavs)
     alone = first & (first.sum(axis=1, keepdims=True) == 1)
     return alone.mean(axis=0)
 

@@ -18,6 +18,8 @@ from typing import Literal
 
 import numpy as np
 
+from auditor.metrics.ties import ABSOLUTE_TIE
+
 Gender = Literal["male", "female"]
 #: How histograms enter the IoU: rescaled to sum 1 (the authors' code) or as per-image frequencies (Eq. 1-3).
 CasNormalization = Literal["distribution", "frequency"]
@@ -67,16 +69,24 @@ def known(values: Sequence[float | None]) -> list[float]:
     return [value for value in values if value is not None]
 
 
+#: BAV at or below which it is 0: the variance of CAS values no further apart than two scores that are the same
+#: (:data:`~auditor.metrics.ties.ABSOLUTE_TIE`). Equal CAS values whose mean is not exact in binary (three of 0.1)
+#: have a variance of ~1e-34, which would make that axis's relative BAV 1 beside an axis of exactly 0.
+BAV_NOISE = ABSOLUTE_TIE**2
+
+
 def bav(cas_values: Sequence[float | None]) -> float | None:
     """Bias Axis Variance (Eq. 5): population variance (ddof=0) of an axis's CAS values.
 
     None values are left out; with fewer than two values left there is no BAV (None):
     the variance of one value is 0 whatever the images show, so it would read as "no lean".
+    A variance at or below :data:`BAV_NOISE` is 0: CAS values equal but for float noise.
     """
     values = known(cas_values)
     if len(values) < 2:
         return None
-    return float(np.var(np.asarray(values, dtype=float)))
+    variance = float(np.var(np.asarray(values, dtype=float)))
+    return 0.0 if variance <= BAV_NOISE else variance
 
 
 #: Mean absolute deviation of CAS shares at or below which :func:`bav_mad` reads no spread. Its square root

@@ -19,7 +19,7 @@ from auditor.core.console import say_whole
 from auditor.core.store import REPORT_FILE, run_files, run_files_text
 from auditor.records import BatchRecord, BatchRow
 from auditor.reporting.numbers import with_span
-from auditor.reporting.ranking import Ranked, highest_first, rank_with_ties
+from auditor.reporting.ranking import Ranked, rank_with_ties
 from auditor.reporting.tables import borderless_table
 from auditor.reporting.wording import counted, dropped_axes_summary, quote
 from auditor.scoring.uncertainty import no_interval_reason
@@ -35,7 +35,7 @@ class Row(Ranked):
 def leaderboard(record: BatchRecord) -> list[Row]:
     """The record's leaderboard ranked: highest BAV first (no BAV last), equal BAVs (or none) sharing a rank, since
     which of them the record lists first is only the order of the prompts."""
-    return [Row(*ranked) for ranked in rank_with_ties(record.leaderboard, key=lambda row: highest_first(row.bav))]
+    return [Row(*ranked) for ranked in rank_with_ties(record.leaderboard, lambda row: (row.bav,))]
 
 
 def no_intervals(record: BatchRecord) -> str | None:

@@ -24,7 +24,7 @@ from auditor.core.store import run_files, run_files_text
 from auditor.records import Arm, Candidate, Confirmation, ExploreRecord, Interval
 from auditor.reporting.glossary import METRICS
 from auditor.reporting.numbers import decimals, number, with_span
-from auditor.reporting.ranking import Ranked, highest_first, rank_with_ties
+from auditor.reporting.ranking import Ranked, rank_with_ties
 from auditor.reporting.tables import WRAPPED_VALUE_WIDTH, borderless_table
 from auditor.reporting.wording import counted, dropped_axes_summary, made_by, quote
 
@@ -68,7 +68,7 @@ def leaderboard(record: ExploreRecord) -> list[Row]:
     scores (or none) tie: which comes first is the record's order, not the images', so they share a rank."""
     by_id = {c.candidate_id: c for c in record.candidates}
     scored = [arm for arm in record.arms if arm.score is not None]
-    ranked = rank_with_ties(scored, key=lambda arm: highest_first(arm.score.value))
+    ranked = rank_with_ties(scored, lambda arm: (arm.score.value,))
     return [Row(rank, tied, arm, by_id[arm.candidate_id]) for rank, tied, arm in ranked]
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from auditor.records import INITIAL_PROMPT_ID, AxisScore, ConceptFrequency, RunRecord
 from auditor.reporting.glossary import METRICS
-from auditor.reporting.ranking import comparable, rank_with_ties
+from auditor.reporting.ranking import rank_with_ties
 from auditor.reporting.sentences import (
     STATUS_PHRASES,
     association_view,
@@ -109,9 +109,7 @@ def _axis_view(record: RunRecord, rank: int, tied: bool, score: AxisScore) -> Ax
 def _ranked(axes: list[AxisScore]) -> list[tuple[int, bool, AxisScore]]:
     """Axes by relative BAV, then BAV, highest first, axes without BAV last, each with its rank and whether it
     ties (equal relative BAV and BAV, in plan order: which comes first says nothing)."""
-    return rank_with_ties(
-        axes, key=lambda a: (a.bav is None, -comparable(a.relative_bav or 0.0), -comparable(a.bav or 0.0))
-    )
+    return rank_with_ties(axes, lambda axis: (axis.relative_bav, axis.bav))
 
 
 def _sets(record: RunRecord) -> list[SetView]:

@@ -1,43 +1,49 @@
-"""Ranks with ties, shared by the leaderboards (``auditor explore``, ``auditor batch``).
+"""Ranks with ties, shared by the leaderboards (``auditor explore``, ``auditor batch``) and the axis ranking.
 
-Rows whose scores are equal (to :data:`TIE_DIGITS` significant digits) are not ahead of one
-another: which comes first is only the record's order. So they share the rank of the first of them (1, =2, =2, 4), and every report
-(terminal, ``--json`` "rank" and "tied", ``report.html``) numbers them alike.
+Rows whose scores are the same (:mod:`auditor.metrics.ties`: equal but for float noise) are not
+ahead of one another: which comes first is only the record's order. So they share the rank of the
+first of them (1, =2, =2, 4), and every report (terminal, ``--json`` "rank" and "tied",
+``report.html``) numbers them alike.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Hashable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from itertools import groupby
 from typing import TypeVar
+
+from auditor.metrics.ties import same_score
 
 T = TypeVar("T")
 
 
-#: Significant digits at which two scores are the same: float sums taken in another order (the CAS values of two
-#: axes listed in other orders) differ in the last bits, and such a difference must not put one row ahead.
-TIE_DIGITS = 12
-
-
-def comparable(value: float) -> float:
-    """``value`` at :data:`TIE_DIGITS` significant digits, for ordering and ties (never for display or records)."""
-    return float(f"{value:.{TIE_DIGITS}g}")
-
-
 def highest_first(value: float | None) -> tuple[bool, float]:
-    """The sort key of a leaderboard: the highest value first, rows without one last (where they tie)."""
-    return (value is None, -comparable(value or 0.0))
+    """The sort key of a leaderboard: the highest value first, rows without one last."""
+    return (value is None, -(value or 0.0))
 
 
-def rank_with_ties(items: Iterable[T], key: Callable[[T], Hashable]) -> list[tuple[int, bool, T]]:
-    """``items`` sorted by ``key`` (stably), each with its rank from 1 and whether another item shares it: items with
-    equal keys share the rank of the first of them."""
+def rank_with_ties(items: Iterable[T], scores: Callable[[T], Sequence[float | None]]) -> list[tuple[int, bool, T]]:
+    """``items`` by their ``scores``, highest first (the first score decides, the next break its ties; None last),
+    each with its rank from 1 and whether another item shares it. An item whose scores are all the same as the
+    one before it shares that one's rank (so a run of such items shares the rank of its first)."""
     ranked: list[tuple[int, bool, T]] = []
-    for _key, group in groupby(sorted(items, key=key), key=key):
-        members, rank = list(group), len(ranked) + 1
-        ranked += [(rank, len(members) > 1, item) for item in members]
+    previous: Sequence[float | None] | None = None
+    for item in sorted(items, key=lambda item: [highest_first(score) for score in scores(item)]):
+        current = scores(item)
+        if previous is not None and _same(previous, current):
+            rank = ranked[-1][0]
+            ranked[-1] = (rank, True, ranked[-1][2])
+            ranked.append((rank, True, item))
+        else:
+            ranked.append((len(ranked) + 1, False, item))
+        previous = current
     return ranked
+
+
+def _same(first: Sequence[float | None], second: Sequence[float | None]) -> bool:
+    return all(
+        (a is None) == (b is None) and (a is None or same_score(a, b)) for a, b in zip(first, second, strict=True)
+    )
 
 
 @dataclass(frozen=True)

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import math
 
+from auditor.metrics.ties import same_score
 from auditor.records import AssociationResult, AxisScore, CounterfactualScore, Interval, RunRecord, Scores
 from auditor.reporting.numbers import number, with_bounds, with_span, written_apart
 from auditor.reporting.views import AssociationView, AxisView, Bounds
@@ -31,8 +32,6 @@ CORRECTION_NAMES = {"holm": "Holm", "benjamini-hochberg": "Benjamini-Hochberg"}
 #: Said where a claim would need an interval the run does not have.
 NO_INTERVAL = "no interval was computed, so no difference is claimed"
 NO_RANKING = "no interval was computed, so no ranking is claimed"
-#: CAS values closer than this are the same value (summed in another order): a tie, named as one.
-TIE = 1e-9
 
 
 def axis_finding(prompt: str, axis: str, score: AxisScore) -> str:
@@ -97,7 +96,7 @@ def _compared(subject: str, counted: str, known: list[CounterfactualScore], scor
 
 def _rank(chosen: CounterfactualScore, known: list[CounterfactualScore], rank: str) -> str:
     """``the highest``, or ``the highest with 'X'`` when other counterfactuals have the same CAS."""
-    tied = [cf for cf in known if cf is not chosen and math.isclose(cf.cas, chosen.cas, rel_tol=0, abs_tol=TIE)]
+    tied = [cf for cf in known if cf is not chosen and same_score(cf.cas, chosen.cas)]
     return f"the {rank}" + (f" with {' and '.join(quote(cf.prompt) for cf in tied)}" if tied else "")
 
 
