@@ -13,7 +13,7 @@ import sys
 import pytest
 
 from auditor.core.store import write_model
-from auditor.records import load_record
+from auditor.records import ModelRef, load_record
 from tests.clitools import run_auditor
 from tests.factories import make_record
 
@@ -56,6 +56,10 @@ def test_runs_lists_records(tmp_path):
     write_model(runs / "r3" / "record.json", make_record("r3", prompt="[/x] [bold]y").model_copy(
         update={"status": "completed"}
     ))  # a prompt is text, not rich markup: neither a crash nor swallowed
+    far = f"folder:{tmp_path / ('a-long-folder-name-' * 5)}/images"  # a model's local path, longer than 80 columns
+    r4 = make_record("r4").model_copy(update={"status": "completed"})
+    r4.config.t2i = ModelRef(spec=far, backend="folder")
+    write_model(runs / "r4" / "record.json", r4)
     (runs / "broken").mkdir()
     (runs / "broken" / "record.json").write_text("{not json")
     result = run_auditor("runs", "--json", "--runs-dir", str(runs))
@@ -72,6 +76,7 @@ def test_runs_lists_records(tmp_path):
     unreadable = table.stdout[table.stdout.index("broken  unreadable") :]  # and why, under it
     assert "record.json is not valid JSON" in " ".join(unreadable.split()[:40])
     assert f"r2 (interrupted) continues with: {command}" in table.stdout
+    assert f"\n  {far}\n" in table.stdout  # whole on its line, to copy: rich would break it mid-word at 80
 
     shutil.copytree(runs / "r2", runs / "r2-copy")  # its record still says r2: listed by the name to give
     rows = {row["run_id"]: row for row in json.loads(run_auditor("runs", "--json", "--runs-dir", str(runs)).stdout)}

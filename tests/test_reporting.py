@@ -733,6 +733,19 @@ def test_a_number_and_its_interval_in_two_cells_share_their_decimals_as_in_one()
     assert cells(0.000004, interval, 4, signed=True) == ("+0.000004", "[-0.000126, +0.000088]")
     assert " ".join(cells(0.000004, interval, 4, signed=True)) == with_span(0.000004, interval, 4, signed=True)
     assert cells(0.62, None, 2) == ("0.62", "") and cells(None, interval, 4, missing="–") == ("–", "[-0.0001, 0.0001]")
+    from auditor.reporting.html import template_environment
+
+    valued = template_environment().from_string(
+        '{% from "macros.html.j2" import valued %}{{ valued(value, ci, 4, signed, missing) }}'
+    )
+    assert valued.render(value=0.000004, ci=interval, signed=True, missing="–") == (
+        '+0.000004 <span class="ci">[-0.000126, +0.000088]</span>'
+    )
+    assert valued.render(value=0.0036, ci=(0.00004, 0.0123), signed=False, missing="–") == (
+        '0.00360 <span class="ci">[0.00004, 0.01230]</span>'  # a view's (low, high) as a record's Interval
+    )
+    assert valued.render(value=None, ci=interval, signed=False, missing="no <BAV>") == "no &lt;BAV&gt;"  # no bounds
+    assert valued.render(value=0.5, ci=None, signed=False, missing="–") == "0.5000"
 
 
 def test_the_audit_page_and_terminal_write_a_small_cas_beside_its_interval_at_shared_decimals(tmp_path):

@@ -7,7 +7,7 @@ from pathlib import Path
 import typer
 
 from auditor.commands import common
-from auditor.core.console import out, print_json
+from auditor.core.console import out, print_json, say_whole
 
 
 def compare(
@@ -49,7 +49,7 @@ def compare(
     view = compare_records(record_a, record_b, changes)
     if html is not None:
         path = write_comparison_html(view, html, folder_a, folder_b)
-        (err if json_output else out).print(str(path), markup=False, highlight=False, soft_wrap=True)
+        say_whole(err if json_output else out, str(path))
     if json_output:
         print_json(view.as_dict())
     elif html is None:

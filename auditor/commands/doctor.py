@@ -8,7 +8,7 @@ from pathlib import Path
 
 import typer
 
-from auditor.core.console import out, print_json
+from auditor.core.console import out, print_json, say_whole
 from auditor.core.redaction import SECRET_VARIABLES, secret_variables
 
 #: Variables doctor always lists, set or not (never their values); any other set variable
@@ -111,7 +111,7 @@ def doctor(json_output: bool = typer.Option(False, "--json", help="Print one JSO
     ]
     width = max(len(label) for label, _ in rows)
     for label, value in rows:
-        out.print(f"{label:<{width}}  {value}", markup=False, highlight=False, soft_wrap=True)  # paths whole
+        say_whole(out, f"{label:<{width}}  {value}")  # paths whole
 
 
 def register(app: typer.Typer) -> None:

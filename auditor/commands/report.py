@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 import typer
 
 from auditor.commands import common
-from auditor.core.console import out, print_json
+from auditor.core.console import out, print_json, say_whole
 
 if TYPE_CHECKING:  # pragma: no cover
     from auditor.records import StudyRecord
@@ -39,17 +39,13 @@ def show_stored(record: StudyRecord, folder: Path, *, html: bool, json_output: b
     from auditor.core.store import RECORD_FILE
 
     if record.status == "running" and is_running(lock_folder(folder)) is False:  # its report would read "running"
-        err.print(
-            f"note: run {folder.name} was stopped: {common.STOPPED_MEANING}; "
-            f"continue it with: {record.resume_command(folder)}",
-            markup=False,
-            highlight=False,
-            soft_wrap=True,
+        say_whole(
+            err, f"note: run {folder.name} was stopped: {common.STOPPED_MEANING}; continue it with: {record.resume_command(folder)}"
         )
     write, as_json, render = _outputs(record, folder / RECORD_FILE)
     if html:
         path = write(record, folder)
-        (err if json_output else out).print(str(path), markup=False, highlight=False, soft_wrap=True)
+        say_whole(err if json_output else out, str(path))
     if json_output:
         print_json(as_json(record, folder))
     elif not html:

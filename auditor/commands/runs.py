@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 import typer
 
 from auditor.commands import common
-from auditor.core.console import out, print_json
+from auditor.core.console import out, print_json, say_whole
 from auditor.core.runlock import is_running
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -32,7 +32,7 @@ def runs(
         print_json(rows)
         return
     if not rows:
-        out.print(f"no runs in {store.root}")
+        say_whole(out, f"no runs in {store.root}")
         return
     # One block per run, not a table: a default id (date, time and prompt) takes half an 80-column terminal, and
     # a table's columns would cut the prompt, the date or a model's path beside it.
@@ -40,17 +40,16 @@ def runs(
         head = Text(row["run_id"], style="bold")  # the id other commands take: never cut
         started = row.get("created_at", "")[:16].replace("T", " ")  # to the minute: this is for finding a run
         head.append(f"  {_shown_status(row)}" + (f"  started {started} UTC" if started else ""))
-        out.print(head, soft_wrap=True)
-        body = Text(row.get("prompt") or row.get("why") or "")
-        for spec in row.get("models", []):
-            body.append(f"\n{spec}", style="dim")
-        if body.plain:
-            out.print(Padding(body, (0, 0, 0, 2), expand=False))
+        say_whole(out, head)
+        if about := row.get("prompt") or row.get("why"):
+            out.print(Padding(Text(about), (0, 0, 0, 2), expand=False))
+        for spec in row.get("models", []):  # a local path whole, not broken mid-word
+            say_whole(out, Text(f"  {spec}", style="dim"))
     if any(_shown_status(row) == "stopped" for row in rows):
         out.print(f"stopped: {common.STOPPED_MEANING}")
     for row in rows:
         if "resume" in row:
-            out.print(f"{row['run_id']} ({_shown_status(row)}) continues with: {row['resume']}", markup=False, highlight=False, soft_wrap=True)
+            say_whole(out, f"{row['run_id']} ({_shown_status(row)}) continues with: {row['resume']}")
 
 
 def _row(folder: Path, record: AnyRecord) -> dict:

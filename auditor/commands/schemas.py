@@ -6,7 +6,7 @@ from pathlib import Path
 
 import typer
 
-from auditor.core.console import out
+from auditor.core.console import out, say_whole
 from auditor.core.errors import AuditorError
 
 
@@ -30,7 +30,7 @@ def schemas(
                 (stale, "differ"), (missing, "missing"), (extra, "of no current record")
             ) if names]  # fmt: skip
             raise AuditorError(f"schemas out of date in {out_dir}: {'; '.join(found)}; run `{again}`")
-        out.print(f"{len(rendered)} schemas up to date in {out_dir}")
+        say_whole(out, f"{len(rendered)} schemas up to date in {out_dir}")
         return
     from auditor.core.store import atomic_write_text
 
@@ -40,7 +40,7 @@ def schemas(
     removed = _stale_schemas(out_dir, rendered)
     for name in removed:
         (out_dir / name).unlink()
-    out.print(f"wrote {len(rendered)} schemas to {out_dir}" + (f", removed {', '.join(removed)}" if removed else ""))
+    say_whole(out, f"wrote {len(rendered)} schemas to {out_dir}" + (f", removed {', '.join(removed)}" if removed else ""))
 
 
 def _stale_schemas(folder: Path, rendered: dict[str, str]) -> list[str]:

@@ -23,7 +23,7 @@ def selftest(
     """
     from auditor.commands.prompt import show_results
     from auditor.core.cache import ContentCache
-    from auditor.core.console import err, out
+    from auditor.core.console import err, out, say_whole
     from auditor.core.store import RunStore
     from auditor.records import GenerationSettings, PerceptionSettings
     from auditor.studies.progress import QuietProgress, RichProgress
@@ -35,7 +35,7 @@ def selftest(
         folder.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise AuditorError(f"cannot create the selftest folder {folder}: {exc.strerror or exc}") from None
-    out.print(f"selftest folder: {folder}")
+    say_whole(out, f"selftest folder: {folder}")
     out.print("Building tiny randomly initialised models (no downloads).")
     out.print("Their scores are MEANINGLESS; it checks the installation, not a model's bias.")  # < 80 columns
     models = build_tiny_models(folder / "models")

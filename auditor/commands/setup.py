@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import typer
 
-from auditor.core.console import out
+from auditor.core.console import out, say_whole
 
 
 def setup() -> None:
@@ -13,7 +13,7 @@ def setup() -> None:
 
     folder = ensure_wordnet()
     synsets = len(list(load_wordnet().all_synsets("n")))
-    out.print(f"WordNet: {folder} ({synsets} noun synsets)")
+    say_whole(out, f"WordNet: {folder} ({synsets} noun synsets)")
     out.print(f"stopwords: {len(english_stopwords())} English words (shipped with auditor)")
 
 

@@ -63,4 +63,4 @@ def notice(message: str) -> None:
     """A short note for the person running the command (stderr); ``message`` is shown literally, never as markup."""
     from rich.markup import escape
 
-    err.print(f"[yellow]note:[/yellow] {escape(message)}", markup=True)
+    err.print(f"[yellow]note:[/yellow] {escape(message)}", markup=True, soft_wrap=True)  # a path in it stays whole

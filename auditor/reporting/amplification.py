@@ -234,19 +234,15 @@ def _row_json(row: OccupationAmplification) -> dict[str, Any]:
 # --------------------------------------------------------------------------- terminal
 
 
-def _say(console: Console, text: str) -> None:
-    console.print(Text(text), soft_wrap=True)
-
-
 def render_amplification(record: AmplificationRecord, run_dir: Path, console: Console) -> None:
     """The summary table with a sentence per row, then per-occupation tables (the first template), then notes."""
     config = record.config
-    _say(console, f"Bias amplification of {config.t2i.spec} against the training sample {config.captions}")
+    say_whole(console, f"Bias amplification of {config.t2i.spec} against the training sample {config.captions}")
     if record.basis == "caption proxy":
-        _say(console, f"T: {CAPTION_PROXY}")
+        say_whole(console, f"T: {CAPTION_PROXY}")
     else:
-        _say(console, "T: the selected examples' images, through the same face filter and classifier as G")
-    _say(
+        say_whole(console, "T: the selected examples' images, through the same face filter and classifier as G")
+    say_whole(
         console,
         f"{counted(len(config.occupations), 'occupation')} x {counted(len(config.templates), 'prompt')} x "
         f"{counted(config.images_per_prompt, 'image')}; "
@@ -254,7 +250,7 @@ def render_amplification(record: AmplificationRecord, run_dir: Path, console: Co
         f"classifier: {config.embedder.spec}, threshold {config.classifier.threshold:g}",
     )
     if record.status != "completed":
-        _say(console, f"run {record.status}: " + "; ".join(e.message for e in record.errors))
+        say_whole(console, f"run {record.status}: " + "; ".join(e.message for e in record.errors))
     if record.summary:
         table = Table(title="Mean amplification A in points (> 0: images further from parity than training)")
         for header, justify in (("method", "left"), ("prompt", "left"), ("n", "right"), ("mean A [95%]", "right"),
@@ -268,18 +264,18 @@ def render_amplification(record: AmplificationRecord, run_dir: Path, console: Co
         console.print(table)
         for s in record.summary:
             if s.template is None or len(config.templates) == 1:
-                _say(console, finding(s))
+                say_whole(console, finding(s))
     for method in config.methods:
         rows = [r for r in record.amplification if r.method == method and r.template == 1]
         if rows:
             console.print(_occupation_table(rows, method, config.templates[0], record.basis))
             for row in rows:
                 if row.note:  # why a cell is empty
-                    _say(console, f"  {row.occupation}: {row.note}")
+                    say_whole(console, f"  {row.occupation}: {row.note}")
     if len(config.templates) > 1:
-        _say(console, "The other prompts' tables are in report.html and in --json.")
+        say_whole(console, "The other prompts' tables are in report.html and in --json.")
     for warning in record.warnings:
-        _say(console, f"note: {warning}")
+        say_whole(console, f"note: {warning}")
     say_whole(console, run_files_text(run_dir))
 
 
@@ -413,9 +409,9 @@ def render_captions(
     selections: Sequence[Selection], methods: Sequence[str], template: str, rows: int, skipped: int, console: Console
 ) -> None:
     """One table per method: matches, selected captions, their labels and the caption proxy with its Wilson interval."""
-    _say(console, f"Training captions: {rows:,} rows read ({skipped:,} without a caption skipped)")
+    say_whole(console, f"Training captions: {rows:,} rows read ({skipped:,} without a caption skipped)")
     indicator_free = any(method in NO_INDICATOR_METHODS for method in methods)
-    _say(
+    say_whole(
         console,
         f"% female is a {CAPTION_PROXY}"
         + ("; no-indicator selections have no gendered caption by construction." if indicator_free else "."),

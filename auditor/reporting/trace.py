@@ -31,7 +31,7 @@ from auditor.core.store import run_files, run_files_text
 from auditor.metrics.trace import significance
 from auditor.records import TRIPLET_SETS, ChiSquareResult, ObjectCount, StageSimilarity, TraceRecord
 from auditor.reporting.glossary import METRICS
-from auditor.reporting.numbers import cells, number, with_span
+from auditor.reporting.numbers import number, with_span
 from auditor.reporting.sentences import STATUS_PHRASES
 from auditor.reporting.tables import column_table
 from auditor.reporting.wording import counted
@@ -402,7 +402,6 @@ def write_trace_report(record: TraceRecord, run_dir: Path) -> Path:
         adjusted_over_stages=adjusted_over_stages(record),
         scope=_scope,
         lean_word=partial(lean_word, level=record.config.scoring.ci_level),
-        cells=cells,
         no_scores=no_scores(record, run_dir),
         groups=groups,
         pictures=pictures,

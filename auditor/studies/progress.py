@@ -182,7 +182,7 @@ def _bar_columns() -> tuple[ProgressColumn, ...]:
 
 def print_notice(console: Console, message: str) -> None:
     """A note between the bars, as plain text (never markup) with API keys redacted."""
-    console.print(f"note: {redact(message)}", markup=False, highlight=False)
+    console.print(f"note: {redact(message)}", markup=False, highlight=False, soft_wrap=True)  # paths stay whole
 
 
 class _HeadedProgress(Progress):
