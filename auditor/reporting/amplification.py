@@ -30,7 +30,7 @@ from auditor.records import (
 )
 from auditor.reporting.glossary import METRICS
 from auditor.reporting.html import GRID_IMAGES, ImageCell, thumbnail, write_run_page
-from auditor.reporting.numbers import p_value
+from auditor.reporting.numbers import p_value, with_bounds, with_span
 from auditor.reporting.wording import counted, seeds_phrase
 
 #: What the reader is told whenever T is not image-based.
@@ -57,19 +57,17 @@ REGIONS = [
 
 
 def share_text(value: Share, digits: int = 1) -> str:
-    """``23.1 [15.2, 33.4]``, or ``–`` without a share."""
-    if value.percent is None:
-        return "–"
-    return f"{value.percent:.{digits}f} [{value.low:.{digits}f}, {value.high:.{digits}f}]"
+    """``23.1 [15.2, 33.4]``, or ``–`` without a share (more decimals where fewer would write a share that is not 0
+    as 0: :mod:`~auditor.reporting.numbers`)."""
+    return with_bounds(value.percent, value.low, value.high, digits, missing="–")
 
 
 def signed_interval(value: float | None, interval: Interval | None) -> str:
-    """``+10.2 [+6.1, +14.3]``, the number alone without an interval, or ``–``."""
+    """``+10.2 [+6.1, +14.3]``, the number alone without an interval, or ``–`` (more decimals where fewer would
+    write an amplification that is not 0 as 0)."""
     if value is None:
         return "–"
-    if interval is None or interval.low is None or interval.high is None:
-        return f"{value:+.1f}"
-    return f"{value:+.1f} [{interval.low:+.1f}, {interval.high:+.1f}]"
+    return with_span(value, interval, 1, signed=True)
 
 
 def template_label(template: int | None) -> str:
