@@ -180,6 +180,15 @@ def test_an_interrupted_batch_resumes_without_recomputing(tiny_models, tmp_path)
     partial = load_record(batch.run_dir / "record.json", BatchRecord)
     assert partial.status == "interrupted" and partial.errors[-1].stage == "generate"
     assert [a.status for a in partial.audits] == ["interrupted"] * 3
+    # its reports say how it ended and the command that continues it, not a bare "KeyboardInterrupt at generate"
+    said = (
+        "this run did not complete (interrupted at generate: interrupted by the user); "
+        f"auditor batch --resume {batch.run_dir} continues it"
+    )
+    shown = run_auditor("report", str(batch.run_dir)).stdout
+    assert f"{said}\n" in shown and "No prompt x axis has a BAV yet." in shown
+    page = (batch.run_dir / "report.html").read_text(encoding="utf-8")
+    assert f"<strong>T{said[1:]}.</strong>" in page
     made = cache.entries("generate")
     assert made == 2 * 3 * 2  # two prompts' images were made before Ctrl-C
     cache.close()
@@ -293,13 +302,14 @@ def test_a_prompt_without_a_valid_plan_fails_alone_and_the_batch_goes_on(tiny_mo
         ([], "give a PROMPTS_FILE"),
         (["template.txt", "--resume", "x"], "leave out PROMPTS_FILE"),
         (["list.txt", "--axes", "height"], "unknown axis 'height'"),
+        (["list.txt", "--axes", "setting"], "--axes fit none of the batch's 2 prompts; the first: the offline planner"),
         (["huge.csv"], "huge.csv: not a CSV file auditor can read (field larger than field limit"),
     ],
 )
 def test_bad_batch_input_is_one_line_and_creates_nothing(tmp_path, args, message):
     (tmp_path / "huge.csv").write_text("prompt\n" + "a" * 200_000 + "\n")  # over the csv module's cell limit
     (tmp_path / "template.txt").write_text("a photo of a {occupation}\n")
-    (tmp_path / "list.txt").write_text("a photo of a nurse\n")
+    (tmp_path / "list.txt").write_text("a photo of a nurse\na photo of a chef\n")
     result = run_auditor("batch", *args, "--llm", "offline", cwd=tmp_path, process=True)
     assert result.returncode == 2, result.stderr
     assert message in result.stderr and len(result.stderr.strip().splitlines()) == 1, result.stderr

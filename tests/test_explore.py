@@ -243,6 +243,13 @@ def test_killed_and_resumed_it_recomputes_nothing(world, tmp_path, stage, stop_a
     assert partial.status == "interrupted" and partial.errors[-1].stage == stage  # the stage inside the round
     assert partial.rounds[-1].status == "running"  # the round was charged and planned, not finished
     assert partial.elapsed == Ticking.now  # the interrupted round's seconds count for --time too
+    # Its report says it was interrupted and how to go on, and names the arms not yet on the leaderboard.
+    shown = run_auditor("report", str(exploration.run_dir)).stdout
+    assert "Stopped because it was interrupted." in " ".join(shown.split())
+    assert f"auditor explore --resume {exploration.run_dir} continues it\n" in shown
+    unscored = [arm.arm_id for arm in partial.arms if arm.score is None]
+    assert unscored and [row["arm"] for row in explore_json(partial)["unscored"]] == unscored
+    assert f"{len(unscored)} arms have no images and no score yet" in " ".join(shown.split())
     made, asked = len(world.image_requests()), len(vision_requests(world))
     assert 0 < made <= partial.images_spent
     killed_round_cached = cache.entries("generate") - sum(r.images_generated for r in partial.rounds)

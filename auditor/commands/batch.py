@@ -7,7 +7,7 @@ from pathlib import Path
 import typer
 
 from auditor.commands import common
-from auditor.commands.prompt import audit_options, scoring_settings
+from auditor.commands.prompt import audit_options, check_axes_fit_some, scoring_settings
 from auditor.core.errors import AuditorError
 from auditor.core.settings import DEFAULT_EMBEDDER, DEFAULT_VQA
 from auditor.records import PerceptionSettings
@@ -100,6 +100,8 @@ def batch(
             llm_temperature=temperature, llm_seed=llm_seed, device=device,
             allow_partial_weights=allow_partial_weights, axes=fixed_axes, executor=executor,
         )  # fmt: skip
+        if fixed_axes is not None:
+            check_axes_fit_some(template, prompts)
         options = BatchOptions(
             source=str(prompts_file), prompts=prompts, audit=template, values=str(values) if values else None
         )

@@ -168,7 +168,7 @@ def audit_options(
 def check_axes_fit(options: PromptAuditOptions) -> None:
     """``--axes`` none of which the axis library can write for this prompt (``setting`` for a person) is bad input:
     the offline plan is cheap, so it is made here, before a run folder exists, rather than at the plan stage, where
-    the run would fail with nothing to resume. (A batch checks nothing here: its other prompts may fit.)"""
+    the run would fail with nothing to resume. (A batch asks :func:`check_axes_fit_some`.)"""
     from auditor.planning import make_plan
     from auditor.planning.offline import check_axes
 
@@ -196,3 +196,19 @@ def show_results(record: RunRecord, run_dir: Path, *, quiet: bool, json_output: 
 
 def register(app: typer.Typer) -> None:
     app.command("prompt")(prompt)
+
+
+def check_axes_fit_some(options: PromptAuditOptions, prompts: list[str]) -> None:
+    """A batch's ``--axes`` that fit none of its prompts is bad input, refused as :func:`check_axes_fit` refuses a
+    prompt's; where they fit some, each prompt they fit none of fails alone in the run and the batch goes on."""
+    from dataclasses import replace
+
+    first: AuditorError | None = None
+    for prompt in prompts:
+        try:
+            check_axes_fit(replace(options, prompt=prompt))
+            return
+        except AuditorError as exc:
+            first = first or exc
+    if first is not None:
+        raise AuditorError(f"--axes fit none of the batch's {len(prompts)} prompts; the first: {first}") from None

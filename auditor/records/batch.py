@@ -87,4 +87,4 @@ class BatchRecord(StudyRecord):
     )
 
     def subject(self) -> str:
-        return f"{len(self.config.prompts)} prompts from {self.config.source}"
+        return f"{len(self.config.prompts)} prompt{'' if len(self.config.prompts) == 1 else 's'} from {self.config.source}"

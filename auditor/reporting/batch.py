@@ -20,6 +20,7 @@ from auditor.core.store import REPORT_FILE, run_files, run_files_text
 from auditor.records import BatchRecord, BatchRow
 from auditor.reporting.numbers import with_span
 from auditor.reporting.ranking import Ranked, rank_with_ties
+from auditor.reporting.sentences import unfinished_note
 from auditor.reporting.tables import borderless_table
 from auditor.reporting.wording import counted, dropped_axes_summary, quote
 from auditor.scoring.uncertainty import no_interval_reason
@@ -48,7 +49,11 @@ def headline(record: BatchRecord) -> str:
     with no row)."""
     scored = [ranked for ranked in leaderboard(record) if ranked.row.bav is not None]
     if not scored:
-        return "No prompt x axis has a BAV yet."
+        if record.status != "completed":
+            return "No prompt x axis has a BAV yet."
+        if not any(audit.status == "completed" for audit in record.audits):
+            return "No prompt x axis has a BAV: no audit of the batch completed (see below)."
+        return "No prompt x axis has a BAV: no axis got two counterfactuals with a CAS."
     ranked = [found.row for found in scored]
     top = ranked[0]
     if top.bav == 0:
@@ -126,6 +131,8 @@ def render_batch(record: BatchRecord, run_dir: Path, console: Console) -> None:
     """The leaderboard (prompt x axis: BAV and lean with intervals), then the prompts that failed."""
     console.print(Text(f"Batch {record.run_id}: {record.subject()}", style="bold"))
     console.print(Text(headline(record)))
+    if (unfinished := unfinished_note(record, run_dir)) is not None:
+        say_whole(console, unfinished)
     table = borderless_table()
     table.add_column("#", justify="right", no_wrap=True)
     table.add_column("prompt", overflow="fold", ratio=1, min_width=12)
@@ -155,6 +162,7 @@ def write_batch_report(record: BatchRecord, run_dir: Path) -> Path:
         "batch.html.j2",
         record=record,
         headline=headline(record),
+        unfinished=unfinished_note(record, run_dir),
         rows=leaderboard(record),
         notes=notes(record),
         no_intervals=no_intervals(record),

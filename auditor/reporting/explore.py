@@ -25,6 +25,7 @@ from auditor.records import Arm, Candidate, Confirmation, ExploreRecord, Interva
 from auditor.reporting.glossary import METRICS
 from auditor.reporting.numbers import decimals, number, with_span
 from auditor.reporting.ranking import Ranked, rank_with_ties
+from auditor.reporting.sentences import unfinished_note
 from auditor.reporting.tables import WRAPPED_VALUE_WIDTH, borderless_table
 from auditor.reporting.wording import counted, dropped_axes_summary, made_by, quote
 
@@ -42,6 +43,10 @@ STOP_REASONS = {
     "separated": "the top arms are separated from all others",
     "exhausted": "nothing was left to explore",
 }
+
+
+#: Why a run that ended without a stop rule of its own stopped, by its status.
+_UNFINISHED = {"interrupted": "it was interrupted", "failed": "it failed"}
 
 
 @dataclass(frozen=True)
@@ -64,12 +69,30 @@ class Row(Ranked):
 
 
 def leaderboard(record: ExploreRecord) -> list[Row]:
-    """Every scored arm, highest exploration score first (arms without one last), ranked from 1. Arms with equal
-    scores (or none) tie: which comes first is the record's order, not the images', so they share a rank."""
+    """Every scored arm, highest exploration score first, ranked from 1 (arms that got no images yet are
+    :func:`unscored_note`'s). Arms with equal scores tie: which comes first is the record's order, not the
+    images', so they share a rank."""
     by_id = {c.candidate_id: c for c in record.candidates}
     scored = [arm for arm in record.arms if arm.score is not None]
     ranked = rank_with_ties(scored, lambda arm: (arm.score.value,))
     return [Row(rank, tied, arm, by_id[arm.candidate_id]) for rank, tied, arm in ranked]
+
+
+def unscored_arms(record: ExploreRecord) -> list[tuple[Candidate, Arm]]:
+    """The arms no round gave images yet (the run stopped first), with their candidates, in the record's order."""
+    by_id = {c.candidate_id: c for c in record.candidates}
+    return [(by_id[arm.candidate_id], arm) for arm in record.arms if arm.score is None]
+
+
+def unscored_note(record: ExploreRecord) -> str | None:
+    """The arms the leaderboard leaves out because they have no score yet, named (None when every arm has one): a
+    leaderboard of fewer rows than the summary's arms would otherwise read as if they had been dropped."""
+    found = unscored_arms(record)
+    if not found:
+        return None
+    named = "; ".join(f"{quote(candidate.prompt)} ({arm.axis})" for candidate, arm in found)
+    have = "has" if len(found) == 1 else "have"
+    return f"{counted(len(found), 'arm')} {have} no images and no score yet, so no place on the leaderboard: {named}."
 
 
 def _bounds(interval: Interval | None) -> list[float | None] | None:
@@ -123,7 +146,7 @@ def summary(record: ExploreRecord) -> str:
     rounds = sum(1 for r in record.rounds if r.phase == "explore")
     accepted = sum(c.accepted for c in record.candidates)
     rejected = len(record.candidates) - accepted
-    stop = STOP_REASONS.get(record.stop_reason or "", "it has not stopped yet")
+    stop = STOP_REASONS.get(record.stop_reason or "") or _UNFINISHED.get(record.status, "it has not stopped yet")
     return (
         f"{counted(rounds, 'round')} over {counted(accepted, 'accepted candidate prompt')} ({rejected} more "
         f"rejected) and {counted(len(record.arms), 'arm')}; "
@@ -161,6 +184,10 @@ def explore_json(record: ExploreRecord, run_dir: Path | None = None) -> dict[str
         "rounds": sum(1 for r in record.rounds if r.phase == "explore"),
         "dropped_axes": dropped_axes(record),
         "leaderboard": [_row_json(row) for row in rows],
+        "unscored": [
+            {"arm": arm.arm_id, "prompt": candidate.prompt, "axis": arm.axis, "state": arm.state}
+            for candidate, arm in unscored_arms(record)
+        ],
         "findings": [text for row in rows if (text := finding(row, record)) is not None],
         "rejected": [
             {"candidate": c.candidate_id, "prompt": c.prompt, "rejected_for": c.rejected_for, "reason": c.reason}
@@ -253,6 +280,8 @@ def render_explore(record: ExploreRecord, run_dir: Path, console: Console) -> No
     """The terminal report: what ran and why it stopped, the leaderboard, the findings, the rejections."""
     console.print(Text(f"Exploration {record.run_id}: {record.subject()}", style="bold"))
     console.print(Text(summary(record)))
+    if (unfinished := unfinished_note(record, run_dir)) is not None:
+        say_whole(console, unfinished)
     if dropped := dropped_axes(record):
         console.print(Text(dropped))
     rows = leaderboard(record)
@@ -268,6 +297,8 @@ def render_explore(record: ExploreRecord, run_dir: Path, console: Console) -> No
         console.print(_leaderboard_table(rows[:TERMINAL_ROWS], record, confirmation=True))
         if len(rows) > TERMINAL_ROWS:
             console.print(Text(f"... and {len(rows) - TERMINAL_ROWS} more arms in report.html and --json"))
+    if (unscored := unscored_note(record)) is not None:
+        console.print(Text(unscored))
     sentences = [text for row in rows if (text := finding(row, record)) is not None]
     if sentences:
         console.print(Text("\nFindings", style="bold"))
@@ -363,6 +394,8 @@ def write_explore_report(record: ExploreRecord, run_dir: Path) -> Path:
         strips=_strips(record, top, run_dir),
         findings=[(row, text) for row in rows if (text := finding(row, record)) is not None],
         summary=summary(record),
+        unfinished=unfinished_note(record, run_dir),
+        unscored=unscored_note(record),
         dropped_axes=dropped_axes(record),
         lineage=lineage(record),
         spend=_spend_chart(record),

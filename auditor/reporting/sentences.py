@@ -19,9 +19,18 @@ uncertainty line says why (and, where it can, that ``auditor score RUN`` prints 
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 from auditor.metrics.ties import same_score
-from auditor.records import AssociationResult, AxisScore, CounterfactualScore, Interval, RunRecord, Scores
+from auditor.records import (
+    AssociationResult,
+    AxisScore,
+    CounterfactualScore,
+    Interval,
+    RunRecord,
+    Scores,
+    StudyRecord,
+)
 from auditor.reporting.numbers import number, with_bounds, with_span, written_apart
 from auditor.reporting.views import AssociationView, AxisView, Bounds
 from auditor.reporting.wording import dropped_axes_note, quote, resampled
@@ -182,6 +191,19 @@ STATUS_PHRASES = {
     "failed": "failed",
     "interrupted": "was interrupted",
 }
+
+
+def unfinished_note(record: StudyRecord, run_dir: Path) -> str | None:
+    """For a run that did not complete: how it ended, where (its last error) and the command that continues it, e.g.
+    ``this run did not complete (interrupted at generate); auditor batch --resume runs/b continues it``. None for
+    a completed run."""
+    if record.status == "completed":
+        return None
+    error = record.errors[-1] if record.errors else None
+    where = ""
+    if error is not None and error.stage:
+        where = f" at {error.stage}" + (f": {error.message}" if error.message else "")
+    return f"this run did not complete ({record.status}{where}); {record.resume_command(run_dir)} continues it"
 
 
 def headline(record: RunRecord, axes: list[AxisView]) -> str:

@@ -22,7 +22,7 @@ from auditor.records import (
     T2IATTestDefinition,
 )
 from auditor.reporting.numbers import decimals, number, p_value, with_span
-from auditor.reporting.sentences import association_span, partial_interval_note, why_no_effect_size
+from auditor.reporting.sentences import association_span, partial_interval_note, unfinished_note, why_no_effect_size
 from auditor.reporting.tables import column_table
 from auditor.reporting.wording import counted
 from auditor.scoring.uncertainty import no_interval_reason
@@ -113,11 +113,8 @@ def run_outcome(record: T2IATRecord | OccupationsRecord) -> dict[str, Any]:
 def _unfinished(record: T2IATRecord | OccupationsRecord, run_dir: Path, console: Console) -> None:
     """For a run that did not complete (``auditor t2iat report``): how it ended, its last error, and the command
     that continues it."""
-    if record.status != "completed":
-        error = record.errors[-1] if record.errors else None
-        where = f" at {error.stage}: {error.message}" if error is not None and error.stage else ""
-        how = record.resume_command(run_dir)
-        say_whole(console, f"this run did not complete ({record.status}{where}); {how} continues it")
+    if (note := unfinished_note(record, run_dir)) is not None:
+        say_whole(console, note)
 
 
 def render_test_run(record: T2IATRecord, run_dir: Path, console: Console) -> None:
