@@ -567,6 +567,13 @@ def test_compare_command(tmp_path):
     assert page.returncode == 0, page.stderr
     html = out.read_text(encoding="utf-8")
     assert "../runs/pharmacist-sd15/images/initial/000.png" in html
+    (tmp_path / "link.html").symlink_to(out)  # a link (or a device, /dev/stdout) would be replaced by the page
+    for path, why in [(tmp_path / "link.html", "is not a plain file"), (tmp_path / "pages", "is a folder")]:
+        refused = run_auditor("compare", "pharmacist-sd15", "pharmacist-sd21", "--html", str(path), process=True)
+        assert refused.returncode == 2 and refused.stderr == f"error: --html {path} {why}; give a file name for " + (
+            "the comparison page, e.g. compare.html\n" if why == "is a folder" else "the comparison page\n"
+        )
+    assert (tmp_path / "link.html").is_symlink()
     failed = tmp_path / "runs" / "broken"
     shutil.copytree(tmp_path / "runs" / "pharmacist-sd21", failed)
     write_model(failed / "record.json", failed_record(load_record(failed / "record.json")))

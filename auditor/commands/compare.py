@@ -11,8 +11,8 @@ from auditor.core.console import out, print_json, say_whole
 
 
 def compare(
-    run_a: str = typer.Argument(..., help="Run A: run id, run folder or record.json path."),
-    run_b: str = typer.Argument(..., help="Run B (deltas are B minus A)."),
+    run_a: str = typer.Argument(..., metavar="RUN_A", help="Run A: run id, run folder or record.json path."),
+    run_b: str = typer.Argument(..., metavar="RUN_B", help="Run B (deltas are B minus A)."),
     html: Path | None = typer.Option(
         None,
         "--html",
@@ -30,6 +30,7 @@ def compare(
     from auditor.core.store import RECORD_FILE
     from auditor.records import load_record
     from auditor.reporting.compare import (
+        check_page_path,
         compare_records,
         render_comparison_terminal,
         write_comparison_html,
@@ -37,6 +38,8 @@ def compare(
     from auditor.scoring.comparison import change_intervals
     from auditor.scoring.uncertainty import MIN_SEEDS, BootstrapSettings
 
+    if html is not None:
+        check_page_path(html)  # before the bootstrap
     store = common.run_store(runs_dir)
     folder_a, folder_b = store.resolve(run_a), store.resolve(run_b)
     if folder_a.resolve() == folder_b.resolve():

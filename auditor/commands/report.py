@@ -16,7 +16,7 @@ if TYPE_CHECKING:  # pragma: no cover
 
 
 def report(
-    run: str = typer.Argument(..., help="Run id (looked up in the runs folder), run folder, or record.json path."),
+    run: str = typer.Argument(..., metavar="RUN", help="Run id (looked up in the runs folder), run folder, or record.json path."),
     html: bool = typer.Option(False, "--html", help="(Re)write report.html in the run folder and print its path."),
     json_output: bool = typer.Option(False, "--json", help="Print the report's content as JSON, without colour codes."),
     runs_dir: Path | None = common.RUNS_DIR,

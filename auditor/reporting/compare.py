@@ -387,6 +387,16 @@ def render_comparison_terminal(view: ComparisonView, console: Console) -> None:
 # --------------------------------------------------------------------------- HTML
 
 
+def check_page_path(path: Path) -> None:
+    """The comparison page's path (``--html``) names a plain file (its folders are made): the page is written beside
+    it and renamed over it, which would replace a device or a link there (``/dev/stdout`` with a file), not write
+    through it. ``auditor compare`` asks before its bootstrap."""
+    if path.is_dir():
+        raise AuditorError(f"--html {path} is a folder; give a file name for the comparison page, e.g. compare.html")
+    if path.is_symlink() or (path.exists() and not path.is_file()):
+        raise AuditorError(f"--html {path} is not a plain file; give a file name for the comparison page")
+
+
 def write_comparison_html(view: ComparisonView, path: Path, run_dir_a: Path, run_dir_b: Path) -> Path:
     """Write the comparison page to ``path``; initial images are linked relative to it."""
     from auditor.core.store import atomic_write_text
@@ -400,8 +410,7 @@ def write_comparison_html(view: ComparisonView, path: Path, run_dir_a: Path, run
     )
 
     path = Path(path)
-    if path.is_dir():
-        raise AuditorError(f"{path} is a folder; give a file name for the comparison page, e.g. compare.html")
+    check_page_path(path)
     page_dir = path.parent.resolve()
     # Runs that share seeds (or image positions) get a column per one of either run, A's first, so the images of
     # both runs made alike line up; runs that share none are two plain rows.
