@@ -536,7 +536,7 @@ def test_compare_matches_counterfactuals_ignoring_case_and_spacing():
     assert all(cf.delta == 0 for cf in gender.counterfactuals)
 
 
-def test_compare_of_runs_sharing_no_counterfactual_says_nothing_is_compared():
+def test_compare_of_runs_sharing_no_counterfactual_says_nothing_is_compared(tmp_path):
     a = fixture("pharmacist-sd15")
     data = a.model_dump(mode="json")
     data["config"]["prompt"] = "a photo of a chef"
@@ -553,6 +553,17 @@ def test_compare_of_runs_sharing_no_counterfactual_says_nothing_is_compared():
 
     b = RunRecord.model_validate(data)
     assert compare_records(a, b, change_intervals(a, b, BootstrapSettings(resamples=20, seed=0))).intervals is None
+    # the title names both prompts, not A's alone; each model's spec is whole on its own line
+    b.config.t2i = b.config.t2i.model_copy(update={"spec": "diffusers:/models/" + "a-long-local-folder-" * 4 + "sd21"})
+    view = compare_records(a, b)
+    console = Console(width=80, file=io.StringIO(), record=True)
+    render_comparison_terminal(view, console)
+    text = console.export_text()
+    assert text.startswith("Comparing runs of 'a photo of a pharmacist' and 'a photo of a chef'\nA pharmacist-sd15 (")
+    assert f"\n  text-to-image: {b.config.t2i.spec}\n" in text and f"\n  VQA: {b.config.vqa.spec}\n" in text
+    page = write_comparison_html(view, tmp_path / "compare.html", FIXTURES / a.run_id, FIXTURES / a.run_id)
+    assert "<h1>Comparing two audits of “a photo of a pharmacist” and “a photo of a chef”</h1>" in page.read_text()
+    assert compare_records(a, a).prompts == ["a photo of a pharmacist"]
 
 
 def test_compare_command(tmp_path):

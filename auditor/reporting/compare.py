@@ -18,10 +18,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from rich.console import Console, Group
-from rich.table import Table
+from rich.console import Console
 from rich.text import Text
 
+from auditor.core.console import say_whole
 from auditor.core.errors import AuditorError
 from auditor.core.text import text_key
 from auditor.records import INITIAL_PROMPT_ID, AxisScore, GeneratedImage, Interval, RunRecord
@@ -30,7 +30,7 @@ from auditor.reporting.numbers import number, with_bounds
 from auditor.reporting.sentences import bounds
 from auditor.reporting.tables import borderless_table
 from auditor.reporting.views import Bounds
-from auditor.reporting.wording import Segment, made_by, prompt_segments
+from auditor.reporting.wording import Segment, made_by, prompt_segments, quote
 from auditor.scoring.comparison import NOISE_DIGITS, ChangeIntervals
 from auditor.scoring.uncertainty import MIN_SEEDS, too_few_seeds
 
@@ -103,6 +103,12 @@ class ComparisonView:
     metrics: list[MetricInfo]
     #: How the deltas' intervals were made (resamples, level, method, seed, paired), None without intervals.
     intervals: dict[str, Any] | None = None
+
+    @property
+    def prompts(self) -> list[str]:
+        """The audited prompt, or both where the runs audited different ones (the title names what is compared)."""
+        same = text_key(self.a.prompt) == text_key(self.b.prompt)
+        return [self.a.prompt] if same else [self.a.prompt, self.b.prompt]
 
     def as_dict(self) -> dict[str, Any]:
         """Plain JSON-ready data (``auditor compare --json``)."""
@@ -334,13 +340,11 @@ def _delta(value: float | None, ci: Bounds | None, digits: int, lower_is_better:
 
 def render_comparison_terminal(view: ComparisonView, console: Console) -> None:
     """Print the comparison; readable in 80 columns (prompts wrap)."""
-    header = Table.grid(padding=(0, 1))
-    header.add_column(style="bold", no_wrap=True)
-    header.add_column(overflow="fold")
+    console.print(Text(f"Comparing runs of {' and '.join(quote(prompt) for prompt in view.prompts)}", style="bold"))
     for label, side in (("A", view.a), ("B", view.b)):
-        header.add_row(label, Text(f"{side.run_id} ({side.status}, {side.created_at})"))
-        header.add_row("", Text(f"{side.t2i} | {side.vqa}", style="dim"))
-    console.print(Group(Text(f"Comparing runs of '{view.a.prompt}'", style="bold"), header))
+        say_whole(console, Text.assemble((label, "bold"), f" {side.run_id} ({side.status}, {side.created_at})"))
+        for kind, spec in (("text-to-image", side.t2i), ("VQA", side.vqa)):  # a local path whole, to copy
+            say_whole(console, Text(f"  {kind}: {spec}", style="dim"))
     for note in view.notes:
         console.print(Text("note: ", style="yellow") + Text(note))
     console.print()
