@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from auditor.core.devices import check_local_device
 from auditor.core.errors import AuditorError
 from auditor.core.registry import with_absolute_path
 from auditor.core.settings import DEFAULT_EMBEDDER
@@ -80,6 +81,7 @@ class AmplificationOptions:
 
         check_images_and_seeds(self.images, self.seeds)
         check_executor(self.executor)
+        check_local_device(self.device, self.executor)
         self.occupations = check_occupations(self.occupations, self.occupations_source)
         check_templates(self.templates, self.occupations)
         self.methods = parse_methods(list(self.methods))

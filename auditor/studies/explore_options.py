@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from auditor.core.devices import check_local_device
 from auditor.core.errors import AuditorError
 from auditor.core.settings import MAX_SEED
 from auditor.core.text import single_spaced
@@ -111,6 +112,7 @@ def validate_options(options: ExploreOptions) -> None:
 
         check_topic(options.topic)
     check_executor(options.executor)
+    check_local_device(options.device, options.executor)
     T2I_BACKENDS.preflight(options.t2i)
     VQA_BACKENDS.preflight(options.vqa)
     if options.text_embedder:

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from auditor.core.cache import ContentCache
+from auditor.core.devices import check_local_device
 from auditor.core.environment import collect_environment
 from auditor.core.errors import AuditorError
 from auditor.core.settings import DEFAULT_EMBEDDER
@@ -87,6 +88,7 @@ def validate_options(options: PromptAuditOptions) -> None:
     options.prompt = single_spaced(options.prompt)  # as a batch file or an exploration reads it: one cache key
     check_images_and_seeds(options.images, options.seeds)
     check_executor(options.executor)
+    check_local_device(options.device, options.executor)
     check_llm_spec(options.llm, options.llm_temperature, options.llm_seed)
     if options.axes is not None:
         from auditor.planning.offline import check_axes

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 import numpy as np
 
 from auditor.core.cache import ContentCache
+from auditor.core.devices import check_local_device
 from auditor.core.environment import collect_environment
 from auditor.core.errors import AuditorError
 from auditor.core.store import RunStore
@@ -80,6 +81,7 @@ class StudyOptions:
 
         check_images_and_seeds(self.images, self.seeds)
         check_executor(self.executor)
+        check_local_device(self.device, self.executor)
         if self.permutations < 1:
             raise AuditorError(f"--permutations must be at least 1 (got {self.permutations})")
         T2I_BACKENDS.preflight(self.t2i)

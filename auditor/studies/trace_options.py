@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 
 from pydantic import ValidationError
 
+from auditor.core.devices import check_local_device
 from auditor.core.errors import AuditorError
 from auditor.core.settings import DEFAULT_T2I, DEFAULT_VQA
 from auditor.core.store import describe_validation_error
@@ -73,6 +74,7 @@ class TraceOptions:
         if self.show < 0:
             raise AuditorError(f"--show must be 0 or more (got {self.show})")
         check_trace_executor(self.executor)
+        check_local_device(self.device, self.executor)
         check_trace_t2i(self.t2i)
         for spec in self.embedders:
             EMBEDDERS.check(spec)
