@@ -153,6 +153,19 @@ def test_terminal_and_json_show_intervals_and_without_them_nothing_is_claimed():
     assert view.headline.startswith("The axis with the largest BAV is age") and "no ranking is claimed" in view.headline
     assert all("no difference is claimed" in axis.finding for axis in view.axes)
     assert "no interval was computed" in next(a for a in view.axes if a.name == "gender").lean_sentence
+    # two axes tied at the largest BAV, without intervals: both named, neither put first
+    gender = next(axis for axis in bare["scores"]["axes"] if axis["axis"] == "gender")
+    age = next(axis for axis in bare["scores"]["axes"] if axis["axis"] == "age")
+    gender.update(bav=age["bav"], relative_bav=age["relative_bav"])
+    view = build_view(type(record).model_validate(bare))
+    assert view.headline == (
+        f"The axes with the largest BAV are gender and age ({age['bav']:.4f} each); no interval was computed, so no "
+        "ranking is claimed."
+    )
+    from auditor.reporting.sentences import top_axis_phrase
+
+    assert top_axis_phrase(view.axes) == "one of the axes with the largest BAV (tied with age; no interval was " \
+        "computed, so no ranking is claimed)"  # fmt: skip
 
 
 def test_t2iat_directions_need_a_holm_adjusted_p_below_alpha():

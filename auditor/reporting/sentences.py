@@ -228,6 +228,9 @@ def headline(record: RunRecord, axes: list[AxisView]) -> str:
     if len(ranked) == 1:
         return f"Only {top.name} has a BAV ({_bav(top)}). {top.finding}"
     if top.bav_ci is None:
+        if len(equal := _equal_to_top(ranked)) > 1:
+            names = " and ".join([", ".join(axis.name for axis in equal[:-1]), equal[-1].name])
+            return f"The axes with the largest BAV are {names} ({number(top.bav, 4)} each); {NO_RANKING}."
         return f"The axis with the largest BAV is {top.name} ({number(top.bav, 4)}); {NO_RANKING}."
     tied = _tied(ranked)
     if not tied:
@@ -235,6 +238,11 @@ def headline(record: RunRecord, axes: list[AxisView]) -> str:
     names = ", ".join(axis.name for axis in [top, *tied])
     each = "; ".join(f"{axis.name} {_bav(axis)}" for axis in [top, *tied])
     return f"No single axis leans most: the BAV intervals of {names} overlap ({each})."
+
+
+def _equal_to_top(ranked: list[AxisView]) -> list[AxisView]:
+    """The first-ranked axes: the top one and those that tie with it (equal relative BAV and BAV)."""
+    return [axis for axis in ranked if axis.rank == ranked[0].rank]
 
 
 def _tied(ranked: list[AxisView]) -> list[AxisView]:
@@ -257,6 +265,9 @@ def top_axis_phrase(axes: list[AxisView]) -> str:
     if len(ranked) == 1:
         return "the only axis with a BAV"
     if top.bav_ci is None:
+        if len(equal := _equal_to_top(ranked)) > 1:
+            others = ", ".join(axis.name for axis in equal[1:])
+            return f"one of the axes with the largest BAV (tied with {others}; {NO_RANKING})"
         return f"the axis with the largest BAV ({NO_RANKING})"
     if tied := _tied(ranked):
         others = ", ".join(axis.name for axis in tied)
