@@ -462,6 +462,10 @@ def test_an_exploration_names_the_axes_a_candidates_plan_dropped(tiny_models, tm
         "note: --axes dropped for 'a photo of a nurse': setting (the axis library does not apply it to person prompts)."
         in result.stderr
     )
+    # --confirm-images 0 confirms nothing: the leaderboard has no held-out columns left empty
+    header = next(line for line in result.stdout.splitlines() if line.lstrip().startswith("#"))
+    assert "seeds" in header and "fresh seeds" not in header and "adj. p" not in header
+    assert "Leaderboard (by BAV in exploration, with its interval)" in result.stdout
 
 
 def test_an_exploration_whose_every_candidate_is_rejected_says_so_and_offers_no_resume(tiny_models, tmp_path):

@@ -287,14 +287,15 @@ def render_explore(record: ExploreRecord, run_dir: Path, console: Console) -> No
     rows = leaderboard(record)
     if rows:
         label = "BAV" if record.config.objective == "bav" else "|CAS(male) - CAS(female)|"
-        console.print(
-            Text(
-                f"\nLeaderboard (by {label} in exploration, with its interval; 'fresh seeds': the same score on "
-                "held-out seeds, 'adj. p': the Benjamini-Hochberg adjusted p of its direction there)",
-                style="bold",
-            )
+        confirming = record.config.confirm_images > 0  # --confirm-images 0: no held-out columns to fill
+        held_out = (
+            "; 'fresh seeds': the same score on held-out seeds, 'adj. p': the Benjamini-Hochberg adjusted p of its "
+            "direction there"
         )
-        console.print(_leaderboard_table(rows[:TERMINAL_ROWS], record, confirmation=True))
+        console.print(
+            Text(f"\nLeaderboard (by {label} in exploration, with its interval{held_out if confirming else ''})", style="bold")
+        )
+        console.print(_leaderboard_table(rows[:TERMINAL_ROWS], record, confirmation=confirming))
         if len(rows) > TERMINAL_ROWS:
             console.print(Text(f"... and {len(rows) - TERMINAL_ROWS} more arms in report.html and --json"))
     if (unscored := unscored_note(record)) is not None:
