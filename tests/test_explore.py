@@ -736,6 +736,23 @@ def test_arms_with_equal_scores_share_a_rank_in_the_terminal_the_json_and_the_pa
     assert re.findall(r'<tr><td class="num">([=\d]+)</td>', page) == ["=1", "=1", "3", "4", "5"]
     assert "<h3>=1. “a photo of a nurse” on gender</h3>" in page and "<h3>=1. “a photo of a baker”" in page
 
+    # --top confirming one of two tied arms (the first in the run's order) says the other was left for that alone
+    from markupsafe import escape
+
+    from auditor.records import Confirmation
+
+    assert explore_json(record)["cut_tie"] is None
+    record.arms[1].confirmation = Confirmation(seeds=8)  # a nurse
+    said = (
+        f"--top {record.config.top_k} cut a tie: 'a photo of a baker' (gender) ties with a confirmed arm but got no "
+        "fresh seeds (of tied arms, the first in the run's order were confirmed)."
+    )
+    assert explore_json(record)["cut_tie"] == said
+    console = Console(width=400, file=io.StringIO(), record=True)
+    render_explore(record, tmp_path, console)
+    assert said in console.export_text()
+    assert f'<p class="meta">{escape(said)}</p>' in write_explore_report(record, tmp_path).read_text()
+
 
 def test_the_report_sums_up_the_axes_that_candidates_plans_dropped(tmp_path):
     """--axes a candidate's plan left out are named in the report (terminal, --json, page), not only as it ran."""

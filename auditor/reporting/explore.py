@@ -95,6 +95,21 @@ def unscored_note(record: ExploreRecord) -> str | None:
     return f"{counted(len(found), 'arm')} {have} no images and no score yet, so no place on the leaderboard: {named}."
 
 
+def cut_tie_note(record: ExploreRecord, rows: list[Row]) -> str | None:
+    """The arms that tie with a confirmed one but were not confirmed themselves (``--top`` took the first of the
+    tied arms in the run's order), named; None when the confirmed arms cut no tie. Their order says nothing, so
+    a reader should not take the unconfirmed ones for weaker."""
+    confirmed_ranks = {row.rank for row in rows if row.arm.confirmation is not None}
+    left = [row for row in rows if row.arm.confirmation is None and row.rank in confirmed_ranks]
+    if not left:
+        return None
+    named = "; ".join(f"{quote(row.candidate.prompt)} ({row.arm.axis})" for row in left)
+    return (
+        f"--top {record.config.top_k} cut a tie: {named} {'ties' if len(left) == 1 else 'tie'} with a confirmed arm "
+        "but got no fresh seeds (of tied arms, the first in the run's order were confirmed)."
+    )
+
+
 def _bounds(interval: Interval | None) -> list[float | None] | None:
     return None if interval is None else interval.bounds()
 
@@ -184,6 +199,7 @@ def explore_json(record: ExploreRecord, run_dir: Path | None = None) -> dict[str
         "rounds": sum(1 for r in record.rounds if r.phase == "explore"),
         "dropped_axes": dropped_axes(record),
         "leaderboard": [_row_json(row) for row in rows],
+        "cut_tie": cut_tie_note(record, rows),
         "unscored": [
             {"arm": arm.arm_id, "prompt": candidate.prompt, "axis": arm.axis, "state": arm.state}
             for candidate, arm in unscored_arms(record)
@@ -298,8 +314,9 @@ def render_explore(record: ExploreRecord, run_dir: Path, console: Console) -> No
         console.print(_leaderboard_table(rows[:TERMINAL_ROWS], record, confirmation=confirming))
         if len(rows) > TERMINAL_ROWS:
             console.print(Text(f"... and {len(rows) - TERMINAL_ROWS} more arms in report.html and --json"))
-    if (unscored := unscored_note(record)) is not None:
-        console.print(Text(unscored))
+    for note in (cut_tie_note(record, rows), unscored_note(record)):
+        if note is not None:
+            console.print(Text(note))
     sentences = [text for row in rows if (text := finding(row, record)) is not None]
     if sentences:
         console.print(Text("\nFindings", style="bold"))
@@ -397,6 +414,7 @@ def write_explore_report(record: ExploreRecord, run_dir: Path) -> Path:
         summary=summary(record),
         unfinished=unfinished_note(record, run_dir),
         unscored=unscored_note(record),
+        cut_tie=cut_tie_note(record, rows),
         dropped_axes=dropped_axes(record),
         lineage=lineage(record),
         spend=_spend_chart(record),
