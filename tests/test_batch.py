@@ -303,6 +303,7 @@ def test_a_prompt_without_a_valid_plan_fails_alone_and_the_batch_goes_on(tiny_mo
         (["template.txt", "--resume", "x"], "leave out PROMPTS_FILE"),
         (["list.txt", "--axes", "height"], "unknown axis 'height'"),
         (["list.txt", "--axes", "setting"], "--axes fit none of the batch's 2 prompts; the first: the offline planner"),
+        (["values.yaml"], "values.yaml: a .yaml file is not a prompts list; give .txt (one prompt per line), .csv"),
         (["huge.csv"], "huge.csv: not a CSV file auditor can read (field larger than field limit"),
     ],
 )
@@ -310,6 +311,7 @@ def test_bad_batch_input_is_one_line_and_creates_nothing(tmp_path, args, message
     (tmp_path / "huge.csv").write_text("prompt\n" + "a" * 200_000 + "\n")  # over the csv module's cell limit
     (tmp_path / "template.txt").write_text("a photo of a {occupation}\n")
     (tmp_path / "list.txt").write_text("a photo of a nurse\na photo of a chef\n")
+    (tmp_path / "values.yaml").write_text("occupation: [nurse, chef]\n")  # --values, given as the prompts by a slip
     result = run_auditor("batch", *args, "--llm", "offline", cwd=tmp_path, process=True)
     assert result.returncode == 2, result.stderr
     assert message in result.stderr and len(result.stderr.strip().splitlines()) == 1, result.stderr

@@ -1,7 +1,7 @@
 """Prompt lists for ``auditor batch``: text, CSV or JSONL files, and templates filled from a values file.
 
-* ``.txt`` (or any other suffix): one prompt per line; blank lines and lines starting with
-  ``#`` are skipped.
+* ``.txt`` (or any other suffix but the values' ``.json`` and ``.yaml``, refused as a slip): one
+  prompt per line; blank lines and lines starting with ``#`` are skipped.
 * ``.csv``: a header row with a ``prompt`` column (any case); other columns are ignored.
 * ``.jsonl`` / ``.ndjson``: one JSON object per line with a ``prompt`` string.
 
@@ -59,8 +59,18 @@ def read_prompt_list(path: Path, values: Path | None = None) -> list[str]:
     return prompts
 
 
+#: Suffixes of a ``--values`` mapping: given as the prompts file, each of its lines would become a prompt.
+VALUES_ONLY = (".json", ".yaml", ".yml")
+
+
 def _read_lines(path: Path) -> list[str]:
-    text, suffix = read_text_file(path), Path(path).suffix.lower()
+    suffix = Path(path).suffix.lower()
+    if suffix in VALUES_ONLY:
+        raise AuditorError(
+            f"{path}: a {suffix} file is not a prompts list; give .txt (one prompt per line), .csv or .jsonl with a "
+            f"'prompt' column ({suffix} files give a template's --values)"
+        )
+    text = read_text_file(path)
     if suffix == ".csv":
         return [_column(row, "prompt", path, number) for number, row in _csv_rows(text, path)]
     if suffix in (".jsonl", ".ndjson"):
