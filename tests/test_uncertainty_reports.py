@@ -227,7 +227,7 @@ def test_compare_gives_each_change_an_interval_paired_over_shared_seeds(tmp_path
     assert all(cf["delta_ci"] == [0.0, 0.0] for cf in gender["counterfactuals"])
     assert any("paired over their shared seeds" in note and "(--ci-seed 0)" in note for note in same["notes"])
     assert same["intervals"] == {
-        "resamples": 200, "level": 0.95, "method": "percentile", "seed": 0, "paired": True, "paired_seeds": 6,
+        "resamples": 200, "level": 0.95, "method": "percentile", "seed": 0, "fully_paired": True, "paired_seeds": 6,
         "paired_by": "seed",
     }  # fmt: skip
 
@@ -235,7 +235,7 @@ def test_compare_gives_each_change_an_interval_paired_over_shared_seeds(tmp_path
     # Seeds 0-5 against 0-3: the 4 shared seeds take one draw, A's seeds 4 and 5 one of their own.
     assert any("paired over the 4 seeds they share, the other seeds (2 of run A) independently" in note
                for note in other["notes"])  # fmt: skip
-    assert other["intervals"]["paired"] is False and other["intervals"]["paired_seeds"] == 4  # not fully paired
+    assert other["intervals"]["fully_paired"] is False and other["intervals"]["paired_seeds"] == 4  # not fully paired
     _fixture_with_seeds(runs, "one-apart", lambda seed: seed + 100 if seed == 5 else seed)
     one_apart = json.loads((runs / "one-apart" / "record.json").read_text())
     one_apart["config"]["seeds"] = [0, 1, 2, 3, 4, 105]
@@ -244,7 +244,7 @@ def test_compare_gives_each_change_an_interval_paired_over_shared_seeds(tmp_path
     # Seed 5 against seed 105: each alone in its stratum would never vary, so each run is resampled alone.
     assert any("independently (pairing over the 5 seeds they share would leave a single seed" in note
                for note in apart["notes"])  # fmt: skip
-    assert apart["intervals"]["paired"] is False and apart["intervals"]["paired_seeds"] == 0
+    assert apart["intervals"]["fully_paired"] is False and apart["intervals"]["paired_seeds"] == 0
     shared = [cf for axis in other["axes"] for cf in axis["counterfactuals"] if cf["only_in"] is None]
     assert shared and all(cf["delta"] is None or cf["delta_ci"][0] <= cf["delta_ci"][1] for cf in shared)
     off = json.loads(run_auditor("compare", "pharmacist-sd15", "pharmacist-sd21", "--json", "--bootstrap", "0").stdout)
@@ -291,7 +291,7 @@ def test_compare_pairs_runs_without_seeds_by_image_position_and_never_with_a_see
 
     mixed = json.loads(run_auditor("compare", "seeded", "api", "--json", "--bootstrap", "200").stdout)
     assert any("independently (run B's backend takes no seed" in note for note in mixed["notes"])
-    assert mixed["intervals"]["paired"] is False and mixed["intervals"]["paired_seeds"] == 0
+    assert mixed["intervals"]["fully_paired"] is False and mixed["intervals"]["paired_seeds"] == 0
     assert mixed["intervals"]["paired_by"] is None  # nothing pairs a seeded run's images with an unseeded one's
     assert mixed["a"]["initial_labels"] == [f"seed {i}" for i in range(6)]
     assert mixed["b"]["initial_labels"] == [f"image {i}" for i in range(6)]

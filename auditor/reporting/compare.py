@@ -101,7 +101,7 @@ class ComparisonView:
     only_a: list[AxisOnly]
     only_b: list[AxisOnly]
     metrics: list[MetricInfo]
-    #: How the deltas' intervals were made (resamples, level, method, seed, paired), None without intervals.
+    #: How the deltas' intervals were made (resamples, level, method, seed, fully_paired, paired_seeds, paired_by), None without intervals.
     intervals: dict[str, Any] | None = None
 
     @property
@@ -278,7 +278,7 @@ def compare_records(a: RunRecord, b: RunRecord, changes: ChangeIntervals | None 
             "level": changes.settings.level,
             "method": "percentile",
             "seed": changes.settings.seed,
-            "paired": changes.fully_paired,
+            "fully_paired": changes.fully_paired,  # every seed of either run in both: one draw for all
             "paired_seeds": changes.paired_seeds,
             # what paired_seeds counts: seeds, or image positions for two runs whose backends take no seed
             "paired_by": "seed" if all(changes.seeded) else "image position" if not any(changes.seeded) else None,
