@@ -380,7 +380,8 @@ def test_a_budget_that_buys_no_round_is_an_error_not_a_finished_exploration(worl
 
     fewer, _cache = explore(tmp_path / "fewer", max_images=50, top_k=50)  # more to confirm than there are arms
     with pytest.raises(StartAgainError, match=r"confirming the (\d+) arms there are \(--top 50\) keeps \d+ images.*"
-                       r"raise --max-images, or set --top below \1, or lower --confirm-images \(0 keeps none back\)$"):  # fmt: skip
+                       r"raise --max-images, or set --top below \1, or lower --confirm-images "
+                       r"\(0 keeps none back\)$"):  # fmt: skip
         fewer.run()
 
     one, _cache = explore(tmp_path / "one", max_images=20, top_k=1)  # --top is at its least: only --confirm-images

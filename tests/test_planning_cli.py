@@ -132,7 +132,7 @@ def test_bad_input_is_one_line(tmp_path):
         (("batch", "prompts.txt", "--llm", "offline", "--temperature", "1"), "error: --temperature set how an LLM samples"),
         (("explore", "--topic", "people at work", "--llm", "offline", "--llm-seed", "1"), "error: --llm-seed set how"),
         (("plan", PROMPT, "--llm", "openai:gpt-4o", "--temperature", "-1"), "error: Invalid value for '--temperature'"),
-        (("prompt", PROMPT, "--llm", "openai:gpt-4o", "--temperature", "2.5"), "error: Invalid value for '--temperature'"),
+        (("prompt", PROMPT, "--llm", "openai:gpt-4o", "--temperature", "2.5"), "error: Invalid value for '--temp"),
     ]:
         result = run_auditor(*args, process=True)
         assert result.returncode == 2 and result.stderr.startswith(message) and "Traceback" not in result.stderr, args

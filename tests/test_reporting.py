@@ -562,7 +562,8 @@ def test_compare_of_runs_sharing_no_counterfactual_says_nothing_is_compared(tmp_
     assert text.startswith("Comparing runs of 'a photo of a pharmacist' and 'a photo of a chef'\nA pharmacist-sd15 (")
     assert f"\n  text-to-image: {b.config.t2i.spec}\n" in text and f"\n  VQA: {b.config.vqa.spec}\n" in text
     page = write_comparison_html(view, tmp_path / "compare.html", FIXTURES / a.run_id, FIXTURES / a.run_id)
-    assert "<h1>Comparing two audits of “a photo of a pharmacist” and “a photo of a chef”</h1>" in page.read_text()
+    heading = "<h1>Comparing two audits of “a photo of a pharmacist” and “a photo of a chef”</h1>"
+    assert heading in page.read_text()
     assert compare_records(a, a).prompts == ["a photo of a pharmacist"]
 
 

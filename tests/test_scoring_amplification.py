@@ -199,8 +199,11 @@ def test_an_amplification_or_share_that_is_not_0_is_never_written_as_0():
     from auditor.records.amplification import Share
     from auditor.reporting.amplification import share_text, signed_interval
 
-    assert signed_interval(10.24, Interval(low=6.1, high=14.3, method="percentile", defined=1.0)) == "+10.2 [+6.1, +14.3]"
-    assert signed_interval(0.04, Interval(low=-1.2, high=1.3, method="percentile", defined=1.0)) == "+0.04 [-1.20, +1.30]"
+    def interval(low: float, high: float) -> Interval:
+        return Interval(low=low, high=high, method="percentile", defined=1.0)
+
+    assert signed_interval(10.24, interval(6.1, 14.3)) == "+10.2 [+6.1, +14.3]"
+    assert signed_interval(0.04, interval(-1.2, 1.3)) == "+0.04 [-1.20, +1.30]"
     assert signed_interval(0.04, None) == "+0.04" and signed_interval(None, None) == "–"
     assert share_text(Share(percent=23.1, low=15.2, high=33.4, women=3, total=13)) == "23.1 [15.2, 33.4]"
     assert share_text(Share(percent=0.3, low=0.0, high=1.6, women=1, total=300), 0) == "0.3 [0.0, 1.6]"

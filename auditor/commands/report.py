@@ -16,7 +16,9 @@ if TYPE_CHECKING:  # pragma: no cover
 
 
 def report(
-    run: str = typer.Argument(..., metavar="RUN", help="Run id (looked up in the runs folder), run folder, or record.json path."),
+    run: str = typer.Argument(
+        ..., metavar="RUN", help="Run id (looked up in the runs folder), run folder, or record.json path."
+    ),
     html: bool = typer.Option(False, "--html", help="(Re)write report.html in the run folder and print its path."),
     json_output: bool = typer.Option(False, "--json", help="Print the report's content as JSON, without colour codes."),
     runs_dir: Path | None = common.RUNS_DIR,
@@ -39,9 +41,8 @@ def show_stored(record: StudyRecord, folder: Path, *, html: bool, json_output: b
     from auditor.core.store import RECORD_FILE
 
     if record.status == "running" and is_running(lock_folder(folder)) is False:  # its report would read "running"
-        say_whole(
-            err, f"note: run {folder.name} was stopped: {common.STOPPED_MEANING}; continue it with: {record.resume_command(folder)}"
-        )
+        how = record.resume_command(folder)
+        say_whole(err, f"note: run {folder.name} was stopped: {common.STOPPED_MEANING}; continue it with: {how}")
     write, as_json, render = _outputs(record, folder / RECORD_FILE)
     if html:
         path = write(record, folder)

@@ -40,7 +40,8 @@ def schemas(
     removed = _stale_schemas(out_dir, rendered)
     for name in removed:
         (out_dir / name).unlink()
-    say_whole(out, f"wrote {len(rendered)} schemas to {out_dir}" + (f", removed {', '.join(removed)}" if removed else ""))
+    gone = f", removed {', '.join(removed)}" if removed else ""
+    say_whole(out, f"wrote {len(rendered)} schemas to {out_dir}{gone}")
 
 
 def _stale_schemas(folder: Path, rendered: dict[str, str]) -> list[str]:

@@ -28,7 +28,9 @@ class Normalization(str, Enum):
 
 
 def score(
-    source: str = typer.Argument(..., metavar="SOURCE", help="TIBET result file (JSON), run folder, record.json or run id."),
+    source: str = typer.Argument(
+        ..., metavar="SOURCE", help="TIBET result file (JSON), run folder, record.json or run id."
+    ),
     cas_normalization: Normalization | None = typer.Option(
         None,
         "--cas-normalization",

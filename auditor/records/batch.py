@@ -87,4 +87,5 @@ class BatchRecord(StudyRecord):
     )
 
     def subject(self) -> str:
-        return f"{len(self.config.prompts)} prompt{'' if len(self.config.prompts) == 1 else 's'} from {self.config.source}"
+        count = len(self.config.prompts)
+        return f"{count} prompt{'' if count == 1 else 's'} from {self.config.source}"

@@ -101,7 +101,8 @@ class ComparisonView:
     only_a: list[AxisOnly]
     only_b: list[AxisOnly]
     metrics: list[MetricInfo]
-    #: How the deltas' intervals were made (resamples, level, method, seed, fully_paired, paired_seeds, paired_by), None without intervals.
+    #: How the deltas' intervals were made (resamples, level, method, seed, fully_paired, paired_seeds, paired_by);
+    #: None without intervals.
     intervals: dict[str, Any] | None = None
 
     @property

@@ -308,9 +308,8 @@ def render_explore(record: ExploreRecord, run_dir: Path, console: Console) -> No
             "; 'fresh seeds': the same score on held-out seeds, 'adj. p': the Benjamini-Hochberg adjusted p of its "
             "direction there"
         )
-        console.print(
-            Text(f"\nLeaderboard (by {label} in exploration, with its interval{held_out if confirming else ''})", style="bold")
-        )
+        heading = f"\nLeaderboard (by {label} in exploration, with its interval{held_out if confirming else ''})"
+        console.print(Text(heading, style="bold"))
         console.print(_leaderboard_table(rows[:TERMINAL_ROWS], record, confirmation=confirming))
         if len(rows) > TERMINAL_ROWS:
             console.print(Text(f"... and {len(rows) - TERMINAL_ROWS} more arms in report.html and --json"))
