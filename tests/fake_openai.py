@@ -275,6 +275,9 @@ class FakeOpenAI:
 def _handler_for(fake: FakeOpenAI) -> type[BaseHTTPRequestHandler]:
     class Handler(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"
+        # TCP_NODELAY: the headers and the body go out as two small writes, and with Nagle's algorithm the body
+        # waited for the client's delayed ACK, 40 ms a request (44 ms -> 2.6 ms per VQA call, measured side by side).
+        disable_nagle_algorithm = True
 
         def log_message(self, format: str, *args: Any) -> None:  # keep pytest output clean
             pass
