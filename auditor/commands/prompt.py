@@ -178,6 +178,22 @@ def check_axes_fit(options: PromptAuditOptions) -> None:
     )  # fmt: skip
 
 
+def check_axes_fit_some(options: PromptAuditOptions, prompts: list[str]) -> None:
+    """A batch's ``--axes`` that fit none of its prompts is bad input, refused as :func:`check_axes_fit` refuses a
+    prompt's; where they fit some, each prompt they fit none of fails alone in the run and the batch goes on."""
+    from dataclasses import replace
+
+    first: AuditorError | None = None
+    for prompt in prompts:
+        try:
+            check_axes_fit(replace(options, prompt=prompt))
+            return
+        except AuditorError as exc:
+            first = first or exc
+    if first is not None:
+        raise AuditorError(f"--axes fit none of the batch's {len(prompts)} prompts; the first: {first}") from None
+
+
 def show_results(record: RunRecord, run_dir: Path, *, quiet: bool, json_output: bool) -> None:
     """Show the finished run's report (terminal or JSON); report.html is already in the run folder."""
     from auditor.core.console import say_whole
@@ -197,18 +213,3 @@ def show_results(record: RunRecord, run_dir: Path, *, quiet: bool, json_output: 
 def register(app: typer.Typer) -> None:
     app.command("prompt")(prompt)
 
-
-def check_axes_fit_some(options: PromptAuditOptions, prompts: list[str]) -> None:
-    """A batch's ``--axes`` that fit none of its prompts is bad input, refused as :func:`check_axes_fit` refuses a
-    prompt's; where they fit some, each prompt they fit none of fails alone in the run and the batch goes on."""
-    from dataclasses import replace
-
-    first: AuditorError | None = None
-    for prompt in prompts:
-        try:
-            check_axes_fit(replace(options, prompt=prompt))
-            return
-        except AuditorError as exc:
-            first = first or exc
-    if first is not None:
-        raise AuditorError(f"--axes fit none of the batch's {len(prompts)} prompts; the first: {first}") from None

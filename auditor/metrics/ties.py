@@ -9,8 +9,6 @@ a real difference that small is below anything a report writes.
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
 
 #: Relative difference at or below which two scores are one (float noise is ~1e-16 of a value).
@@ -20,8 +18,9 @@ ABSOLUTE_TIE = 1e-15
 
 
 def same_score(a: float, b: float) -> bool:
-    """Whether ``a`` and ``b`` are the same score (see the module)."""
-    return math.isclose(a, b, rel_tol=RELATIVE_TIE, abs_tol=ABSOLUTE_TIE)
+    """Whether ``a`` and ``b`` are the same score (see the module): :func:`same_scores` of one pair, so a ranking
+    and the resampled shares tie alike."""
+    return bool(same_scores(np.float64(a), np.float64(b)))
 
 
 def same_scores(values: np.ndarray, others: np.ndarray) -> np.ndarray:

@@ -151,11 +151,11 @@ class Allocation:
 def _confirmed_words(arms: int, top_k: int) -> tuple[str, str]:
     """Which arms a budget keeps images back for, and what would keep fewer back, in words: with fewer arms than
     ``--top`` all of them are kept for, and only a ``--top`` below their number keeps fewer images back."""
-    confirm = "lower --confirm-images (0 keeps none back)"
+    confirm = "--confirm-images (0 keeps none back)"
     if arms >= top_k:
-        return f"top {top_k}", f"lower --top or {confirm[len('lower '):]}" if top_k > 1 else confirm
+        return f"top {top_k}", f"lower --top or {confirm}" if top_k > 1 else f"lower {confirm}"
     top = f"{counted(arms, 'arm')} there {'is' if arms == 1 else 'are'} (--top {top_k})"
-    return top, f"set --top below {arms}, or {confirm}" if arms > 1 else confirm
+    return top, f"set --top below {arms}, or lower {confirm}" if arms > 1 else f"lower {confirm}"
 
 
 def fit_images(study: Exploration, wanted: Sequence[tuple[Arm, range]], left: int) -> Allocation:
