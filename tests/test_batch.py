@@ -237,6 +237,30 @@ def test_an_interrupted_batch_resumes_without_recomputing(tiny_models, tmp_path)
     assert "\n" not in str(caught.value)
 
 
+def test_a_batch_resumed_with_a_ray_address_reaches_it_once_not_once_per_audit(tiny_models, tmp_path):
+    """``--resume B --ray-address HOST:PORT``: the address is checked against the batch's executor, reached once."""
+    import contextlib
+    import socket
+
+    from auditor.studies.run import Resumption
+
+    store, cache = RunStore(tmp_path / "runs"), ContentCache(tmp_path / "cache.sqlite")
+    options = BatchOptions(source="list", prompts=PROMPTS, audit=tiny_audit(tiny_models, executor="ray"))
+    start_batch(options, store, cache, QuietProgress(), "b")  # created, not run: nothing reaches Ray
+    with socket.create_server(("127.0.0.1", 0), backlog=8) as listener:  # connections wait in its backlog
+        address = f"127.0.0.1:{listener.getsockname()[1]}"
+        batch = resume_batch("b", store, cache, QuietProgress(), Resumption(ray_address=address))
+        listener.setblocking(False)
+        connections = 0
+        with contextlib.suppress(BlockingIOError):
+            while True:
+                listener.accept()[0].close()
+                connections += 1
+    cache.close()
+    assert len(batch.audits) == 3 and batch.record.config.executor == "ray"
+    assert connections == 1
+
+
 def test_ctrl_c_while_its_audits_finish_ends_the_batch_interrupted_and_resumable(tiny_models, tmp_path, monkeypatch):
     """Ctrl-C as the second audit writes its page, after every stage ran: the batch record ends ``interrupted``
     at ``report`` (it used to stay ``running``), its lock is let go, and a resume finishes it without generating

@@ -112,6 +112,9 @@ def resume_batch(
     """
     run_dir, record = reopen_run(run, store, BatchRecord)
     point_models(record.config, resumption)
+    # Its audits run where the batch runs: a --ray-address was checked against the batch's executor (and reached)
+    # just now, not once more per audit.
+    resumption = dataclasses.replace(resumption, ray_address=None)
     pool = ModelPool(keep=True)
     audits_store = RunStore(run_dir / AUDITS_FOLDER)
     quiet = NoticesOnly(progress)
