@@ -184,12 +184,14 @@ def test_a_device_this_torch_cannot_use_is_one_line(tiny_models, device, message
 def test_a_device_this_machine_lacks_is_refused_before_a_run_folder_unless_ray_workers_load_the_models(tmp_path):
     import torch
 
-    from auditor.core.devices import check_local_device
+    from auditor.executors import check_placement
 
     if torch.cuda.is_available():
         pytest.skip("this machine has a CUDA device")
-    check_local_device("cuda", "ray")  # a Ray worker may have the GPU this driver lacks: checked where it loads
-    check_local_device(None, "sequential")
+    check_placement("ray", "cuda")  # a Ray worker may have the GPU this driver lacks: checked where it loads
+    check_placement("sequential", None)
+    with pytest.raises(AuditorError, match="^--device cuda: this torch"):
+        check_placement("overlapped", "cuda")
     result = run_auditor("prompt", "a photo of a nurse", "--llm", "offline", "--device", "cuda", process=True)
     assert result.returncode == 2 and result.stderr.startswith("error: --device cuda: this torch (")
     assert result.stderr.strip().endswith("sees no CUDA device") and not (tmp_path / "runs").exists()

@@ -43,13 +43,6 @@ def check_device(requested: str) -> str:
     return requested
 
 
-def check_local_device(requested: str | None, executor: str) -> None:
-    """A new run's ``--device``, where its models load in this process (every executor but Ray, whose workers may
-    have the GPU the driver lacks): checked before the run folder exists, so a machine without it makes none."""
-    if requested and executor != "ray":
-        check_device(requested)
-
-
 def pick_dtype(device: str) -> torch.dtype:
     """The torch dtype to load weights in: float16 on CUDA, float32 elsewhere."""
     import torch

@@ -25,6 +25,7 @@ import importlib.util
 import os
 import re
 import socket
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from auditor.core.errors import AuditorError
@@ -51,6 +52,17 @@ def check_executor(name: str) -> str:
     if name == "ray" and importlib.util.find_spec("ray") is None:
         raise AuditorError("--executor ray needs Ray: pip install 'auditor[ray]'")
     return name
+
+
+def check_placement(executor: str, device: str | None, executors: Callable[[str], str] = check_executor) -> None:
+    """A new run's ``--executor`` (``executors`` checks it for the study: trace takes fewer) and ``--device``, both
+    before the run folder exists, so a machine that cannot run it makes none. The device is checked only where the
+    models load in this process: a Ray worker may have the GPU its driver lacks, and checks it where it loads."""
+    executors(executor)
+    if device and executor != "ray":
+        from auditor.core.devices import check_device
+
+        check_device(device)
 
 
 def use_ray_address(executor: str | None, address: str | None) -> str | None:

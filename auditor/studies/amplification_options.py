@@ -11,14 +11,13 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from auditor.core.devices import check_local_device
 from auditor.core.errors import AuditorError
 from auditor.core.registry import with_absolute_path
 from auditor.core.settings import DEFAULT_EMBEDDER
 from auditor.corpora.prompts import occupation_prompt
 from auditor.corpora.readers import BATCH_ROWS
 from auditor.corpora.selection import METHODS, NN_METHODS, PER_OCCUPATION, Method
-from auditor.executors import DEFAULT_EXECUTOR, check_executor
+from auditor.executors import DEFAULT_EXECUTOR, check_placement
 from auditor.perception.faces import MIN_FACE_SHARE
 from auditor.perception.zero_shot import THRESHOLD, TwoWayTexts
 from auditor.records import AmplificationConfig, ClassifierSettings, FaceDetectorSettings, GenerationSettings
@@ -80,8 +79,7 @@ class AmplificationOptions:
         from auditor.perception.registry import EMBEDDERS, FACE_DETECTORS, SENTENCE_EMBEDDERS
 
         check_images_and_seeds(self.images, self.seeds)
-        check_executor(self.executor)
-        check_local_device(self.device, self.executor)
+        check_placement(self.executor, self.device)
         self.occupations = check_occupations(self.occupations, self.occupations_source)
         check_templates(self.templates, self.occupations)
         self.methods = parse_methods(list(self.methods))

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from auditor.core.devices import check_local_device
 from auditor.core.errors import AuditorError
 from auditor.core.settings import MAX_SEED
 from auditor.core.text import single_spaced
@@ -58,7 +57,7 @@ class ExploreOptions:
 
 def validate_options(options: ExploreOptions) -> None:
     """Reject bad input before anything is created or loaded."""
-    from auditor.executors import check_executor
+    from auditor.executors import check_placement
     from auditor.generation.registry import T2I_BACKENDS
     from auditor.perception.registry import SENTENCE_EMBEDDERS, VQA_BACKENDS
     from auditor.planning import check_llm_spec
@@ -111,8 +110,7 @@ def validate_options(options: ExploreOptions) -> None:
         from auditor.prompting.topics import check_topic
 
         check_topic(options.topic)
-    check_executor(options.executor)
-    check_local_device(options.device, options.executor)
+    check_placement(options.executor, options.device)
     T2I_BACKENDS.preflight(options.t2i)
     VQA_BACKENDS.preflight(options.vqa)
     if options.text_embedder:

@@ -13,7 +13,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from auditor.core.cache import ContentCache
-from auditor.core.devices import check_local_device
 from auditor.core.environment import collect_environment
 from auditor.core.errors import AuditorError
 from auditor.core.settings import DEFAULT_EMBEDDER
@@ -80,15 +79,14 @@ class PromptAuditOptions:
 
 def validate_options(options: PromptAuditOptions) -> None:
     """Reject bad input before anything is created or loaded."""
-    from auditor.executors import check_executor
+    from auditor.executors import check_placement
     from auditor.planning import check_llm_spec
 
     if not options.prompt.strip():
         raise AuditorError("the prompt is empty: give the text-to-image prompt to audit, e.g. \"a photo of a pharmacist\"")
     options.prompt = single_spaced(options.prompt)  # as a batch file or an exploration reads it: one cache key
     check_images_and_seeds(options.images, options.seeds)
-    check_executor(options.executor)
-    check_local_device(options.device, options.executor)
+    check_placement(options.executor, options.device)
     check_llm_spec(options.llm, options.llm_temperature, options.llm_seed)
     if options.axes is not None:
         from auditor.planning.offline import check_axes

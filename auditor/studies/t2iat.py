@@ -17,7 +17,6 @@ from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 import numpy as np
 
 from auditor.core.cache import ContentCache
-from auditor.core.devices import check_local_device
 from auditor.core.environment import collect_environment
 from auditor.core.errors import AuditorError
 from auditor.core.store import RunStore
@@ -75,13 +74,12 @@ class StudyOptions:
 
     def validate(self) -> None:
         """Reject bad input before a run folder is created or a model loaded."""
-        from auditor.executors import check_executor
+        from auditor.executors import check_placement
         from auditor.generation.registry import T2I_BACKENDS
         from auditor.perception.registry import EMBEDDERS
 
         check_images_and_seeds(self.images, self.seeds)
-        check_executor(self.executor)
-        check_local_device(self.device, self.executor)
+        check_placement(self.executor, self.device)
         if self.permutations < 1:
             raise AuditorError(f"--permutations must be at least 1 (got {self.permutations})")
         T2I_BACKENDS.preflight(self.t2i)

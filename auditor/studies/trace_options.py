@@ -10,11 +10,10 @@ from dataclasses import dataclass, field
 
 from pydantic import ValidationError
 
-from auditor.core.devices import check_local_device
 from auditor.core.errors import AuditorError
 from auditor.core.settings import DEFAULT_T2I, DEFAULT_VQA
 from auditor.core.store import describe_validation_error
-from auditor.executors import DEFAULT_EXECUTOR, check_executor
+from auditor.executors import DEFAULT_EXECUTOR, check_executor, check_placement
 from auditor.records import GenerationSettings, PerceptionSettings, TraceConfig, TraceScoringSettings
 from auditor.studies.run import check_images_and_seeds, paired_seeds, spec_ref
 
@@ -73,8 +72,7 @@ class TraceOptions:
             raise AuditorError(f"--limit must be at least 1 (got {self.limit})")
         if self.show < 0:
             raise AuditorError(f"--show must be 0 or more (got {self.show})")
-        check_trace_executor(self.executor)
-        check_local_device(self.device, self.executor)
+        check_placement(self.executor, self.device, check_trace_executor)
         check_trace_t2i(self.t2i)
         for spec in self.embedders:
             EMBEDDERS.check(spec)
