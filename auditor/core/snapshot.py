@@ -11,10 +11,13 @@ one. An attempt that did write into the folder (an image made with other weights
 run ``failed`` or ``interrupted``, as any other, because the old scores no longer describe
 its files.
 
-Files are compared by size and modification time, which every write here changes (writes
-replace files atomically, and identical images are not rewritten). A batch's audits are
-files of the batch's folder: an audit put back gets its old times too, so a batch all of
-whose audits were put back is unchanged as well.
+Files are compared by size, modification time and inode. Every write here replaces its file
+atomically (a new file renamed over the old, so a new inode), and identical images are not
+rewritten; a file's time alone is coarse (the kernel stamps it at its clock tick, milliseconds),
+so a rewrite of the same size within one tick would pass for no write. A batch's audits are
+files of the batch's folder: an audit put back gets its record and page back as new files
+with their old bytes and times, so those two are compared by size and time alone, and a
+batch all of whose audits were put back is unchanged as well.
 """
 
 from __future__ import annotations
@@ -37,7 +40,7 @@ class _KeptFile:
 
 
 class FolderSnapshot:
-    """The run folder ``folder`` now: its record and page kept whole, every other file's size and time."""
+    """The run folder ``folder`` now: its record and page kept whole, every other file's size, time and inode."""
 
     def __init__(self, folder: Path):
         self.folder = Path(folder)
@@ -48,15 +51,17 @@ class FolderSnapshot:
         }
         self._files = self._file_times()
 
-    def _file_times(self) -> dict[str, tuple[int, int]]:
-        """Path (relative) -> (size, modification time) of every file but the record, the page and the lock."""
+    def _file_times(self) -> dict[str, tuple[int, int, int]]:
+        """Path (relative) -> (size, modification time, inode) of every file but the record, the page and the
+        lock (a nested record or page: no inode)."""
         times = {}
         for path in self.folder.rglob("*"):
             name = path.relative_to(self.folder).as_posix()
             if name in REWRITTEN or name == LOCK_FILE or not path.is_file():
                 continue
             stat = path.stat()
-            times[name] = (stat.st_size, stat.st_mtime_ns)
+            put_back = path.name in REWRITTEN  # a batch's audit's, restored as a new file (another inode)
+            times[name] = (stat.st_size, stat.st_mtime_ns, 0 if put_back else stat.st_ino)
         return times
 
     def unchanged(self) -> bool:
