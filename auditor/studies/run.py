@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypeVar
 
 from auditor.core.cache import ContentCache
-from auditor.core.devices import release_accelerator_memory
+from auditor.core.devices import collecting_only_new_objects, release_accelerator_memory
 from auditor.core.environment import collect_environment
 from auditor.core.errors import AuditorError, ReviewCancelled, interruption
 from auditor.core.fingerprint import CHUNK, file_sha256
@@ -410,10 +410,12 @@ class StudyRun(Generic[RecordT]):
     def holding_lock(self) -> Iterator[None]:
         """Hold the run folder's lock for one whole attempt, its last writes included, however it ends; refused
         (nothing written) while another process runs the folder. A study whose ``run`` does not use
-        :meth:`execute` takes it around its own attempt."""
+        :meth:`execute` takes it around its own attempt. Its models' releases collect only what the attempt made
+        (:func:`~auditor.core.devices.collecting_only_new_objects`)."""
         self._lock_file.acquire()
         try:
-            yield
+            with collecting_only_new_objects():
+                yield
         finally:
             self._lock_file.release()
 
