@@ -14,7 +14,7 @@ import socket
 from functools import lru_cache
 from importlib import resources
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from auditor.core.errors import AuditorError
 from auditor.core.settings import get_settings
@@ -161,6 +161,10 @@ def ensure_wordnet(try_download: bool = True) -> Path:
     )
 
 
+#: The index of each part of speech: what the WordNet reader reads whole when it loads.
+_POS_INDEXES = frozenset(f"index.{pos}" for pos in ("noun", "verb", "adj", "adv"))
+
+
 @lru_cache(maxsize=1)
 def load_wordnet() -> WordNetCorpusReader:
     """The English WordNet corpus reader, loaded once per process.
@@ -174,11 +178,20 @@ def load_wordnet() -> WordNetCorpusReader:
 
     import nltk
     from nltk.corpus.reader.wordnet import WordNetCorpusReader
+    from nltk.data import FileSystemPathPointer
 
     class EnglishWordNet(WordNetCorpusReader):
         def map_wn(self, version: str = "wordnet") -> None:
             """No mapping between WordNet versions: only the multilingual functions need one."""
             return None
+
+        def open(self, fileid: str) -> Any:
+            """A part of speech's index, read once from start to end as the reader loads, as a plain text file:
+            NLTK's own stream (made for the files it seeks in, ``index.sense`` among them) reads it a line at a
+            time in Python, 0.4 s more per process."""
+            if fileid in _POS_INDEXES and isinstance(self._root, FileSystemPathPointer):
+                return open(self._root.join(fileid).path, encoding=self._encoding)  # noqa: SIM115 - read in a with
+            return super().open(fileid)
 
     ensure_wordnet()
     try:
