@@ -252,12 +252,21 @@ def test_bias_score_intervals_by_hand():
     # Unit A saw the object once in its masculine image, unit B once in its feminine one. A resample of
     # two units is AA (BS 1), BB (BS 0) or AB (BS 0.5) with chances 1/4, 1/4, 1/2: the 95% interval is [0, 1].
     intervals = bias_score_intervals([[1], [0]], [[0], [1]], [1, 1], [1, 1], resamples=4000, seed=3)
-    assert intervals == [(0.0, 1.0)]
+    assert intervals == [(0.0, 1.0, 1.0)]  # every resample defines it
     # Both units lean masculine: every resample gives BS 1.
-    assert bias_score_intervals([[2], [1]], [[0], [0]], [1, 1], [1, 1], resamples=50) == [(1.0, 1.0)]
+    assert bias_score_intervals([[2], [1]], [[0], [0]], [1, 1], [1, 1], resamples=50) == [(1.0, 1.0, 1.0)]
     # One unit: no interval; an object never seen: no resample defines it.
     assert bias_score_intervals([[1, 0]], [[0, 0]], [1], [1]) == [None, None]
     assert bias_score_intervals([[1, 0], [0, 0]], [[0, 0], [1, 0]], [1, 1], [1, 1], resamples=100)[1] is None
+
+
+def test_a_bias_score_interval_says_what_share_of_the_resamples_define_it():
+    """An object seen once, in one of 8 triplets: a resample of 8 draws leaves that triplet out with chance
+    (7/8)^8 = 34.4%, and BS is undefined there. The interval is [0, 0] over the other 65.6%, and says so."""
+    feminine = [[0]] * 3 + [[1]] + [[0]] * 4
+    (interval,) = bias_score_intervals([[0]] * 8, feminine, [1] * 8, [1] * 8, resamples=20_000, seed=1)
+    assert (interval.low, interval.high) == (0.0, 0.0)
+    assert interval.defined == pytest.approx(1 - (7 / 8) ** 8, abs=0.01)
 
 
 def test_bias_score_intervals_match_a_written_out_bootstrap():
@@ -274,7 +283,7 @@ def test_bias_score_intervals_match_a_written_out_bootstrap():
             score = bias_score(c_m, c_f, n_m[row].sum(), n_f[row].sum())
             if score is not None:
                 scores.append(score)
-        assert got[k] == pytest.approx(tuple(np.quantile(scores, [0.05, 0.95])))
+        assert got[k] == pytest.approx((*np.quantile(scores, [0.05, 0.95]), len(scores) / 300))
     with pytest.raises(AuditorError, match="negative"):
         bias_score_intervals([[-1]], [[0]], [1], [1])
     with pytest.raises(AuditorError, match="units x objects"):

@@ -66,7 +66,7 @@ def _record(images: dict[str, ImageObjects], pairs: list[PairSimilarity], **scor
         source="captions",
         object_question="List the objects in the image.",
         vqa=ModelRef(spec="blip2:y", backend="blip2"),
-        scoring=TraceScoringSettings(bootstrap=500, sigma_words=SIGMA_WORDS, **scoring),
+        scoring=TraceScoringSettings(**{"bootstrap": 500, "sigma_words": SIGMA_WORDS, **scoring}),
     )
     return TraceRecord(
         run_id="hand",
@@ -345,3 +345,35 @@ def test_a_record_scored_before_the_adjustments_is_read_as_scored_and_says_so(tm
     page = write_trace_report(old.model_copy(update={"similarity": [row], "ranking": [ranked]}), tmp_path).read_text()
     assert '<td class="num">+0.000004</td><td class="num ci">[-0.000126, +0.000088]</td>' in page
     assert '<td class="num">0.200</td><td class="num ci">[0.001, 0.300]</td>' in page  # a bias score, likewise
+
+
+def test_an_object_seen_in_one_triplet_has_an_interval_over_only_some_resamples_and_every_report_says_so(tmp_path):
+    """A hat in triplet 1's feminine image only: a resample of the two triplets that draws triplet 0 twice (one in
+    four) has no hat, so no BS. The interval, [0, 0] from the others, looks certain; the reports say what it is
+    over. And the ranking's rule reads "seen 15 times" in the terminal and the page alike."""
+    import json
+
+    from rich.console import Console
+
+    from auditor.reporting.trace import render_trace, trace_json, write_trace_report
+
+    images = dict(IMAGES) | {"1/feminine": _image({"dog": 5, "bag": 10, "hat": 15}, {"woman": 1})}
+    record = _record(images, [], min_count=15, bootstrap=4000)
+    score_trace(record)
+    hat = next(row for row in record.ranking if row.name == "hat")
+    assert (hat.bias_score_ci.low, hat.bias_score_ci.high) == (0.0, 0.0)
+    assert hat.bias_score_ci.defined == pytest.approx(0.75, abs=0.03)
+    assert all(row.bias_score_ci.defined == 1.0 for row in record.ranking if row.name != "hat")
+    share = f"{math.floor(hat.bias_score_ci.defined * 1000) / 10:g}"
+    note = f"hat: the interval is over the {share}% of resamples in which the number exists"
+    console = Console(width=80, record=True)
+    render_trace(record, tmp_path, console)
+    text = " ".join(console.export_text().split())  # wrapped at 80 columns
+    assert note in text and "ranked when seen 15 times in a set." in text
+    assert note in json.loads(json.dumps(trace_json(record, tmp_path)))["interval_notes"]
+    page = write_trace_report(record, tmp_path).read_text()
+    assert f"<li>{note}</li>" in page and "Objects are ranked when seen 15 times in a set." in page
+    # No pairs were measured: no stage has data, and none is called undecided as if a test had run.
+    assert record.similarity and all(row.difference is None for row in record.similarity)
+    assert "<td>undecided</td>" not in page and page.count("<td>–</td>") >= len(record.similarity)
+    assert not any(line.rstrip().endswith("undecided") for line in console.export_text().splitlines())

@@ -32,7 +32,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Literal
+from typing import Literal, NamedTuple
 
 import numpy as np
 
@@ -442,6 +442,15 @@ def bias_score_swap_p(
     return [None if math.isnan(o) else float(v) for o, v in zip(observed, p, strict=True)], exact
 
 
+class BiasScoreInterval(NamedTuple):
+    """A percentile interval of BS(o), over the resamples that define it."""
+
+    low: float
+    high: float
+    #: The share of resamples in which BS(o) is defined: one that leaves out every unit where o was seen has none.
+    defined: float
+
+
 def bias_score_intervals(
     masculine: np.ndarray | Sequence[Sequence[float]],
     feminine: np.ndarray | Sequence[Sequence[float]],
@@ -451,15 +460,16 @@ def bias_score_intervals(
     resamples: int = 10_000,
     confidence: float = 0.95,
     seed: int = 0,
-) -> list[tuple[float, float] | None]:
+) -> list[BiasScoreInterval | None]:
     """Percentile bootstrap intervals of BS(o) for every object, resampling units (triplets).
 
     ``masculine[u, o]`` and ``feminine[u, o]`` are unit u's counts of object o in its
     masculine and feminine images, ``n_masculine[u]`` and ``n_feminine[u]`` its numbers of
     images. A resample draws units with replacement (from ``default_rng(seed)``) and
     recomputes BS from the summed counts and sizes; resamples where BS is undefined (both
-    counts 0, or no image on a side) are left out. None for an object with fewer than two
-    units, or no resample that defines it.
+    counts 0, or no image on a side) are left out, and each interval says what share of the
+    resamples it is over. None for an object with fewer than two units, or no resample that
+    defines it.
     """
     m, f, size_m, size_f = _unit_counts(masculine, feminine, n_masculine, n_feminine)
     if resamples < 1 or not 0 < confidence < 1:
@@ -477,12 +487,12 @@ def bias_score_intervals(
         weights = np.zeros((rows, units))
         np.add.at(weights, (np.repeat(np.arange(rows), units), draws.ravel()), 1.0)
         scores[start : start + rows] = _drawn_bias_scores(weights, np.zeros_like(weights), m, f, size_m, size_f)
-    intervals: list[tuple[float, float] | None] = []
+    intervals: list[BiasScoreInterval | None] = []
     for column in scores.T:
         defined = column[np.isfinite(column)]
         if defined.size == 0:
             intervals.append(None)
             continue
         low, high = np.quantile(defined, [alpha / 2, 1 - alpha / 2])
-        intervals.append((float(low), float(high)))
+        intervals.append(BiasScoreInterval(float(low), float(high), defined.size / resamples))
     return intervals

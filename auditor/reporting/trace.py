@@ -32,7 +32,7 @@ from auditor.metrics.trace import significance
 from auditor.records import TRIPLET_SETS, ChiSquareResult, ObjectCount, StageSimilarity, TraceRecord
 from auditor.reporting.glossary import METRICS
 from auditor.reporting.numbers import number, with_span
-from auditor.reporting.sentences import STATUS_PHRASES
+from auditor.reporting.sentences import STATUS_PHRASES, partial_interval_note
 from auditor.reporting.tables import column_table
 from auditor.reporting.wording import counted
 
@@ -72,6 +72,12 @@ def closeness_sentence(row: StageSimilarity) -> str:
     return f"{where}: neutral prompts are closer to the {row.closer_to} ones ({evidence} over {triplets}{sign})."
 
 
+def closer_cell(row: StageSimilarity) -> str:
+    """The "closer" column: the record's decision, or "–" for a stage with no data (no pair has its measure),
+    where no test ran to leave it undecided."""
+    return "–" if row.difference is None else row.closer_to
+
+
 def lean_lists(ranking: list[ObjectCount], top_k: int) -> tuple[list[ObjectCount], list[ObjectCount]]:
     """The ``top_k`` most masculine (BS > 0.5, highest first) and most feminine (BS < 0.5, lowest first) objects."""
     masculine = [row for row in ranking if row.bias_score is not None and row.bias_score > 0.5][:top_k]
@@ -94,6 +100,23 @@ def lean_word(row: ObjectCount, level: float) -> str:
     if p is None or p >= significance(level):
         return "unclear"
     return "masculine" if ci.low > 0.5 else "feminine"
+
+
+def partial_intervals(rows: list[ObjectCount]) -> list[str]:
+    """``hat: the interval is over the 64.5% of resamples in which the number exists``, for each of ``rows`` whose
+    bias score is undefined in some resamples (drawn without every triplet where it was seen): such an interval
+    can look certain, [0.00, 0.00], from a single triplet."""
+    notes = []
+    for row in rows:
+        if row.bias_score_ci is not None and (partial := partial_interval_note(row.bias_score_ci)) is not None:
+            notes.append(f"{row.name}: the interval {partial}")
+    return notes
+
+
+def ranked_when(record: TraceRecord) -> str:
+    """``ranked when seen 2 times in a set``: which objects the ranking takes."""
+    times = record.config.scoring.min_count
+    return f"ranked when seen {counted(int(times), 'time') if times == int(times) else f'{times:g} times'} in a set"
 
 
 def adjusted_over_stages(record: TraceRecord) -> bool:
@@ -203,6 +226,7 @@ def trace_json(record: TraceRecord, run_dir: Path) -> dict[str, Any]:
         "masculine_objects": [_counts(row, level) for row in masculine],
         "feminine_objects": [_counts(row, level) for row in feminine],
         "human_words": [_counts(row, level) for row in record.humans],
+        "interval_notes": partial_intervals([*masculine, *feminine, *record.humans]),
         "chi_square": {
             "tests": len(record.chi_square),
             "ran": len(ran),
@@ -304,7 +328,7 @@ def render_trace(record: TraceRecord, run_dir: Path, console: Console) -> None:
         difference = with_span(row.difference, row.ci, 4, signed=True)
         table.add_row(
             Text(short_measure(row)), number(row.mean_neutral_feminine, 4), number(row.mean_neutral_masculine, 4),
-            difference, _p(row.swap_p_adjusted if adjusted else row.swap_p), _p(row.sign_p), row.closer_to,
+            difference, _p(row.swap_p_adjusted if adjusted else row.swap_p), _p(row.sign_p), closer_cell(row),
         )  # fmt: skip
     console.print(table)
     for row in record.similarity:
@@ -319,16 +343,18 @@ def render_trace(record: TraceRecord, run_dir: Path, console: Console) -> None:
     )
 
     sizes = ", ".join(f"{name} {record.set_sizes.get(name, 0)}" for name in TRIPLET_SETS)
-    _say(
-        console, f"\nObjects (images looked at: {sizes}); ranked when seen {config.scoring.min_count:g} time{'' if config.scoring.min_count == 1 else 's'} in a set."
-    )
+    _say(console, f"\nObjects (images looked at: {sizes}); {ranked_when(record)}.")
     masculine, feminine = lean_lists(record.ranking, config.scoring.top_k)
     _objects(console, "Most masculine objects (bias score BS near 1)", masculine, config.scoring.ci_level)
     _objects(console, "Most feminine objects (BS near 0)", feminine, config.scoring.ci_level)
     if masculine or feminine:
         _say(console, f"lean: {lean_rule(record)}")
-    humans = sorted(record.humans, key=lambda r: (-(r.neutral + r.feminine + r.masculine), r.name))
-    _objects(console, "Human words (counted apart from objects)", humans[: 2 * config.scoring.top_k], None)
+    humans = sorted(record.humans, key=lambda r: (-(r.neutral + r.feminine + r.masculine), r.name))[
+        : 2 * config.scoring.top_k
+    ]
+    _objects(console, "Human words (counted apart from objects)", humans, None)
+    for note in partial_intervals([*masculine, *feminine, *humans]):
+        _say(console, note)
 
     _say(console, Text("\nχ² tests of the object counts (n, f, m: neutral, feminine, masculine)", style="bold"))
     tests = _table(("table", "left"), ("sets", "left"), ("χ²", "right"), ("p", "right"), ("Holm p", "right"))
@@ -354,8 +380,8 @@ def render_trace(record: TraceRecord, run_dir: Path, console: Console) -> None:
         _say(
             console, f"\nTriplets pictured with their attention maps: {len(record.pictures)} in {run_dir / 'pictures'}"
         )
-    for note in record.notes:
-        _say(console, Text(f"note: {note}"))
+    for note in record.notes:  # whole: a note may give a command to copy
+        say_whole(console, Text(f"note: {note}"))
     say_whole(console, run_files_text(run_dir))
 
 
@@ -384,6 +410,7 @@ def write_trace_report(record: TraceRecord, run_dir: Path) -> Path:
         pictures.append(PictureView(src, missing, dict(triplet.prompts), dict(picture.words)))
     top_k = record.config.scoring.top_k
     masculine, feminine = lean_lists(record.ranking, top_k)
+    humans = sorted(record.humans, key=lambda r: (-(r.neutral + r.feminine + r.masculine), r.name))
     groups = [
         {"summary": summary, "leans": lean_lists(summary.ranking, top_k), "name": GROUP_NAMES[summary.group]}
         for summary in record.groups or []
@@ -394,9 +421,12 @@ def write_trace_report(record: TraceRecord, run_dir: Path) -> Path:
         record=record,
         sets=TRIPLET_SETS,
         findings=[closeness_sentence(row) for row in record.similarity],
+        closer_cell=closer_cell,
         masculine=masculine,
         feminine=feminine,
-        humans=sorted(record.humans, key=lambda r: (-(r.neutral + r.feminine + r.masculine), r.name)),
+        humans=humans,
+        interval_notes=partial_intervals([*masculine, *feminine, *humans]),
+        ranked_when=ranked_when(record),
         chi_square_summary=chi_square_summary(record),
         lean_rule=lean_rule(record),
         adjusted_over_stages=adjusted_over_stages(record),

@@ -401,7 +401,9 @@ def with_intervals(
     return [
         row.model_copy(
             update={
-                "bias_score_ci": Interval(low=bounds[0], high=bounds[1], method="percentile", defined=1.0),
+                "bias_score_ci": Interval(
+                    low=bounds.low, high=bounds.high, method="percentile", defined=bounds.defined
+                ),
                 "bias_score_p": p,
                 "bias_score_p_adjusted": adjusted[k],
             }
