@@ -19,6 +19,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from rich.console import Console
 from scipy.stats import ttest_1samp
 
 pytest.importorskip("pyarrow", reason="pyarrow is not installed (pip install 'auditor[amplification]')")
@@ -29,6 +30,8 @@ from auditor.core.errors import AuditorError
 from auditor.core.store import RunStore
 from auditor.metrics.amplification import wilson_interval
 from auditor.records import AmplificationRecord, load_record
+from auditor.reporting.amplification import render_amplification
+from auditor.reporting.html import GRID_IMAGES
 from auditor.studies.progress import QuietProgress
 from tests.clitools import run_auditor
 from tests.test_prompt_audit import StopAfter
@@ -427,9 +430,9 @@ def test_caption_proxy_is_labelled_everywhere(data, proxy_run):
     assert all(s["basis"] == "caption proxy" for s in output["training"] + output["amplification"] + output["summary"])
     assert all("caption proxy" in s["finding"] for s in output["summary"])
     page = Path(output["report_html"]).read_text(encoding="utf-8")
-    assert "T is a caption proxy." in page and "T (caption proxy)" in page
+    assert "T is a caption proxy:</strong> the % female among" in page and "T (caption proxy)" in page
     shown = run_auditor("amplification", "report", "amp", env=env)
-    assert shown.returncode == 0 and "T: caption proxy" in shown.stdout
+    assert shown.returncode == 0 and "T is a caption proxy: the % female among" in shown.stdout
     noted = [row for row in record.amplification if row.note and row.template == 1]
     assert noted and all(f"  {row.occupation}: {row.note}" in shown.stdout for row in noted)  # why A is missing
 
@@ -558,7 +561,15 @@ def test_resume_after_an_interruption_recomputes_nothing(data, tmp_path, monkeyp
         study.run()
     partial = load_record(study.run_dir / "record.json", AmplificationRecord)
     assert partial.status == "interrupted" and partial.errors[-1].stage == stage
-    assert (study.run_dir / "report.html").is_file()
+    # Its page and report say how it ended and the command that continues it; the page shows the images drawn.
+    page = (study.run_dir / "report.html").read_text(encoding="utf-8")
+    resume = partial.resume_command(study.run_dir)
+    assert f"this run did not complete (interrupted at {stage}" in page.lower() and resume in page
+    drawn = sum(len(prompt_set.images) for prompt_set in partial.prompt_sets)
+    assert page.count('<img src="images/') == min(drawn, GRID_IMAGES * len(partial.prompt_sets))
+    console = Console(width=80, record=True)
+    render_amplification(partial, study.run_dir, console)
+    assert resume in console.export_text()
     done = cache.entries(cache_stage)
     cache.close()
 

@@ -170,3 +170,39 @@ def test_an_audit_of_a_batch_resumed_alone_is_refused_while_its_batch_runs(tmp_p
     assert result.returncode == 1
     assert result.stderr.startswith(f"error: run {audit.name} belongs to run b, which is being run by pid {holder.pid} on ")
     assert not (audit / ".lock").exists()
+
+
+def test_reports_of_a_running_record_say_whether_a_process_runs_it_and_advise_a_resume_only_when_none_does(tmp_path):
+    """A record saying ``running`` is a run going on now (a resume would be refused) or one killed without writing
+    how it ended (a resume continues it): the reports tell them apart by the lock, as ``auditor runs`` does."""
+    from rich.console import Console
+
+    from auditor.reporting.sentences import STOPPED_PHRASE, unfinished_note
+    from auditor.reporting.trace import no_scores, render_trace
+    from tests.test_trace_scoring import IMAGES, _record
+
+    record = _record(IMAGES, [])  # not scored: its reports show what it made so far
+    assert record.status == "running"
+    run_dir = tmp_path / "t"
+    run_dir.mkdir()
+    resume = record.resume_command(run_dir)
+
+    def terminal() -> str:
+        console = Console(width=80, record=True)
+        render_trace(record, run_dir, console)
+        return " ".join(console.export_text().split())
+
+    stopped = terminal()
+    assert f"run hand {STOPPED_PHRASE}" in stopped and f"{resume} goes on with it" in stopped
+    assert unfinished_note(record, run_dir) == (
+        f"this run did not complete (stopped without recording why); {resume} continues it"
+    )
+    holder = hold_lock(run_dir)
+    try:
+        running = terminal()
+        assert "run hand is running now" in running and "--resume" not in running
+        assert no_scores(record, run_dir).startswith("No scores yet: the run is running now")
+        assert unfinished_note(record, run_dir) == "this run is running now: what it has finished so far is shown"
+    finally:
+        holder.kill()
+        holder.wait()

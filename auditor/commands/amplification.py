@@ -34,12 +34,10 @@ _OCCUPATIONS = typer.Option(None, "--occupations", help="Occupations, one per li
 _METHOD = typer.Option(
     ["all"], "--method", help="keyword, nn, no-indicator, nn+no-indicator or all (repeat for several)."
 )
-_CAPTION_COLUMN = typer.Option(
-    None,
-    "--caption-column",
-    help="Caption column (default: 'caption', else 'TEXT'); a number (1 = the first) reads a CSV/TSV without a "
-    "header row (give --image-column as a number too).",
+_CAPTION_COLUMN_HELP = (
+    "Caption column (default: 'caption', else 'TEXT'); a number (1 = the first) reads a CSV/TSV without a header row"
 )
+_CAPTION_COLUMN = typer.Option(None, "--caption-column", help=f"{_CAPTION_COLUMN_HELP}.")
 _PER_OCCUPATION = typer.Option(
     500, "--per-occupation", help="Captions selected per occupation and method (paper: 500)."
 )
@@ -102,7 +100,9 @@ def run(
         None, "--template", help="Prompt template: 1-4 (the paper's Table 1), all (default), or text with {occupation}."
     ),
     images: int = typer.Option(500, "--images", min=1, max=common.MAX_IMAGES, help="Images per occupation and template (the paper uses 500)."),
-    caption_column: str | None = _CAPTION_COLUMN,
+    caption_column: str | None = typer.Option(
+        None, "--caption-column", help=f"{_CAPTION_COLUMN_HELP} (give --image-column as a number too)."
+    ),
     image_column: str | None = typer.Option(
         None, "--image-column", help="Column of image paths on disk; without it T is the caption proxy."
     ),

@@ -31,13 +31,16 @@ from auditor.records import (
 from auditor.reporting.glossary import METRICS
 from auditor.reporting.html import GRID_IMAGES, ImageCell, thumbnail, write_run_page
 from auditor.reporting.numbers import p_value, with_bounds, with_span
+from auditor.reporting.sentences import unfinished_note
 from auditor.reporting.wording import counted, seeds_phrase
 
 #: What the reader is told whenever T is not image-based.
 CAPTION_PROXY = (
-    "caption proxy: T is the % female among the selected captions labelled male or female by their gender words, "
-    "not the % women in their images (the paper's method)"
+    "the % female among the selected captions labelled male or female by their gender words, not the % women in "
+    "their images (the paper's method)"
 )
+#: What T is, where it is the caption proxy (the terminal's and --json's words).
+T_PROXY = f"T is a caption proxy: {CAPTION_PROXY}"
 #: Glossary entries the amplification reports explain.
 METRIC_KEYS = ("amplification_g", "amplification_t", "caption_proxy", "amplification", "mean_amplification",
                "amplification_p_value", "flipped")  # fmt: skip
@@ -139,7 +142,7 @@ def amplification_json(record: AmplificationRecord, run_dir: Path) -> dict[str, 
         **run_files(run_dir),
         "status": record.status,
         "basis": record.basis,
-        "caption_proxy": CAPTION_PROXY if record.basis == "caption proxy" else None,
+        "caption_proxy": T_PROXY if record.basis == "caption proxy" else None,
         "occupations": config.occupations,
         "templates": config.templates,
         "methods": config.methods,
@@ -237,9 +240,9 @@ def render_amplification(record: AmplificationRecord, run_dir: Path, console: Co
     config = record.config
     say_whole(console, f"Bias amplification of {config.t2i.spec} against the training sample {config.captions}")
     if record.basis == "caption proxy":
-        say_whole(console, f"T: {CAPTION_PROXY}")
+        _say(console, T_PROXY)
     else:
-        say_whole(console, "T: the selected examples' images, through the same face filter and classifier as G")
+        _say(console, "T: the selected examples' images, through the same face filter and classifier as G")
     say_whole(
         console,
         f"{counted(len(config.occupations), 'occupation')} x {counted(len(config.templates), 'prompt')} x "
@@ -247,8 +250,8 @@ def render_amplification(record: AmplificationRecord, run_dir: Path, console: Co
         f"faces: {config.face_detector.name or config.face_detector.spec}; "
         f"classifier: {config.embedder.spec}, threshold {config.classifier.threshold:g}",
     )
-    if record.status != "completed":
-        say_whole(console, f"run {record.status}: " + "; ".join(e.message for e in record.errors))
+    if (unfinished := unfinished_note(record, run_dir)) is not None:
+        say_whole(console, unfinished)
     if record.summary:
         table = Table(title="Mean amplification A in points (> 0: images further from parity than training)")
         for header, justify in (("method", "left"), ("prompt", "left"), ("n", "right"), ("mean A [95%]", "right"),
@@ -262,19 +265,24 @@ def render_amplification(record: AmplificationRecord, run_dir: Path, console: Co
         console.print(table)
         for s in record.summary:
             if s.template is None or len(config.templates) == 1:
-                say_whole(console, finding(s))
+                _say(console, finding(s))
     for method in config.methods:
         rows = [r for r in record.amplification if r.method == method and r.template == 1]
         if rows:
             console.print(_occupation_table(rows, method, config.templates[0], record.basis))
             for row in rows:
                 if row.note:  # why a cell is empty
-                    say_whole(console, f"  {row.occupation}: {row.note}")
+                    _say(console, f"  {row.occupation}: {row.note}")
     if len(config.templates) > 1:
-        say_whole(console, "The other prompts' tables are in report.html and in --json.")
+        _say(console, "The other prompts' tables are in report.html and in --json.")
     for warning in record.warnings:
-        say_whole(console, f"note: {warning}")
+        _say(console, f"note: {warning}")
     say_whole(console, run_files_text(run_dir))
+
+
+def _say(console: Console, text: str) -> None:
+    """Prose, wrapped at the console's width (a line with a path or command is printed whole instead)."""
+    console.print(Text(text))
 
 
 def _occupation_table(rows: Sequence[OccupationAmplification], method: str, template: str, basis: TBasis) -> Table:
@@ -307,6 +315,8 @@ def write_amplification_html(record: AmplificationRecord, run_dir: Path) -> Path
         seeds=seeds_phrase(record.image_seeds()),
         scatters=_scatters(record),
         thumbnails=_thumbnails(record, Path(run_dir)),
+        generated={side.prompt_id: side for side in record.generated},
+        unfinished=unfinished_note(record, Path(run_dir)),
         findings={(s.method, s.template): finding(s) for s in record.summary},
         signed_interval=signed_interval,
         share_text=share_text,
@@ -407,11 +417,11 @@ def render_captions(
     selections: Sequence[Selection], methods: Sequence[str], template: str, rows: int, skipped: int, console: Console
 ) -> None:
     """One table per method: matches, selected captions, their labels and the caption proxy with its Wilson interval."""
-    say_whole(console, f"Training captions: {rows:,} rows read ({skipped:,} without a caption skipped)")
+    _say(console, f"Training captions: {rows:,} rows read ({skipped:,} without a caption skipped)")
     indicator_free = any(method in NO_INDICATOR_METHODS for method in methods)
-    say_whole(
+    _say(
         console,
-        f"% female is a {CAPTION_PROXY}"
+        f"% female is a caption proxy: {CAPTION_PROXY}"
         + ("; no-indicator selections have no gendered caption by construction." if indicator_free else "."),
     )
     for method in methods:

@@ -21,6 +21,7 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
+from auditor.core.runlock import is_running, lock_folder
 from auditor.metrics.ties import same_score
 from auditor.records import (
     AssociationResult,
@@ -193,17 +194,40 @@ STATUS_PHRASES = {
 }
 
 
+#: A ``running`` record that no process holds: its attempt ended without writing how.
+STOPPED_PHRASE = "was stopped without recording why (killed, or its machine went down)"
+
+
+def running_now(record: StudyRecord, run_dir: Path) -> bool | None:
+    """For a record that says ``running``: whether a process holds its run folder's lock now (True), none does
+    (False: it was stopped without recording why), or that cannot be told (None). None for any other status."""
+    return is_running(lock_folder(run_dir)) if record.status == "running" else None
+
+
+def status_phrase(record: StudyRecord, run_dir: Path) -> str:
+    """How the run's status reads in a sentence ("This run ..."): a ``running`` record is told apart by whether a
+    process runs it now, as ``auditor runs`` tells it."""
+    alive = running_now(record, run_dir)
+    if alive is None:
+        return STATUS_PHRASES[record.status]
+    return "is running now" if alive else STOPPED_PHRASE
+
+
 def unfinished_note(record: StudyRecord, run_dir: Path) -> str | None:
     """For a run that did not complete: how it ended, where (its last error) and the command that continues it, e.g.
-    ``this run did not complete (interrupted at generate); auditor batch --resume runs/b continues it``. None for
-    a completed run."""
+    ``this run did not complete (interrupted at generate); auditor batch --resume runs/b continues it``; for one a
+    process runs now, that it does (a resume would be refused). None for a completed run."""
     if record.status == "completed":
         return None
+    alive = running_now(record, run_dir)
+    if alive:
+        return "this run is running now: what it has finished so far is shown"
     error = record.errors[-1] if record.errors else None
     where = ""
     if error is not None and error.stage:
         where = f" at {error.stage}" + (f": {error.message}" if error.message else "")
-    return f"this run did not complete ({record.status}{where}); {record.resume_command(run_dir)} continues it"
+    how = "stopped without recording why" if alive is False else record.status
+    return f"this run did not complete ({how}{where}); {record.resume_command(run_dir)} continues it"
 
 
 def headline(record: RunRecord, axes: list[AxisView]) -> str:

@@ -32,7 +32,7 @@ from auditor.metrics.trace import significance
 from auditor.records import TRIPLET_SETS, ChiSquareResult, ObjectCount, StageSimilarity, TraceRecord
 from auditor.reporting.glossary import METRICS
 from auditor.reporting.numbers import number, with_span
-from auditor.reporting.sentences import STATUS_PHRASES, partial_interval_note
+from auditor.reporting.sentences import partial_interval_note, running_now, status_phrase
 from auditor.reporting.tables import column_table
 from auditor.reporting.wording import counted
 
@@ -299,9 +299,12 @@ def no_scores(record: TraceRecord, run_dir: Path) -> str | None:
     if scored(record):
         return None
     made = sum(len(prompt_set.images) for prompt_set in record.prompt_sets)
+    so_far = f"{counted(len(record.triplets), 'triplet')}, {counted(made, 'image')} made so far"
+    if running_now(record, run_dir):
+        return f"No scores yet: the run is running now and has not scored its images ({so_far})."
     return (
-        f"No scores: the run stopped before its images were scored ({counted(len(record.triplets), 'triplet')}, "
-        f"{counted(made, 'image')} made so far); {record.resume_command(run_dir)} goes on with it."
+        f"No scores: the run stopped before its images were scored ({so_far}); "
+        f"{record.resume_command(run_dir)} goes on with it."
     )
 
 
@@ -309,7 +312,7 @@ def render_trace(record: TraceRecord, run_dir: Path, console: Console) -> None:
     """The report in the terminal (readable at 80 columns)."""
     config = record.config
     _say(console, Text(f"Prompt-to-image trace: {record.subject()}", style="bold"))
-    _say(console, f"run {record.run_id} {STATUS_PHRASES[record.status]}; {len(config.seeds)} seed(s) per triplet")
+    _say(console, f"run {record.run_id} {status_phrase(record, run_dir)}; {len(config.seeds)} seed(s) per triplet")
     for error in record.errors:
         _say(console, f"error ({error.stage or 'run'}): {error.message}")
     if (instead := no_scores(record, run_dir)) is not None:
@@ -436,7 +439,7 @@ def write_trace_report(record: TraceRecord, run_dir: Path) -> Path:
         groups=groups,
         pictures=pictures,
         triplets=record.triplets[:TRIPLETS_SHOWN],
-        status_phrase=STATUS_PHRASES[record.status],
+        status_phrase=status_phrase(record, run_dir),
         glossary=[METRICS[key] for key in TRACE_METRICS],
         config=record.config.model_dump(mode="json"),
     )
