@@ -434,6 +434,22 @@ def test_occupations_end_to_end_with_tiny_models(tmp_path, tiny_models, executor
         assert occupation.test is not None and (occupation.test.n_x, occupation.test.n_y) == (3, 6)
         assert occupation.test.p_adjusted is not None and occupation.test.p_adjusted >= occupation.test.p_value
 
+    # The terminal's table and the page's write a column's numbers alike, with the decimals its smallest needs.
+    from rich.console import Console
+
+    from auditor.reporting.t2iat import render_occupations
+    from auditor.reporting.t2iat_html import write_t2iat_report
+
+    chef, accountant = (
+        occupation.model_copy(update={"quartiles": [q1, 0.1, 0.2]})
+        for occupation, q1 in zip(record.occupations, (8e-5, 4e-5), strict=True)
+    )
+    small = record.model_copy(update={"occupations": [chef, accountant]})
+    console = Console(width=200, record=True)
+    render_occupations(small, run_dir, console)
+    assert "+0.00008" in console.export_text()  # as +0.00004 needs five decimals: not +0.0001
+    assert '<td class="num">+0.00008</td>' in write_t2iat_report(small, run_dir).read_text(encoding="utf-8")
+
 
 def test_an_interrupted_test_resumes_without_recomputing_and_matches_a_fresh_run(tmp_path, tiny_models):
     from auditor.core.cache import ContentCache
@@ -716,16 +732,16 @@ def test_an_effect_size_interval_over_some_resamples_says_so_in_the_terminal_and
     render_association(result, "flowers", "insects", console)
     said = "the interval is over the 52.3% of resamples in which the number exists"
     assert f"effect size d   +0.316 [+0.316, +0.316] (small; {said})" in console.export_text()
-    assert f"d = +0.32 [+0.32, +0.32] (small; {said})" in association_text(result)
+    assert f"d = +0.316 [+0.316, +0.316] (small; {said})" in association_text(result)
     whole = result.model_copy(update={"effect_size_ci": ci(0.2, 0.4, 1.0)})
-    assert "d = +0.32 [+0.20, +0.40] (small), p" in association_text(whole)
+    assert "d = +0.316 [+0.200, +0.400] (small), p" in association_text(whole)
     # S is undefined in a draw that leaves a group without an image (all of its images flagged at the drawn seeds)
     some = whole.model_copy(update={"association_ci": ci(-0.00007, 0.00017, 0.9)})
     console = Console(width=200, record=True)
     render_association(some, "flowers", "insects", console)
     said = said.replace("52.3%", "90%")
     assert f"association S   +0.00017 [-0.00007, +0.00017] ({said})" in console.export_text()
-    assert f"S = +0.0002 [-0.0001, +0.0002] ({said}), d = +0.32" in association_text(some)
+    assert f"S = +0.00017 [-0.00007, +0.00017] ({said}), d = +0.316" in association_text(some)  # as in the terminal
 
 
 def test_an_undefined_effect_size_says_whether_images_were_too_few_or_had_no_spread():

@@ -66,11 +66,16 @@ def effect_size_text(result: AssociationResult, digits: int, undefined: str) -> 
     return f"{with_span(result.effect_size, ci, digits, signed=True)} ({label})"
 
 
+#: Decimals of S and of d, in the terminal and on the page alike (more where a small value would read as 0).
+ASSOCIATION_DIGITS = 5
+EFFECT_SIZE_DIGITS = 3
+
+
 def render_association(result: AssociationResult, x_name: str, y_name: str, console: Console) -> None:
     """S and d (with their intervals over seeds, where the run made them), d's label, p and the group sizes, one
     per line."""
-    d = effect_size_text(result, 3, f"undefined (the {why_no_effect_size(result)})")
-    _say(console, f"  association S   {association_span(result, 5)}")
+    d = effect_size_text(result, EFFECT_SIZE_DIGITS, f"undefined (the {why_no_effect_size(result)})")
+    _say(console, f"  association S   {association_span(result, ASSOCIATION_DIGITS)}")
     _say(console, f"  effect size d   {d}")
     _say(console, f"  p-value         {_p_text(result)}")
     _say(console, f"  images          {x_name}: {result.n_x}, {y_name}: {result.n_y}")
@@ -155,17 +160,23 @@ def occupations_json(record: OccupationsRecord, run_dir: Path) -> dict[str, Any]
     }
 
 
+def occupation_values(record: OccupationsRecord) -> tuple[list[tuple[float | None, ...]], list[int]]:
+    """Per occupation: the image scores' Q1, median and Q3, the image and text associations, image − text, and S
+    against the mix (None where missing); and each column's decimals, 4 or as many more as a small value in it
+    needs not to read as 0. The terminal's table and the page's write them alike."""
+    rows = [
+        (*(result.quartiles or (None, None, None)), result.image_association, result.text_association,
+         result.amplification, None if result.test is None else result.test.association)
+        for result in record.occupations
+    ]  # fmt: skip
+    return rows, [decimals(column, 4) for column in zip(*rows)]
+
+
 def render_occupations(record: OccupationsRecord, run_dir: Path, console: Console) -> None:
     """The occupation study's table (paper Fig. 3 quartiles and Fig. 4 text vs image), then its notes."""
     _unfinished(record, run_dir, console)
 
-    rows = [
-        (*(result.quartiles or (None, None, None)), result.image_association, result.text_association,
-         result.amplification)
-        for result in record.occupations
-    ]  # fmt: skip
-    # each column's decimals, with as many more as a small value in it needs not to read as 0
-    places = [decimals(column, 4) for column in zip(*rows)]
+    rows, places = occupation_values(record)
 
     tests = [result.test for result in record.occupations if result.test is not None]
     # a record scored before the occupations' p-values were adjusted shows them as they are, and says so
@@ -181,7 +192,7 @@ def render_occupations(record: OccupationsRecord, run_dir: Path, console: Consol
         table.add_row(
             Text(result.occupation),
             str(len(result.image_scores)),
-            *(number(value, digits, signed=True, missing="—") for value, digits in zip(values, places)),
+            *(number(value, digits, signed=True, missing="—") for value, digits in list(zip(values, places))[:6]),
             p_value(None if test is None else test.p_adjusted if adjusted else test.p_value, missing="—"),
         )
     console.print(table)

@@ -20,7 +20,14 @@ from auditor.reporting.glossary import METRICS
 from auditor.reporting.html import GRID_IMAGES, ImageCell, Spread, range_chart, thumbnail, write_run_page
 from auditor.reporting.numbers import p_value
 from auditor.reporting.sentences import association_span
-from auditor.reporting.t2iat import association_reading, effect_size_text, intervals_note
+from auditor.reporting.t2iat import (
+    ASSOCIATION_DIGITS,
+    EFFECT_SIZE_DIGITS,
+    association_reading,
+    effect_size_text,
+    intervals_note,
+    occupation_values,
+)
 from auditor.reporting.wording import seeds_phrase
 from auditor.scoring.t2iat import occupation_ids
 
@@ -45,9 +52,9 @@ class ImageRow:
 def association_text(result: AssociationResult) -> str:
     """``S = +0.0123 [+0.0050, +0.0190], d = +0.45 [+0.12, +0.80] (small), p = 0.031 (exact over 924 splits)``
     (the intervals where the run made them)."""
-    d = effect_size_text(result, 2, "undefined")
+    d = effect_size_text(result, EFFECT_SIZE_DIGITS, "undefined")
     how = f"exact over {result.permutations:,} splits" if result.exact else f"{result.permutations:,} permutations"
-    return f"S = {association_span(result, 4)}, d = {d}, p = {p_value(result.p_value)} ({how})"
+    return f"S = {association_span(result, ASSOCIATION_DIGITS)}, d = {d}, p = {p_value(result.p_value)} ({how})"
 
 
 def _image_title(image: GeneratedImage) -> str:
@@ -160,8 +167,11 @@ def occupations_page(record: OccupationsRecord, run_dir: Path) -> dict[str, Any]
         )
         for occupation in record.config.occupations
     }
+    numbers, places = occupation_values(record)
     return {
         "chart": chart,
+        "numbers": numbers,  # the table's, with each column's decimals
+        "decimals": places,
         "images": images,
         "shown": GRID_IMAGES,
         "glossary": [METRICS[key] for key in OCCUPATION_METRICS],
