@@ -7,6 +7,7 @@ import json
 
 import pytest
 
+from auditor.core.fingerprint import file_sha256
 from auditor.prompting.nouns import default_noun_reader
 from auditor.prompting.triplets import Triplet, load_profession_templates
 from auditor.studies.trace_triplets import caption_triplets, profession_set, subject_word, trace_triplet, traced_words
@@ -28,12 +29,16 @@ def test_caption_files_of_every_format_give_the_same_triplets_and_rows(tmp_path,
         import pyarrow.parquet as pq
 
         pq.write_table(pa.table({"caption": CAPTIONS}), path)
-    found, selection = caption_triplets(str(path), None)
+    found, selection = caption_triplets(path.name, None, file_sha256)  # relative, as typed in its folder
     assert [(t.neutral, t.feminine, t.masculine) for t, _, _ in found] == [
         ("People at a market", "Women at a market", "Men at a market"),
         ("a person's bike by a tree", "a woman's bike by a tree", "a man's bike by a tree"),
     ]
-    assert [(file, row) for _, file, row in found] == [(str(path), 2), (str(path), 4)]  # rows count the blank one
+    whole = str(path.resolve())  # the record names the file wherever it is read from later
+    assert [(file, row) for _, file, row in found] == [(whole, 2), (whole, 4)]  # rows count the blank one
+    (read,) = selection.files
+    assert (read.path, read.sha256, read.bytes) == (whole, file_sha256(path), path.stat().st_size)
+    assert read.format == suffix.lstrip(".") and read.caption_column == (None if suffix == ".txt" else "caption")
     assert (selection.captions, selection.skipped_rows, selection.without_person, selection.with_indicator) == (
         4,
         1,

@@ -18,7 +18,6 @@ from auditor.records.amplification import (
     AmplificationConfig,
     AmplificationRecord,
     AmplificationSummary,
-    CaptionFile,
     CaptionLabels,
     ClassifierSettings,
     FaceDetectorSettings,
@@ -82,6 +81,7 @@ from auditor.records.prompt_audit import (
     counterfactual_id,
 )
 from auditor.records.record import Record
+from auditor.records.sources import CaptionFile
 from auditor.records.t2iat import (
     T2IAT_GROUPS,
     AssociationResult,

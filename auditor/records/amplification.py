@@ -21,6 +21,7 @@ from auditor.records.images import PromptSet
 from auditor.records.intervals import Interval
 from auditor.records.models import ModelRef
 from auditor.records.record import Record
+from auditor.records.sources import CaptionFile
 
 #: Where T comes from: the selected examples' images (the paper's method) or their captions' gender words.
 TBasis = Literal["images", "caption proxy"]
@@ -57,18 +58,6 @@ class ClassifierSettings(Record):
     logit_scale: float | None = Field(
         default=None, description="CLIP's temperature the softmax used (exp of its learned logit scale), once loaded."
     )
-
-
-class CaptionFile(Record):
-    """One file of the training sample, identified by its content."""
-
-    path: str = Field(description="The file as read.")
-    sha256: str = Field(
-        description="sha256 of its bytes (memoised in the content cache by path, size, mtime and inode)."
-    )
-    bytes: int = Field(ge=0, description="Its size.")
-    format: str = Field(description="txt, csv, tsv, jsonl or parquet.")
-    caption_column: str | None = Field(description="The column captions were read from (None for TXT).")
 
 
 class TrainingData(Record):

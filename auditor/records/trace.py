@@ -21,6 +21,7 @@ from auditor.records.images import ImageAnswers, PromptSet
 from auditor.records.intervals import Interval
 from auditor.records.models import ModelRef, PerceptionSettings
 from auditor.records.record import Record
+from auditor.records.sources import CaptionFile
 
 #: The three prompt sets of a triplet.
 TripletSet = Literal["neutral", "feminine", "masculine"]
@@ -105,6 +106,9 @@ class TraceConfig(StudyConfig):
 class CaptionSelection(Record):
     """What the neutral-caption filter read and left out (§3.1)."""
 
+    files: list[CaptionFile] = Field(
+        default_factory=list, description="The caption files read, in order (none in a record made before)."
+    )
     captions: int = Field(ge=0, description="Non-empty captions read.")
     skipped_rows: int = Field(ge=0, description="Rows without a caption.")
     without_person: int = Field(ge=0, description="Captions without 'person', 'persons' or 'people'.")
@@ -121,7 +125,9 @@ class TraceTriplet(Record):
 
     index: int = Field(ge=0, description="Position of the triplet in the run.")
     source_id: str = Field(description="'caption-<k>' (k-th non-empty caption read) or '<profession>#<template>'.")
-    source_file: str | None = Field(default=None, description="The caption file the neutral prompt came from.")
+    source_file: str | None = Field(
+        default=None, description="The caption file the neutral prompt came from (absolute in a record made now)."
+    )
     source_row: int | None = Field(default=None, description="Its 0-based data row in that file.")
     profession: str | None = Field(default=None, description="The profession, for the profession set.")
     prompts: dict[TripletSet, str] = Field(description="Set -> prompt.")

@@ -421,7 +421,7 @@ def start_trace(
     if options.professions:
         found = [(triplet, None, None) for triplet in profession_set()]
     else:
-        found, selection = caption_triplets(options.captions, options.caption_column)
+        found, selection = caption_triplets(options.captions, options.caption_column, cache.file_digest)
     found = found[: options.limit] if options.limit else found
     triplets = [trace_triplet(i, triplet, reader, file, row) for i, (triplet, file, row) in enumerate(found)]
     source = "professions" if options.professions else Path(options.captions).stem

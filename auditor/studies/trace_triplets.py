@@ -10,11 +10,12 @@ pipeline's tokenizer is known, the words whose attention maps are kept.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterator
+from collections.abc import Callable, Collection, Iterator
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from auditor.core.errors import AuditorError
-from auditor.records import TRIPLET_SETS, CaptionSelection, TraceTriplet
+from auditor.records import TRIPLET_SETS, CaptionFile, CaptionSelection, TraceTriplet
 
 if TYPE_CHECKING:  # pragma: no cover
     from auditor.prompting.nouns import NounReader
@@ -28,8 +29,11 @@ def _position(source_id: str) -> int:
     return int(source_id.rsplit("-", 1)[1])
 
 
-def caption_triplets(pattern: str, column: str | None) -> tuple[list[tuple[Triplet, str, int]], CaptionSelection]:
-    """The neutral captions of a caption file (streamed) as triplets, with the file and row of each."""
+def caption_triplets(
+    pattern: str, column: str | None, digest: Callable[[Path], str]
+) -> tuple[list[tuple[Triplet, str, int]], CaptionSelection]:
+    """The neutral captions of a caption file (streamed) as triplets, with the file (its absolute path) and row of
+    each; the selection names the files read with their sha256 (``digest``, e.g. the cache's memoised one)."""
     from importlib.util import find_spec
 
     from auditor.corpora.readers import CaptionReader
@@ -38,6 +42,13 @@ def caption_triplets(pattern: str, column: str | None) -> tuple[list[tuple[Tripl
     if find_spec("pyarrow") is None:
         raise AuditorError("reading caption files needs pyarrow: pip install 'auditor[trace]'")
     reader = CaptionReader(pattern, caption_column=column)
+    files = [
+        CaptionFile(
+            path=str(path.resolve()), sha256=digest(path), bytes=path.stat().st_size, format=kind,
+            caption_column=columns[0],
+        )
+        for path, kind, columns in zip(reader.files, reader.formats, reader.columns, strict=True)
+    ]  # fmt: skip
     locations: dict[int, tuple[str, int]] = {}
 
     def captions() -> Iterator[str]:
@@ -45,12 +56,13 @@ def caption_triplets(pattern: str, column: str | None) -> tuple[list[tuple[Tripl
         for batch in reader:
             for row, text in zip(batch.rows, batch.captions):
                 if has_person_word(text):  # only these can become triplets; keep where they came from
-                    locations[position] = (str(batch.source), row)
+                    locations[position] = (str(Path(batch.source).resolve()), row)
                 yield text
                 position += 1
 
     selection = select_caption_triplets(captions(), id_prefix="caption")
     summary = CaptionSelection(
+        files=files,
         captions=selection.captions,
         skipped_rows=reader.skipped,
         without_person=selection.without_person,
