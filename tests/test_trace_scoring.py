@@ -377,3 +377,37 @@ def test_an_object_seen_in_one_triplet_has_an_interval_over_only_some_resamples_
     assert record.similarity and all(row.difference is None for row in record.similarity)
     assert "<td>undecided</td>" not in page and page.count("<td>–</td>") >= len(record.similarity)
     assert not any(line.rstrip().endswith("undecided") for line in console.export_text().splitlines())
+
+
+def test_too_few_triplets_for_the_swap_test_to_name_a_side_is_said_in_every_report(tmp_path):
+    """Three triplets that all lean masculine: the swap test's smallest p is 2/8 = 0.25, so the stage stays
+    undecided however clear the lean; the reports say why, and how many triplets it takes (6 for one stage)."""
+    import json
+
+    from rich.console import Console
+
+    from auditor.reporting.trace import render_trace, too_few_triplets, trace_json, write_trace_report
+
+    pairs = [
+        PairSimilarity(triplet=t, image_index=0, neutral_feminine={"prompt_eos": 0.5},
+                       neutral_masculine={"prompt_eos": 0.6 + 0.01 * t})
+        for t in range(3)
+    ]  # fmt: skip
+    record = _record(IMAGES, pairs, min_count=15)
+    score_trace(record)
+    (stage,) = [row for row in record.similarity if row.swap_p is not None]
+    assert stage.swap_p == pytest.approx(0.25) and stage.closer_to == "undecided"
+    note = (
+        "with 3 triplets no stage can be called closer to either side: the swap test's smallest p is 0.25, "
+        "not below 0.05; that takes 6 triplets"
+    )
+    assert too_few_triplets(record) == note
+    console = Console(width=80, record=True)
+    render_trace(record, tmp_path, console)
+    assert f"note: {note}." in " ".join(console.export_text().split())
+    assert json.loads(json.dumps(trace_json(record, tmp_path)))["too_few_triplets"] == note
+    page = write_trace_report(record, tmp_path).read_text()
+    assert f"{note[:1].upper()}{note[1:]}.".replace("'", "&#39;") in page  # escaped as all text is
+    six = _record(IMAGES, [*pairs, *(p.model_copy(update={"triplet": p.triplet + 3}) for p in pairs)], min_count=15)
+    score_trace(six)
+    assert too_few_triplets(six) is None  # 2/64 can go below 0.05

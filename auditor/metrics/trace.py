@@ -127,6 +127,21 @@ def significance(confidence: float) -> float:
     return round(1 - confidence, 12)
 
 
+def smallest_swap_p(units: int) -> float:
+    """The smallest two-sided p the exact swap test can give over ``units`` triplets: the data's own pattern and its
+    mirror image are the two most extreme of the 2ⁿ, so 2 / 2ⁿ."""
+    return 2.0 / 2.0**units
+
+
+def triplets_needed(tests: int, alpha: float) -> int:
+    """The fewest triplets at which the smallest swap p, Holm-adjusted over ``tests`` tests (its first step
+    multiplies the smallest p by their number), falls below ``alpha``: 6 for one test at 0.05, 9 for seven."""
+    units = 1
+    while tests * smallest_swap_p(units) >= alpha:
+        units += 1
+    return units
+
+
 def swap_patterns(units: int, resamples: int, seed: int) -> tuple[np.ndarray, bool]:
     """Which units' masculine and feminine sides each draw of the swap test swaps (draws x units, bool), and
     whether they are all 2ⁿ swaps (when that is at most ``resamples``) rather than ``resamples`` random ones."""

@@ -28,7 +28,7 @@ from rich.text import Text
 
 from auditor.core.console import say_whole
 from auditor.core.store import run_files, run_files_text
-from auditor.metrics.trace import significance
+from auditor.metrics.trace import significance, smallest_swap_p, triplets_needed
 from auditor.records import TRIPLET_SETS, ChiSquareResult, ObjectCount, StageSimilarity, TraceRecord
 from auditor.reporting.glossary import METRICS
 from auditor.reporting.numbers import number, with_span
@@ -76,6 +76,25 @@ def closer_cell(row: StageSimilarity) -> str:
     """The "closer" column: the record's decision, or "–" for a stage with no data (no pair has its measure),
     where no test ran to leave it undecided."""
     return "–" if row.difference is None else row.closer_to
+
+
+def too_few_triplets(record: TraceRecord) -> str | None:
+    """Why no stage could be called closer to either side whatever the images, when the triplets are too few for
+    the swap test (Holm-adjusted over the stages) to go below the level; None when one could have been."""
+    tested = [row for row in record.similarity if row.swap_p is not None]
+    if not tested:
+        return None
+    family = len(tested) if adjusted_over_stages(record) else 1
+    alpha = significance(record.config.scoring.ci_level)
+    if any(family * smallest_swap_p(row.units) < alpha for row in tested):
+        return None
+    units = max(row.units for row in tested)
+    adjusted = f", Holm-adjusted over the {family} stages," if family > 1 else ""
+    return (
+        f"with {counted(units, 'triplet')} no stage can be called closer to either side: the swap test's smallest "
+        f"p{adjusted} is {family * smallest_swap_p(units):.3g}, not below {alpha:g}; "
+        f"that takes {triplets_needed(family, alpha)} triplets"
+    )
 
 
 def lean_lists(ranking: list[ObjectCount], top_k: int) -> tuple[list[ObjectCount], list[ObjectCount]]:
@@ -222,6 +241,7 @@ def trace_json(record: TraceRecord, run_dir: Path) -> dict[str, Any]:
         "similarity": [row.model_dump(mode="json") | {"finding": closeness_sentence(row)} for row in record.similarity],
         "set_sizes": record.set_sizes,
         "adjusted_over_stages": adjusted_over_stages(record),
+        "too_few_triplets": too_few_triplets(record),
         "lean_rule": lean_rule(record),
         "masculine_objects": [_counts(row, level) for row in masculine],
         "feminine_objects": [_counts(row, level) for row in feminine],
@@ -344,6 +364,8 @@ def render_trace(record: TraceRecord, run_dir: Path, console: Console) -> None:
         f"closer: the side the interval of s(n,m) - s(n,f) over triplets supports, when {swap} is below "
         f"{1 - record.config.scoring.ci_level:.2g}; undecided otherwise.{before}",
     )
+    if (few := too_few_triplets(record)) is not None:
+        _say(console, f"note: {few}.")
 
     sizes = ", ".join(f"{name} {record.set_sizes.get(name, 0)}" for name in TRIPLET_SETS)
     _say(console, f"\nObjects (images looked at: {sizes}); {ranked_when(record)}.")
@@ -425,6 +447,7 @@ def write_trace_report(record: TraceRecord, run_dir: Path) -> Path:
         sets=TRIPLET_SETS,
         findings=[closeness_sentence(row) for row in record.similarity],
         closer_cell=closer_cell,
+        too_few_triplets=too_few_triplets(record),
         masculine=masculine,
         feminine=feminine,
         humans=humans,
