@@ -259,6 +259,10 @@ def test_list_shows_the_built_in_tests():
     result = run_auditor("t2iat", "list", "--json")
     assert result.returncode == 0, result.stderr
     assert [t["name"] for t in json.loads(result.stdout)] == sorted(TABLE3_COUNTS)
+    shown = run_auditor("t2iat", "list", env={"COLUMNS": "80"}, process=True).stdout
+    assert_fits(shown, 80)
+    assert all(f"{name} (" in shown for name in TABLE3_COUNTS)  # every name whole, with its kind
+    assert "  attributes A vs B  Pleasant vs Unpleasant" in shown  # not cut to "Unpleas…"
 
 
 # --------------------------------------------------------------------------- the CLIP embedder

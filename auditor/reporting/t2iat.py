@@ -10,7 +10,6 @@ from pathlib import Path
 from typing import Any
 
 from rich.console import Console
-from rich.table import Table
 from rich.text import Text
 
 from auditor.core.console import say_whole
@@ -137,15 +136,18 @@ def render_test_run(record: T2IATRecord, run_dir: Path, console: Console) -> Non
 
 
 def render_test_list(tests: list[T2IATTestDefinition], console: Console) -> None:
-    """The built-in tests as a table: name, kind, concepts, attributes, neutral prompt."""
-    table = Table()
-    table.add_column("name", no_wrap=True)
-    for header in ("kind", "X vs Y", "A vs B", "neutral prompt"):
-        table.add_column(header)
-    for test in tests:
-        cells = (test.name, test.kind, f"{test.x.name} vs {test.y.name}", f"{test.a.name} vs {test.b.name}", test.prompt)
-        table.add_row(*(Text(cell) for cell in cells))
-    console.print(table)
+    """The built-in tests, one short block each (name and kind, then concepts, attributes and neutral prompt): a
+    table of five columns cut the names at 80 columns."""
+    for index, test in enumerate(tests):
+        if index:
+            console.print()
+        console.print(Text.assemble((test.name, "bold"), f" ({test.kind})"))
+        for label, value in (
+            ("concepts X vs Y", f"{test.x.name} vs {test.y.name}"),
+            ("attributes A vs B", f"{test.a.name} vs {test.b.name}"),
+            ("neutral prompt", test.prompt),
+        ):
+            console.print(Text(f"  {label:<18} {value}"))
 
 
 def occupations_json(record: OccupationsRecord, run_dir: Path) -> dict[str, Any]:
