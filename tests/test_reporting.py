@@ -851,3 +851,21 @@ def test_axes_with_equal_bavs_share_a_rank_in_the_terminal_the_json_and_the_page
     assert "1. geography" in text and "=2. gender" in text and "=2. age" in text and "3. age" not in text
     page = write_html_report(record, run_dir).read_text(encoding="utf-8")
     assert ">=2. gender</a>" in page and "<h2>=2. age" in page and "<h2>1. geography" in page
+
+
+def test_a_progress_bar_with_nothing_to_compute_says_so():
+    """A stage whose every result is cached gets a bar of 0 units: it says why, not only '0/0 -:--:--'."""
+    from rich.console import Console
+
+    from auditor.studies.progress import RichProgress
+
+    console = Console(width=100, record=True, force_terminal=False)
+    progress = RichProgress(console)
+    progress.start("embed", 0, "classifying faces (CLIP)")
+    progress.start("generate", 4, "generating images")
+    progress.advance("generate", 4)
+    progress.finish("embed")
+    progress.finish("generate")
+    text = console.export_text()
+    assert "classifying faces (CLIP) (nothing to compute)" in text
+    assert "generating images (nothing" not in text and "4/4" in text

@@ -151,5 +151,5 @@ class StudyRecord(Record):
 
     def models(self) -> list[ModelRef]:
         """Every model the run used, in config order."""
-        return [value for value in (getattr(self.config, name) for name in self.config.model_fields)
+        return [value for value in (getattr(self.config, name) for name in type(self.config).model_fields)
                 if isinstance(value, ModelRef)]  # fmt: skip

@@ -260,7 +260,8 @@ def render_amplification(record: AmplificationRecord, run_dir: Path, console: Co
         for s in record.summary:
             table.add_row(
                 Text(s.method), "all" if s.template is None else str(s.template), str(s.occupations),
-                signed_interval(s.mean, s.mean_ci), p_value(s.p_value), p_value(s.p_adjusted),
+                signed_interval(s.mean, s.mean_ci), p_value(s.p_value, missing="–"),
+                p_value(s.p_adjusted, missing="–"),
             )  # fmt: skip
         console.print(table)
         for s in record.summary:

@@ -110,8 +110,12 @@ def test_run_json(record: T2IATRecord, run_dir: Path) -> dict[str, Any]:
 
 def run_outcome(record: T2IATRecord | OccupationsRecord) -> dict[str, Any]:
     """How the run ended, for a program reading the JSON: its status and its errors' messages (as the terminal says
-    for a run that did not complete)."""
-    return {"status": record.status, "errors": [error.message for error in record.errors]}
+    for a run that did not complete), and the models it ran."""
+    return {
+        "status": record.status,
+        "errors": [error.message for error in record.errors],
+        "models": [model.spec for model in record.models()],
+    }
 
 
 def _unfinished(record: T2IATRecord | OccupationsRecord, run_dir: Path, console: Console) -> None:

@@ -34,7 +34,7 @@ from auditor.reporting.glossary import METRICS
 from auditor.reporting.numbers import number, with_span
 from auditor.reporting.sentences import partial_interval_note, running_now, status_phrase
 from auditor.reporting.tables import column_table
-from auditor.reporting.wording import counted
+from auditor.reporting.wording import counted, describe_seeds
 
 #: Triplets listed in full in the reports (the record holds all of them).
 TRIPLETS_SHOWN = 10
@@ -234,6 +234,7 @@ def trace_json(record: TraceRecord, run_dir: Path) -> dict[str, Any]:
     return {
         **run_files(run_dir),
         "status": record.status,
+        "models": [model.spec for model in record.models()],
         "scored": scored(record),
         "triplets": len(record.triplets),
         "seeds": record.config.seeds,
@@ -331,7 +332,7 @@ def no_scores(record: TraceRecord, run_dir: Path) -> str | None:
 def render_trace(record: TraceRecord, run_dir: Path, console: Console) -> None:
     """The report in the terminal (readable at 80 columns)."""
     config = record.config
-    _say(console, Text(f"Prompt-to-image trace: {record.subject()}", style="bold"))
+    _say(console, Text(f"Prompt-to-image {record.subject()}", style="bold"))
     _say(console, f"run {record.run_id} {status_phrase(record, run_dir)}; {len(config.seeds)} seed(s) per triplet")
     for error in record.errors:
         _say(console, f"error ({error.stage or 'run'}): {error.message}")
@@ -448,6 +449,7 @@ def write_trace_report(record: TraceRecord, run_dir: Path) -> Path:
         findings=[closeness_sentence(row) for row in record.similarity],
         closer_cell=closer_cell,
         too_few_triplets=too_few_triplets(record),
+        seeds=describe_seeds(record.config.seeds),
         masculine=masculine,
         feminine=feminine,
         humans=humans,

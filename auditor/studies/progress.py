@@ -144,7 +144,7 @@ class RichProgress:
                     transient=False,
                 )
                 self._progress.start()
-            self._tasks[stage] = self._progress.add_task(description, total=total, workers="")
+            self._tasks[stage] = self._progress.add_task(_bar_label(description, total), total=total, workers="")
 
     def advance(self, stage: str, amount: int = 1) -> None:
         with self._lock:
@@ -166,6 +166,12 @@ class RichProgress:
         with self._lock:
             if self._progress is not None and stage in self._tasks:
                 self._progress.update(self._tasks[stage], workers=describe_workers(workers))
+
+
+def _bar_label(description: str, total: int | None) -> str:
+    """A stage's bar label; one with nothing to compute (all cached, or no input) says so, where its bar would read
+    ``0/0 -:--:--``."""
+    return f"{description} (nothing to compute)" if total == 0 else description
 
 
 def _bar_columns() -> tuple[ProgressColumn, ...]:
@@ -226,7 +232,7 @@ class LiveProgress:
 
     def start(self, stage: str, total: int | None, description: str) -> None:
         with self._lock:
-            self._tasks[stage] = self._progress.add_task(description, total=total, workers="")
+            self._tasks[stage] = self._progress.add_task(_bar_label(description, total), total=total, workers="")
 
     def advance(self, stage: str, amount: int = 1) -> None:
         with self._lock:
