@@ -298,6 +298,15 @@ def test_a_stage_names_a_side_only_when_its_swap_p_stays_below_the_level_once_ho
     assert rows["denoising_z0"].swap_p is None and rows["denoising_z0"].swap_p_adjusted is None
 
 
+def masculine_leaning_pairs(triplets: int) -> list[PairSimilarity]:
+    """One stage's pairs in which every triplet's neutral prompt is closer to its masculine one."""
+    return [
+        PairSimilarity(triplet=t, image_index=0, neutral_feminine={"prompt_eos": 0.5},
+                       neutral_masculine={"prompt_eos": 0.6 + 0.01 * t})
+        for t in range(triplets)
+    ]  # fmt: skip
+
+
 def test_a_record_scored_before_the_adjustments_is_read_as_scored_and_says_so(tmp_path):
     """Its stages keep their stored decisions (made on the raw p) and its objects are read on the raw p too, and
     the terminal and the page say so and how to rescore; a rescored record says Holm instead."""
@@ -305,11 +314,7 @@ def test_a_record_scored_before_the_adjustments_is_read_as_scored_and_says_so(tm
 
     from auditor.reporting.trace import lean_rule, render_trace, write_trace_report
 
-    pairs = [
-        PairSimilarity(triplet=t, image_index=0, neutral_feminine={"prompt_eos": 0.5},
-                       neutral_masculine={"prompt_eos": 0.6 + 0.01 * t})
-        for t in range(6)
-    ]  # fmt: skip
+    pairs = masculine_leaning_pairs(6)
     record = _record(IMAGES, pairs, min_count=15)
     score_trace(record)
     old = record.model_copy(
@@ -388,11 +393,7 @@ def test_too_few_triplets_for_the_swap_test_to_name_a_side_is_said_in_every_repo
 
     from auditor.reporting.trace import render_trace, too_few_triplets, trace_json, write_trace_report
 
-    pairs = [
-        PairSimilarity(triplet=t, image_index=0, neutral_feminine={"prompt_eos": 0.5},
-                       neutral_masculine={"prompt_eos": 0.6 + 0.01 * t})
-        for t in range(3)
-    ]  # fmt: skip
+    pairs = masculine_leaning_pairs(3)
     record = _record(IMAGES, pairs, min_count=15)
     score_trace(record)
     (stage,) = [row for row in record.similarity if row.swap_p is not None]
@@ -408,6 +409,6 @@ def test_too_few_triplets_for_the_swap_test_to_name_a_side_is_said_in_every_repo
     assert json.loads(json.dumps(trace_json(record, tmp_path)))["too_few_triplets"] == note
     page = write_trace_report(record, tmp_path).read_text()
     assert f"{note[:1].upper()}{note[1:]}.".replace("'", "&#39;") in page  # escaped as all text is
-    six = _record(IMAGES, [*pairs, *(p.model_copy(update={"triplet": p.triplet + 3}) for p in pairs)], min_count=15)
+    six = _record(IMAGES, masculine_leaning_pairs(6), min_count=15)
     score_trace(six)
     assert too_few_triplets(six) is None  # 2/64 can go below 0.05
