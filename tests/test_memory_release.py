@@ -21,16 +21,20 @@ def cycle() -> weakref.ref:
 
 def test_within_an_attempt_a_release_frees_its_cycles_and_walks_only_new_objects():
     gc.collect()
-    before_the_attempt = cycle()  # garbage from before the scope: frozen, kept until it ends
+    garbage_before = cycle()  # an earlier attempt's model a traceback held: collected as the scope begins
+    held = Node()  # alive when the scope begins: frozen
+    held_before = weakref.ref(held)
     with collecting_only_new_objects():
+        assert garbage_before() is None
         assert gc.get_freeze_count() > 1000  # the imported libraries, tests and all
         during = cycle()
+        del held  # garbage now, but among the frozen objects
         release_accelerator_memory()
         assert during() is None  # what the attempt made is collected
-        assert before_the_attempt() is not None  # what came before was not walked
+        assert held_before() is not None  # what came before was not walked
     assert gc.get_freeze_count() == 0
     gc.collect()
-    assert before_the_attempt() is None  # after the scope, collected as ever
+    assert held_before() is None  # after the scope, collected as ever
 
 
 def test_nested_scopes_unfreeze_at_the_outermost_end():

@@ -367,13 +367,18 @@ def test_chi_square_is_skipped_with_a_note_below_five_objects_or_without_counts(
 
 def test_the_fewest_triplets_the_swap_test_needs_by_hand():
     """Over n triplets the exact swap test's smallest p is 2/2ⁿ (the data's pattern and its mirror): 1/16 at five,
-    1/32 at six. Holm over k stages multiplies it by k: seven stages need 7 x 2/2ⁿ < 0.05, so n = 9 (0.027)."""
-    assert smallest_swap_p(5) == 1 / 16 and smallest_swap_p(6) == 1 / 32
-    assert triplets_needed(1, 0.05) == 6 and triplets_needed(7, 0.05) == 9 and triplets_needed(1, 0.01) == 8
+    1/32 at six. Holm over k stages multiplies it by k: seven stages need 7 x 2/2ⁿ < 0.05, so n = 9 (0.027).
+    Where 2ⁿ is more than the draws, the swaps are drawn at random and p cannot go below 1 / (1 + draws)."""
+    assert smallest_swap_p(5, 1000) == 1 / 16 and smallest_swap_p(6, 1000) == 1 / 32
+    assert triplets_needed(1, 0.05, 1000) == 6 and triplets_needed(7, 0.05, 1000) == 9
+    assert triplets_needed(1, 0.01, 1000) == 8
+    assert smallest_swap_p(8, 200) == 1 / 201  # 256 swaps > 200 draws: at random
+    assert triplets_needed(7, 0.05, 200) == 8  # 7/201 = 0.035, where 7 x 2/256 = 0.055 was not enough
+    assert triplets_needed(7, 0.05, 100) is None  # 7/101 = 0.069 at any number of triplets
     differences = np.array([0.3, 0.1, 0.2, 0.4, 0.5])  # every triplet leans one way: as extreme as it gets
 
     def swapped(signs: np.ndarray) -> np.ndarray:
         return np.abs((1 - 2 * signs) @ differences / len(differences))[:, None]
 
     p, exact = swap_test(5, swapped, np.array([differences.mean()]), columns=1, resamples=1000, seed=0)
-    assert exact and p[0] == pytest.approx(smallest_swap_p(5))
+    assert exact and p[0] == pytest.approx(smallest_swap_p(5, 1000))

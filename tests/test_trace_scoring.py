@@ -412,3 +412,9 @@ def test_too_few_triplets_for_the_swap_test_to_name_a_side_is_said_in_every_repo
     six = _record(IMAGES, masculine_leaning_pairs(6), min_count=15)
     score_trace(six)
     assert too_few_triplets(six) is None  # 2/64 can go below 0.05
+    few_draws = _record(IMAGES, pairs, min_count=15, bootstrap=40, ci_level=0.99)  # beyond 5 triplets, at random
+    score_trace(few_draws)
+    assert too_few_triplets(few_draws) == (
+        "with 3 triplets no stage can be called closer to either side: the swap test's smallest p is 0.25, not "
+        "below 0.01; no number of triplets does with --bootstrap 40 (its p cannot go below 1/41): raise it"
+    )

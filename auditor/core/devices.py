@@ -78,18 +78,24 @@ def collecting_only_new_objects() -> Iterator[None]:
 
     A full collection walks every object the process holds: hundreds of thousands after the model libraries and
     WordNet are imported (0.1-0.4 s each time, on every model released). In this scope it walks only the objects
-    made since it began, among them the models an attempt loads, which is all a release needs to free. Frozen
-    objects are still freed as soon as nothing refers to them; only reference cycles among them wait for the end.
+    made since it began, among them the models an attempt loads, which is all a release needs to free. What is
+    garbage already (an earlier attempt's model a traceback held) is collected first, once, so it is not frozen;
+    frozen objects are still freed as soon as nothing refers to them, and only reference cycles among them wait
+    for the end.
     """
     global _frozen_scopes
-    with _frozen_scopes_lock:
-        _frozen_scopes += 1
-        if _frozen_scopes == 1:
-            gc.freeze()
+    entered = False
     try:
+        with _frozen_scopes_lock:
+            _frozen_scopes += 1
+            entered = True
+            if _frozen_scopes == 1:
+                gc.collect()
+                gc.freeze()
         yield
     finally:
-        with _frozen_scopes_lock:
-            _frozen_scopes -= 1
-            if _frozen_scopes == 0:
-                gc.unfreeze()
+        if entered:
+            with _frozen_scopes_lock:
+                _frozen_scopes -= 1
+                if _frozen_scopes == 0:
+                    gc.unfreeze()

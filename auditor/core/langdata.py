@@ -189,9 +189,11 @@ def load_wordnet() -> WordNetCorpusReader:
             """A part of speech's index, read once from start to end as the reader loads, as a plain text file:
             NLTK's own stream (made for the files it seeks in, ``index.sense`` among them) reads it a line at a
             time in Python, 0.4 s more per process."""
+            stream = super().open(fileid)  # NLTK's checks of the path: inside the corpus, no link out of it
             if fileid in _POS_INDEXES and isinstance(self._root, FileSystemPathPointer):
+                stream.close()
                 return open(self._root.join(fileid).path, encoding=self._encoding)  # noqa: SIM115 - read in a with
-            return super().open(fileid)
+            return stream
 
     ensure_wordnet()
     try:

@@ -127,19 +127,23 @@ def significance(confidence: float) -> float:
     return round(1 - confidence, 12)
 
 
-def smallest_swap_p(units: int) -> float:
-    """The smallest two-sided p the exact swap test can give over ``units`` triplets: the data's own pattern and its
-    mirror image are the two most extreme of the 2ⁿ, so 2 / 2ⁿ."""
-    return 2.0 / 2.0**units
+def smallest_swap_p(units: int, resamples: int) -> float:
+    """The smallest two-sided p the swap test can give over ``units`` triplets with ``resamples`` draws
+    (:func:`swap_patterns`): trying all 2ⁿ swaps, 2 / 2ⁿ (the data's own pattern and its mirror image are the two
+    most extreme); drawing at random, 1 / (1 + draws), as the data's own counts once more."""
+    if units < 63 and 1 << units <= resamples:
+        return 2.0 / 2.0**units
+    return 1.0 / (1 + resamples)
 
 
-def triplets_needed(tests: int, alpha: float) -> int:
+def triplets_needed(tests: int, alpha: float, resamples: int) -> int | None:
     """The fewest triplets at which the smallest swap p, Holm-adjusted over ``tests`` tests (its first step
-    multiplies the smallest p by their number), falls below ``alpha``: 6 for one test at 0.05, 9 for seven."""
-    units = 1
-    while tests * smallest_swap_p(units) >= alpha:
-        units += 1
-    return units
+    multiplies the smallest p by their number), falls below ``alpha``: 6 for one test at 0.05, 9 for seven (with
+    1000 draws). None when no number does: with too few draws, p cannot go below 1 / (1 + draws)."""
+    for units in range(1, 64):
+        if tests * smallest_swap_p(units, resamples) < alpha:
+            return units
+    return None
 
 
 def swap_patterns(units: int, resamples: int, seed: int) -> tuple[np.ndarray, bool]:

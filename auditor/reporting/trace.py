@@ -86,14 +86,20 @@ def too_few_triplets(record: TraceRecord) -> str | None:
         return None
     family = len(tested) if adjusted_over_stages(record) else 1
     alpha = significance(record.config.scoring.ci_level)
-    if any(family * smallest_swap_p(row.units) < alpha for row in tested):
+    draws = record.config.scoring.bootstrap
+    if any(family * smallest_swap_p(row.units, draws) < alpha for row in tested):
         return None
     units = max(row.units for row in tested)
     adjusted = f", Holm-adjusted over the {family} stages," if family > 1 else ""
+    needed = triplets_needed(family, alpha, draws)
+    takes = (
+        f"that takes {needed} triplets"
+        if needed is not None
+        else f"no number of triplets does with --bootstrap {draws} (its p cannot go below 1/{draws + 1}): raise it"
+    )
     return (
         f"with {counted(units, 'triplet')} no stage can be called closer to either side: the swap test's smallest "
-        f"p{adjusted} is {family * smallest_swap_p(units):.3g}, not below {alpha:g}; "
-        f"that takes {triplets_needed(family, alpha)} triplets"
+        f"p{adjusted} is {family * smallest_swap_p(units, draws):.3g}, not below {alpha:g}; {takes}"
     )
 
 

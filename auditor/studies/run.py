@@ -134,6 +134,19 @@ def describe_change(before: ModelRef, ref: ModelRef) -> str:
     return f"{before.spec}, fingerprint {(before.fingerprint or 'none')[:12]}; now {(ref.fingerprint or 'none')[:12]}"
 
 
+def shown_sha256(path: Path, progress: ProgressReporter) -> str:
+    """A file's sha256 (weights, a caption file), with a progress bar (in MiB) when the file is large."""
+    size = path.stat().st_size
+    if size < LARGE_WEIGHT_FILE:
+        return file_sha256(path)
+    stage = "hash file"
+    progress.start(stage, -(-size // CHUNK), f"hashing {path.name} (MiB, once)")
+    try:
+        return file_sha256(path, lambda _bytes: progress.advance(stage))
+    finally:
+        progress.finish(stage)
+
+
 @dataclass(frozen=True)
 class Resumption:
     """What ``--resume`` may change about a run: where its models are, and where and how its stages run.
@@ -346,15 +359,7 @@ class StudyRun(Generic[RecordT]):
 
     def _hash_weights(self, path: Path) -> str:
         """A weight file's sha256, with a progress bar (in MiB) when the file is large."""
-        size = path.stat().st_size
-        if size < LARGE_WEIGHT_FILE:
-            return file_sha256(path)
-        stage = "hash weights"
-        self.progress.start(stage, -(-size // CHUNK), f"hashing {path.name} (MiB, once)")
-        try:
-            return file_sha256(path, lambda _bytes: self.progress.advance(stage))
-        finally:
-            self.progress.finish(stage)
+        return shown_sha256(path, self.progress)
 
     @contextmanager
     def stage(self, name: Stage, outcome: StageCounts | None = None) -> Iterator[StageCounts]:

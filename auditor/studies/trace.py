@@ -27,6 +27,7 @@ step (and each generation batch), so an interrupted run resumes without recomput
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -47,7 +48,7 @@ from auditor.records import (
     TripletPicture,
 )
 from auditor.studies.progress import ProgressReporter
-from auditor.studies.run import EMBED_BATCH_SIZE, Resumption, StudyRun, reopen_run, spec_ref
+from auditor.studies.run import EMBED_BATCH_SIZE, Resumption, StudyRun, reopen_run, shown_sha256, spec_ref
 from auditor.studies.trace_options import (
     DEFAULT_TRACE_EMBEDDERS,
     TraceOptions,
@@ -421,7 +422,10 @@ def start_trace(
     if options.professions:
         found = [(triplet, None, None) for triplet in profession_set()]
     else:
-        found, selection = caption_triplets(options.captions, options.caption_column, cache.file_digest)
+        def digest(path: Path) -> str:
+            return cache.file_digest(path, partial(shown_sha256, progress=progress))
+
+        found, selection = caption_triplets(options.captions, options.caption_column, digest)
     found = found[: options.limit] if options.limit else found
     triplets = [trace_triplet(i, triplet, reader, file, row) for i, (triplet, file, row) in enumerate(found)]
     source = "professions" if options.professions else Path(options.captions).stem
