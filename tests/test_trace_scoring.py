@@ -412,6 +412,15 @@ def test_too_few_triplets_for_the_swap_test_to_name_a_side_is_said_in_every_repo
     six = _record(IMAGES, masculine_leaning_pairs(6), min_count=15)
     score_trace(six)
     assert too_few_triplets(six) is None  # 2/64 can go below 0.05
+    more = {"prompt_mean": 0.1, "denoising_z0": 0.2}
+    three_stages = [
+        pair.model_copy(update={"neutral_feminine": pair.neutral_feminine | more,
+                                "neutral_masculine": pair.neutral_masculine | {k: v + 0.3 for k, v in more.items()}})
+        for pair in pairs[:2]
+    ]  # fmt: skip
+    holm = _record(IMAGES, three_stages, min_count=15)
+    score_trace(holm)
+    assert "smallest p, Holm-adjusted over the 3 stages, is 1, not below" in too_few_triplets(holm)  # not 3 x 0.5
     few_draws = _record(IMAGES, pairs, min_count=15, bootstrap=40, ci_level=0.99)  # beyond 5 triplets, at random
     score_trace(few_draws)
     assert too_few_triplets(few_draws) == (

@@ -90,7 +90,7 @@ def too_few_triplets(record: TraceRecord) -> str | None:
     if any(family * smallest_swap_p(row.units, draws) < alpha for row in tested):
         return None
     units = max(row.units for row in tested)
-    adjusted = f", Holm-adjusted over the {family} stages," if family > 1 else ""
+    adjusted = f", Holm-adjusted over the {family} stages," if family > 1 else ""  # Holm's p is at most 1
     needed = triplets_needed(family, alpha, draws)
     takes = (
         f"that takes {needed} triplets"
@@ -99,7 +99,7 @@ def too_few_triplets(record: TraceRecord) -> str | None:
     )
     return (
         f"with {counted(units, 'triplet')} no stage can be called closer to either side: the swap test's smallest "
-        f"p{adjusted} is {family * smallest_swap_p(units, draws):.3g}, not below {alpha:g}; {takes}"
+        f"p{adjusted} is {min(1.0, family * smallest_swap_p(units, draws)):.3g}, not below {alpha:g}; {takes}"
     )
 
 
