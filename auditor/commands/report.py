@@ -37,10 +37,10 @@ def show_stored(record: StudyRecord, folder: Path, *, html: bool, json_output: b
     """A stored run of any kind, as every ``report`` command shows it: with ``html``, report.html written again and
     its path printed (on stderr when ``json_output`` puts JSON on stdout); the JSON; or else the terminal report."""
     from auditor.core.console import err
-    from auditor.core.runlock import is_running, lock_folder
     from auditor.core.store import RECORD_FILE
+    from auditor.reporting.sentences import running_now
 
-    if record.status == "running" and is_running(lock_folder(folder)) is False:  # its report would read "running"
+    if running_now(record, folder) is False:  # a running record no process holds: its report would read "running"
         how = record.resume_command(folder)
         say_whole(err, f"note: run {folder.name} was stopped: {common.STOPPED_MEANING}; continue it with: {how}")
     write, as_json, render = _outputs(record, folder / RECORD_FILE)

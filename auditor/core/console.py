@@ -41,6 +41,12 @@ out = TextOnlyConsole(highlight=False, soft_wrap=False, markup=False)
 err = TextOnlyConsole(stderr=True, highlight=False, markup=False)
 
 
+def say(console: Console, text: str | Text) -> None:
+    """Prose, printed literally (no markup) and wrapped at the console's width; a line that carries a path or a
+    command goes through :func:`say_whole` instead."""
+    console.print(text if isinstance(text, Text) else Text(text), soft_wrap=False)
+
+
 def say_whole(console: Console, text: str | Text) -> None:
     """Plain text that carries a path or a command, printed without rich's word wrapping: rich breaks a word longer
     than the width with a newline, so a long run folder would copy back broken; the terminal folds it instead."""

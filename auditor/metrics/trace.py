@@ -127,11 +127,17 @@ def significance(confidence: float) -> float:
     return round(1 - confidence, 12)
 
 
+def every_swap_tried(units: int, resamples: int) -> bool:
+    """Whether the swap test over ``units`` tries all 2ⁿ swaps (when that is at most ``resamples``) rather than
+    drawing ``resamples`` at random."""
+    return units < 63 and 1 << units <= resamples
+
+
 def smallest_swap_p(units: int, resamples: int) -> float:
     """The smallest two-sided p the swap test can give over ``units`` triplets with ``resamples`` draws
     (:func:`swap_patterns`): trying all 2ⁿ swaps, 2 / 2ⁿ (the data's own pattern and its mirror image are the two
     most extreme); drawing at random, 1 / (1 + draws), as the data's own counts once more."""
-    if units < 63 and 1 << units <= resamples:
+    if every_swap_tried(units, resamples):
         return 2.0 / 2.0**units
     return 1.0 / (1 + resamples)
 
@@ -149,7 +155,7 @@ def triplets_needed(tests: int, alpha: float, resamples: int) -> int | None:
 def swap_patterns(units: int, resamples: int, seed: int) -> tuple[np.ndarray, bool]:
     """Which units' masculine and feminine sides each draw of the swap test swaps (draws x units, bool), and
     whether they are all 2ⁿ swaps (when that is at most ``resamples``) rather than ``resamples`` random ones."""
-    if units < 63 and 1 << units <= resamples:
+    if every_swap_tried(units, resamples):
         codes = np.arange(1 << units, dtype=np.int64)
         return (codes[:, None] >> np.arange(units)) & 1 == 1, True
     return np.random.default_rng(seed).integers(0, 2, size=(resamples, units)) == 1, False

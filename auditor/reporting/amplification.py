@@ -17,7 +17,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from auditor.core.console import say_whole
+from auditor.core.console import say, say_whole
 from auditor.core.store import run_files, run_files_text
 from auditor.corpora.selection import NO_INDICATOR_METHODS, Selection
 from auditor.records import (
@@ -240,9 +240,9 @@ def render_amplification(record: AmplificationRecord, run_dir: Path, console: Co
     config = record.config
     say_whole(console, f"Bias amplification of {config.t2i.spec} against the training sample {config.captions}")
     if record.basis == "caption proxy":
-        _say(console, T_PROXY)
+        say(console, T_PROXY)
     else:
-        _say(console, "T: the selected examples' images, through the same face filter and classifier as G")
+        say(console, "T: the selected examples' images, through the same face filter and classifier as G")
     say_whole(
         console,
         f"{counted(len(config.occupations), 'occupation')} x {counted(len(config.templates), 'prompt')} x "
@@ -266,24 +266,20 @@ def render_amplification(record: AmplificationRecord, run_dir: Path, console: Co
         console.print(table)
         for s in record.summary:
             if s.template is None or len(config.templates) == 1:
-                _say(console, finding(s))
+                say(console, finding(s))
     for method in config.methods:
         rows = [r for r in record.amplification if r.method == method and r.template == 1]
         if rows:
             console.print(_occupation_table(rows, method, config.templates[0], record.basis))
             for row in rows:
                 if row.note:  # why a cell is empty
-                    _say(console, f"  {row.occupation}: {row.note}")
+                    say(console, f"  {row.occupation}: {row.note}")
     if len(config.templates) > 1:
-        _say(console, "The other prompts' tables are in report.html and in --json.")
+        say(console, "The other prompts' tables are in report.html and in --json.")
     for warning in record.warnings:
-        _say(console, f"note: {warning}")
+        say(console, f"note: {warning}")
     say_whole(console, run_files_text(run_dir))
 
-
-def _say(console: Console, text: str) -> None:
-    """Prose, wrapped at the console's width (a line with a path or command is printed whole instead)."""
-    console.print(Text(text))
 
 
 def _occupation_table(rows: Sequence[OccupationAmplification], method: str, template: str, basis: TBasis) -> Table:
@@ -418,9 +414,9 @@ def render_captions(
     selections: Sequence[Selection], methods: Sequence[str], template: str, rows: int, skipped: int, console: Console
 ) -> None:
     """One table per method: matches, selected captions, their labels and the caption proxy with its Wilson interval."""
-    _say(console, f"Training captions: {rows:,} rows read ({skipped:,} without a caption skipped)")
+    say(console, f"Training captions: {rows:,} rows read ({skipped:,} without a caption skipped)")
     indicator_free = any(method in NO_INDICATOR_METHODS for method in methods)
-    _say(
+    say(
         console,
         f"% female is a caption proxy: {CAPTION_PROXY}"
         + ("; no-indicator selections have no gendered caption by construction." if indicator_free else "."),

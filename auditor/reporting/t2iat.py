@@ -12,7 +12,7 @@ from typing import Any
 from rich.console import Console
 from rich.text import Text
 
-from auditor.core.console import say_whole
+from auditor.core.console import say, say_whole
 from auditor.core.store import run_files, run_files_text
 from auditor.records import (
     AssociationResult,
@@ -45,10 +45,6 @@ def association_reading(result: AssociationResult, x: str, y: str, a: str, b: st
     return reading
 
 
-def _say(console: Console, text: str) -> None:
-    console.print(text, markup=False, highlight=False)
-
-
 def _p_text(result: AssociationResult) -> str:
     how = f"exact over {result.permutations:,} splits" if result.exact else f"Monte Carlo, {result.permutations:,} permutations"
     return f"{p_value(result.p_value)} ({how})"
@@ -74,10 +70,10 @@ def render_association(result: AssociationResult, x_name: str, y_name: str, cons
     """S and d (with their intervals over seeds, where the run made them), d's label, p and the group sizes, one
     per line."""
     d = effect_size_text(result, EFFECT_SIZE_DIGITS, f"undefined (the {why_no_effect_size(result)})")
-    _say(console, f"  association S   {association_span(result, ASSOCIATION_DIGITS)}")
-    _say(console, f"  effect size d   {d}")
-    _say(console, f"  p-value         {_p_text(result)}")
-    _say(console, f"  images          {x_name}: {result.n_x}, {y_name}: {result.n_y}")
+    say(console, f"  association S   {association_span(result, ASSOCIATION_DIGITS)}")
+    say(console, f"  effect size d   {d}")
+    say(console, f"  p-value         {_p_text(result)}")
+    say(console, f"  images          {x_name}: {result.n_x}, {y_name}: {result.n_y}")
 
 
 def intervals_note(record: T2IATRecord) -> str | None:
@@ -128,14 +124,14 @@ def _unfinished(record: T2IATRecord | OccupationsRecord, run_dir: Path, console:
 def render_test_run(record: T2IATRecord, run_dir: Path, console: Console) -> None:
     """A test: which test, how it ended if not completed, its numbers, and which way S points."""
     test, result = record.config.test, record.result
-    _say(console, f"T2IAT {test.title or test.name}: {test.x.name} vs {test.y.name} with {test.a.name} vs {test.b.name}")
+    say(console, f"T2IAT {test.title or test.name}: {test.x.name} vs {test.y.name} with {test.a.name} vs {test.b.name}")
     _unfinished(record, run_dir, console)
     if result is not None:
         render_association(result, test.x.name, test.y.name, console)
         if (note := intervals_note(record)) is not None:
-            _say(console, f"  intervals       {note}")
+            say(console, f"  intervals       {note}")
         reading = association_reading(result, test.x.name, test.y.name, test.a.name, test.b.name)
-        _say(console, f"  reading         {reading}")
+        say(console, f"  reading         {reading}")
     say_whole(console, run_files_text(run_dir))
 
 
@@ -198,7 +194,8 @@ def render_occupations(record: OccupationsRecord, run_dir: Path, console: Consol
         table.add_row(
             Text(result.occupation),
             str(len(result.image_scores)),
-            *(number(value, digits, signed=True, missing="—") for value, digits in list(zip(values, places))[:6]),
+            # all but the last column, S against the mix, which only the page shows
+            *(number(value, digits, signed=True, missing="—") for value, digits in zip(values[:-1], places)),
             p_value(None if test is None else test.p_adjusted if adjusted else test.p_value, missing="—"),
         )
     console.print(table)
@@ -210,5 +207,5 @@ def render_occupations(record: OccupationsRecord, run_dir: Path, console: Consol
     )
     for result in record.occupations:
         for warning in result.warnings:
-            _say(console, f"note: {result.occupation}: {warning}")
+            say(console, f"note: {result.occupation}: {warning}")
     say_whole(console, run_files_text(run_dir))

@@ -26,7 +26,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from auditor.core.console import say_whole
+from auditor.core.console import say, say_whole
 from auditor.core.store import run_files, run_files_text
 from auditor.metrics.trace import significance, smallest_swap_p, triplets_needed
 from auditor.records import TRIPLET_SETS, ChiSquareResult, ObjectCount, StageSimilarity, TraceRecord
@@ -291,16 +291,12 @@ def _table(*columns: tuple[str, str], wrapping: tuple[str, ...] = ()) -> Table:
     return column_table(*columns, first_min_width=10, wrapping=wrapping)
 
 
-def _say(console: Console, text: str | Text) -> None:
-    console.print(text if isinstance(text, Text) else Text(text), soft_wrap=False)
-
-
 def _objects(console: Console, title: str, rows: list[ObjectCount], lean_level: float | None) -> None:
     """A titled table of objects (or human words) with their counts and bias scores, and each one's lean at
     ``lean_level`` unless it is None; "none" when empty."""
-    _say(console, Text(title, style="bold"))
+    say(console, Text(title, style="bold"))
     if not rows:
-        _say(console, "  none")
+        say(console, "  none")
         return
     columns = [("name", "left"), ("BS [interval]", "right"), ("C n", "right"), ("C f", "right"), ("C m", "right")]
     table = _table(*columns, *([("lean", "left")] if lean_level is not None else []))
@@ -338,16 +334,16 @@ def no_scores(record: TraceRecord, run_dir: Path) -> str | None:
 def render_trace(record: TraceRecord, run_dir: Path, console: Console) -> None:
     """The report in the terminal (readable at 80 columns)."""
     config = record.config
-    _say(console, Text(f"Prompt-to-image {record.subject()}", style="bold"))
-    _say(console, f"run {record.run_id} {status_phrase(record, run_dir)}; {len(config.seeds)} seed(s) per triplet")
+    say(console, Text(f"Prompt-to-image {record.subject()}", style="bold"))
+    say(console, f"run {record.run_id} {status_phrase(record, run_dir)}; {len(config.seeds)} seed(s) per triplet")
     for error in record.errors:
-        _say(console, f"error ({error.stage or 'run'}): {error.message}")
+        say(console, f"error ({error.stage or 'run'}): {error.message}")
     if (instead := no_scores(record, run_dir)) is not None:
         say_whole(console, instead)
         say_whole(console, run_files_text(run_dir))
         return
 
-    _say(console, Text("\nIs the neutral prompt closer to the masculine or the feminine one?", style="bold"))
+    say(console, Text("\nIs the neutral prompt closer to the masculine or the feminine one?", style="bold"))
     adjusted = adjusted_over_stages(record)  # else shown as scored: on the raw p
     table = _table(
         ("stage", "left"), ("s(n,f)", "right"), ("s(n,m)", "right"), ("m - f [interval]", "right"),
@@ -363,44 +359,44 @@ def render_trace(record: TraceRecord, run_dir: Path, console: Console) -> None:
     console.print(table)
     for row in record.similarity:
         if row.model:
-            _say(console, Text(f"  {short_measure(row)}: {row.model}"))
+            say(console, Text(f"  {short_measure(row)}: {row.model}"))
     swap = "the swap test's p, Holm-adjusted over the stages," if adjusted else "the swap test's p"
     before = "" if adjusted else " Scored before the p-values were adjusted: auditor trace --resume rescores it."
-    _say(
+    say(
         console,
         f"closer: the side the interval of s(n,m) - s(n,f) over triplets supports, when {swap} is below "
         f"{1 - record.config.scoring.ci_level:.2g}; undecided otherwise.{before}",
     )
     if (few := too_few_triplets(record)) is not None:
-        _say(console, f"note: {few}.")
+        say(console, f"note: {few}.")
 
     sizes = ", ".join(f"{name} {record.set_sizes.get(name, 0)}" for name in TRIPLET_SETS)
-    _say(console, f"\nObjects (images looked at: {sizes}); {ranked_when(record)}.")
+    say(console, f"\nObjects (images looked at: {sizes}); {ranked_when(record)}.")
     masculine, feminine = lean_lists(record.ranking, config.scoring.top_k)
     _objects(console, "Most masculine objects (bias score BS near 1)", masculine, config.scoring.ci_level)
     _objects(console, "Most feminine objects (BS near 0)", feminine, config.scoring.ci_level)
     if masculine or feminine:
-        _say(console, f"lean: {lean_rule(record)}")
+        say(console, f"lean: {lean_rule(record)}")
     humans = sorted(record.humans, key=lambda r: (-(r.neutral + r.feminine + r.masculine), r.name))[
         : 2 * config.scoring.top_k
     ]
     _objects(console, "Human words (counted apart from objects)", humans, None)
     for note in partial_intervals([*masculine, *feminine, *humans]):
-        _say(console, note)
+        say(console, note)
 
-    _say(console, Text("\nχ² tests of the object counts (n, f, m: neutral, feminine, masculine)", style="bold"))
+    say(console, Text("\nχ² tests of the object counts (n, f, m: neutral, feminine, masculine)", style="bold"))
     tests = _table(("table", "left"), ("sets", "left"), ("χ²", "right"), ("p", "right"), ("Holm p", "right"))
     for test in record.chi_square:
         sets = "-".join(SET_INITIALS[name] for name in test.sets)
         skipped = "skipped" if test.p_value is None else _p(test.p_value)
         tests.add_row(_scope(test), sets, number(test.statistic, 2), skipped, _p(test.p_adjusted))
     console.print(tests)
-    _say(console, chi_square_summary(record))
+    say(console, chi_square_summary(record))
     if any(test.note for test in record.chi_square):
-        _say(console, "Why tests were skipped, and where expected counts were small: in report.html and --json.")
+        say(console, "Why tests were skipped, and where expected counts were small: in report.html and --json.")
 
     if record.groups is not None:
-        _say(console, Text("\nPrompt-image dependency groups (counts n/f/m)", style="bold"))
+        say(console, Text("\nPrompt-image dependency groups (counts n/f/m)", style="bold"))
         groups = _table(("group", "left"), ("objects", "right"), ("images with", "right"), ("human words", "right"))
         for summary in record.groups:
             totals = "/".join(str(sum(getattr(r, name) for r in summary.objects)) for name in TRIPLET_SETS)
@@ -409,7 +405,7 @@ def render_trace(record: TraceRecord, run_dir: Path, console: Console) -> None:
             groups.add_row(GROUP_NAMES[summary.group], totals, images, humans_total)
         console.print(groups)
     if record.pictures:
-        _say(
+        say(
             console, f"\nTriplets pictured with their attention maps: {len(record.pictures)} in {run_dir / 'pictures'}"
         )
     for note in record.notes:  # whole: a note may give a command to copy

@@ -37,6 +37,7 @@ from auditor.corpora.gender import CaptionLabeller, FirstNames, GenderWords
 from auditor.corpora.readers import BATCH_ROWS, CaptionBatch, CaptionReader
 from auditor.corpora.selection import NN_METHODS, Method, SelectedCaption, Selection, select_captions
 from auditor.records import CaptionFile, ModelRef
+from auditor.records.sources import caption_files_read
 from auditor.studies.progress import ProgressReporter, StageCounts
 
 #: Cache stage of whole selections.
@@ -106,16 +107,7 @@ def select_training_captions(
     memoised in the cache. ``text_embedder`` is loaded only for the nn methods.
     """
     reader = request.reader()
-    files = [
-        CaptionFile(
-            path=str(path),
-            sha256=cache.file_digest(path, digest),
-            bytes=path.stat().st_size,
-            format=kind,
-            caption_column=columns[0],
-        )
-        for path, kind, columns in zip(reader.files, reader.formats, reader.columns, strict=True)
-    ]
+    files = caption_files_read(reader, lambda path: cache.file_digest(path, digest))
     labeller = request.labeller()
     embedder = None
     if request.wants_embedder:

@@ -15,7 +15,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from auditor.core.errors import AuditorError
-from auditor.records import TRIPLET_SETS, CaptionFile, CaptionSelection, TraceTriplet
+from auditor.records import TRIPLET_SETS, CaptionSelection, TraceTriplet
+from auditor.records.sources import caption_files_read
 
 if TYPE_CHECKING:  # pragma: no cover
     from auditor.prompting.nouns import NounReader
@@ -42,13 +43,8 @@ def caption_triplets(
     if find_spec("pyarrow") is None:
         raise AuditorError("reading caption files needs pyarrow: pip install 'auditor[trace]'")
     reader = CaptionReader(pattern, caption_column=column)
-    files = [
-        CaptionFile(
-            path=str(path.resolve()), sha256=digest(path), bytes=path.stat().st_size, format=kind,
-            caption_column=columns[0],
-        )
-        for path, kind, columns in zip(reader.files, reader.formats, reader.columns, strict=True)
-    ]  # fmt: skip
+    absolute = {path: str(path.resolve()) for path in reader.files}  # once per file, not per caption
+    files = caption_files_read(reader, digest, absolute.__getitem__)
     locations: dict[int, tuple[str, int]] = {}
 
     def captions() -> Iterator[str]:
@@ -56,7 +52,7 @@ def caption_triplets(
         for batch in reader:
             for row, text in zip(batch.rows, batch.captions):
                 if has_person_word(text):  # only these can become triplets; keep where they came from
-                    locations[position] = (str(Path(batch.source).resolve()), row)
+                    locations[position] = (absolute[batch.source], row)
                 yield text
                 position += 1
 
