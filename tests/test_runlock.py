@@ -206,3 +206,38 @@ def test_reports_of_a_running_record_say_whether_a_process_runs_it_and_advise_a_
     finally:
         holder.kill()
         holder.wait()
+
+
+def test_a_prompt_audits_reports_tell_a_running_record_apart_by_the_lock(tmp_path):
+    """The prompt audit's headline, notes and page say "running now" or "stopped" as ``auditor runs`` does, not the
+    hedge a record alone allows; a caller that does not ask the lock keeps the hedge."""
+    from rich.console import Console
+
+    from auditor.reporting import render_terminal, report_json, write_html_report
+    from auditor.reporting.sentences import STATUS_PHRASES, STOPPED_PHRASE
+
+    record = make_record("p")  # planned, not scored
+    assert record.status == "running" and record.scores is None
+    run_dir = tmp_path / "p"
+    write_model(run_dir / "record.json", record)
+
+    def shown() -> tuple[str, dict, str]:
+        console = Console(width=100, record=True)
+        render_terminal(record, console, run_dir)
+        page = write_html_report(record, run_dir).read_text()
+        return " ".join(console.export_text().split()), report_json(record, run_dir), page
+
+    terminal, data, page = shown()
+    assert data["headline"] == f"This run {STOPPED_PHRASE} and has no scores; below is what it finished."
+    assert f"This run {STOPPED_PHRASE}." in data["notes"] and data["status_phrase"] == STOPPED_PHRASE
+    assert f"This run {STOPPED_PHRASE}" in terminal and "This run was stopped without recording why" in page
+    holder = hold_lock(run_dir)
+    try:
+        terminal, data, page = shown()
+    finally:
+        holder.kill()
+        holder.wait()
+    assert data["headline"].startswith("This run is running now and has no scores")
+    assert "This run is running now." in data["notes"] and "This run is running now" in terminal
+    assert "This run is running now" in page and "without recording why" not in terminal + page
+    assert report_json(record)["status_phrase"] == STATUS_PHRASES["running"]  # no folder to ask

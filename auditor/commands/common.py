@@ -321,10 +321,6 @@ def check_alpha(alpha: float) -> None:
         raise AuditorError(f"--alpha must lie strictly between 0 and 1 (got {alpha})")
 
 
-#: What a ``running`` record that no process holds means (``auditor runs`` shows such a run as ``stopped``).
-STOPPED_MEANING = "the record says running, but no process runs it (killed, or its machine went down)"
-
-
 @contextmanager
 def study_session(quiet: bool, json_output: bool) -> Iterator[tuple[ContentCache, ProgressReporter]]:
     """The content cache and progress display a study runs with; the cache is closed however the run ends.

@@ -201,12 +201,12 @@ def show_results(record: RunRecord, run_dir: Path, *, quiet: bool, json_output: 
     from auditor.reporting import render_terminal, report_json
 
     def render(record: RunRecord, run_dir: Path, console: Console) -> None:
-        render_terminal(record, console)
+        render_terminal(record, console, run_dir)
         say_whole(console, run_files_text(run_dir))
 
     common.show_result(
         record, run_dir, quiet=quiet, json_output=json_output,
-        as_json=lambda record, run_dir: run_files(run_dir) | report_json(record), render=render,
+        as_json=lambda record, run_dir: run_files(run_dir) | report_json(record, run_dir), render=render,
     )  # fmt: skip
 
 

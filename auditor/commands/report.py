@@ -12,6 +12,8 @@ from auditor.commands import common
 from auditor.core.console import out, print_json, say_whole
 
 if TYPE_CHECKING:  # pragma: no cover
+    from rich.console import Console
+
     from auditor.records import StudyRecord
 
 
@@ -38,11 +40,11 @@ def show_stored(record: StudyRecord, folder: Path, *, html: bool, json_output: b
     its path printed (on stderr when ``json_output`` puts JSON on stdout); the JSON; or else the terminal report."""
     from auditor.core.console import err
     from auditor.core.store import RECORD_FILE
-    from auditor.reporting.sentences import running_now
+    from auditor.reporting.sentences import STOPPED_MEANING, running_now
 
     if running_now(record, folder) is False:  # a running record no process holds: its report would read "running"
         how = record.resume_command(folder)
-        say_whole(err, f"note: run {folder.name} was stopped: {common.STOPPED_MEANING}; continue it with: {how}")
+        say_whole(err, f"note: run {folder.name} was stopped: {STOPPED_MEANING}; continue it with: {how}")
     write, as_json, render = _outputs(record, folder / RECORD_FILE)
     if html:
         path = write(record, folder)
@@ -87,11 +89,10 @@ def _outputs(record: StudyRecord, path: Path) -> tuple[Callable, Callable, Calla
     if isinstance(record, TraceRecord):
         return trace.write_trace_report, trace.trace_json, trace.render_trace
     load_record(path, RunRecord)  # a kind added later and not reported here: one line, not a traceback
-    return (
-        write_html_report,
-        lambda run_record, _folder: report_json(run_record),
-        lambda run_record, _folder, console: render_terminal(run_record, console),
-    )
+    def render_prompt_audit(prompt_run: RunRecord, folder: Path, console: Console) -> None:
+        render_terminal(prompt_run, console, folder)
+
+    return write_html_report, report_json, render_prompt_audit
 
 
 def register(app: typer.Typer) -> None:

@@ -46,7 +46,9 @@ def runs(
         for spec in row.get("models", []):  # a local path whole, not broken mid-word
             say_whole(out, Text(f"  {spec}", style="dim"))
     if any(_shown_status(row) == "stopped" for row in rows):
-        out.print(f"stopped: {common.STOPPED_MEANING}")
+        from auditor.reporting.sentences import STOPPED_MEANING
+
+        out.print(f"stopped: {STOPPED_MEANING}")
     for row in rows:
         if "resume" in row:
             say_whole(out, f"{row['run_id']} ({_shown_status(row)}) continues with: {row['resume']}")

@@ -7,17 +7,20 @@ wording and metric explanations. jinja2 is imported only when an HTML report is 
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 from auditor.records import RunRecord
 from auditor.reporting.html import write_html_report
 from auditor.reporting.prompt_audit import build_view
+from auditor.reporting.sentences import running_now
 from auditor.reporting.terminal import render_terminal
 
 
-def report_json(record: RunRecord) -> dict[str, Any]:
-    """The terminal report's content as plain JSON-ready data (what ``auditor report --json`` prints)."""
-    return build_view(record).as_dict()
+def report_json(record: RunRecord, run_dir: Path | None = None) -> dict[str, Any]:
+    """The terminal report's content as plain JSON-ready data (what ``auditor report --json`` prints); with its
+    ``run_dir``, a record that says ``running`` reads as running now or stopped, by the folder's lock."""
+    return build_view(record, running_now(record, run_dir) if run_dir is not None else None).as_dict()
 
 
 __all__ = ["build_view", "render_terminal", "report_json", "write_html_report"]

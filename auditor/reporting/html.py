@@ -24,6 +24,7 @@ from auditor.records import GeneratedImage, RunRecord
 from auditor.reporting.glossary import METRICS
 from auditor.reporting.numbers import IntervalLike, cells, number, p_value
 from auditor.reporting.prompt_audit import build_view
+from auditor.reporting.sentences import running_now
 from auditor.reporting.views import Concept, ConceptColumn, ImageView, ReportView, SetView
 
 if TYPE_CHECKING:
@@ -604,4 +605,5 @@ def render_html(view: ReportView, run_dir: Path) -> str:
 
 def write_html_report(record: RunRecord, run_dir: Path) -> Path:
     """Write ``run_dir/report.html`` for ``record`` (atomically) and return its path."""
-    return write_run_page(run_dir, "report.html.j2", **_report_context(build_view(record), Path(run_dir)))
+    view = build_view(record, running_now(record, Path(run_dir)))
+    return write_run_page(run_dir, "report.html.j2", **_report_context(view, Path(run_dir)))

@@ -12,7 +12,6 @@ from auditor.records import INITIAL_PROMPT_ID, AxisScore, ConceptFrequency, RunR
 from auditor.reporting.glossary import METRICS
 from auditor.reporting.ranking import rank_with_ties
 from auditor.reporting.sentences import (
-    STATUS_PHRASES,
     association_view,
     axis_finding,
     bav_note,
@@ -20,6 +19,7 @@ from auditor.reporting.sentences import (
     headline,
     lean_sentence,
     notes,
+    status_wording,
     uncertainty_line,
 )
 from auditor.reporting.views import (
@@ -160,8 +160,10 @@ def _models(record: RunRecord) -> list[ModelLine]:
     return lines
 
 
-def build_view(record: RunRecord) -> ReportView:
-    """Read ``record`` into the report view (no I/O; a run without scores gives a partial view)."""
+def build_view(record: RunRecord, alive: bool | None = None) -> ReportView:
+    """Read ``record`` into the report view (no I/O; a run without scores gives a partial view). ``alive``: for a
+    record that says ``running``, whether a process runs it now (:func:`~auditor.reporting.sentences.running_now`;
+    None where that was not asked)."""
     scores = record.scores
     axes = [_axis_view(record, rank, tied, a) for rank, tied, a in _ranked(scores.axes)] if scores else []
     prompt = record.config.prompt
@@ -182,14 +184,15 @@ def build_view(record: RunRecord) -> ReportView:
         used |= {"association", "effect_size", "p_value"}
     plan = record.plan
     seeds = record.image_seeds()
+    status = status_wording(record.status, alive)
     return ReportView(
         run_id=record.run_id,
         status=record.status,
-        status_phrase=STATUS_PHRASES[record.status],
+        status_phrase=status,
         prompt=prompt,
         created_at=record.created_at.isoformat(timespec="seconds"),
         scored=scores is not None,
-        headline=headline(record, axes),
+        headline=headline(record, axes, status),
         models=_models(record),
         images_per_prompt=record.config.images_per_prompt,
         seeds="none" if seeds is None else describe_seeds(seeds),
@@ -218,7 +221,7 @@ def build_view(record: RunRecord) -> ReportView:
             else None
         ),
         sets=_sets(record),
-        notes=notes(record),
+        notes=notes(record, status),
         errors=[f"{e.stage or 'run'}: {e.type}: {e.message}" for e in record.errors],
         metrics=[m for key, m in METRICS.items() if key in used],
         config=record.config.model_dump(mode="json"),

@@ -29,6 +29,7 @@ from auditor.records import (
     CounterfactualScore,
     Interval,
     RunRecord,
+    RunStatus,
     Scores,
     StudyRecord,
 )
@@ -185,7 +186,8 @@ def bav_note(score: AxisScore) -> str | None:
     return f"no BAV: {has} {'has' if count <= 1 else 'have'} a CAS"
 
 
-#: How each run status reads in a sentence ("This run ...").
+#: How each run status reads in a sentence ("This run ..."); a ``running`` record whose lock was not asked (or
+#: cannot be told) may be either of the two :func:`status_wording` tells apart.
 STATUS_PHRASES = {
     "running": "is still running (or stopped without recording why)",
     "completed": "completed",
@@ -193,9 +195,14 @@ STATUS_PHRASES = {
     "interrupted": "was interrupted",
 }
 
+#: How a run ends that records no end of its own.
+STOP_CAUSES = "killed, or its machine went down"
 
 #: A ``running`` record that no process holds: its attempt ended without writing how.
-STOPPED_PHRASE = "was stopped without recording why (killed, or its machine went down)"
+STOPPED_PHRASE = f"was stopped without recording why ({STOP_CAUSES})"
+
+#: The same, as the listing's ``stopped`` status is explained (``auditor runs``, ``auditor report``).
+STOPPED_MEANING = f"the record says running, but no process runs it ({STOP_CAUSES})"
 
 
 def running_now(record: StudyRecord, run_dir: Path) -> bool | None:
@@ -204,13 +211,17 @@ def running_now(record: StudyRecord, run_dir: Path) -> bool | None:
     return is_running(lock_folder(run_dir)) if record.status == "running" else None
 
 
+def status_wording(status: RunStatus, alive: bool | None) -> str:
+    """How a run's status reads in a sentence ("This run ..."), given :func:`running_now`'s answer ``alive``."""
+    if status != "running" or alive is None:
+        return STATUS_PHRASES[status]
+    return "is running now" if alive else STOPPED_PHRASE
+
+
 def status_phrase(record: StudyRecord, run_dir: Path) -> str:
     """How the run's status reads in a sentence ("This run ..."): a ``running`` record is told apart by whether a
     process runs it now, as ``auditor runs`` tells it."""
-    alive = running_now(record, run_dir)
-    if alive is None:
-        return STATUS_PHRASES[record.status]
-    return "is running now" if alive else STOPPED_PHRASE
+    return status_wording(record.status, running_now(record, run_dir))
 
 
 def unfinished_note(record: StudyRecord, run_dir: Path) -> str | None:
@@ -230,12 +241,13 @@ def unfinished_note(record: StudyRecord, run_dir: Path) -> str | None:
     return f"this run did not complete ({how}{where}); {record.resume_command(run_dir)} continues it"
 
 
-def headline(record: RunRecord, axes: list[AxisView]) -> str:
-    """The report's first sentence: which axis leans most, only when its BAV interval sets it apart."""
+def headline(record: RunRecord, axes: list[AxisView], status: str) -> str:
+    """The report's first sentence: which axis leans most, only when its BAV interval sets it apart (``status``:
+    how the run's status reads, :func:`status_wording`, for a run without scores)."""
     if record.scores is None:
         stage = next((e.stage for e in record.errors if e.stage), None)
         where = f" at the {stage} stage" if stage else ""
-        return f"This run {STATUS_PHRASES[record.status]}{where} and has no scores; below is what it finished."
+        return f"This run {status}{where} and has no scores; below is what it finished."
     if not axes:
         return "The run was scored but has no axes."
     ranked = [axis for axis in axes if axis.bav is not None]  # axes without BAV rank last
@@ -327,10 +339,11 @@ def uncertainty_line(scores: Scores, seeds: int, seeded: bool = True) -> str | N
     return "; ".join(parts)
 
 
-def notes(record: RunRecord) -> list[str]:
+def notes(record: RunRecord, status: str) -> list[str]:
+    """The prompt audit report's notes (``status``: how the run's status reads, :func:`status_wording`)."""
     notes = []
     if record.status != "completed":
-        notes.append(f"This run {STATUS_PHRASES[record.status]}.")
+        notes.append(f"This run {status}.")
     if record.plan is not None and (dropped := dropped_axes_note(record.plan)):
         notes.append(dropped)
     if record.scores is not None:

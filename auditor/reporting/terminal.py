@@ -8,6 +8,7 @@ Tables wrap long prompts instead of cutting them, so the report reads in 80 colu
 from __future__ import annotations
 
 from collections.abc import Iterable
+from pathlib import Path
 
 from rich.bar import Bar
 from rich.console import Console, Group, RenderableType
@@ -21,7 +22,7 @@ from auditor.records import RunRecord
 from auditor.reporting.glossary import METRICS
 from auditor.reporting.numbers import cells, number, with_span
 from auditor.reporting.prompt_audit import build_view
-from auditor.reporting.sentences import top_axis_phrase
+from auditor.reporting.sentences import running_now, top_axis_phrase
 from auditor.reporting.tables import column_table
 from auditor.reporting.views import AxisView, Concept, CounterfactualView, ReportView
 from auditor.reporting.wording import counted
@@ -233,8 +234,10 @@ def view_renderables(view: ReportView) -> list[RenderableType]:
     return parts
 
 
-def render_terminal(record: RunRecord, console: Console) -> None:
-    """Print the report of ``record`` on ``console`` (any width from about 60 columns up)."""
-    for part in view_renderables(build_view(record)):
+def render_terminal(record: RunRecord, console: Console, run_dir: Path | None = None) -> None:
+    """Print the report of ``record`` on ``console`` (any width from about 60 columns up); with its ``run_dir``, a
+    record that says ``running`` reads as running now or stopped, by the folder's lock."""
+    alive = running_now(record, run_dir) if run_dir is not None else None
+    for part in view_renderables(build_view(record, alive)):
         console.print(part)
         console.print()
