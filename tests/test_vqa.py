@@ -152,6 +152,25 @@ def test_missing_weights_is_one_line_naming_the_model_and_option(spec, expected)
     assert repr(spec.partition(":")[2]) in message and "--vqa" in message
 
 
+@pytest.mark.parametrize("role", ["vqa", "clip"])
+def test_a_damaged_weights_file_is_one_line_naming_the_model(role, tiny_models, tmp_path):
+    """transformers lets a damaged .safetensors file's own error type through (not an OSError): still one line."""
+    import shutil
+
+    from auditor.perception.registry import EMBEDDERS
+
+    folder = tmp_path / role
+    shutil.copytree(getattr(tiny_models, role), folder)
+    (folder / "model.safetensors").write_text("garbage")
+    with pytest.raises(BackendError) as caught:
+        if role == "vqa":
+            VQA_BACKENDS.load(f"blip2:{folder}", settings=SETTINGS)
+        else:
+            EMBEDDERS.load(f"clip:{folder}")
+    message = str(caught.value)
+    assert message.startswith("cannot load ") and repr(str(folder)) in message and "\n" not in message
+
+
 def test_folder_of_another_model_type_is_refused(tiny_models):
     with pytest.raises(BackendError, match="it is a 'clip' model") as caught:
         VQA_BACKENDS.load(f"blip2:{tiny_models.clip}", settings=SETTINGS)

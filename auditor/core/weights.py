@@ -18,6 +18,7 @@ Backends load with ``from_pretrained(id_or_path)``; these helpers
 from __future__ import annotations
 
 import os
+import pickle
 import re
 import threading
 import urllib.error
@@ -262,8 +263,20 @@ def explain_load_errors(what: str, model_id: str, hint: str) -> Iterator[None]:
     """
     try:
         yield
-    except (OSError, ValueError, RuntimeError) as exc:
+    except Exception as exc:
+        if not is_load_failure(exc):
+            raise
         raise BackendError(load_error_message(what, model_id, hint, exc)) from exc
+
+
+def is_load_failure(exc: BaseException) -> bool:
+    """Whether ``exc`` is how the libraries fail on a model's files: missing or unreadable (OSError), of another
+    model or shape (ValueError, RuntimeError), or damaged. transformers lets a damaged ``.safetensors`` file's
+    error through as it is (safetensors' own type, named here so that checking it imports nothing) and a damaged
+    ``.bin`` file's as pickle's."""
+    if isinstance(exc, (OSError, ValueError, RuntimeError, pickle.UnpicklingError)):
+        return True
+    return any(kind.__name__ == "SafetensorError" for kind in type(exc).__mro__)
 
 
 def load_error_message(what: str, model_id: str, hint: str, exc: BaseException) -> str:
