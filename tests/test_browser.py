@@ -231,7 +231,7 @@ def test_failed_run_page_renders_in_chromium(tmp_path):
     failed = failed_record(load_record(run_dir / "record.json"))
     page = open_page(write_html_report(failed, run_dir))
     assert_clean_page(page, "report-failed", image_files(failed))
-    assert "This run failed." in page["text"]
+    assert "This run failed at the perceive stage" in page["text"]
 
 
 def test_report_without_some_cas_renders_in_chromium(tmp_path):

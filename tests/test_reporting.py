@@ -453,7 +453,8 @@ def test_failed_run_still_reports_what_it_did(tmp_path):
     data = report_json(record)
     assert data["scored"] is False and data["axes"] == []
     html = write_html_report(record, run_dir).read_text(encoding="utf-8")
-    assert "This run failed." in html and "CUDA out of memory" in html
+    assert "This run failed at the perceive stage" in html and "CUDA out of memory" in html
+    assert "This run failed." not in html  # the headline says how it ended: the banner lists the error alone
     assert "Images drawn so far" in html and html.count("<img ") == 2 * 6
     assert "no images (the run stopped before this set was drawn)" in html
     bare = record.model_copy(update={"plan": None, "prompt_sets": []})

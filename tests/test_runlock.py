@@ -229,15 +229,17 @@ def test_a_prompt_audits_reports_tell_a_running_record_apart_by_the_lock(tmp_pat
 
     terminal, data, page = shown()
     assert data["headline"] == f"This run {STOPPED_PHRASE} and has no scores; below is what it finished."
-    assert f"This run {STOPPED_PHRASE}." in data["notes"] and data["status_phrase"] == STOPPED_PHRASE
-    assert f"This run {STOPPED_PHRASE}" in terminal and "This run was stopped without recording why" in page
+    assert data["status_phrase"] == STOPPED_PHRASE and (data["status"], data["shown_status"]) == ("running", "stopped")
+    assert terminal.count("This run was stopped without recording why") == 1  # the headline says it, no note again
+    assert "Run p stopped" in terminal and page.count("This run was stopped without recording why") == 1
+    assert '<span class="badge bad">stopped</span>' in page
     holder = hold_lock(run_dir)
     try:
         terminal, data, page = shown()
     finally:
         holder.kill()
         holder.wait()
-    assert data["headline"].startswith("This run is running now and has no scores")
-    assert "This run is running now." in data["notes"] and "This run is running now" in terminal
-    assert "This run is running now" in page and "without recording why" not in terminal + page
+    assert data["headline"].startswith("This run is running now and has no scores") and data["shown_status"] == "running"
+    assert terminal.count("This run is running now") == 1 and page.count("This run is running now") == 1
+    assert "Run p running" in terminal and "without recording why" not in terminal + page
     assert report_json(record)["status_phrase"] == STATUS_PHRASES["running"]  # no folder to ask

@@ -10,6 +10,7 @@ import typer
 from auditor.commands import common
 from auditor.core.console import out, print_json, say_whole
 from auditor.core.runlock import is_running
+from auditor.reporting.sentences import STOPPED_MEANING, shown_status
 
 if TYPE_CHECKING:  # pragma: no cover
     from auditor.records import AnyRecord
@@ -46,8 +47,6 @@ def runs(
         for spec in row.get("models", []):  # a local path whole, not broken mid-word
             say_whole(out, Text(f"  {spec}", style="dim"))
     if any(_shown_status(row) == "stopped" for row in rows):
-        from auditor.reporting.sentences import STOPPED_MEANING
-
         out.print(f"stopped: {STOPPED_MEANING}")
     for row in rows:
         if "resume" in row:
@@ -83,11 +82,8 @@ def _settings_cannot_continue(record: AnyRecord) -> bool:
 
 
 def _shown_status(row: dict) -> str:
-    """The status as the listing shows it: a ``running`` record no process holds is a run that was stopped
-    without ending (killed, or its machine went down)."""
-    if row["status"] == "running" and row.get("alive") is False:
-        return "stopped"
-    return row["status"]
+    """The status as the listing shows it (:func:`~auditor.reporting.sentences.shown_status`)."""
+    return shown_status(row["status"], row.get("alive"))
 
 
 def register(app: typer.Typer) -> None:

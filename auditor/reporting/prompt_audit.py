@@ -19,6 +19,7 @@ from auditor.reporting.sentences import (
     headline,
     lean_sentence,
     notes,
+    shown_status,
     status_wording,
     uncertainty_line,
 )
@@ -188,6 +189,7 @@ def build_view(record: RunRecord, alive: bool | None = None) -> ReportView:
     return ReportView(
         run_id=record.run_id,
         status=record.status,
+        shown_status=shown_status(record.status, alive),
         status_phrase=status,
         prompt=prompt,
         created_at=record.created_at.isoformat(timespec="seconds"),

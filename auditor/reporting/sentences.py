@@ -218,6 +218,12 @@ def status_wording(status: RunStatus, alive: bool | None) -> str:
     return "is running now" if alive else STOPPED_PHRASE
 
 
+def shown_status(status: RunStatus, alive: bool | None) -> str:
+    """The status as ``auditor runs`` and the reports' headers show it: ``stopped`` for a ``running`` record that no
+    process runs (:func:`running_now` False), else the record's own."""
+    return "stopped" if status == "running" and alive is False else status
+
+
 def status_phrase(record: StudyRecord, run_dir: Path) -> str:
     """How the run's status reads in a sentence ("This run ..."): a ``running`` record is told apart by whether a
     process runs it now, as ``auditor runs`` tells it."""
@@ -342,7 +348,7 @@ def uncertainty_line(scores: Scores, seeds: int, seeded: bool = True) -> str | N
 def notes(record: RunRecord, status: str) -> list[str]:
     """The prompt audit report's notes (``status``: how the run's status reads, :func:`status_wording`)."""
     notes = []
-    if record.status != "completed":
+    if record.status != "completed" and record.scores is not None:  # without scores, the headline says it
         notes.append(f"This run {status}.")
     if record.plan is not None and (dropped := dropped_axes_note(record.plan)):
         notes.append(dropped)

@@ -63,7 +63,7 @@ def _header(view: ReportView) -> Panel:
     status_style = "green" if view.status == "completed" else "red"
     lines = [
         _text(("Prompt  ", "bold"), view.prompt),
-        _text(("Run     ", "bold"), view.run_id, "  ", (view.status, status_style), f"  {view.created_at}"),
+        _text(("Run     ", "bold"), view.run_id, "  ", (view.shown_status, status_style), f"  {view.created_at}"),
     ]
     for model in view.models:
         detail = f" ({model.details})" if model.details else ""

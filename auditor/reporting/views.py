@@ -170,7 +170,9 @@ class ReportView:
     """Everything a report shows, in display order. ``as_dict`` is the ``--json`` output."""
 
     run_id: str
+    #: The record's status, and as the header shows it (``stopped``: a ``running`` record no process runs).
     status: str
+    shown_status: str
     status_phrase: str
     prompt: str
     created_at: str
