@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import io
 import os
+import signal
 import subprocess
 import sys
 import threading
@@ -75,7 +76,8 @@ def run_auditor(
 
 def _run_in_this_process(args: list[str], env: dict[str, str], cwd: Path | None) -> subprocess.CompletedProcess[str]:
     """The entry point called here, as the interpreter would run it: an uncaught exception prints its traceback
-    and exits 1, ``SystemExit`` gives its code; the environment, ``sys.argv`` and folder are restored after.
+    and exits 1, ``SystemExit`` gives its code; the environment, ``sys.argv``, folder and signal handlers (a
+    command ignores Ctrl-C once its result is shown) are restored after.
 
     A command that leaves a thread of its own running fails the test: ``python -m auditor`` would not exit.
     """
@@ -83,6 +85,7 @@ def _run_in_this_process(args: list[str], env: dict[str, str], cwd: Path | None)
 
     saved_argv, saved_folder = sys.argv, os.getcwd()
     saved_environ = dict(os.environ)
+    saved_handlers = {number: signal.getsignal(number) for number in (signal.SIGINT, signal.SIGTERM)}
     threads_before = set(threading.enumerate())
     stdout, stderr = io.StringIO(), io.StringIO()
     code = 0
@@ -104,6 +107,8 @@ def _run_in_this_process(args: list[str], env: dict[str, str], cwd: Path | None)
         os.chdir(saved_folder)
         sys.argv = saved_argv
         _restore_environment(saved_environ)
+        for number, handler in saved_handlers.items():
+            signal.signal(number, handler)
     _check_no_thread_left(threads_before, args)
     return subprocess.CompletedProcess(["auditor", *args], code, stdout.getvalue(), stderr.getvalue())
 

@@ -497,6 +497,33 @@ def test_a_second_ctrl_c_while_a_stopping_run_writes_its_page_leaves_it_whole(ti
     assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # Ctrl-C works again afterwards
 
 
+def test_ctrl_c_once_the_result_is_shown_leaves_a_completed_run_exit_0(tiny_models, tmp_path):
+    """A run that ended and was recorded has nothing left for Ctrl-C (or SIGTERM) to stop: pressed as its result
+    prints, or as the interpreter exits, it does not turn the run into exit 130, a finalizer's traceback, or death by
+    the signal with no word said."""
+    import subprocess
+
+    from tests.clitools import SOURCE_ROOT
+
+    store, cache = RunStore(tmp_path / "runs"), ContentCache(tmp_path / "cache.sqlite")
+    try:
+        assert start_audit(tiny_options(tiny_models), store, cache, QuietProgress(), run_name="r").run().status == (
+            "completed"
+        )
+    finally:
+        cache.close()
+    command = [sys.executable, "-m", "auditor", "prompt", "--resume", "r", "--quiet"]
+    environment = {**os.environ, "PYTHONPATH": SOURCE_ROOT}
+    resumed = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=environment)
+    shown = resumed.stdout.readline()  # --quiet: the run folder, printed once the run has ended
+    resumed.send_signal(signal.SIGINT)
+    resumed.send_signal(signal.SIGTERM)
+    rest, said = resumed.communicate(timeout=120)
+    assert resumed.returncode == 0, said
+    assert shown.strip() == str(tmp_path / "runs" / "r") and rest == "" and "error" not in said
+    assert load_record(tmp_path / "runs" / "r" / "record.json").status == "completed"
+
+
 def test_sigterm_ends_a_run_as_interrupted_with_its_page_and_exit_code_143(tiny_models, tmp_path, capsys):
     from auditor.cli import _terminate
     from auditor.commands.common import run_resumable

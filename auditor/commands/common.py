@@ -12,7 +12,9 @@ Not a command itself; like every command module it imports nothing heavy at the 
 from __future__ import annotations
 
 import re
+import signal
 import sys
+import threading
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from enum import Enum
@@ -398,15 +400,27 @@ def show_result(
     render: Callable[[RecordT, Path, Console], None],
 ) -> None:
     """A finished study's result on stdout: its JSON (``--json``), the run folder alone (``--quiet``, never wrapped,
-    as a script reads it back), or its terminal report; report.html is in the run folder already."""
+    as a script reads it back), or its terminal report; report.html is in the run folder already.
+
+    The run has ended and is recorded, so from here on Ctrl-C and SIGTERM are ignored: they have nothing left to
+    stop, and would only turn a run that ended into exit code 130 (or a traceback from the libraries' finalizers
+    as the interpreter exits, or death by the signal, with no word said)."""
     from auditor.core.console import out, print_json, print_run_folder
 
+    ignore_interruptions()
     if json_output:
         print_json(as_json(record, run_dir))
     elif quiet:
         print_run_folder(run_dir)
     else:
         render(record, run_dir, out)
+
+
+def ignore_interruptions() -> None:
+    """Ignore Ctrl-C and SIGTERM for the rest of the process (from its main thread; elsewhere nothing changes)."""
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
 
 
 def exit_interrupted(where: str, exc: KeyboardInterrupt) -> NoReturn:
