@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 
 import pytest
@@ -71,6 +72,32 @@ def test_abstract_prompt_still_gets_a_plan(plans):
     axes = _axes(plans["the infinite universe of data"])
     assert list(axes) == ["style", "setting", "color"]
     assert all("universe of data" in cf for cfs in axes.values() for cf in cfs)
+
+
+def test_a_prompt_without_a_noun_it_knows_says_so_where_the_person_looks(plans, tiny_models, tmp_path):
+    """A prompt in another language reads as abstract: the plan's notes say why its axes are not about people, as
+    the run goes and in the report (only the transcript said it)."""
+    from auditor.reporting.wording import plan_notes
+    from tests.clitools import run_auditor
+
+    assert plans["the infinite universe of data"].notes == []  # a noun it knows, of an abstract kind
+    plan = make_plan("一位医生的照片", "offline")
+    assert list(_axes(plan)) == ["style", "setting", "color"]
+    assert plan_notes(plan) == [
+        "The offline planner found no noun it knows in '一位医生的照片' (it reads English words, through WordNet), so "
+        "it planned the axes of abstract prompts (style, setting, color); plan with --llm for a prompt in another "
+        "language."
+    ]
+    shown = run_auditor("plan", "一位医生的照片", "--llm", "offline")
+    assert shown.returncode == 0 and "found no noun it knows" in " ".join(shown.stderr.split())
+    ran = run_auditor(
+        "prompt", "一位医生的照片", "--llm", "offline", "--t2i", f"diffusers:{tiny_models.t2i}", "--vqa",
+        f"blip2:{tiny_models.vqa}", "--embedder", f"clip:{tiny_models.clip}", "--steps", "2", "--images", "1",
+        "--max-axes", "1", "--name", "zh",
+    )  # fmt: skip
+    assert ran.returncode == 0, ran.stderr
+    assert "found no noun it knows" in " ".join(ran.stderr.split())  # as the run goes
+    assert plan_notes(plan)[0] in json.loads(run_auditor("report", "zh", "--json").stdout)["notes"]  # and after
 
 
 def test_articles_agree_with_the_word_that_follows(plans):

@@ -59,6 +59,10 @@ def plan(
             saved = _write_transcript(out_dir, transcript)
             raise type(exc)(f"{exc} (transcript saved to {saved})") from None
         raise
+    from auditor.reporting.wording import plan_notes
+
+    for note in plan_notes(audit_plan):
+        notice(note)
     if review:
         audit_plan = review_plan(audit_plan)
     if out_dir is not None:

@@ -118,6 +118,12 @@ class OfflinePlanner:
             # the same prompt and axes always give the same answer: bad input, and a resume would stop the same way
             error = StartAgainError(f"the offline planner found no plan: {found}; name other --axes, or plan with --llm")
             raise attach_transcript(error, transcript) from None
+        if reading.head is None:  # said where the person looks: otherwise only the transcript says why
+            plan.notes = [
+                f"The offline planner found no noun it knows in '{prompt}' (it reads English words, through "
+                f"WordNet), so it planned the axes of abstract prompts ({', '.join(category['axes'])}); "
+                "plan with --llm for a prompt in another language"
+            ]
         if self.axes is None:  # the planner chose the axes: none was asked for, so none was dropped
             return plan
         why = {name: f"the axis library does not apply it to {reading.category} prompts" for name in unfit}

@@ -92,6 +92,11 @@ class AuditPlan(Record):
         "the axis to the prompt, fewer than two counterfactuals could be written, or it is over --max-axes), in "
         "--axes order. The reports' notes name them.",
     )
+    notes: list[str] = Field(
+        default_factory=list,
+        description="What the planner says of how it read the prompt that the reader should know (e.g. the offline "
+        "planner found no noun in it and planned the axes of abstract prompts). The reports' notes show them.",
+    )
     transcript: list[ChatMessage] = Field(default_factory=list, description="The whole planning conversation.")
 
     def prompt_sets(self) -> list[tuple[str, str, str | None]]:

@@ -35,7 +35,7 @@ from auditor.records import (
 )
 from auditor.reporting.numbers import number, with_bounds, with_span, written_apart
 from auditor.reporting.views import AssociationView, AxisView, Bounds
-from auditor.reporting.wording import dropped_axes_note, quote, resampled
+from auditor.reporting.wording import plan_notes, quote, resampled
 from auditor.scoring.uncertainty import MIN_SEEDS, too_few_seeds
 
 #: How corrections for multiple tests read in a sentence.
@@ -350,8 +350,8 @@ def notes(record: RunRecord, status: str) -> list[str]:
     notes = []
     if record.status != "completed" and record.scores is not None:  # without scores, the headline says it
         notes.append(f"This run {status}.")
-    if record.plan is not None and (dropped := dropped_axes_note(record.plan)):
-        notes.append(dropped)
+    if record.plan is not None:
+        notes += plan_notes(record.plan)
     if record.scores is not None:
         notes += list(record.scores.warnings)
         for axis in record.scores.axes:

@@ -103,13 +103,15 @@ def quote(text: str) -> str:
     return f"'{text}'"
 
 
-def dropped_axes_note(plan: AuditPlan) -> str | None:
-    """The ``--axes`` the plan left out, and why, in one line (None when it kept them all): said where the person
-    looks, in the notes and as the run goes, since otherwise only the planning transcript says it."""
-    if not plan.dropped_axes:
-        return None
-    reasons = "; ".join(f"{name} ({why})" for name, why in plan.dropped_axes.items())
-    return f"--axes dropped for {quote(plan.prompt)}: {reasons}."
+def plan_notes(plan: AuditPlan) -> list[str]:
+    """What the plan's reader should know, a line each: the planner's own notes on how it read the prompt, then the
+    ``--axes`` it left out and why. Said where the person looks, in the notes and as the run goes, since otherwise
+    only the planning transcript says it."""
+    notes = [note if note.endswith(".") else f"{note}." for note in plan.notes]
+    if plan.dropped_axes:
+        reasons = "; ".join(f"{name} ({why})" for name, why in plan.dropped_axes.items())
+        notes.append(f"--axes dropped for {quote(plan.prompt)}: {reasons}.")
+    return notes
 
 
 def dropped_axes_summary(dropped: list[dict[str, str]], noun: str = "prompt") -> str | None:

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 
 from auditor.core.errors import AuditorError
 from auditor.records import Arm, Candidate, ExploreConfig, ExploreRecord
-from auditor.reporting.wording import dropped_axes_note
+from auditor.reporting.wording import plan_notes
 from auditor.scoring.arms import has_lean
 from auditor.studies.explore_standings import (
     can_propose,
@@ -229,8 +229,8 @@ class CandidateIntake:
                 self._reject(candidate, "budget" if isinstance(exc, LLMBudgetSpent) else "plan", str(exc))
                 return None
             outcome.cached, outcome.computed = (1, 0) if cached else (0, 1)
-        if dropped := dropped_axes_note(plan):
-            self.study.progress.notice(dropped)
+        for note in plan_notes(plan):
+            self.study.progress.notice(note)
         return plan
 
     def _charge(self, candidate: Candidate) -> None:

@@ -31,7 +31,7 @@ from auditor.records import (
     ScoringSettings,
     Stage,
 )
-from auditor.reporting.wording import dropped_axes_note
+from auditor.reporting.wording import plan_notes
 from auditor.studies.planning_stage import PlanRequest, cached_plan
 from auditor.studies.progress import ProgressReporter
 from auditor.studies.run import (
@@ -185,8 +185,8 @@ class PromptAudit(StudyRun[RunRecord]):
                 raise
             outcome.cached, outcome.computed = (1, 0) if cached else (0, 1)
             self._save_transcript(plan.transcript)
-            if dropped := dropped_axes_note(plan):  # now, not only in the report at the end of a long run
-                self.progress.notice(dropped)
+            for note in plan_notes(plan):  # now, not only in the report at the end of a long run
+                self.progress.notice(note)
             if self.record.config.review:  # on a resume too, until a plan was accepted
                 plan = review_plan(plan)
         self.record.plan = plan
