@@ -501,6 +501,7 @@ def _one_line(result, fragment: str) -> None:
         (["--template", "{occupation} {article.x}"], "may only use {occupation} and {article}, as they are"),
         (["--template", "a {occupation.title}"], "(not {occupation.title})"),
         (["--embedder", "dinov2:/models/dino"], "--embedder must be a CLIP model"),
+        (["--face-detector", "haar:JUNK"], "not a cascade XML file"),  # a resume would fail the same way
     ],
 )
 def test_bad_input_is_one_line_and_creates_no_run(tmp_path, extra, fragment):
@@ -508,7 +509,9 @@ def test_bad_input_is_one_line_and_creates_no_run(tmp_path, extra, fragment):
     captions.write_text("caption,image\na nurse,x.png\n", encoding="utf-8")
     empty = tmp_path / "empty.txt"
     empty.write_text("# nothing here\n\n", encoding="utf-8")
-    extra = [str(empty) if value == "EMPTY" else value for value in extra]
+    junk = tmp_path / "junk.xml"
+    junk.write_text("<opencv_storage></opencv_storage>", encoding="utf-8")
+    extra = [str(empty) if value == "EMPTY" else value.replace("JUNK", str(junk)) for value in extra]
     occupations = [] if any(a.startswith("--occupation") for a in extra) else ["--occupation", "nurse"]
     result = run_auditor(
         "amplification", "run", "--t2i", f"folder:{tmp_path}", "--captions", str(captions), *occupations, *extra, process=True

@@ -169,6 +169,12 @@ def load_haar(spec: Spec) -> HaarFaceDetector:
     return HaarFaceDetector(_cascade_path(spec.target))
 
 
+def preflight_haar(spec: Spec) -> None:
+    """Load the cascade once before a run folder is made (milliseconds): a file that is not a cascade is bad input
+    a resume would repeat, not a failure to find after the images were made."""
+    load_haar(spec)
+
+
 # --------------------------------------------------------------------------- MediaPipe
 
 

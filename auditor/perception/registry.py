@@ -106,5 +106,7 @@ SENTENCE_EMBEDDERS.register("minilm", "auditor.perception.sentence:load", bare=T
 
 #: Face detectors for the one-face filter (``haar`` = OpenCV's bundled frontal-face cascade).
 FACE_DETECTORS = Registry("face detector", "--face-detector")
-FACE_DETECTORS.register("haar", "auditor.perception.faces:load_haar", bare=True)
+FACE_DETECTORS.register(
+    "haar", "auditor.perception.faces:load_haar", "auditor.perception.faces:preflight_haar", bare=True
+)
 FACE_DETECTORS.register("mediapipe", "auditor.perception.faces:load_mediapipe", "auditor.perception.faces:preflight_mediapipe")
