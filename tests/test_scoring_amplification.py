@@ -69,9 +69,30 @@ def test_rows_pair_g_with_the_methods_t_by_hand():
     # No generated image classified for tutor on prompt 2: no A, and the note says why.
     missing = by["keyword", 2, "tutor"]
     assert missing.amplification is None and missing.flipped is None and missing.amplification_ci is None
-    assert "no generated image was classified" in missing.note
+    assert missing.note == "no image was generated"
     # nn's T follows the template: ceo prompt 2 uses T = 40 -> A = 30 - 10 = 20.
     assert by["nn", 2, "ceo"].training.percent == 40 and by["nn", 2, "ceo"].amplification == pytest.approx(20)
+
+
+def test_a_missing_g_says_whether_the_face_filter_or_the_thresholds_left_every_image_out():
+    """Which a person would change: the images (or the model) when no image kept one large face, --threshold when
+    every kept image was ambiguous."""
+    generated, training = _sides()
+    filtered = ImageCounts(images=4, flagged_nsfw=1, no_face=2, many_faces=0, small_face=1, kept=0, man=0, woman=0,
+                           ambiguous=0)  # fmt: skip
+    ambiguous = ImageCounts(images=4, no_face=1, many_faces=0, small_face=0, kept=3, man=0, woman=0, ambiguous=3)
+    for counts, note in (
+        (filtered, "the face filter kept none of the 4 generated images (2 no face, 1 a face too small, 1 blacked "
+                   "out by the safety checker)"),
+        (ambiguous, "all 3 generated images the face filter kept were ambiguous (between the thresholds)"),
+    ):  # fmt: skip
+        sides = [
+            g.model_copy(update={"counts": counts, "share": share(0, 0, LEVEL)}) if (g.occupation, g.template) ==
+            ("ceo", 1) else g for g in generated
+        ]  # fmt: skip
+        rows = amplification_rows(sides, training, OCCUPATIONS, ["keyword"], 2, resamples=20, seed=0, level=LEVEL)
+        ceo = next(r for r in rows if (r.occupation, r.template) == ("ceo", 1))
+        assert ceo.amplification is None and ceo.note == note
 
 
 def test_a_missing_t_says_whether_no_caption_was_selected_or_none_was_classified():

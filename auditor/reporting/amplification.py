@@ -274,7 +274,7 @@ def render_amplification(record: AmplificationRecord, run_dir: Path, console: Co
             for row in rows:
                 if row.note:  # why a cell is empty
                     say(console, f"  {row.occupation}: {row.note}")
-    if len(config.templates) > 1:
+    if any(r.template != 1 for r in record.amplification):
         say(console, "The other prompts' tables are in report.html and in --json.")
     for warning in record.warnings:
         say(console, f"note: {warning}")

@@ -71,7 +71,7 @@ def amplification_rows(
             for occupation in occupations:
                 g = g_of[occupation, template]
                 t = t_of[occupation, method, training_template(method, template)]
-                rows.append(_row(occupation, method, template, g.share, t, resamples, seed, level))
+                rows.append(_row(occupation, method, template, g, t, resamples, seed, level))
     return rows
 
 
@@ -79,13 +79,13 @@ def _row(
     occupation: str,
     method: str,
     template: int,
-    g: Share,
+    generated: GeneratedSide,
     training: TrainingSide,
     resamples: int,
     seed: int,
     level: float,
 ) -> OccupationAmplification:
-    t, basis = training.share, training.basis
+    g, t, basis = generated.share, training.share, training.basis
     common = {
         "occupation": occupation,
         "method": method,
@@ -97,7 +97,7 @@ def _row(
     if g.percent is None or t.percent is None:
         lacking = [
             side
-            for side, value in (("no generated image was classified man or woman", g), (_no_t(training), t))
+            for side, value in ((_no_g(generated.counts), g), (_no_t(training), t))
             if value.percent is None
         ]
         return OccupationAmplification(**common, amplification=None, flipped=None, note="; ".join(lacking))
@@ -110,6 +110,21 @@ def _row(
         amplification_ci=_interval((low, high)),
         flipped=flipped(g.percent, t.percent),
     )
+
+
+def _no_g(counts: ImageCounts) -> str:
+    """Why the generated side has no G: the face filter kept no image (and why it left each out), or every image
+    it kept was between the thresholds: which one a person would change (the images, or --threshold)."""
+    if counts.images == 0:
+        return "no image was generated"
+    if counts.kept == 0:
+        left_out = [
+            (counts.no_face, "no face"), (counts.many_faces, "more than one face"),
+            (counts.small_face, "a face too small"), (counts.flagged_nsfw, "blacked out by the safety checker"),
+        ]  # fmt: skip
+        why = ", ".join(f"{count} {reason}" for count, reason in left_out if count)
+        return f"the face filter kept none of the {counts.images} generated images" + (f" ({why})" if why else "")
+    return f"all {counts.kept} generated images the face filter kept were ambiguous (between the thresholds)"
 
 
 def _no_t(training: TrainingSide) -> str:
