@@ -114,6 +114,10 @@ def test_txt_is_one_caption_per_line_and_may_be_compressed(tmp_path):
     assert _all(CaptionReader(packed))[1] == ["a doctor", "a pilot"]
     with pytest.raises(AuditorError, match="no image column"):
         CaptionReader(plain, image_column="url")
+    assert _all(CaptionReader(plain, caption_column="1"))[1] == ["a nurse", "a chef", "a teacher"]  # its one column
+    for column in ("5", "caption"):  # a column it does not have is not ignored
+        with pytest.raises(AuditorError, match=f"is a TXT file, one caption per line: it has no caption column '{column}'"):
+            CaptionReader(plain, caption_column=column)
 
 
 def test_compressed_csv(tmp_path):

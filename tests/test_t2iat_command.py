@@ -222,6 +222,8 @@ def test_custom_yaml_loads_and_bad_yaml_is_a_one_line_error(tmp_path):
         resolve_test("nope")
     with pytest.raises(AuditorError, match="no such file"):
         resolve_test("absent.yaml")
+    with pytest.raises(AuditorError, match=f"{tmp_path} is a folder: name a test's YAML file, or a built-in test"):
+        resolve_test(str(tmp_path))
 
 
 def test_run_rejects_bad_definitions_and_specs_before_loading_models(tmp_path):

@@ -192,7 +192,11 @@ class CaptionReader:
     def _columns(self, path: Path, kind: str) -> tuple[str | None, str | None]:
         if path.stat().st_size == 0:  # the table readers' own words for it ("Empty JSON stream") name no captions
             raise AuditorError(f"{path} is empty: it holds no captions")
-        if kind == "txt":
+        if kind == "txt":  # one caption per line: its one column is all a column can name
+            if self.caption_column is not None and self.caption_column != "1":
+                raise AuditorError(
+                    f"{path} is a TXT file, one caption per line: it has no caption column {self.caption_column!r}"
+                )
             return None, None
         available = _column_names(path, kind, self.headerless)
         caption = resolve_column(available, self.caption_column, path)
