@@ -62,7 +62,7 @@ def main() -> None:
     except AuditorError as exc:
         _fail(str(exc), exc.exit_code)
     except typer.TyperException as exc:  # click's usage errors: unknown option or command, bad value
-        message = exc.format_message()
+        message = exc.format_message().replace(": Value error, ", ": ")  # typer checks values with pydantic
         if message.lstrip().startswith("Usage:"):  # a command group called without a command: its help
             print(message)
             sys.exit(0)

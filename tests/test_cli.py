@@ -118,6 +118,9 @@ def test_runs_lists_records(tmp_path):
         (["prompt", "x", "--llm", "offline", "--t2i", "folder:./made-elsewhere"], "image folder './made-elsewhere' does"),
         (["trace", "--professions", "--detector", "owlv2:./owl"], "--detector owlv2:./owl: there is no file or folder"),
         (["t2iat", "run", "science-arts", "--embedder", "clip:/no/clip"], "--embedder clip:/no/clip: there is no file"),
+        # in the words of the check, without the "Value error, " pydantic (which typer uses) puts before them
+        (["prompt", "x", "--ci-method", "foo"], "Invalid value for '--ci-method': 'foo' is not one of 'percentile'"),
+        (["t2iat", "occupations", "--prompt", "a photo"], "settings: prompt: 'a photo' must contain {occupation}"),
     ],
 )
 def test_usage_errors_are_one_line(args, expected):

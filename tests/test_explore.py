@@ -745,8 +745,8 @@ def test_arms_with_equal_scores_share_a_rank_in_the_terminal_the_json_and_the_pa
     assert explore_json(record)["cut_tie"] is None
     record.arms[1].confirmation = Confirmation(seeds=8)  # a nurse
     said = (
-        f"--top {record.config.top_k} cut a tie: 'a photo of a baker' (gender) ties with a confirmed arm but got no "
-        "fresh seeds (of tied arms, the first in the run's order were confirmed)."
+        f"--top {record.config.top_k} cut a tie: 'a photo of a baker' (gender) ties with an arm sent to confirmation "
+        "but got no fresh seeds (of tied arms, the first in the run's order were sent)."
     )
     assert explore_json(record)["cut_tie"] == said
     console = Console(width=400, file=io.StringIO(), record=True)

@@ -126,11 +126,11 @@ def test_bad_input_is_one_line(tmp_path):
     for args, message in [
         (("plan", "", "--llm", "offline"), "error: the prompt is empty"),
         (("plan", PROMPT, "--llm", "gpt4"), "error: unknown --llm 'gpt4'"),
-        (("plan", PROMPT, "--temperature", "0.7"), "error: --temperature set how an LLM samples, but the planner is the offline one"),
-        (("plan", PROMPT, "--llm", "offline", "--llm-seed", "3"), "error: --llm-seed set how an LLM samples"),
+        (("plan", PROMPT, "--temperature", "0.7"), "error: --temperature sets how an LLM samples, but the planner is the offline one"),
+        (("plan", PROMPT, "--llm", "offline", "--llm-seed", "3"), "error: --llm-seed sets how an LLM samples"),
         (("prompt", PROMPT, "--llm", "offline", "--temperature", "0", "--llm-seed", "3"), "error: --temperature and --llm-seed set"),
-        (("batch", "prompts.txt", "--llm", "offline", "--temperature", "1"), "error: --temperature set how an LLM samples"),
-        (("explore", "--topic", "people at work", "--llm", "offline", "--llm-seed", "1"), "error: --llm-seed set how"),
+        (("batch", "prompts.txt", "--llm", "offline", "--temperature", "1"), "error: --temperature sets how an LLM samples"),
+        (("explore", "--topic", "people at work", "--llm", "offline", "--llm-seed", "1"), "error: --llm-seed sets how"),
         (("plan", PROMPT, "--llm", "openai:gpt-4o", "--temperature", "-1"), "error: Invalid value for '--temperature'"),
         (("prompt", PROMPT, "--llm", "openai:gpt-4o", "--temperature", "2.5"), "error: Invalid value for '--temp"),
     ]:

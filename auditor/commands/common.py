@@ -216,13 +216,16 @@ def generation_settings(batch_size: str, compile_models: bool, **settings: Any) 
             )
     from pydantic import ValidationError
 
+    from auditor.core.store import validation_message
+
     try:
         return GenerationSettings(batch_size=size, batch_size_auto=auto, compile=compile_models, **settings)
     except ValidationError as exc:
         error = exc.errors()[0]
         field = str(error["loc"][0])
         option = "--guidance" if field == "guidance_scale" else "--" + field.replace("_", "-")
-        raise AuditorError(f"{option} {error['input']}: {error['msg'][0].lower()}{error['msg'][1:]}") from None
+        message = validation_message(error)
+        raise AuditorError(f"{option} {error['input']}: {message[0].lower()}{message[1:]}") from None
 
 
 def parse_axes(text: str | None) -> list[str] | None:

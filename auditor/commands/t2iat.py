@@ -295,7 +295,7 @@ def report(
     folder = common.run_store(runs_dir).resolve(run_id)
     record = load_any_record(folder / RECORD_FILE)
     if not isinstance(record, T2IATRecord | OccupationsRecord):
-        raise AuditorError(f"{folder} is a {record.title} record; auditor t2iat report reads T2IAT runs")
+        raise AuditorError(f"{folder} is {record.a_title()} record; auditor t2iat report reads T2IAT runs")
     show_stored(record, folder, html=html, json_output=json_output)
 
 

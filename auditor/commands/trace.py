@@ -195,6 +195,7 @@ def _scoring_settings(
     """The study's scoring settings, a bad value in one line naming the option it comes from."""
     from pydantic import ValidationError
 
+    from auditor.core.store import validation_message
     from auditor.records import TraceScoringSettings
 
     common.check_alpha(alpha)
@@ -206,7 +207,7 @@ def _scoring_settings(
     except ValidationError as exc:  # each field is named as its option: min_expected <- --min-expected
         error = exc.errors()[0]
         option = "--" + str(error["loc"][0]).replace("_", "-")
-        raise AuditorError(f"{option}: {error['msg'].lower()} (got {error['input']!r})") from None
+        raise AuditorError(f"{option}: {validation_message(error).lower()} (got {error['input']!r})") from None
 
 
 def register(app: typer.Typer) -> None:

@@ -13,6 +13,7 @@ import json
 import os
 import re
 import tempfile
+from collections.abc import Mapping
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -278,4 +279,11 @@ def describe_validation_error(exc: ValidationError) -> str:
     first = exc.errors()[0]
     where = ".".join(str(part) for part in first["loc"]) or "<root>"
     more = f" (and {exc.error_count() - 1} more)" if exc.error_count() > 1 else ""
-    return f"{where}: {first['msg']}{more}"
+    return f"{where}: {validation_message(first)}{more}"
+
+
+def validation_message(error: Mapping[str, Any]) -> str:
+    """One problem of a ``ValidationError.errors()`` in the words its validator said it: pydantic prefixes a
+    validator's own ValueError with "Value error, ", which reads as the library talking, not the tool."""
+    message = str(error["msg"])
+    return message.removeprefix("Value error, ") if error.get("type") == "value_error" else message

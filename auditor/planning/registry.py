@@ -99,7 +99,8 @@ def check_llm_spec(text: str, temperature: float | None = None, seed: int | None
     sampling = [name for name, value in (("--temperature", temperature), ("--llm-seed", seed)) if value is not None]
     if spec.prefix == "offline" and sampling:
         raise AuditorError(
-            f"{' and '.join(sampling)} set how an LLM samples, but the planner is the offline one, which samples "
+            f"{' and '.join(sampling)} {'set' if len(sampling) > 1 else 'sets'} how an LLM samples, but the planner "
+            "is the offline one, which samples "
             "nothing: choose an LLM with --llm (openai:<model> needs OPENAI_API_KEY) or leave them out"
         )
     return str(spec)

@@ -132,6 +132,11 @@ class StudyRecord(Record):
         "them (an exploration). A batch's is its audits'.",
     )
 
+    @classmethod
+    def a_title(cls) -> str:
+        """The kind as a sentence names it: "a prompt audit", "an exploration"."""
+        return f"{'an' if cls.title[:1] in 'aeiou' else 'a'} {cls.title}"
+
     def subject(self) -> str:
         """What the run audited, in a few words, for listings (the prompt, the test, the occupations)."""
         return self.run_id

@@ -33,7 +33,7 @@ def load_record(path: Path, expected: type[RecordT] = RunRecord) -> RecordT:
     record = load_any_record(path)
     if not isinstance(record, expected):
         raise AuditorError(
-            f"{path} is {'an' if type(record).title[:1] in 'aeiou' else 'a'} {type(record).title} record; "
+            f"{path} is {record.a_title()} record; "
             f"this command reads {expected.title} records "
             f"(made by `{expected.made_by}`)"
         )

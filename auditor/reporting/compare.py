@@ -30,7 +30,7 @@ from auditor.reporting.numbers import number, with_bounds
 from auditor.reporting.sentences import bounds
 from auditor.reporting.tables import borderless_table
 from auditor.reporting.views import Bounds
-from auditor.reporting.wording import Segment, made_by, prompt_segments, quote
+from auditor.reporting.wording import Segment, counted, made_by, prompt_segments, quote
 from auditor.scoring.comparison import NOISE_DIGITS, ChangeIntervals
 from auditor.scoring.uncertainty import MIN_SEEDS, too_few_seeds
 
@@ -240,7 +240,8 @@ def compare_records(a: RunRecord, b: RunRecord, changes: ChangeIntervals | None 
     compared = any(cf.only_in is None for d in both for cf in d.counterfactuals)
     if a.config.images_per_prompt != b.config.images_per_prompt:
         notes.append(
-            f"Run A drew {a.config.images_per_prompt} images per prompt and run B {b.config.images_per_prompt}; "
+            f"Run A drew {counted(a.config.images_per_prompt, 'image')} per prompt and run B "
+            f"{b.config.images_per_prompt}; "
             "fewer images give noisier CAS values."
         )
     if not compared:

@@ -94,17 +94,17 @@ def unscored_note(record: ExploreRecord) -> str | None:
 
 
 def cut_tie_note(record: ExploreRecord, rows: list[Row]) -> str | None:
-    """The arms that tie with a confirmed one but were not confirmed themselves (``--top`` took the first of the
-    tied arms in the run's order), named; None when the confirmed arms cut no tie. Their order says nothing, so
-    a reader should not take the unconfirmed ones for weaker."""
+    """The arms that tie with one sent to confirmation but were not sent themselves (``--top`` took the first of
+    the tied arms in the run's order), named; None when the arms sent cut no tie. Their order says nothing, so a
+    reader should not take the ones left out for weaker."""
     confirmed_ranks = {row.rank for row in rows if row.arm.confirmation is not None}
     left = [row for row in rows if row.arm.confirmation is None and row.rank in confirmed_ranks]
     if not left:
         return None
     named = "; ".join(f"{quote(row.candidate.prompt)} ({row.arm.axis})" for row in left)
     return (
-        f"--top {record.config.top_k} cut a tie: {named} {'ties' if len(left) == 1 else 'tie'} with a confirmed arm "
-        "but got no fresh seeds (of tied arms, the first in the run's order were confirmed)."
+        f"--top {record.config.top_k} cut a tie: {named} {'ties' if len(left) == 1 else 'tie'} with an arm sent to "
+        "confirmation but got no fresh seeds (of tied arms, the first in the run's order were sent)."
     )
 
 

@@ -62,6 +62,13 @@ def _image_title(image: GeneratedImage) -> str:
     return f"image {image.index}{seed}{' (flagged NSFW)' if image.flagged_nsfw else ''}"
 
 
+def _shown_phrase(record: T2IATRecord) -> str:
+    """Which images the page shows of each prompt: all of them, or the first :data:`GRID_IMAGES`."""
+    if all(len(prompt_set.images) <= GRID_IMAGES for prompt_set in record.prompt_sets):
+        return "Every image of every prompt"
+    return f"The first {GRID_IMAGES} images of every prompt"
+
+
 def _image_rows(record: T2IATRecord | OccupationsRecord, labelled: list[tuple[str, str]], run_dir: Path) -> list[ImageRow]:
     """(label, prompt set id) -> rows of thumbnails, the first :data:`GRID_IMAGES` of each set."""
     sets: dict[str, PromptSet] = {s.prompt_id: s for s in record.prompt_sets}
@@ -120,7 +127,7 @@ def test_page(record: T2IATRecord, run_dir: Path) -> dict[str, Any]:
         "reading": reading,
         "intervals_note": intervals_note(record),
         "groups": groups,
-        "shown": GRID_IMAGES,
+        "shown": _shown_phrase(record),
         "glossary": [METRICS[key] for key in TEST_METRICS],
     }
 
@@ -173,7 +180,6 @@ def occupations_page(record: OccupationsRecord, run_dir: Path) -> dict[str, Any]
         "numbers": numbers,  # the table's, with each column's decimals
         "decimals": places,
         "images": images,
-        "shown": GRID_IMAGES,
         "glossary": [METRICS[key] for key in OCCUPATION_METRICS],
     }
 

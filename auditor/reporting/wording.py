@@ -85,7 +85,8 @@ def seeds_phrase(seeds: list[int] | None) -> str:
     none."""
     if seeds is None:
         return "no seeds (the backend takes none: image i of a prompt set is simply its i-th)"
-    return f"seeds {describe_seeds(seeds)}, shared by every prompt set (image i from the i-th)"
+    noun = "seed" if len(seeds) == 1 else "seeds"
+    return f"{noun} {describe_seeds(seeds)}, shared by every prompt set (image i from the i-th)"
 
 
 def resampled(count: int, seeded: bool = True) -> str:
