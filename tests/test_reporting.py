@@ -230,6 +230,25 @@ def test_an_undefined_effect_size_is_never_called_large():
     assert "(large)" not in " ".join(terminal_text(record, 100).split())
 
 
+def test_a_lean_whose_interval_over_seeds_reaches_0_says_other_seeds_may_not_show_it():
+    """The permutation p asks about these images; S's interval, about other seeds' images: a lean p claims while the
+    interval reaches 0 is said with that caveat, one whose interval excludes 0 without it."""
+    from auditor.records import Interval
+
+    data = fixture().model_dump(mode="json")
+    gender = next(a for a in data["scores"]["axes"] if a["axis"] == "gender")
+    association = gender["association"]
+
+    def sentence(low: float, high: float) -> str:
+        association["association_ci"] = Interval(low=low, high=high, method="percentile", defined=1.0).model_dump()
+        view = build_view(RunRecord.model_validate(data))
+        return next(a for a in view.axes if a.name == "gender").association.sentence
+
+    assert association["association"] > 0 and "lean towards 'a photo" in sentence(0.001, 0.1)
+    assert "reaches 0" not in sentence(0.001, 0.1)
+    assert sentence(-0.001, 0.1).endswith(" But S's interval over seeds reaches 0: images of other seeds may not lean so.")
+
+
 # --------------------------------------------------------------------------- terminal and JSON
 
 

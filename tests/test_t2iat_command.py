@@ -616,14 +616,22 @@ def test_score_occupation_by_hand_and_with_missing_images():
 
 
 def test_the_reading_claims_a_lean_only_where_s_has_one_and_qualifies_it_above_the_significance_level():
-    from auditor.records import AssociationResult
+    from auditor.records import AssociationResult, Interval
 
-    def reading(association: float, p_value: float) -> str:
+    def reading(association: float, p_value: float, ci: tuple[float, float] | None = None) -> str:
+        interval = None if ci is None else Interval(low=ci[0], high=ci[1], method="percentile", defined=1.0)
         result = AssociationResult(association=association, effect_size=None, effect_label="undefined",
-                                   p_value=p_value, exact=True, permutations=70, n_x=4, n_y=4)  # fmt: skip
+                                   p_value=p_value, exact=True, permutations=70, n_x=4, n_y=4,
+                                   association_ci=interval)  # fmt: skip
         return association_reading(result, "X", "Y", "A", "B")
 
     assert reading(0.2, 0.01) == "X images lean towards A more than Y images do"
+    assert reading(0.2, 0.01, (0.05, 0.3)) == "X images lean towards A more than Y images do"
+    assert reading(0.2, 0.01, (-0.01, 0.3)) == (
+        "X images lean towards A more than Y images do, but S's interval over seeds reaches 0: images of other seeds "
+        "may not lean so"
+    )  # p asks about these images; the interval, about other seeds'
+    assert reading(-0.2, 0.2, (-0.3, 0.1)).startswith("No clear lean: S points X images towards B")
     assert reading(-0.2, 0.049) == "X images lean towards B more than Y images do"
     assert reading(0.0, 1.0) == (
         "X and Y images lean the same way, but regrouping the images at random gives a difference this large as often"

@@ -128,6 +128,18 @@ def lean_sentence(score: AxisScore) -> str | None:
     return f"{value}: the images look more like the {'male' if score.lean > 0 else 'female'} version"
 
 
+#: What a lean the permutation p claims is qualified with where S's interval over seeds reaches 0: p asks whether
+#: these images could be regrouped into as large a difference, the interval whether other seeds' images would
+#: still show one.
+OTHER_SEEDS_CAVEAT = "S's interval over seeds reaches 0: images of other seeds may not lean so"
+
+
+def seeds_reach_zero(result: AssociationResult) -> bool:
+    """Whether S has an interval over seeds and it reaches 0 (:data:`OTHER_SEEDS_CAVEAT`)."""
+    interval = result.association_ci
+    return interval is not None and interval.low is not None and interval.high is not None and not interval.excludes()
+
+
 def association_view(
     result: AssociationResult, scores: list[CounterfactualScore], alpha: float | None, correction: str
 ) -> AssociationView:
@@ -150,6 +162,8 @@ def association_view(
         sentence = f"No clear lean of the initial images' embeddings towards {pair} ({numbers}; not below {level:g})."
     else:
         sentence = f"{subject} {quote(toward)} more than a balanced mix of both counterfactuals does ({numbers})."
+        if seeds_reach_zero(result):
+            sentence += f" But {OTHER_SEEDS_CAVEAT}."
     return AssociationView(
         association=result.association,
         association_ci=bounds(result.association_ci),

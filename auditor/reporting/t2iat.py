@@ -21,7 +21,14 @@ from auditor.records import (
     T2IATTestDefinition,
 )
 from auditor.reporting.numbers import decimals, number, p_value, with_span
-from auditor.reporting.sentences import association_span, partial_interval_note, unfinished_note, why_no_effect_size
+from auditor.reporting.sentences import (
+    OTHER_SEEDS_CAVEAT,
+    association_span,
+    partial_interval_note,
+    seeds_reach_zero,
+    unfinished_note,
+    why_no_effect_size,
+)
 from auditor.reporting.tables import column_table
 from auditor.reporting.wording import counted
 from auditor.scoring.uncertainty import no_interval_reason
@@ -32,7 +39,9 @@ SIGNIFICANCE = 0.05
 
 def association_reading(result: AssociationResult, x: str, y: str, a: str, b: str) -> str:
     """Which way S points, in words, for the terminal and the page alike: no direction where S is 0, and where p is
-    not below :data:`SIGNIFICANCE` no lean claimed, only the way S points and that random regroupings match it."""
+    not below :data:`SIGNIFICANCE` no lean claimed, only the way S points and that random regroupings match it.
+
+    A lean p claims while S's interval over seeds reaches 0 says so (:data:`OTHER_SEEDS_CAVEAT`)."""
     towards = a if result.association > 0 else b
     if result.association == 0:
         reading = f"{x} and {y} images lean the same way"
@@ -40,6 +49,8 @@ def association_reading(result: AssociationResult, x: str, y: str, a: str, b: st
         reading = f"No clear lean: S points {x} images towards {towards} more than {y} images"
     else:
         reading = f"{x} images lean towards {towards} more than {y} images do"
+        if seeds_reach_zero(result):
+            reading += f", but {OTHER_SEEDS_CAVEAT}"
     if result.p_value >= SIGNIFICANCE:
         reading += f", but regrouping the images at random gives a difference this large as often (p ≥ {SIGNIFICANCE})"
     return reading
