@@ -219,6 +219,20 @@ def test_view_ranks_axes_and_sorts_counterfactuals():
     assert {m.key for m in view.metrics} >= {"cas", "bav", "relative_bav", "embedding_similarity", "p_value"}
 
 
+def test_intersection_tables_keep_the_prompt_sets_names_at_80_columns_when_answers_are_long():
+    """Four long answers wrap in their column instead of pushing the column that names the prompt set out."""
+    data = fixture().model_dump(mode="json")
+    long = ["button-down shirt", "white lab coat", "business casual attire", "stethoscope necklace"]
+    for view in data["scores"]["intersectionality"]:
+        for concepts in [view["initial"], *view["counterfactuals"].values()]:
+            concepts[:] = [{"concept": concept, "frequency": 0.25} for concept in long]
+    text = terminal_text(RunRecord.model_validate(data), 80)
+    assert_fits(text, 80)
+    table = text[text.index("A = age, B = gender") :]
+    for label in ("initial", "young", "middle-aged", "old"):
+        assert f"\n  {label} " in table and "button-down shirt 0.25" in table
+
+
 def test_an_undefined_effect_size_is_never_called_large():
     data = fixture().model_dump(mode="json")
     gender = next(a for a in data["scores"]["axes"] if a["axis"] == "gender")

@@ -182,10 +182,12 @@ def _intersections(view: ReportView) -> Iterable[RenderableType]:
     more = f"; {counted(rest, 'more pair')} {'is' if rest == 1 else 'are'} in the HTML report and --json" if rest else ""
     yield Text(f"A = {top_axis_phrase(view.axes)}{more}.", style="dim")
     for item in shown:
-        table = _bar_table(("prompt set", "left"), ("top answers of " + item.axis_b, "left"))
+        answers = "top answers of " + item.axis_b
+        # the answers wrap: four long ones would otherwise push the prompt sets' names out of the table
+        table = column_table(("prompt set", "left"), (answers, "left"), first_min_width=8, wrapping={answers})
         for column in item.columns:
-            answers = ", ".join(f"{c.concept} {c.frequency:.2f}" for c in column.concepts[:4]) or "-"
-            table.add_row(Text(column.label), Text(answers))
+            top = ", ".join(f"{c.concept} {c.frequency:.2f}" for c in column.concepts[:4]) or "-"
+            table.add_row(Text(column.label), Text(top))
         yield _text("A = ", (item.axis_a, "bold"), ", B = ", (item.axis_b, "bold"))
         yield Padding(table, (0, 0, 0, 2))
 
