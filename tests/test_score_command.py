@@ -354,7 +354,7 @@ def test_run_folder_through_the_cli(tmp_path):
     # the human table, by run id from the runs folder, with the record's own normalisation (distribution)
     table = run_auditor("score", "scored", env={"COLUMNS": "200"})
     assert table.returncode == 0, table.stderr
-    assert "a photo of a male pharmacist" in table.stdout and "distribution" in table.stdout
+    assert "\n  male " in table.stdout and "distribution" in table.stdout  # what it changes of the prompt
     assert f"{19 / 51:.3f}" in table.stdout and "0.250" in table.stdout
 
 
@@ -394,7 +394,7 @@ def test_a_counterfactual_whose_images_are_all_flagged_has_no_cas(tmp_path):
     assert "gender/1: the counterfactual images gave no concepts" in result.stderr  # and said on the terminal
     table = run_auditor("score", str(folder), env={"COLUMNS": "200"})
     assert table.returncode == 0, table.stderr
-    row = next(line for line in table.stdout.splitlines() if "female pharmacist" in line)
+    row = next(line for line in table.stdout.splitlines() if line.startswith("  female"))
     assert "no CAS" in row and "0.000" not in row
     assert "no BAV" in table.stdout
 
@@ -549,3 +549,15 @@ def test_malformed_files_exit_2_with_one_line(tmp_path):
     (tmp_path / "bad.json").write_text("{not json")
     result = run_auditor("score", str(tmp_path / "bad.json"), process=True)
     assert result.returncode == 2 and "not valid JSON" in result.stderr and "Traceback" not in result.stderr
+
+
+def test_the_score_table_fits_80_columns_with_every_number_and_counterfactual_whole():
+    """Axis rows carry the axis's numbers, counterfactual rows what each changes of the prompt and its CAS: at 80
+    columns nothing is cut ("middle-…", "pharmac…", a lean interval past the edge)."""
+    run = Path(__file__).parent / "fixtures" / "runs" / "pharmacist-sd15"
+    shown = run_auditor("score", str(run), env={"COLUMNS": "80"}, process=True)
+    assert shown.returncode == 0, shown.stderr
+    lines = shown.stdout.splitlines()
+    assert max(len(line) for line in lines) <= 80 and "…" not in shown.stdout
+    assert {"  male", "  female", "  young", "  middle-aged", "  old", "  in Europe"} <= {line[:14].rstrip() for line in lines}
+    assert "+0.120 [-0.120," in shown.stdout and "+0.364]" in shown.stdout  # gender's lean and its interval

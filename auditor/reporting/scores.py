@@ -15,10 +15,13 @@ from rich.text import Text
 from auditor.records import Interval, Scores
 from auditor.reporting.numbers import with_span
 from auditor.reporting.sentences import interval_notes, named_intervals
-from auditor.reporting.wording import resampled
+from auditor.reporting.tables import column_table
+from auditor.reporting.wording import prompt_label, resampled
 
 #: Concepts shown per prompt set in the table (``--json`` has the record's top-K).
 TABLE_TOP_CONCEPTS = 5
+#: The columns whose value and interval break apart on a narrow terminal.
+WRAPPING = ("CAS", "BAV", "lean")
 
 
 def scores_summary(scores: Scores, *, source: str, kind: str, prompt: str | None) -> dict[str, Any]:
@@ -70,22 +73,26 @@ def render_scores(scores: Scores, prompt: str | None, source: Path, console: Con
     whether seed i made image i of every set, else the intervals resample image positions (as the run's report
     says)."""
     title = f"{prompt!r}" if prompt else str(source)
-    table = Table(title=Text(f"TIBET scores of {title} (CAS normalisation: {scores.cas_normalization})"))
-    for column in ("axis", "counterfactual", "CAS", "BAV", "rel. BAV", "BAV (MAD)", "lean"):
-        table.add_column(column, justify="left" if column in ("axis", "counterfactual") else "right")
+    console.print(Text(f"TIBET scores of {title} (CAS normalisation: {scores.cas_normalization})", style="bold"))
+    # One row per axis (its numbers), then one per counterfactual, indented, with its CAS: a borderless table of
+    # wrapping value columns, so 80 columns hold each number beside its interval and no prompt is cut.
+    table = column_table(
+        ("axis / counterfactual", "left"), ("CAS", "right"), ("BAV", "right"), ("rel. BAV", "right"),
+        ("BAV (MAD)", "right"), ("lean", "right"), first_min_width=14, wrapping=WRAPPING,
+    )  # fmt: skip
     for axis in scores.axes:
-        for k, cf in enumerate(axis.counterfactuals):
-            first = k == 0
-            table.add_row(
-                Text(axis.axis if first else ""),
-                Text(cf.prompt + (" [!]" if cf.warnings else "")),
-                _number(cf.cas, 3, "no CAS", cf.cas_ci),
-                _number(axis.bav, 4, "no BAV", axis.bav_ci) if first else "",
-                _number(axis.relative_bav, 2, "-") if first else "",
-                _number(axis.bav_mad, 3, "-") if first else "",
-                _number(axis.lean, 3, "", axis.lean_ci, signed=True) if first else "",
-                end_section=k == len(axis.counterfactuals) - 1,
-            )
+        table.add_row(
+            Text(axis.axis, style="bold"),
+            "",
+            _number(axis.bav, 4, "no BAV", axis.bav_ci),
+            _number(axis.relative_bav, 2, "-"),
+            _number(axis.bav_mad, 3, "-"),
+            _number(axis.lean, 3, "", axis.lean_ci, signed=True),
+        )
+        for cf in axis.counterfactuals:
+            # what it changes of the prompt ("female"), read at a glance where whole prompts would fill the column
+            label = cf.prompt if prompt is None else prompt_label(prompt, cf.prompt)
+            table.add_row(Text(f"  {label}" + (" [!]" if cf.warnings else "")), _number(cf.cas, 3, "no CAS", cf.cas_ci))
     console.print(table)
     if scores.intervals is not None:
         i = scores.intervals
