@@ -559,5 +559,6 @@ def test_the_score_table_fits_80_columns_with_every_number_and_counterfactual_wh
     assert shown.returncode == 0, shown.stderr
     lines = shown.stdout.splitlines()
     assert max(len(line) for line in lines) <= 80 and "…" not in shown.stdout
-    assert {"  male", "  female", "  young", "  middle-aged", "  old", "  in Europe"} <= {line[:14].rstrip() for line in lines}
+    labels = {line[:14].rstrip() for line in lines}
+    assert {"  male", "  female", "  young", "  middle-aged", "  old", "  in Europe"} <= labels
     assert "+0.120 [-0.120," in shown.stdout and "+0.364]" in shown.stdout  # gender's lean and its interval
