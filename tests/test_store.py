@@ -101,6 +101,19 @@ def test_resolve_finds_runs_by_id_folder_or_record(tmp_path):
         store.resolve("missing")
 
 
+def test_a_batchs_audit_is_found_by_its_path_in_the_runs_folder_and_its_id_alone_says_so(tmp_path, monkeypatch):
+    """``b1/audits/001-x`` from anywhere (not only from the runs folder); ``001-x`` alone names the batch it is in."""
+    store = RunStore(tmp_path / "runs")
+    audit = store.root / "b1" / "audits" / "001-x"
+    write_model(audit / "record.json", make_record("001-x"))
+    monkeypatch.chdir(tmp_path)  # not the runs folder
+    assert store.resolve("b1/audits/001-x") == audit
+    assert store.resolve("b1/audits/001-x/record.json") == audit
+    with pytest.raises(AuditorError) as info:
+        store.resolve("001-x")
+    assert str(info.value) == f"no run '001-x' in {store.root}: it is an audit of a batch, named b1/audits/001-x"
+
+
 def test_resolve_says_what_a_name_that_is_no_run_looks_like(tmp_path):
     store = RunStore(tmp_path / "runs")
     (tmp_path / "empty").mkdir()

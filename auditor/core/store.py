@@ -173,16 +173,17 @@ class RunStore:
         return path
 
     def resolve(self, run: str | Path) -> Path:
-        """Find a run folder from a run id (looked up here first), a folder path or a record file path."""
+        """Find a run folder from a run id (looked up here first), a folder path or a record file path, or a path
+        inside the runs folder (a batch's audit: ``b1/audits/001-a-photo-of-a-nurse``)."""
         text = str(run)
         if _RUN_ID_PATTERN.fullmatch(text) and _has_record(self.root / text):
             return self.root / text
-        candidate = Path(run)
-        if _is_file(candidate):
-            candidate = candidate.parent
-        if not _has_record(candidate):
-            raise AuditorError(self._not_a_run(text))
-        return candidate
+        for candidate in (Path(run), self.root / run) if not Path(run).is_absolute() else (Path(run),):
+            if _is_file(candidate):
+                candidate = candidate.parent
+            if _has_record(candidate):
+                return candidate
+        raise AuditorError(self._not_a_run(text))
 
     def _not_a_run(self, text: str) -> str:
         """Why ``text`` names no run, in the words of what it looks like: a folder or file that is no run, a run id
@@ -195,6 +196,10 @@ class RunStore:
         if _RUN_ID_PATTERN.fullmatch(text):
             if (self.root / text).is_dir():  # e.g. a run that stopped before it wrote its record
                 return f"{self.root / text} holds no {RECORD_FILE}: not a run folder"
+            audits = sorted(self.root.glob(f"*/{AUDITS_FOLDER}/{text}/{RECORD_FILE}")) if self.root.is_dir() else []
+            if audits:  # an audit's id, as its batch's report names it
+                named = " or ".join(str(path.parent.relative_to(self.root)) for path in audits)
+                return f"no run {text!r} in {self.root}: it is an audit of a batch, named {named}"
             return f"no run {text!r} in {self.root} (and no file or folder of that name)"
         return f"no file or folder {text}"
 
