@@ -144,7 +144,8 @@ def render_batch(record: BatchRecord, run_dir: Path, console: Console) -> None:
         lean = with_span(row.lean, row.lean_ci, signed=True)
         bav = "no BAV" if row.bav is None else _bav(row)
         table.add_row(ranked.place, Text(row.prompt), Text(row.axis), bav, lean)
-    console.print(table)
+    if table.rows:  # a batch stopped before any audit was scored has no leaderboard: the headline says so
+        console.print(table)
     for note in notes(record):
         console.print(Text(f"- {note}"))
     failed = [a for a in record.audits if a.status != "completed"]
