@@ -181,6 +181,26 @@ def test_three_counterfactuals_claim_only_the_pair_their_interval_tests_and_name
     )
 
 
+def test_three_counterfactuals_without_a_clear_difference_name_ties_and_no_highest_when_all_tie():
+    age = next(a for a in fixture().scores.axes if a.axis == "age")
+    unclear = Interval(low=-0.1, high=0.2, method="percentile", defined=1.0)
+
+    def finding(*cas: float) -> str:
+        young, middle, old = (cf.model_copy(update={"cas": c}) for cf, c in zip(age.counterfactuals, cas))
+        spread = Difference(first=young.prompt_id, second=old.prompt_id, value=cas[0] - cas[2], ci=unclear)
+        return axis_finding("p", "age", age.model_copy(update={"counterfactuals": [young, middle, old], "spread": spread}))
+
+    young, middle, old = (cf.prompt for cf in age.counterfactuals)
+    assert finding(0.8, 0.5, 0.5) == (
+        f"No clear difference among the 3 age counterfactuals: between '{young}' (0.80, the highest) and '{old}' "
+        f"(0.50, the lowest with '{middle}'), difference +0.30, percentile interval [-0.10, +0.20]."
+    )
+    assert finding(0.78, 0.78, 0.78) == (
+        "No clear difference among the 3 age counterfactuals: all have CAS 0.78 (difference +0.00, percentile "
+        "interval [-0.10, +0.20])."
+    )  # not a "highest and lowest" of equal values
+
+
 def test_leans_most_only_when_the_top_bav_interval_is_above_the_others():
     headline = build_view(fixture("pharmacist-sd21")).headline  # gender and age have overlapping intervals
     assert headline.startswith("No single axis leans most: the BAV intervals of gender, age overlap")

@@ -92,7 +92,11 @@ def _compared(subject: str, counted: str, known: list[CounterfactualScore], scor
         pair = f"{quote(top.prompt)} ({number(top.cas)}) and {quote(bottom.prompt)} ({number(bottom.cas)})"
         if len(known) == 2:
             return f"No clear difference between {pair}: {evidence}."
-        return f"No clear difference among the {counted}: the highest and lowest CAS, {pair}, {evidence}."
+        if all(same_score(cf.cas, top.cas) for cf in known):  # no highest or lowest to name
+            return f"No clear difference among the {counted}: all have CAS {number(top.cas)} ({evidence})."
+        highest = f"{quote(top.prompt)} ({number(top.cas)}, {_rank(top, known, 'highest')})"
+        lowest = f"{quote(bottom.prompt)} ({number(bottom.cas)}, {_rank(bottom, known, 'lowest')})"
+        return f"No clear difference among the {counted}: between {highest} and {lowest}, {evidence}."
     if len(known) == 2:
         return (
             f"{subject} resemble {quote(top.prompt)} (CAS {number(top.cas)}) more than {quote(bottom.prompt)} "
