@@ -395,6 +395,28 @@ def test_selftest_runs_offline_and_runs_every_model_each_time(tmp_path):
             )
 
 
+def test_the_command_selftest_prints_runs_its_audit_again(tiny_models, tmp_path):
+    """A person reusing the selftest's models starts from its small settings, not the defaults' 50 steps and 6 axes
+    (minutes on a CPU): the line it prints is a command the CLI takes, giving the same audit."""
+    import shlex
+
+    from auditor.commands.selftest import _command
+    from auditor.records import GenerationSettings
+
+    options = PromptAuditOptions(
+        prompt="a photo of a pharmacist", llm="offline", t2i=f"diffusers:{tiny_models.t2i}",
+        vqa=f"blip2:{tiny_models.vqa}", embedder=f"clip:{tiny_models.clip}", images=4,
+        generation=GenerationSettings(steps=2, batch_size=4), max_axes=2, max_counterfactuals=2,
+    )  # fmt: skip
+    words = shlex.split(_command(options))
+    assert words[:3] == ["auditor", "prompt", "a photo of a pharmacist"]
+    ran = run_auditor(*words[1:], "--name", "again", "--quiet")
+    assert ran.returncode == 0, ran.stderr
+    config = load_record(tmp_path / "runs" / "again" / "record.json").config
+    assert (config.images_per_prompt, config.generation.steps, config.generation.batch_size) == (4, 2, 4)
+    assert (config.max_axes, config.max_counterfactuals, config.llm) == (2, 2, "offline")
+
+
 def test_prompt_audit_planned_by_an_openai_compatible_llm(tiny_models, fake_openai, tmp_path):
     plan = {
         "gender": ["a photo of a male pharmacist", "a photo of a female pharmacist"],

@@ -4,10 +4,14 @@ from __future__ import annotations
 
 import tempfile
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import typer
 
 from auditor.core.errors import AuditorError
+
+if TYPE_CHECKING:  # pragma: no cover
+    from auditor.studies.prompt_audit import PromptAuditOptions
 
 SELFTEST_PROMPT = "a photo of a pharmacist"
 
@@ -64,6 +68,23 @@ def selftest(
             cache.close()
     show_results(record, audit.run_dir, quiet=quiet, json_output=False)
     out.print("selftest passed" + ("" if quiet else "; the scores above are meaningless by design"))
+    if not quiet:
+        say_whole(out, f"To try other options on these tiny models, start from the same audit: {_command(options)}")
+
+
+def _command(options: PromptAuditOptions) -> str:
+    """The ``auditor prompt`` line of the selftest's audit: its models with its small settings (the commands'
+    defaults, 50 steps and up to 6 axes, take minutes on a CPU even with tiny models)."""
+    import shlex
+
+    generation = options.generation
+    words = [
+        "auditor", "prompt", options.prompt, "--llm", options.llm, "--t2i", options.t2i, "--vqa", options.vqa,
+        "--embedder", options.embedder, "--images", str(options.images), "--steps", str(generation.steps),
+        "--batch-size", str(generation.batch_size), "--max-axes", str(options.max_axes),
+        "--max-counterfactuals", str(options.max_counterfactuals),
+    ]  # fmt: skip
+    return shlex.join(words)
 
 
 def register(app: typer.Typer) -> None:
