@@ -584,6 +584,30 @@ def test_a_prompt_longer_than_the_text_encoder_reads_gets_a_notice_naming_what_i
             assert [handler.filter(record) for record in said] == [False, False, True]
 
 
+def test_a_very_long_cut_prompt_is_quoted_by_its_start_and_end(tiny_models):
+    """A prompt of thousands of characters: its notice quotes its start and end (where a counterfactual's words
+    often are), not the whole prompt and the whole cut tail."""
+    from types import SimpleNamespace
+
+    from auditor.core.text import elided
+    from auditor.executors.generation import QUOTED_PROMPT, say_cut_prompts
+    from auditor.studies.progress import QuietProgress
+
+    assert elided("short", 10) == "short" and elided("abcdefghijklmnop", 9) == "abc … nop"
+    notices: list[str] = []
+
+    class Notices(QuietProgress):
+        def notice(self, message: str) -> None:
+            notices.append(message)
+
+    backend = T2I_BACKENDS.load(f"diffusers:{tiny_models.t2i}", settings=GenerationSettings(steps=1))
+    long = "a photo of a nurse, " + "very " * 400 + "in a city"
+    say_cut_prompts(SimpleNamespace(progress=Notices()), backend, [long])  # a study, as far as notices go
+    assert len(notices) == 1 and len(notices[0]) < 2 * QUOTED_PROMPT + 100
+    assert f"reads only the start of {elided(long, QUOTED_PROMPT)!r}: 'very " in notices[0]
+    assert notices[0].endswith(" in a city' is cut, so the images cannot show it")
+
+
 def test_the_unread_end_starts_at_the_first_word_not_read_whole():
     """Found by bisection over whole-word prefixes: a word read only in part is cut, and the end keeps the
     prompt's own case and punctuation."""

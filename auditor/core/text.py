@@ -18,3 +18,12 @@ def text_key(text: str) -> str:
     """How two texts a person wrote are compared (prompts, counterfactuals, templates): case and runs of whitespace
     aside."""
     return single_spaced(text).casefold()
+
+
+def elided(text: str, limit: int) -> str:
+    """``text``, or where it is longer than ``limit`` characters its start and end with " … " between them: a long
+    prompt quoted in a notice still shows how it begins and ends (where a counterfactual's words often are)."""
+    if len(text) <= limit:
+        return text
+    half = (limit - 3) // 2
+    return f"{text[:half]} … {text[len(text) - half:]}"

@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from auditor.core.store import atomic_write_bytes, sha256_bytes
+from auditor.core.text import elided
 from auditor.executors.base import ModelRecipe
 from auditor.generation.base import GeneratedPicture, GenerationItem, TextToImage
 from auditor.records import GeneratedImage, GenerationSettings, PromptSet
@@ -148,6 +149,10 @@ def text_to_image_recipe(study: StudyRun) -> ModelRecipe:
     return ModelRecipe("t2i", config.t2i.spec, config.generation)
 
 
+#: The most characters of a prompt (or of its cut end) a notice quotes.
+QUOTED_PROMPT = 300
+
+
 def say_cut_prompts(study: StudyRun, backend: TextToImage, prompts: Sequence[str]) -> None:
     """A notice for each prompt to generate whose end the model's text encoder never reads (a model loaded in this
     process with ``cut_prompts``): its images cannot show what that end says, a counterfactual word included."""
@@ -155,8 +160,9 @@ def say_cut_prompts(study: StudyRun, backend: TextToImage, prompts: Sequence[str
     if cut_prompts is None:
         return
     for prompt, end in cut_prompts(list(dict.fromkeys(prompts))):
-        study.progress.notice(
-            f"the text encoder reads only the start of {prompt!r}: {end!r} is cut, so the images cannot show it"
+        study.progress.notice(  # a prompt of thousands of characters is quoted by its start and end
+            f"the text encoder reads only the start of {elided(prompt, QUOTED_PROMPT)!r}: "
+            f"{elided(end, QUOTED_PROMPT)!r} is cut, so the images cannot show it"
         )
 
 
