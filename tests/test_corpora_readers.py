@@ -116,8 +116,12 @@ def test_txt_is_one_caption_per_line_and_may_be_compressed(tmp_path):
         CaptionReader(plain, image_column="url")
     assert _all(CaptionReader(plain, caption_column="1"))[1] == ["a nurse", "a chef", "a teacher"]  # its one column
     for column in ("5", "caption"):  # a column it does not have is not ignored
-        with pytest.raises(AuditorError, match=f"is a TXT file, one caption per line: it has no caption column '{column}'"):
+        with pytest.raises(AuditorError, match=f"one caption per line: it has no caption column '{column}'"):
             CaptionReader(plain, caption_column=column)
+    (tmp_path / "table.csv").write_text("caption,url\na pilot,x\n")  # a glob's column names the CSV files' column
+    assert sorted(_all(CaptionReader(tmp_path / "*[tv]", caption_column="caption"))[1]) == [
+        "a chef", "a nurse", "a pilot", "a teacher",
+    ]  # fmt: skip
 
 
 def test_compressed_csv(tmp_path):

@@ -195,7 +195,7 @@ def test_every_stimulus_and_attribute_word_is_used_and_pairs_share_the_neutral_p
         assert pleasant_used == set(judaism.a.stimuli)  # all 25 words, though Judaism has 4 stimuli
 
 
-def test_custom_yaml_loads_and_bad_yaml_is_a_one_line_error(tmp_path):
+def test_custom_yaml_loads_and_bad_yaml_is_a_one_line_error(tmp_path, monkeypatch):
     good = tmp_path / "mine.yaml"
     good.write_text(TINY_TEST)
     test, source = resolve_test(str(good))
@@ -224,6 +224,9 @@ def test_custom_yaml_loads_and_bad_yaml_is_a_one_line_error(tmp_path):
         resolve_test("absent.yaml")
     with pytest.raises(AuditorError, match=f"{tmp_path} is a folder: name a test's YAML file, or a built-in test"):
         resolve_test(str(tmp_path))
+    (tmp_path / "science-arts").mkdir()  # a folder named as a built-in test does not hide it
+    monkeypatch.chdir(tmp_path)
+    assert resolve_test("science-arts")[1] == "built-in"
 
 
 def test_run_rejects_bad_definitions_and_specs_before_loading_models(tmp_path):

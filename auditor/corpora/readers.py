@@ -192,8 +192,8 @@ class CaptionReader:
     def _columns(self, path: Path, kind: str) -> tuple[str | None, str | None]:
         if path.stat().st_size == 0:  # the table readers' own words for it ("Empty JSON stream") name no captions
             raise AuditorError(f"{path} is empty: it holds no captions")
-        if kind == "txt":  # one caption per line: its one column is all a column can name
-            if self.caption_column is not None and self.caption_column != "1":
+        if kind == "txt":  # one caption per line: a column named for the other files of a glob is theirs
+            if self.caption_column not in (None, "1") and all(other == "txt" for other in self.formats):
                 raise AuditorError(
                     f"{path} is a TXT file, one caption per line: it has no caption column {self.caption_column!r}"
                 )

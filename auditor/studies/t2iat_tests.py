@@ -111,13 +111,16 @@ def load_file(path: Path) -> T2IATTestDefinition:
 
 def resolve_test(name_or_path: str) -> tuple[T2IATTestDefinition, str]:
     """``(definition, source)``: a built-in name, or a path to a ``.yaml``/``.yml`` file."""
-    if name_or_path.endswith(_YAML_SUFFIXES) or Path(name_or_path).is_file():
-        return load_file(Path(name_or_path)), name_or_path
-    if Path(name_or_path).is_dir():
+    path = Path(name_or_path)
+    if name_or_path.endswith(_YAML_SUFFIXES) or path.is_file():
+        return load_file(path), name_or_path
+    if "/" not in name_or_path and name_or_path in builtin_names():  # a built-in, even beside a folder of its name
+        return load_builtin(name_or_path), "built-in"
+    if path.is_dir():
         raise AuditorError(f"{name_or_path} is a folder: name a test's YAML file, or a built-in test")
     if name_or_path.endswith(".json") or "/" in name_or_path:  # a path that names no file: not a built-in's name
         raise AuditorError(f"no such file: {name_or_path}")
-    return load_builtin(name_or_path), "built-in"
+    return load_builtin(name_or_path), "built-in"  # no such built-in: it says which there are
 
 
 # --------------------------------------------------------------------------- prompts
