@@ -188,7 +188,8 @@ def test_three_counterfactuals_without_a_clear_difference_name_ties_and_no_highe
     def finding(*cas: float) -> str:
         young, middle, old = (cf.model_copy(update={"cas": c}) for cf, c in zip(age.counterfactuals, cas))
         spread = Difference(first=young.prompt_id, second=old.prompt_id, value=cas[0] - cas[2], ci=unclear)
-        return axis_finding("p", "age", age.model_copy(update={"counterfactuals": [young, middle, old], "spread": spread}))
+        scored = age.model_copy(update={"counterfactuals": [young, middle, old], "spread": spread})
+        return axis_finding("p", "age", scored)
 
     young, middle, old = (cf.prompt for cf in age.counterfactuals)
     assert finding(0.8, 0.5, 0.5) == (
@@ -280,7 +281,8 @@ def test_a_lean_whose_interval_over_seeds_reaches_0_says_other_seeds_may_not_sho
 
     assert association["association"] > 0 and "lean towards 'a photo" in sentence(0.001, 0.1)
     assert "reaches 0" not in sentence(0.001, 0.1)
-    assert sentence(-0.001, 0.1).endswith(" But S's interval over seeds reaches 0: images of other seeds may not lean so.")
+    caveat = " But S's interval over seeds reaches 0: images of other seeds may not lean so."
+    assert sentence(-0.001, 0.1).endswith(caveat)
 
 
 # --------------------------------------------------------------------------- terminal and JSON

@@ -239,7 +239,8 @@ def test_a_prompt_audits_reports_tell_a_running_record_apart_by_the_lock(tmp_pat
     finally:
         holder.kill()
         holder.wait()
-    assert data["headline"].startswith("This run is running now and has no scores") and data["shown_status"] == "running"
+    assert data["headline"].startswith("This run is running now and has no scores")
+    assert data["shown_status"] == "running"
     assert terminal.count("This run is running now") == 1 and page.count("This run is running now") == 1
     assert "Run p running" in terminal and "without recording why" not in terminal + page
     assert report_json(record)["status_phrase"] == STATUS_PHRASES["running"]  # no folder to ask

@@ -25,7 +25,7 @@ from auditor.records import Arm, Candidate, Confirmation, ExploreRecord, Interva
 from auditor.reporting.glossary import METRICS
 from auditor.reporting.numbers import decimals, number, with_span
 from auditor.reporting.ranking import Ranked, rank_with_ties
-from auditor.reporting.sentences import status_phrase, unfinished_note
+from auditor.reporting.sentences import unfinished_note
 from auditor.reporting.tables import WRAPPED_VALUE_WIDTH, borderless_table
 from auditor.reporting.wording import counted, dropped_axes_summary, made_by, quote
 
@@ -43,8 +43,6 @@ STOP_REASONS = {
     "separated": "the top arms are separated from all others",
     "exhausted": "nothing was left to explore",
 }
-
-
 
 
 @dataclass(frozen=True)
@@ -154,20 +152,20 @@ def finding(row: Row, record: ExploreRecord) -> str | None:
     )
 
 
-def summary(record: ExploreRecord, run_dir: Path) -> str:
-    """What the run did and why it stopped (or that it has not: it runs now, or no process runs it any more)."""
+def summary(record: ExploreRecord) -> str:
+    """What the run did and, once a stop rule stopped it, why (how a run that did not complete ended, its
+    :func:`~auditor.reporting.sentences.unfinished_note` says)."""
     rounds = sum(1 for r in record.rounds if r.phase == "explore")
     accepted = sum(c.accepted for c in record.candidates)
     rejected = len(record.candidates) - accepted
+    ending = ""
     if (stop := STOP_REASONS.get(record.stop_reason or "")) is not None:
-        ending = f"Stopped because {stop}" + (f": {record.stop_detail}." if record.stop_detail else ".")
-    else:
-        ending = f"This run {status_phrase(record, run_dir)}."
+        ending = f" Stopped because {stop}" + (f": {record.stop_detail}." if record.stop_detail else ".")
     return (
         f"{counted(rounds, 'round')} over {counted(accepted, 'accepted candidate prompt')} ({rejected} more "
         f"rejected) and {counted(len(record.arms), 'arm')}; "
         f"{record.images_spent} of {record.config.max_images} images spent ({record.images_reused} reused from the "
-        f"cache), {record.llm_calls} LLM requests. {ending}"
+        f"cache), {record.llm_calls} LLM requests.{ending}"
     )
 
 
@@ -295,7 +293,7 @@ def _leaderboard_table(rows: list[Row], record: ExploreRecord, *, confirmation: 
 def render_explore(record: ExploreRecord, run_dir: Path, console: Console) -> None:
     """The terminal report: what ran and why it stopped, the leaderboard, the findings, the rejections."""
     console.print(Text(f"Exploration {record.run_id}: {record.subject()}", style="bold"))
-    console.print(Text(summary(record, run_dir)))
+    console.print(Text(summary(record)))
     if (unfinished := unfinished_note(record, run_dir)) is not None:
         say_whole(console, unfinished)
     if dropped := dropped_axes(record):
@@ -410,7 +408,7 @@ def write_explore_report(record: ExploreRecord, run_dir: Path) -> Path:
         top=top,
         strips=_strips(record, top, run_dir),
         findings=[(row, text) for row in rows if (text := finding(row, record)) is not None],
-        summary=summary(record, run_dir),
+        summary=summary(record),
         unfinished=unfinished_note(record, run_dir),
         unscored=unscored_note(record),
         cut_tie=cut_tie_note(record, rows),

@@ -223,7 +223,7 @@ def build_view(record: RunRecord, alive: bool | None = None) -> ReportView:
             else None
         ),
         sets=_sets(record),
-        notes=notes(record, status),
+        notes=notes(record),
         errors=[f"{e.stage or 'run'}: {e.type}: {e.message}" for e in record.errors],
         metrics=[m for key, m in METRICS.items() if key in used],
         config=record.config.model_dump(mode="json"),

@@ -363,11 +363,10 @@ def uncertainty_line(scores: Scores, seeds: int, seeded: bool = True) -> str | N
     return "; ".join(parts)
 
 
-def notes(record: RunRecord, status: str) -> list[str]:
-    """The prompt audit report's notes (``status``: how the run's status reads, :func:`status_wording`)."""
+def notes(record: RunRecord) -> list[str]:
+    """The prompt audit report's notes. How the run ended is not among them: the headline says it of a run without
+    scores, the page's banner and the terminal's notes of one with scores."""
     notes = []
-    if record.status != "completed" and record.scores is not None:  # without scores, the headline says it
-        notes.append(f"This run {status}.")
     if record.plan is not None:
         notes += plan_notes(record.plan)
     if record.scores is not None:

@@ -215,9 +215,11 @@ def _notes(view: ReportView) -> Iterable[RenderableType]:
     if view.errors:
         yield _section("Errors")
         yield from (_text(("error: ", "red"), e) for e in view.errors)
-    if view.notes:
+    # how a scored run that did not complete ended (the headline says it of a run without scores)
+    ended = [f"This run {view.status_phrase}."] if view.scored and view.status != "completed" else []
+    if view.notes or ended:
         yield _section("Notes")
-        yield from (_text("- ", note) for note in view.notes)
+        yield from (_text("- ", note) for note in [*ended, *view.notes])
 
 
 def view_renderables(view: ReportView) -> list[RenderableType]:
