@@ -108,7 +108,8 @@ def _run_in_this_process(args: list[str], env: dict[str, str], cwd: Path | None)
         sys.argv = saved_argv
         _restore_environment(saved_environ)
         for number, handler in saved_handlers.items():
-            signal.signal(number, handler)
+            if handler is not None:  # None: set outside Python, nothing Python can put back
+                signal.signal(number, handler)
     _check_no_thread_left(threads_before, args)
     return subprocess.CompletedProcess(["auditor", *args], code, stdout.getvalue(), stderr.getvalue())
 

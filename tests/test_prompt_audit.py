@@ -543,6 +543,7 @@ def test_ctrl_c_once_the_result_is_shown_leaves_a_completed_run_exit_0(tiny_mode
     rest, said = resumed.communicate(timeout=120)
     assert resumed.returncode == 0, said
     assert shown.strip() == str(tmp_path / "runs" / "r") and rest == "" and "error" not in said
+    assert "note: the run has ended and is recorded; exiting (interrupt again to stop at once)" in said
     assert load_record(tmp_path / "runs" / "r" / "record.json").status == "completed"
 
 

@@ -405,9 +405,10 @@ def show_result(
     """A finished study's result on stdout: its JSON (``--json``), the run folder alone (``--quiet``, never wrapped,
     as a script reads it back), or its terminal report; report.html is in the run folder already.
 
-    The run has ended and is recorded, so from here on Ctrl-C and SIGTERM are ignored: they have nothing left to
-    stop, and would only turn a run that ended into exit code 130 (or a traceback from the libraries' finalizers
-    as the interpreter exits, or death by the signal, with no word said)."""
+    The run has ended and is recorded, so from here on a first Ctrl-C or SIGTERM is only noted
+    (:func:`ignore_interruptions`): it has nothing left to stop, and would turn a run that ended into exit code 130
+    (or a traceback from the libraries' finalizers as the interpreter exits, or death by the signal, with no word
+    said)."""
     from auditor.core.console import out, print_json, print_run_folder
 
     ignore_interruptions()
@@ -420,10 +421,18 @@ def show_result(
 
 
 def ignore_interruptions() -> None:
-    """Ignore Ctrl-C and SIGTERM for the rest of the process (from its main thread; elsewhere nothing changes)."""
+    """For the rest of the process, a first Ctrl-C or SIGTERM is noted and the process goes on exiting; a second
+    stops it at once (the signal's default), should the exit hang (a Ray cluster that no longer answers). Set from
+    the main thread only; elsewhere nothing changes. (In its last milliseconds the interpreter puts the signals'
+    defaults back itself: a press then ends the process as it would have.)"""
     if threading.current_thread() is threading.main_thread():
-        signal.signal(signal.SIGINT, signal.SIG_IGN)
-        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        signal.signal(signal.SIGINT, _noted_once)
+        signal.signal(signal.SIGTERM, _noted_once)
+
+
+def _noted_once(number: int, _frame: object) -> None:
+    signal.signal(number, signal.SIG_DFL)
+    print("note: the run has ended and is recorded; exiting (interrupt again to stop at once)", file=sys.stderr)
 
 
 def exit_interrupted(where: str, exc: KeyboardInterrupt) -> NoReturn:
