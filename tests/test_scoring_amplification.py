@@ -81,10 +81,12 @@ def test_a_missing_g_says_whether_the_face_filter_or_the_thresholds_left_every_i
     filtered = ImageCounts(images=4, flagged_nsfw=1, no_face=2, many_faces=0, small_face=1, kept=0, man=0, woman=0,
                            ambiguous=0)  # fmt: skip
     ambiguous = ImageCounts(images=4, no_face=1, many_faces=0, small_face=0, kept=3, man=0, woman=0, ambiguous=3)
+    one = ImageCounts(images=1, no_face=0, many_faces=0, small_face=0, kept=1, man=0, woman=0, ambiguous=1)
     for counts, note in (
         (filtered, "the face filter kept none of the 4 generated images (2 no face, 1 a face too small, 1 blacked "
                    "out by the safety checker)"),
         (ambiguous, "all 3 generated images the face filter kept were ambiguous (between the thresholds)"),
+        (one, "the one generated image the face filter kept was ambiguous (between the thresholds)"),
     ):  # fmt: skip
         sides = [
             g.model_copy(update={"counts": counts, "share": share(0, 0, LEVEL)}) if (g.occupation, g.template) ==

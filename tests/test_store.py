@@ -112,6 +112,14 @@ def test_a_batchs_audit_is_found_by_its_path_in_the_runs_folder_and_its_id_alone
     with pytest.raises(AuditorError) as info:
         store.resolve("001-x")
     assert str(info.value) == f"no run '001-x' in {store.root}: it is an audit of a batch, named b1/audits/001-x"
+    (store.root / "b1" / "audits" / "002-y").mkdir()  # stopped before it wrote its record
+    with pytest.raises(AuditorError, match=f"^{store.root}/b1/audits/002-y holds no record.json: not a run folder$"):
+        store.resolve("b1/audits/002-y")
+    write_model(tmp_path / "outside" / "record.json", make_record("outside"))
+    (tmp_path / "elsewhere" / "deeper").mkdir(parents=True)  # where ../outside is nothing
+    monkeypatch.chdir(tmp_path / "elsewhere" / "deeper")
+    with pytest.raises(AuditorError, match="no file or folder ../outside"):  # not the runs folder's ../outside
+        store.resolve("../outside")
 
 
 def test_resolve_says_what_a_name_that_is_no_run_looks_like(tmp_path):

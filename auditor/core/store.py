@@ -178,12 +178,22 @@ class RunStore:
         text = str(run)
         if _RUN_ID_PATTERN.fullmatch(text) and _has_record(self.root / text):
             return self.root / text
-        for candidate in (Path(run), self.root / run) if not Path(run).is_absolute() else (Path(run),):
-            if _is_file(candidate):
+        for candidate in (Path(run), self._inside(text)):
+            if candidate is not None and _is_file(candidate):
                 candidate = candidate.parent
-            if _has_record(candidate):
+            if candidate is not None and _has_record(candidate):
                 return candidate
         raise AuditorError(self._not_a_run(text))
+
+    def _inside(self, text: str) -> Path | None:
+        """``text`` as a path inside the runs folder (a batch's audit); None for an absolute path or one that leads
+        out of it (``../x`` names no run of this folder)."""
+        path = Path(text)
+        if path.is_absolute():
+            return None
+        candidate = self.root / path
+        inside = candidate.resolve().is_relative_to(self.root.resolve())
+        return candidate if inside and candidate.resolve() != self.root.resolve() else None
 
     def _not_a_run(self, text: str) -> str:
         """Why ``text`` names no run, in the words of what it looks like: a folder or file that is no run, a run id
@@ -191,6 +201,8 @@ class RunStore:
         path = Path(text)
         if path.is_dir():
             return f"{text} holds no {RECORD_FILE}: not a run folder"
+        if "/" in text and (inside := self._inside(text)) is not None and inside.is_dir():
+            return f"{inside} holds no {RECORD_FILE}: not a run folder"
         if path.exists():
             return f"{text} is not a run record"
         if _RUN_ID_PATTERN.fullmatch(text):

@@ -29,6 +29,9 @@ if TYPE_CHECKING:  # pragma: no cover
     from nltk.corpus.reader.wordnet import WordNetCorpusReader
 
 LIBRARY_FILE = "planning/axis_library.yaml"
+#: Part of the offline planner's cache key beside its axis library: change it when what its plans hold changes
+#: (2: the notes on a prompt without a noun it knows), so a cached plan is not served without it.
+OFFLINE_PLANNER_VERSION = 2
 _WORD = re.compile(r"[A-Za-z][A-Za-z'-]*")
 #: A word that is not a markup tag's name (the "b" of "<b>" or "</b>").
 _TEXT_WORD = re.compile(r"(?<![</\w])[A-Za-z][A-Za-z'-]*")
@@ -120,9 +123,11 @@ class OfflinePlanner:
             raise attach_transcript(error, transcript) from None
         if reading.head is None:  # said where the person looks: otherwise only the transcript says why
             plan.notes = [
-                f"The offline planner found no noun it knows in '{prompt}' (it reads English words, through "
-                f"WordNet), so it planned the axes of abstract prompts ({', '.join(category['axes'])}); "
-                "plan with --llm for a prompt in another language"
+                (
+                    f"The offline planner found no noun it knows in '{prompt}' (it reads English words, through "
+                    "WordNet), so it planned the axes of abstract prompts; plan with --llm for a prompt in another "
+                    "language"
+                )
             ]
         if self.axes is None:  # the planner chose the axes: none was asked for, so none was dropped
             return plan

@@ -20,7 +20,7 @@ from auditor.core.openai_api import configured_base_url
 from auditor.core.registry import Registry, Spec, parse_spec
 from auditor.core.resources import read_prompt_text
 from auditor.planning.chain import CHAIN_FILE
-from auditor.planning.offline import LIBRARY_FILE
+from auditor.planning.offline import LIBRARY_FILE, OFFLINE_PLANNER_VERSION
 from auditor.planning.questions import QUESTIONS_FILE
 from auditor.planning.rules import PlanLimits
 from auditor.records import AuditPlan
@@ -120,6 +120,7 @@ def planner_fingerprint(llm: str) -> str:
         planner=str(spec),
         data=text_fingerprint(*(read_prompt_text(name) for name in data)),
         endpoint=_endpoint(spec.prefix, spec.target),
+        **({"offline_planner": OFFLINE_PLANNER_VERSION} if spec.prefix == "offline" else {}),
     )
 
 

@@ -121,10 +121,13 @@ def _no_g(counts: ImageCounts) -> str:
         left_out = [
             (counts.no_face, "no face"), (counts.many_faces, "more than one face"),
             (counts.small_face, "a face too small"), (counts.flagged_nsfw, "blacked out by the safety checker"),
+            (counts.missing, "unreadable"),
         ]  # fmt: skip
         why = ", ".join(f"{count} {reason}" for count, reason in left_out if count)
-        return f"the face filter kept none of the {counts.images} generated images" + (f" ({why})" if why else "")
-    return f"all {counts.kept} generated images the face filter kept were ambiguous (between the thresholds)"
+        made = "the one generated image" if counts.images == 1 else f"the {counts.images} generated images"
+        return f"the face filter kept none of {made}" + (f" ({why})" if why else "")
+    kept = "the one generated image" if counts.kept == 1 else f"all {counts.kept} generated images"
+    return f"{kept} the face filter kept {'was' if counts.kept == 1 else 'were'} ambiguous (between the thresholds)"
 
 
 def _no_t(training: TrainingSide) -> str:
