@@ -498,6 +498,17 @@ def test_escape_sequences_in_text_never_reach_the_terminal(tmp_path):
     assert styled.file.getvalue() == "\x1b[1mloud[2J2J\x1b[0m\n"
 
 
+def test_how_a_scored_run_that_did_not_complete_ended_is_said_once(tmp_path):
+    """The terminal's notes say it, the page's banner says it; neither twice (the notes once carried it too)."""
+    run_dir = copy_fixture("pharmacist-sd15", tmp_path)
+    record = load_record(run_dir / "record.json").model_copy(update={"status": "interrupted"})
+    assert record.scores is not None
+    text = " ".join(terminal_text(record, 100).split())
+    page = write_html_report(record, run_dir).read_text(encoding="utf-8")
+    assert text.count("This run was interrupted.") == 1 and page.count("This run was interrupted.") == 1
+    assert "This run was interrupted." not in report_json(record)["notes"]  # status_phrase says it
+
+
 def test_failed_run_still_reports_what_it_did(tmp_path):
     run_dir = copy_fixture("pharmacist-sd15", tmp_path)
     record = failed_record(load_record(run_dir / "record.json"))
