@@ -735,6 +735,17 @@ def test_arms_with_equal_scores_share_a_rank_in_the_terminal_the_json_and_the_pa
     assert shown == ["=1", "=1", "3", "4", "5"]
     page = write_explore_report(record, tmp_path).read_text()
     assert re.findall(r'<tr><td class="num">([=\d]+)</td>', page) == ["=1", "=1", "3", "4", "5"]
+    # the live view: the top arms under their header, and no header over nothing before any arm is scored
+    from auditor.reporting.explore import round_table
+
+    def live(shown: ExploreRecord) -> str:
+        screen = Console(width=120, file=io.StringIO(), record=True)
+        screen.print(round_table(shown))
+        return screen.export_text()
+
+    assert "seeds" in live(record) and "a photo of a nurse" in live(record)
+    unscored = record.model_copy(update={"arms": [arm.model_copy(update={"score": None}) for arm in arms]})
+    assert live(unscored).startswith("round 0") and "seeds" not in live(unscored)
     assert "<h3>=1. “a photo of a nurse” on gender</h3>" in page and "<h3>=1. “a photo of a baker”" in page
 
     # --top confirming one of two tied arms (the first in the run's order) says the other was left for that alone

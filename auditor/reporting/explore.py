@@ -256,8 +256,10 @@ def round_table(record: ExploreRecord) -> RenderableType:
         f"{record.config.max_images}  ·  LLM requests {record.llm_calls}",
         style="bold",
     )
-    table = _leaderboard_table(leaderboard(record)[: record.config.top_k], record, confirmation=False)
-    return Group(head, table)
+    rows = leaderboard(record)[: record.config.top_k]
+    if not rows:  # before any arm is scored: no header over an empty table
+        return head
+    return Group(head, _leaderboard_table(rows, record, confirmation=False))
 
 
 def _leaderboard_table(rows: list[Row], record: ExploreRecord, *, confirmation: bool) -> Table:
