@@ -50,6 +50,22 @@ def test_nested_scopes_unfreeze_at_the_outermost_end():
     assert gc.get_freeze_count() == 0
 
 
+def test_a_host_that_froze_objects_itself_keeps_them_frozen():
+    """One frozen generation: a scope that froze and thawed in a host's process that had frozen objects itself
+    would thaw the host's too. It leaves them as they are and freezes nothing."""
+    gc.collect()
+    gc.freeze()  # the host's own
+    try:
+        hosts = gc.get_freeze_count()
+        with collecting_only_new_objects():
+            during = cycle()
+            release_accelerator_memory()
+            assert during() is None  # releases still collect
+        assert gc.get_freeze_count() >= hosts - 100  # still frozen (a few freed meanwhile at most)
+    finally:
+        gc.unfreeze()
+
+
 def test_an_audits_stages_run_with_the_processs_earlier_objects_frozen(tiny_models, tmp_path):
     """The scope is the attempt's (held with its run folder's lock): frozen while stages run, thawed when it ends."""
     from auditor.core.cache import ContentCache

@@ -69,6 +69,8 @@ def release_accelerator_memory() -> None:
 
 _frozen_scopes = 0
 _frozen_scopes_lock = threading.Lock()
+#: Whether the outermost scope froze the process's objects (not when the host had frozen some itself).
+_freezing = False
 
 
 @contextmanager
@@ -82,20 +84,26 @@ def collecting_only_new_objects() -> Iterator[None]:
     garbage already (an earlier attempt's model a traceback held) is collected first, once, so it is not frozen;
     frozen objects are still freed as soon as nothing refers to them, and only reference cycles among them wait
     for the end.
+
+    A host process that froze objects itself (its own ``gc.freeze``, e.g. a server before it forks) keeps them
+    frozen: there is only one frozen generation, and thawing ours would thaw its too, so the scope then freezes
+    nothing.
     """
-    global _frozen_scopes
+    global _frozen_scopes, _freezing
     entered = False
     try:
         with _frozen_scopes_lock:
             _frozen_scopes += 1
             entered = True
             if _frozen_scopes == 1:
-                gc.collect()
-                gc.freeze()
+                _freezing = gc.get_freeze_count() == 0
+                if _freezing:
+                    gc.collect()
+                    gc.freeze()
         yield
     finally:
         if entered:
             with _frozen_scopes_lock:
                 _frozen_scopes -= 1
-                if _frozen_scopes == 0:
+                if _frozen_scopes == 0 and _freezing:
                     gc.unfreeze()
