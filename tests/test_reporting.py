@@ -593,6 +593,26 @@ def test_compare_claims_no_change_between_runs_that_make_concepts_differently():
     assert any(note.startswith("BAV is not compared on age:") for note in view.notes)
 
 
+def test_compare_claims_no_change_between_runs_that_ask_other_questions_and_names_other_settings():
+    """Every answer makes the concepts, so another question gives other CAS values from the very same images; a
+    negative prompt (a mitigation) or other steps may explain a change, so the notes name them."""
+    from auditor.scoring.comparison import change_intervals
+    from auditor.scoring.uncertainty import BootstrapSettings
+
+    a = fixture("pharmacist-sd15")
+    assert all("questions" not in note and "settings" not in note for note in compare_records(a, a).notes)
+    data = a.model_dump(mode="json")
+    data["plan"]["axes"][0]["question"] = "How old is the person?"
+    data["config"]["generation"]["negative_prompt"] = "blurry"
+    b = RunRecord.model_validate(data)
+    view = compare_records(a, b, change_intervals(a, b, BootstrapSettings(resamples=50, seed=1)))
+    said = " ".join(view.notes)
+    assert "The runs ask the images other questions (1 question only in A, 1 question only in B)" in said
+    assert "Deltas are B minus A, without intervals, so no change is claimed" in said  # not "(--bootstrap 0)"
+    assert all(x.delta_ci is None and all(cf.delta_ci is None for cf in x.counterfactuals) for x in view.axes)
+    assert "negative_prompt None in A, 'blurry' in B" in " ".join(view.notes)
+
+
 def test_compare_matches_counterfactuals_ignoring_case_and_spacing():
     a = fixture("pharmacist-sd15")
     data = a.model_dump(mode="json")

@@ -216,6 +216,12 @@ def compare_records(a: RunRecord, b: RunRecord, changes: ChangeIntervals | None 
             "comparable."
         )
         changes = None
+    if (questions := _questions_differ(a, b)) is not None:
+        notes.append(
+            f"The runs ask the images other questions ({questions}), and every answer makes the concepts: their CAS "
+            "and BAV values are not comparable, even of the same images."
+        )
+        changes = None
     axes_b = {axis.axis: axis for axis in b.scores.axes}
     names_a = {axis.axis for axis in a.scores.axes}
     both = [
@@ -233,11 +239,13 @@ def compare_records(a: RunRecord, b: RunRecord, changes: ChangeIntervals | None 
     if partly:
         notes.append(
             f"BAV is not compared on {', '.join(partly)}: the runs have other counterfactuals there, and BAV is "
-            "their variance; the CAS of the counterfactuals both have are."
+            "their variance; the CAS values of the counterfactuals both runs have are compared."
         )
     if apart:
         notes.append(f"Nothing is compared on {', '.join(apart)}: no counterfactual of it is in both runs.")
     compared = any(cf.only_in is None for d in both for cf in d.counterfactuals)
+    if (settings := settings_differ(a, b)) is not None:
+        notes.append(settings)
     if a.config.images_per_prompt != b.config.images_per_prompt:
         notes.append(
             f"Run A drew {counted(a.config.images_per_prompt, 'image')} per prompt and run B "
@@ -252,7 +260,7 @@ def compare_records(a: RunRecord, b: RunRecord, changes: ChangeIntervals | None 
             if run.config.images_per_prompt < MIN_SEEDS:
                 few.setdefault(run.config.images_per_prompt, []).append(label)
         reasons = [f"run {' and '.join(labels)}: {too_few_seeds(seeds)}" for seeds, labels in few.items()]
-        why = "" if differing else f" ({'; '.join(reasons)})" if reasons else " (--bootstrap 0)"
+        why = "" if differing or questions else f" ({'; '.join(reasons)})" if reasons else " (--bootstrap 0)"
         notes.append(
             f"Deltas are B minus A, without intervals{why}, so no change is claimed. "
             "Relative BAV is not compared: it is relative within one run."
@@ -319,6 +327,41 @@ def _concept_settings_differ(a: RunRecord, b: RunRecord) -> str:
         "min_frequency": (a.config.scoring.min_frequency, b.config.scoring.min_frequency),
     }
     return "; ".join(f"{name} {first} in A, {second} in B" for name, (first, second) in settings.items() if first != second)
+
+
+def _questions_differ(a: RunRecord, b: RunRecord) -> str | None:
+    """How the runs' questions differ ("1 question only in A, 1 only in B"); None when they ask the same. Every
+    image's answers to every question make its set's concepts, so other questions give other CAS values from the
+    very same images."""
+    asked_a, asked_b = _questions(a), _questions(b)
+    if asked_a == asked_b:
+        return None
+    only = [(len(asked_a - asked_b), "A"), (len(asked_b - asked_a), "B")]
+    return ", ".join(f"{counted(count, 'question')} only in {run}" for count, run in only if count)
+
+
+def _questions(record: RunRecord) -> set[str]:
+    """What the run asked of every image: its axes' questions and the caption request."""
+    if record.plan is None:
+        return set()
+    return {axis.question for axis in record.plan.axes} | {record.plan.caption_question}
+
+
+#: Settings of the images and answers whose change changes them: a comparison names those that differ.
+_GENERATION_FIELDS = ("steps", "guidance_scale", "scheduler", "width", "height", "negative_prompt")
+_PERCEPTION_FIELDS = ("max_new_tokens", "caption_max_new_tokens", "temperature", "instructions", "caption_instructions")
+
+
+def settings_differ(a: RunRecord, b: RunRecord) -> str | None:
+    """The generation and answering settings in which the runs differ, as a note (None when they agree): a change
+    of scores may come from them, not from the model (a negative prompt added as a mitigation, other steps)."""
+    pairs = [
+        (name, getattr(a.config.generation, name), getattr(b.config.generation, name)) for name in _GENERATION_FIELDS
+    ] + [(name, getattr(a.config.perception, name), getattr(b.config.perception, name)) for name in _PERCEPTION_FIELDS]
+    differ = [f"{name} {first!r} in A, {second!r} in B" for name, first, second in pairs if first != second]
+    if not differ:
+        return None
+    return f"The runs differ in settings that change their images or answers: {'; '.join(differ)}."
 
 
 def _only(axis: AxisScore) -> AxisOnly:
