@@ -265,6 +265,26 @@ def test_an_undefined_effect_size_is_never_called_large():
     assert "(large)" not in " ".join(terminal_text(record, 100).split())
 
 
+def test_tied_axes_draw_equal_bars_whatever_the_floating_point_noise():
+    from auditor.reporting.terminal import _bar
+
+    def drawn(value: float) -> str:
+        console = Console(width=40, file=io.StringIO(), record=True)
+        console.print(_bar(value, "red"))
+        return console.export_text()
+
+    assert drawn(0.9999999999999998) == drawn(1.0)
+
+
+def test_a_small_effect_size_is_not_written_as_zero_in_the_axis_sentence():
+    data = fixture().model_dump(mode="json")
+    gender = next(a for a in data["scores"]["axes"] if a["axis"] == "gender")
+    gender["association"].update(effect_size=-0.00264, effect_label="negligible")
+    view = build_view(RunRecord.model_validate(data))
+    sentence = next(a for a in view.axes if a.name == "gender").association.sentence
+    assert "d = -0.003 (negligible)" in sentence and "-0.00 " not in sentence
+
+
 def test_a_lean_whose_interval_over_seeds_reaches_0_says_other_seeds_may_not_show_it():
     """The permutation p asks about these images; S's interval, about other seeds' images: a lean p claims while the
     interval reaches 0 is said with that caveat, one whose interval excludes 0 without it."""

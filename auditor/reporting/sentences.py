@@ -150,7 +150,7 @@ def association_view(
     """The T2IAT association of an axis with its sentence: a direction only when the adjusted p < alpha."""
     first, second = (scores[0].prompt, scores[1].prompt) if len(scores) >= 2 else (None, None)
     toward = first if result.association > 0 else second if result.association < 0 else None
-    d = "undefined" if result.effect_size is None else f"{result.effect_size:.2f} ({result.effect_label})"
+    d = "undefined" if result.effect_size is None else f"{number(result.effect_size)} ({result.effect_label})"
     p_adjusted = result.p_adjusted if result.p_adjusted is not None else result.p_value
     level = alpha if alpha is not None else 0.05
     adjusted = f", {CORRECTION_NAMES.get(correction, correction)}-adjusted p = {p_adjusted:.3g}" if correction != "none" else ""

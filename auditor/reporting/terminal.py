@@ -106,8 +106,9 @@ def _ranking(view: ReportView) -> RenderableType:
 
 
 def _bar(value: float | None, colour: str, width: int = BAR_WIDTH) -> RenderableType:
-    """A bar from 0 to 1; nothing for a score that does not exist."""
-    return Text("") if value is None else Bar(1.0, 0, value, width=width, color=colour)
+    """A bar from 0 to 1; nothing for a score that does not exist. Rounded far below a bar's eighth of a cell, so
+    values equal but for floating-point noise (tied axes' 1.0 and 0.9999999999999998) draw alike."""
+    return Text("") if value is None else Bar(1.0, 0, round(value, 9), width=width, color=colour)
 
 
 def _cf_prompt(cf: CounterfactualView) -> Text:
