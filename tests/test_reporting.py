@@ -265,6 +265,14 @@ def test_an_undefined_effect_size_is_never_called_large():
     assert "(large)" not in " ".join(terminal_text(record, 100).split())
 
 
+def test_the_header_says_when_a_person_edited_the_plan():
+    data = fixture().model_dump(mode="json")
+    assert "edited" not in " ".join(terminal_text(fixture(), 100).split()[:40])
+    data["plan"]["edited"] = True
+    text = " ".join(terminal_text(RunRecord.model_validate(data), 100).split())
+    assert "planner offline (plan edited by a person)" in text
+
+
 def test_tied_axes_draw_equal_bars_whatever_the_floating_point_noise():
     from auditor.reporting.terminal import _bar
 

@@ -151,7 +151,7 @@ def _sets(record: RunRecord) -> list[SetView]:
 
 def _models(record: RunRecord) -> list[ModelLine]:
     config = record.config
-    lines = [ModelLine("planner", config.llm, "")]
+    lines = [ModelLine("planner", config.llm, "plan edited by a person" if record.plan and record.plan.edited else "")]
     for role, ref in (("text-to-image", config.t2i), ("VQA", config.vqa), ("embedder", config.embedder)):
         if ref is None:
             continue
