@@ -99,6 +99,8 @@ def test_runs_lists_records(tmp_path):
         (["prompt", "x", "--llm", "offline", "--steps", "99999999999999999999"], "--steps"),  # schedulers: <= 1000
         (["prompt", "x", "--llm", "offline", "--device", "tpu"], "'tpu' is not a device auditor runs on"),
         (["prompt", "x", "--llm", "offline", "--images", "3", "--seed", "5,1,5"], "--seed repeats 5: a seed makes"),
+        (["prompt", "x", "--llm", "offline", "--images", "3", "--seed", "1,,2"], "--seed '1,,2' has an empty item"),
+        (["prompt", "x", "--llm", "offline", "--seed", ""], "--seed '' has an empty item"),
         (["trace", "--professions", "--seeds", "2", "--seed", "3,3"], "--seed repeats 3: a seed makes"),
         (["trace", "--professions", "--width", "0"], "--width 0: input should be greater than or equal to 8"),
         (["prompt", "x", "--llm", "offline", "--width", "30"], "--width 30: input should be a multiple of 8"),

@@ -179,8 +179,11 @@ def parse_seeds(text: str | None, images: int) -> list[int] | None:
     """``"S"`` -> seeds S..S+images-1; ``"a,b,c"`` -> exactly that list; None -> the default 0..images-1."""
     if text is None:
         return None
+    parts = [part.strip() for part in text.split(",")]
+    if not all(parts):  # "1,,2" or "": a seed left out is a typo, not a shorter list
+        raise AuditorError(f"--seed {text!r} has an empty item: give an integer or a comma-separated list of integers")
     try:
-        values = [int(part) for part in text.split(",") if part.strip()]
+        values = [int(part) for part in parts]
     except ValueError:
         raise AuditorError(f"--seed takes an integer or a comma-separated list of integers, not {text!r}") from None
     seeds = list(range(values[0], values[0] + images)) if len(values) == 1 else values
