@@ -27,7 +27,7 @@ def report(
 ) -> None:
     """Show what a run found: axes ranked by how much they lean, CAS per counterfactual, concepts
     (for a batch or an exploration: its leaderboard; for a trace: its tables; a T2IAT or amplification run as
-    its own ``report`` command shows it)."""
+    its own report command shows it)."""
     from auditor.core.store import RECORD_FILE
     from auditor.records import load_any_record
 
