@@ -301,3 +301,22 @@ def test_doctor_says_the_hub_cache_cannot_be_read_instead_of_failing(tmp_path, m
     result = run_auditor("doctor")
     assert result.returncode == 0 and "Traceback" not in result.stderr
     assert re.search(r"cached models \(0\) +cannot read .*hub \(Permission denied\)", result.stdout)
+
+
+def test_no_help_text_shows_docstring_markup():
+    """Help comes from the commands' docstrings: reStructuredText roles and double backticks there read as noise."""
+    import click
+    import typer
+
+    from auditor.cli import app
+
+    def helps(command: click.Command, path: list[str]):
+        with click.Context(command, info_name=" ".join(path)) as context:
+            yield " ".join(path), command.get_help(context)
+        for name, sub in getattr(command, "commands", {}).items():
+            yield from helps(sub, [*path, name])
+
+    shown = dict(helps(typer.main.get_command(app), ["auditor"]))
+    assert len(shown) > 15
+    marked = [path for path, text in shown.items() if any(mark in text for mark in ("``", ":func:", ":class:", ":data:"))]
+    assert marked == []
