@@ -399,6 +399,14 @@ def test_a_folder_lacking_images_says_to_add_them_and_resume_and_the_resume_then
     assert resumed.returncode == 0, resumed.stderr
     record = json.loads((kept / "record.json").read_text())
     assert record["status"] == "completed" and [len(s["images"]) for s in record["prompt_sets"]] == [2, 2, 2]
+    # options that make images do not apply to images made already: said, and left out of the record
+    again = run_auditor("prompt", PROMPT, *args, "--images", "2", "--max-axes", "1", "--max-counterfactuals", "2",
+                        "--steps", "7", "--negative-prompt", "blurry", "--name", "steps")  # fmt: skip
+    assert again.returncode == 0, again.stderr
+    said = " ".join(again.stderr.split())
+    assert f"--steps, --negative-prompt are not used: folder:{root} does not make its images with them" in said
+    generation = json.loads((tmp_path / "runs" / "steps" / "record.json").read_text())["config"]["generation"]
+    assert generation["steps"] is None and generation["negative_prompt"] is None
 
 
 def test_folder_fingerprint_follows_image_contents(tmp_path):

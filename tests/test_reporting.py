@@ -924,7 +924,9 @@ def test_the_pages_sign_the_bounds_of_signed_numbers_as_the_terminal_does(tmp_pa
     assert '<span class="ci">[-0.041, +0.645]</span>' in page
     assert "S = +0.021 [-0.041, +0.645]" in " ".join(terminal_text(record, 200).split())
 
-    a, b = fixture(), fixture("pharmacist-sd21")
+    a, data = fixture(), fixture("pharmacist-sd21").model_dump(mode="json")
+    data["plan"]["axes"][2]["question"] = a.plan.axes[2].question  # the same questions asked: comparable
+    b = RunRecord.model_validate(data)
     view = compare_records(a, b, change_intervals(a, b, BootstrapSettings(resamples=50, seed=1)))
     page = write_comparison_html(view, tmp_path / "compare.html", FIXTURES / a.run_id, FIXTURES / b.run_id).read_text()
     changes = [axis.delta_ci for axis in view.axes if axis.delta_ci and axis.delta_ci[1] > 0]

@@ -231,6 +231,11 @@ def test_compare_gives_each_change_an_interval_paired_over_shared_seeds(tmp_path
         "paired_by": "seed",
     }  # fmt: skip
 
+    # sd21's third axis is another (setting, not geography): asked as sd15's is, the runs ask the same questions
+    # (runs asking other questions are not comparable)
+    sd15, sd21 = (json.loads((runs / run / "record.json").read_text()) for run in ("pharmacist-sd15", "pharmacist-sd21"))
+    sd21["plan"]["axes"][2]["question"] = sd15["plan"]["axes"][2]["question"]
+    (runs / "pharmacist-sd21" / "record.json").write_text(json.dumps(sd21))
     other = json.loads(run_auditor("compare", "pharmacist-sd15", "pharmacist-sd21", "--json").stdout)
     # Seeds 0-5 against 0-3: the 4 shared seeds take one draw, A's seeds 4 and 5 one of their own.
     assert any("paired over the 4 seeds they share, the other seeds (2 of run A) independently" in note

@@ -177,6 +177,25 @@ def say_unused_seeds(study: StudyRun) -> None:
         )
 
 
+#: Generation settings a backend may not apply (a folder of images made already), by the option that sets each.
+IMAGE_OPTIONS = {
+    "steps": "--steps", "guidance_scale": "--guidance", "scheduler": "--scheduler", "width": "--width",
+    "height": "--height", "negative_prompt": "--negative-prompt",
+}  # fmt: skip
+
+
+def say_unused_settings(study: StudyRun, asked: GenerationSettings, applied: GenerationSettings) -> None:
+    """A notice naming the options asked for that the model does not apply (its settings leave them None, and so
+    does the record): a person should not read its images as made with them."""
+    unused = [option for name, option in IMAGE_OPTIONS.items() if getattr(asked, name) is not None
+              and getattr(applied, name) is None]  # fmt: skip
+    if unused:
+        study.notice_once(
+            f"{', '.join(unused)} {'is' if len(unused) == 1 else 'are'} not used: {study.record.config.t2i.spec} "
+            "does not make its images with them (the record leaves them out)"
+        )
+
+
 def give_batch_size(study: StudyRun, backend: TextToImage) -> None:
     """Give a loaded model (here, or on a Ray worker as the driver sees it) the run's batch size: the
     one asked, or the one probed (and remembered) for ``--batch-size auto``."""
@@ -317,6 +336,7 @@ class GenerationStage:
         itself, with its defaults filled in.
         """
         self.study.adopt_model("t2i", backend.ref)
+        say_unused_settings(self.study, self._asked, backend.settings)
         self.settle(backend.settings)
 
     def settle(self, settings: GenerationSettings) -> None:

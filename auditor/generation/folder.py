@@ -50,6 +50,10 @@ class _PromptImages:
     hashes: tuple[str, ...]
 
 
+#: Generation settings a folder's images were not made with here (they are made already).
+NOT_APPLIED = ("steps", "guidance_scale", "scheduler", "width", "height", "negative_prompt")
+
+
 class FolderImages:
     """Images of a folder served as if generated: ``generate`` returns the item's i-th file."""
 
@@ -58,8 +62,8 @@ class FolderImages:
     def __init__(self, ref: ModelRef, prompts: dict[str, _PromptImages], settings: GenerationSettings):
         self.ref = ref
         self._prompts = prompts
-        #: Only ``batch_size`` applies (how many files are read per call).
-        self.settings = settings
+        #: Only ``batch_size`` applies (how many files are read per call): the images are made already.
+        self.settings = settings.model_copy(update=dict.fromkeys(NOT_APPLIED, None))
 
     def cache_fingerprint(self) -> str:
         return self.ref.fingerprint or ""
