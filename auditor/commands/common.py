@@ -226,7 +226,7 @@ def generation_settings(batch_size: str, compile_models: bool, **settings: Any) 
     except ValidationError as exc:
         error = exc.errors()[0]
         field = str(error["loc"][0])
-        option = "--guidance" if field == "guidance_scale" else "--" + field.replace("_", "-")
+        option = GenerationSettings.IMAGE_OPTIONS.get(field, "--" + field.replace("_", "-"))
         message = validation_message(error)
         raise AuditorError(f"{option} {error['input']}: {message[0].lower()}{message[1:]}") from None
 

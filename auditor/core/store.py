@@ -178,11 +178,10 @@ class RunStore:
         text = str(run)
         if _RUN_ID_PATTERN.fullmatch(text) and _has_record(self.root / text):
             return self.root / text
-        for candidate in (Path(run), self._inside(text)):
-            if candidate is not None and _is_file(candidate):
-                candidate = candidate.parent
-            if candidate is not None and _has_record(candidate):
-                return candidate
+        for candidate in filter(None, (Path(run), self._inside(text))):
+            folder = candidate.parent if _is_file(candidate) else candidate
+            if _has_record(folder):
+                return folder
         raise AuditorError(self._not_a_run(text))
 
     def _inside(self, text: str) -> Path | None:
@@ -191,9 +190,9 @@ class RunStore:
         path = Path(text)
         if path.is_absolute():
             return None
-        candidate = self.root / path
-        inside = candidate.resolve().is_relative_to(self.root.resolve())
-        return candidate if inside and candidate.resolve() != self.root.resolve() else None
+        candidate, root = self.root / path, self.root.resolve()
+        resolved = candidate.resolve()
+        return candidate if resolved != root and resolved.is_relative_to(root) else None
 
     def _not_a_run(self, text: str) -> str:
         """Why ``text`` names no run, in the words of what it looks like: a folder or file that is no run, a run id

@@ -177,17 +177,10 @@ def say_unused_seeds(study: StudyRun) -> None:
         )
 
 
-#: Generation settings a backend may not apply (a folder of images made already), by the option that sets each.
-IMAGE_OPTIONS = {
-    "steps": "--steps", "guidance_scale": "--guidance", "scheduler": "--scheduler", "width": "--width",
-    "height": "--height", "negative_prompt": "--negative-prompt",
-}  # fmt: skip
-
-
 def say_unused_settings(study: StudyRun, asked: GenerationSettings, applied: GenerationSettings) -> None:
     """A notice naming the options asked for that the model does not apply (its settings leave them None, and so
     does the record): a person should not read its images as made with them."""
-    unused = [option for name, option in IMAGE_OPTIONS.items() if getattr(asked, name) is not None
+    unused = [option for name, option in GenerationSettings.IMAGE_OPTIONS.items() if getattr(asked, name) is not None
               and getattr(applied, name) is None]  # fmt: skip
     if unused:
         study.notice_once(

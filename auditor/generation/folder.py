@@ -50,10 +50,6 @@ class _PromptImages:
     hashes: tuple[str, ...]
 
 
-#: Generation settings a folder's images were not made with here (they are made already).
-NOT_APPLIED = ("steps", "guidance_scale", "scheduler", "width", "height", "negative_prompt")
-
-
 class FolderImages:
     """Images of a folder served as if generated: ``generate`` returns the item's i-th file."""
 
@@ -63,7 +59,7 @@ class FolderImages:
         self.ref = ref
         self._prompts = prompts
         #: Only ``batch_size`` applies (how many files are read per call): the images are made already.
-        self.settings = settings.model_copy(update=dict.fromkeys(NOT_APPLIED, None))
+        self.settings = settings.model_copy(update=dict.fromkeys(GenerationSettings.IMAGE_OPTIONS, None))
 
     def cache_fingerprint(self) -> str:
         return self.ref.fingerprint or ""

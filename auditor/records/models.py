@@ -79,6 +79,11 @@ class GenerationSettings(Record):
 
     #: Fields that change how fast images are made, not which images: recorded, but no part of cache keys.
     SPEED_ONLY: ClassVar[frozenset[str]] = frozenset({"batch_size", "batch_size_auto", "compile", "optimizations"})
+    #: The others, which change which images are made, each with the command-line option that sets it.
+    IMAGE_OPTIONS: ClassVar[dict[str, str]] = {
+        "steps": "--steps", "guidance_scale": "--guidance", "scheduler": "--scheduler", "width": "--width",
+        "height": "--height", "negative_prompt": "--negative-prompt",
+    }  # fmt: skip
 
 
 class PerceptionSettings(Record):

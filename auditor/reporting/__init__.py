@@ -20,7 +20,7 @@ from auditor.reporting.terminal import render_terminal
 def report_json(record: RunRecord, run_dir: Path | None = None) -> dict[str, Any]:
     """The terminal report's content as plain JSON-ready data (what ``auditor report --json`` prints); with its
     ``run_dir``, a record that says ``running`` reads as running now or stopped, by the folder's lock."""
-    return build_view(record, running_now(record, run_dir) if run_dir is not None else None).as_dict()
+    return build_view(record, running_now(record, run_dir)).as_dict()
 
 
 __all__ = ["build_view", "render_terminal", "report_json", "write_html_report"]

@@ -281,7 +281,6 @@ def render_amplification(record: AmplificationRecord, run_dir: Path, console: Co
     say_whole(console, run_files_text(run_dir))
 
 
-
 def _occupation_table(rows: Sequence[OccupationAmplification], method: str, template: str, basis: TBasis) -> Table:
     table = Table(title=Text(f"{method}, prompt 1 ({template})"))
     table.add_column("occupation")

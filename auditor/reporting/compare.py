@@ -24,7 +24,7 @@ from rich.text import Text
 from auditor.core.console import say_whole
 from auditor.core.errors import AuditorError
 from auditor.core.text import text_key
-from auditor.records import INITIAL_PROMPT_ID, AxisScore, GeneratedImage, Interval, RunRecord
+from auditor.records import INITIAL_PROMPT_ID, AxisScore, GeneratedImage, GenerationSettings, Interval, RunRecord
 from auditor.reporting.glossary import METRICS, MetricInfo
 from auditor.reporting.numbers import number, with_bounds
 from auditor.reporting.sentences import bounds
@@ -347,8 +347,8 @@ def _questions(record: RunRecord) -> set[str]:
     return {axis.question for axis in record.plan.axes} | {record.plan.caption_question}
 
 
-#: Settings of the images and answers whose change changes them: a comparison names those that differ.
-_GENERATION_FIELDS = ("steps", "guidance_scale", "scheduler", "width", "height", "negative_prompt")
+#: Settings of the answers whose change changes them (the images' are GenerationSettings.IMAGE_OPTIONS): a
+#: comparison names those that differ.
 _PERCEPTION_FIELDS = ("max_new_tokens", "caption_max_new_tokens", "temperature", "instructions", "caption_instructions")
 
 
@@ -356,7 +356,8 @@ def settings_differ(a: RunRecord, b: RunRecord) -> str | None:
     """The generation and answering settings in which the runs differ, as a note (None when they agree): a change
     of scores may come from them, not from the model (a negative prompt added as a mitigation, other steps)."""
     pairs = [
-        (name, getattr(a.config.generation, name), getattr(b.config.generation, name)) for name in _GENERATION_FIELDS
+        (name, getattr(a.config.generation, name), getattr(b.config.generation, name))
+        for name in GenerationSettings.IMAGE_OPTIONS
     ] + [(name, getattr(a.config.perception, name), getattr(b.config.perception, name)) for name in _PERCEPTION_FIELDS]
     differ = [f"{name} {first!r} in A, {second!r} in B" for name, first, second in pairs if first != second]
     if not differ:

@@ -223,10 +223,11 @@ STOPPED_PHRASE = f"was stopped without recording why ({STOP_CAUSES})"
 STOPPED_MEANING = f"the record says running, but no process runs it ({STOP_CAUSES})"
 
 
-def running_now(record: StudyRecord, run_dir: Path) -> bool | None:
+def running_now(record: StudyRecord, run_dir: Path | None) -> bool | None:
     """For a record that says ``running``: whether a process holds its run folder's lock now (True), none does
-    (False: it was stopped without recording why), or that cannot be told (None). None for any other status."""
-    return is_running(lock_folder(run_dir)) if record.status == "running" else None
+    (False: it was stopped without recording why), or that cannot be told (None, as without ``run_dir``). None for
+    any other status."""
+    return is_running(lock_folder(run_dir)) if record.status == "running" and run_dir is not None else None
 
 
 def status_wording(status: RunStatus, alive: bool | None) -> str:

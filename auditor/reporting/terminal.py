@@ -242,7 +242,6 @@ def view_renderables(view: ReportView) -> list[RenderableType]:
 def render_terminal(record: RunRecord, console: Console, run_dir: Path | None = None) -> None:
     """Print the report of ``record`` on ``console`` (any width from about 60 columns up); with its ``run_dir``, a
     record that says ``running`` reads as running now or stopped, by the folder's lock."""
-    alive = running_now(record, run_dir) if run_dir is not None else None
-    for part in view_renderables(build_view(record, alive)):
+    for part in view_renderables(build_view(record, running_now(record, run_dir))):
         console.print(part)
         console.print()

@@ -114,7 +114,7 @@ def resolve_test(name_or_path: str) -> tuple[T2IATTestDefinition, str]:
     path = Path(name_or_path)
     if name_or_path.endswith(_YAML_SUFFIXES) or path.is_file():
         return load_file(path), name_or_path
-    if "/" not in name_or_path and name_or_path in builtin_names():  # a built-in, even beside a folder of its name
+    if name_or_path in builtin_names():  # a built-in, even beside a folder of its name
         return load_builtin(name_or_path), "built-in"
     if path.is_dir():
         raise AuditorError(f"{name_or_path} is a folder: name a test's YAML file, or a built-in test")
