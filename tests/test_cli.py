@@ -76,7 +76,10 @@ def test_runs_lists_records(tmp_path):
     unreadable = table.stdout[table.stdout.index("broken  unreadable") :]  # and why, under it
     assert "record.json is not valid JSON" in " ".join(unreadable.split()[:40])
     assert f"r2 (interrupted) continues with: {command}" in table.stdout
-    assert f"\n  {far}\n" in table.stdout  # whole on its line, to copy: rich would break it mid-word at 80
+    assert f"\n  t2i  {far}\n" in table.stdout  # whole on its line, to copy: rich would break it mid-word
+    r1_models = [(model["role"], model["spec"]) for model in rows["r1"]["models"]]  # which model did what
+    assert r1_models == [("llm", "offline"), ("t2i", "folder:images"), ("vqa", "blip2:tiny")], r1_models
+    assert re.search(r"^  llm  offline\n  t2i  folder:images\n  vqa  blip2:tiny$", table.stdout, re.M)
 
     shutil.copytree(runs / "r2", runs / "r2-copy")  # its record still says r2: listed by the name to give
     rows = {row["run_id"]: row for row in json.loads(run_auditor("runs", "--json", "--runs-dir", str(runs)).stdout)}

@@ -20,7 +20,7 @@ def runs(
     runs_dir: Path | None = common.RUNS_DIR,
     json_output: bool = typer.Option(False, "--json", help="Print a JSON list."),
 ) -> None:
-    """List runs: id, prompt, date, status and models."""
+    """List runs: id, prompt, date, status and models (each with its role: llm, t2i, vqa, embedder)."""
     from rich.padding import Padding
     from rich.text import Text
 
@@ -44,8 +44,10 @@ def runs(
         say_whole(out, head)
         if about := row.get("prompt") or row.get("why"):
             out.print(Padding(Text(about), (0, 0, 0, 2), expand=False))
-        for spec in row.get("models", []):  # a local path whole, not broken mid-word
-            say_whole(out, Text(f"  {spec}", style="dim"))
+        models = row.get("models", [])
+        width = max((len(model["role"]) for model in models), default=0)
+        for model in models:  # a local path whole, not broken mid-word
+            say_whole(out, Text(f"  {model['role']:<{width}}  {model['spec']}", style="dim"))
     if any(_shown_status(row) == "stopped" for row in rows):
         out.print(f"stopped: {STOPPED_MEANING}")
     for row in rows:
@@ -64,13 +66,20 @@ def _row(folder: Path, record: AnyRecord) -> dict:
         "prompt": record.subject(),
         "created_at": record.created_at.isoformat(timespec="seconds"),
         "status": record.status,
-        "models": [ref.spec for ref in record.models()],
+        "models": _models(record),
     }
     if record.status == "running":
         row["alive"] = is_running(folder)
     if record.status != "completed" and not row.get("alive") and not _settings_cannot_continue(record):
         row["resume"] = record.resume_command(folder)
     return row
+
+
+def _models(record: AnyRecord) -> list[dict[str, str]]:
+    """The run's models with their roles, the planner first where the study has one (a spec, not a loaded model)."""
+    planner = getattr(record.config, "llm", None)  # prompt audits, batches and explorations plan with an LLM
+    models = [{"role": "llm", "spec": planner}] if planner is not None else []
+    return models + [{"role": role, "spec": ref.spec} for role, ref in record.models_by_role()]
 
 
 def _settings_cannot_continue(record: AnyRecord) -> bool:

@@ -156,5 +156,10 @@ class StudyRecord(Record):
 
     def models(self) -> list[ModelRef]:
         """Every model the run used, in config order."""
-        return [value for value in (getattr(self.config, name) for name in type(self.config).model_fields)
-                if isinstance(value, ModelRef)]  # fmt: skip
+        return [ref for _, ref in self.models_by_role()]
+
+    def models_by_role(self) -> list[tuple[str, ModelRef]]:
+        """Every model the run used, each with its role: the config field that holds it, as its option reads
+        (``t2i``, ``vqa``, ``text-embedder``), so a listing says which model made the images and which answered."""
+        fields = ((name, getattr(self.config, name)) for name in type(self.config).model_fields)
+        return [(name.replace("_", "-"), value) for name, value in fields if isinstance(value, ModelRef)]

@@ -337,8 +337,10 @@ class TraceRecord(StudyRecord):
         count = len(self.triplets)
         return f"trace of {count} triplet{'' if count == 1 else 's'} from {where}"
 
-    def models(self) -> list[ModelRef]:
-        """The model under audit, the VQA model, the image embedders, the detector and the segmenter."""
+    def models_by_role(self) -> list[tuple[str, ModelRef]]:
+        """The model under audit, the VQA model, the image embedders (each chosen by an ``--embedder``), the
+        detector and the segmenter."""
         config = self.config
-        optional = [config.detector, config.segmenter]
-        return [config.t2i, config.vqa, *config.image_embedders, *(ref for ref in optional if ref is not None)]
+        roles = [("t2i", config.t2i), ("vqa", config.vqa), *(("embedder", ref) for ref in config.image_embedders)]
+        optional = [("detector", config.detector), ("segmenter", config.segmenter)]
+        return roles + [(role, ref) for role, ref in optional if ref is not None]
