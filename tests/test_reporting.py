@@ -23,7 +23,7 @@ from auditor.reporting.compare import (
 )
 from auditor.reporting.html import Bar, bar_chart, render_html
 from auditor.reporting.prompt_audit import build_view
-from auditor.reporting.sentences import axis_finding, lean_sentence
+from auditor.reporting.sentences import axis_finding, error_line, lean_sentence, unfinished_note, unstated_errors
 from auditor.reporting.wording import describe_seeds, prompt_label, prompt_segments
 from auditor.scoring.intervals import score_run
 from auditor.scoring.tibet import record_concepts
@@ -547,13 +547,39 @@ def test_failed_run_still_reports_what_it_did(tmp_path):
     data = report_json(record)
     assert data["scored"] is False and data["axes"] == []
     html = write_html_report(record, run_dir).read_text(encoding="utf-8")
-    assert "This run failed at the perceive stage" in html and "CUDA out of memory" in html
+    assert "This run failed at the perceive stage" in html and "perceive: CUDA out of memory" in html
+    assert "BackendError" not in text + html  # auditor's own error says it all; its class name reads like a traceback
     assert "This run failed." not in html  # the headline says how it ended: the banner lists the error alone
     assert "Images drawn so far" in html and html.count("<img ") == 2 * 6
     assert "no images (the run stopped before this set was drawn)" in html
     bare = record.model_copy(update={"plan": None, "prompt_sets": []})
     assert "No plan was recorded" in terminal_text(bare)
     assert "No plan was recorded" in write_html_report(bare, run_dir).read_text(encoding="utf-8")
+
+
+def test_an_error_reads_as_its_stage_and_message_with_the_type_only_for_pythons_own():
+    said = [
+        error_line(RunError(stage="generate", type="KeyboardInterrupt", message="interrupted by the user")),
+        error_line(RunError(stage="perceive", type="BackendError", message="the VQA model failed")),
+        error_line(RunError(stage=None, type="IndexError", message="list index out of range")),
+        error_line(RunError(stage="score", type="SomeLibraryError", message="")),
+    ]
+    assert said == [
+        "generate: interrupted by the user",
+        "perceive: the VQA model failed",
+        "run: IndexError: list index out of range",  # a bug: its type helps the report of it
+        "score: SomeLibraryError",
+    ]
+
+
+def test_a_banner_lists_only_the_errors_its_note_does_not_state(tmp_path):
+    record = failed_record(fixture("pharmacist-sd15"))
+    note = unfinished_note(record, tmp_path)
+    assert note.startswith("this run did not complete (failed at perceive: CUDA out of memory)")
+    assert unstated_errors(record, note) == []
+    unplaced = record.model_copy(update={"errors": [RunError(type="BackendError", message="no stage")]})
+    assert unstated_errors(unplaced, unfinished_note(unplaced, tmp_path)) == unplaced.errors  # the note has no stage
+    assert unstated_errors(record, None) == record.errors  # no note beside them: every error is listed
 
 
 # --------------------------------------------------------------------------- compare

@@ -561,7 +561,7 @@ def test_occupations_resume_takes_only_where_and_how_and_refuses_other_runs(tmp_
     stale = OccupationsRecord.model_validate_json((tmp_path / "runs" / "occ2" / "record.json").read_text())
     assert stale.status == "failed" and stale.occupations == [] and stale.errors[-1].stage == "embed"
     page = (tmp_path / "runs" / "occ2" / "report.html").read_text(encoding="utf-8")
-    assert "Not scored" in page and "did not complete (failed)" in page and page.count('src="images/') == 6
+    assert "Not scored" in page and "did not complete (failed at embed: " in page and page.count('src="images/') == 6
     shown = run_auditor("t2iat", "report", "occ2").stdout
     assert "this run did not complete (failed at embed: " in " ".join(shown.split())
     # how to go on, whole on its line however long the path (rich would break it mid-word at its width)

@@ -27,7 +27,7 @@ from auditor.core.text import text_key
 from auditor.records import INITIAL_PROMPT_ID, AxisScore, GeneratedImage, GenerationSettings, Interval, RunRecord
 from auditor.reporting.glossary import METRICS, MetricInfo
 from auditor.reporting.numbers import number, with_bounds
-from auditor.reporting.sentences import bounds
+from auditor.reporting.sentences import bounds, error_line
 from auditor.reporting.tables import borderless_table
 from auditor.reporting.views import Bounds
 from auditor.reporting.wording import Segment, counted, made_by, prompt_segments, quote
@@ -195,7 +195,7 @@ def _change(
 
 
 def _unscored(record: RunRecord, label: str) -> AuditorError:
-    errors = "; ".join(f"{e.stage or 'run'}: {e.message}" for e in record.errors)
+    errors = "; ".join(error_line(error) for error in record.errors)
     detail = f" ({errors})" if errors else ""
     return AuditorError(
         f"run {label} ({record.run_id!r}) has no scores: it is {record.status}{detail}; compare needs two scored runs"

@@ -24,7 +24,7 @@ from auditor.records import GeneratedImage, RunRecord
 from auditor.reporting.glossary import METRICS
 from auditor.reporting.numbers import IntervalLike, cells, number, p_value
 from auditor.reporting.prompt_audit import build_view
-from auditor.reporting.sentences import running_now
+from auditor.reporting.sentences import error_line, running_now, unstated_errors
 from auditor.reporting.views import Concept, ConceptColumn, ImageView, ReportView, SetView
 
 if TYPE_CHECKING:
@@ -557,6 +557,8 @@ def template_environment() -> jinja2.Environment:
         keep_trailing_newline=True,
     )
     env.filters["number"] = _number
+    env.filters["error_line"] = error_line
+    env.globals["unstated_errors"] = unstated_errors
     env.globals["cells"] = _cells
     env.filters["p_value"] = partial(p_value, missing="–")
     env.globals["metrics"] = METRICS

@@ -18,6 +18,7 @@ uncertainty line says why (and, where it can, that ``auditor score RUN`` prints 
 
 from __future__ import annotations
 
+import builtins
 import math
 from pathlib import Path
 
@@ -28,6 +29,7 @@ from auditor.records import (
     AxisScore,
     CounterfactualScore,
     Interval,
+    RunError,
     RunRecord,
     RunStatus,
     Scores,
@@ -258,12 +260,34 @@ def unfinished_note(record: StudyRecord, run_dir: Path) -> str | None:
     alive = running_now(record, run_dir)
     if alive:
         return "this run is running now: what it has finished so far is shown"
-    error = record.errors[-1] if record.errors else None
+    error = _stated_error(record)
     where = ""
-    if error is not None and error.stage:
+    if error is not None:
         where = f" at {error.stage}" + (f": {error.message}" if error.message else "")
     how = "stopped without recording why" if alive is False else record.status
     return f"this run did not complete ({how}{where}); {record.resume_command(run_dir)} continues it"
+
+
+def _stated_error(record: StudyRecord) -> RunError | None:
+    """The error :func:`unfinished_note` states: the last, when it names its stage."""
+    last = record.errors[-1] if record.errors else None
+    return last if last is not None and last.stage else None
+
+
+def unstated_errors(record: StudyRecord, unfinished: str | None) -> list[RunError]:
+    """The errors a page lists under ``unfinished`` (:func:`unfinished_note`, None for a completed run): those the
+    note does not already state (one for a run that ended at a stage: the note says where and why)."""
+    stated = _stated_error(record) if unfinished is not None else None
+    return [error for error in record.errors if error is not stated]
+
+
+def error_line(error: RunError) -> str:
+    """One recorded error as reports say it: the stage, then the message. The exception's type only for one of
+    Python's own (``ValueError: ...``), whose message may need it; auditor's errors, interruptions and a library's
+    errors say what happened in their message, and a type name (``KeyboardInterrupt``) reads like a traceback."""
+    builtin = isinstance(getattr(builtins, error.type, None), type) and error.type != KeyboardInterrupt.__name__
+    message = f"{error.type}: {error.message}" if builtin and error.message else error.message or error.type
+    return f"{error.stage or 'run'}: {message}"
 
 
 def headline(record: RunRecord, axes: list[AxisView], status: str) -> str:

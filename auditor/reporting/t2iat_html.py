@@ -19,7 +19,7 @@ from auditor.records import AssociationResult, GeneratedImage, OccupationsRecord
 from auditor.reporting.glossary import METRICS
 from auditor.reporting.html import GRID_IMAGES, ImageCell, Spread, range_chart, thumbnail, write_run_page
 from auditor.reporting.numbers import p_value
-from auditor.reporting.sentences import association_span
+from auditor.reporting.sentences import association_span, unfinished_note
 from auditor.reporting.t2iat import (
     ASSOCIATION_DIGITS,
     EFFECT_SIZE_DIGITS,
@@ -189,5 +189,6 @@ def write_t2iat_report(record: T2IATRecord | OccupationsRecord, run_dir: Path) -
     run_dir = Path(run_dir)
     page = test_page(record, run_dir) if isinstance(record, T2IATRecord) else occupations_page(record, run_dir)
     return write_run_page(
-        run_dir, "t2iat.html.j2", record=record, config=record.config, page=page, seeds=seeds_phrase(record.image_seeds())
-    )
+        run_dir, "t2iat.html.j2", record=record, config=record.config, page=page,
+        seeds=seeds_phrase(record.image_seeds()), unfinished=unfinished_note(record, run_dir),
+    )  # fmt: skip

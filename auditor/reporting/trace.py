@@ -32,7 +32,7 @@ from auditor.metrics.trace import significance, smallest_swap_p, triplets_needed
 from auditor.records import TRIPLET_SETS, ChiSquareResult, ObjectCount, StageSimilarity, TraceRecord
 from auditor.reporting.glossary import METRICS
 from auditor.reporting.numbers import number, with_span
-from auditor.reporting.sentences import partial_interval_note, running_now, status_phrase
+from auditor.reporting.sentences import error_line, partial_interval_note, running_now, status_phrase
 from auditor.reporting.tables import column_table
 from auditor.reporting.wording import counted, describe_seeds
 
@@ -337,7 +337,7 @@ def render_trace(record: TraceRecord, run_dir: Path, console: Console) -> None:
     say(console, Text(f"Prompt-to-image {record.subject()}", style="bold"))
     say(console, f"run {record.run_id} {status_phrase(record, run_dir)}; {len(config.seeds)} seed(s) per triplet")
     for error in record.errors:
-        say(console, f"error ({error.stage or 'run'}): {error.message}")
+        say(console, f"error: {error_line(error)}")
     if (instead := no_scores(record, run_dir)) is not None:
         say_whole(console, instead)
         say_whole(console, run_files_text(run_dir))
