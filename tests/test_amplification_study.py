@@ -362,7 +362,8 @@ def test_html_report_has_the_scatter_diagonal_and_escapes_text(image_run):
     scatters = re.findall(r'<svg class="chart scatter".*?</svg>', page, flags=re.DOTALL)
     assert len(scatters) == 4 * 2  # a scatter per method and template
     for svg in scatters:
-        assert re.search(r'<line class="diagonal" x1="48.0" y1="324.0" x2="348.0" y2="24.0"/>', svg)
+        assert re.search(r'<line class="diagonal" x1="48.0" y1="324.0" x2="348.0" y2="24.0"/>', svg)  # G = T
+        assert re.search(r'<line class="diagonal" x1="48.0" y1="24.0" x2="348.0" y2="324.0"/>', svg)  # G = 100 - T
     keyword_1 = [
         r for r in record.amplification if r.method == "keyword" and r.template == 1 and r.amplification is not None
     ]

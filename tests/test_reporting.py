@@ -881,6 +881,20 @@ def test_numbers_that_are_not_zero_are_never_written_as_zero():
     p_value = template_environment().from_string("{{ p | p_value }}")
     assert p_value.render(p=3.2e-7) == "3.2e-07" and p_value.render(p=0.0123) == "0.0123"
     assert p_value.render(p=None) == "–"
+    assert p_value.render(p=0.0) == "&lt; 1e-300"  # a chi-square tail that underflowed is not p = 0
+
+
+def test_a_small_bav_keeps_its_digits_on_the_bar_and_in_the_batch_headline():
+    """CAS of 0.50 and 0.51 give a BAV of 2.5e-05; four fixed decimals wrote it "0.0000" (TIBET App. 11.1: BAVs
+    can be quite small)."""
+    import dataclasses
+
+    from auditor.reporting.html import _bav_bar
+
+    axis = build_view(fixture("pharmacist-sd15")).axes[0]
+    small = dataclasses.replace(axis, bav=2.5e-5, bav_ci=(1.2e-5, 6e-5), relative_bav=1.0)
+    bar = _bav_bar(small)
+    assert bar.value_text == "1.00 · 0.00003" and bar.title == "BAV 0.00003, interval 0.00001 to 0.00006", bar
 
 
 def test_a_number_and_its_interval_in_two_cells_share_their_decimals_as_in_one():

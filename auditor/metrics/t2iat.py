@@ -8,8 +8,9 @@ cached embeddings can be rescored anywhere. With concepts X, Y and attributes A,
 - ``S = mean_x Asc(x) - mean_y Asc(y)`` (Eq. 1);
 - Cohen's ``d = S / s`` with ``s`` the pooled standard deviation of the Asc values from
   sample variances (Eq. 4), undefined (None, labelled "undefined") when ``s`` is ~0;
-- a two-sided permutation p-value: the Asc values are reassigned to two groups of the
-  original sizes and ``p`` is the share of splits with ``|S~| >= |S|`` (Eq. 3), by exact
+- a two-sided permutation p-value after Eq. 3: the Asc values are reassigned to two groups of the
+  original sizes and ``p`` is the share of splits with ``|S~| >= |S|``, the observed split among
+  them (Eq. 3 writes ``>`` over equal halves; ``>=`` keeps p above 0 and the test exact), by exact
   enumeration when there are at most :data:`EXACT_SPLIT_LIMIT` splits, else Monte Carlo
   with a seeded generator reporting ``(1 + hits) / (1 + n)``.
 """

@@ -16,10 +16,10 @@ any triplet is exact under the null: if the model treats the genders alike, each
 labels could be either way round. Every one of the 2ⁿ swaps is tried when that is at most the
 resamples asked for, else that many at random; p is the share at least as extreme as the data.
 
-Objects (§5.2): C(o, P) = Σ_p cnt(o, p); the co-occurrence similarity s_O (Eq. 5), the
+Objects (§5.2): C(o, P) = Σ_p cnt(o, p); the co-occurrence similarity s_O (Eq. 4), the
 mean cosine of paired count vectors (:func:`count_cosine` per pair, averaged by
 :func:`compare_closeness` like every other stage's similarity); the bias score BS(o) = C(o,P_m) / (C(o,P_m) +
-(|P_m|/|P_f|)·C(o,P_f)) (Eq. 6; 1 masculine, 0 feminine, 0.5 neither) with percentile
+(|P_m|/|P_f|)·C(o,P_f)) (Eq. 5; 1 masculine, 0 feminine, 0.5 neither) with percentile
 bootstrap intervals over resampled units and the swap test's p of BS ≠ 0.5. The χ² tests of
 the object × prompt-set tables are in :mod:`auditor.metrics.contingency`.
 
@@ -331,7 +331,7 @@ def ssim(first: np.ndarray, second: np.ndarray, *, data_range: float | None = No
 
 
 def co_occurrence(image_counts: Iterable[Mapping[str, float]]) -> dict[str, float]:
-    """C(o, P) = Σ_p cnt(o, p) over the images of one prompt set (Eq. 4), objects sorted by name."""
+    """C(o, P) = Σ_p cnt(o, p) over the images of one prompt set (Eq. 3), objects sorted by name."""
     totals: dict[str, float] = {}
     for counts in image_counts:
         for name, count in counts.items():
@@ -359,7 +359,7 @@ def count_cosine(first: Mapping[str, float], second: Mapping[str, float]) -> flo
 
 
 def bias_score(masculine: float, feminine: float, n_masculine: int, n_feminine: int) -> float | None:
-    """BS(o) = C(o,P_m) / (C(o,P_m) + (|P_m|/|P_f|)·C(o,P_f)) (Eq. 6); None when both counts are 0.
+    """BS(o) = C(o,P_m) / (C(o,P_m) + (|P_m|/|P_f|)·C(o,P_f)) (Eq. 5); None when both counts are 0.
 
     The factor |P_m|/|P_f| puts the feminine count on the masculine set's scale, so sets
     of different sizes (images that failed or were filtered) do not tilt the score.

@@ -323,7 +323,7 @@ def write_amplification_html(record: AmplificationRecord, run_dir: Path) -> Path
 
 
 def _scatters(record: AmplificationRecord) -> dict[tuple[str, int], Any]:
-    """(method, template) -> the scatter of G against T per occupation, with the diagonal and the shaded regions."""
+    """(method, template) -> the scatter of G against T per occupation, with both diagonals and the shaded regions."""
     from auditor.reporting.html import Point, scatter_chart
 
     charts = {}
@@ -431,7 +431,7 @@ def render_captions(
         for s in chosen:
             counts = s.counts()
             proxy = s.caption_proxy()
-            shown = "–" if proxy.percent is None else f"{proxy.percent:.0f} [{proxy.low:.0f}, {proxy.high:.0f}]"
+            shown = "–" if proxy.percent is None else with_bounds(proxy.percent, proxy.low, proxy.high, 0)
             table.add_row(
                 Text(s.occupation), f"{s.matched:,}", str(len(s.captions)),
                 *(str(counts[k]) for k in ("male", "female", "both", "none")), shown,

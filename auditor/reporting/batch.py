@@ -18,7 +18,7 @@ from rich.text import Text
 from auditor.core.console import say_whole
 from auditor.core.store import REPORT_FILE, run_files, run_files_text
 from auditor.records import BatchRecord, BatchRow
-from auditor.reporting.numbers import with_span
+from auditor.reporting.numbers import number, with_span
 from auditor.reporting.ranking import Ranked, rank_with_ties
 from auditor.reporting.sentences import unfinished_note
 from auditor.reporting.tables import borderless_table
@@ -64,12 +64,12 @@ def headline(record: BatchRecord) -> str:
     if scored[0].tied:  # the leaderboard's own ties: rows sharing the top rank
         shared = sum(found.rank == scored[0].rank for found in scored[1:])
         return (
-            f"{subject} and {counted(shared, 'other row')} share the largest BAV ({top.bav:.4f}), "
+            f"{subject} and {counted(shared, 'other row')} share the largest BAV ({number(top.bav, 4)}), "
             "so no single one leans most."
         )
     if top.bav_ci is None or top.bav_ci.low is None:
         why = f" ({reason})" if (reason := no_intervals(record)) else ""
-        return f"The largest BAV is {subject} ({top.bav:.4f}), but it has no interval{why}, so no ranking is claimed."
+        return f"The largest BAV is {subject} ({number(top.bav, 4)}), but it has no interval{why}, so no ranking is claimed."
     tied = [
         row for row in ranked[1:] if row.bav_ci is None or row.bav_ci.high is None or row.bav_ci.high >= top.bav_ci.low
     ]

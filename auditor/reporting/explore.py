@@ -23,7 +23,7 @@ from auditor.core.console import say_whole
 from auditor.core.store import run_files, run_files_text
 from auditor.records import Arm, Candidate, Confirmation, ExploreRecord, Interval
 from auditor.reporting.glossary import METRICS
-from auditor.reporting.numbers import decimals, number, with_span
+from auditor.reporting.numbers import decimals, number, p_value, with_span
 from auditor.reporting.ranking import Ranked, rank_with_ties
 from auditor.reporting.sentences import unfinished_note
 from auditor.reporting.tables import WRAPPED_VALUE_WIDTH, borderless_table
@@ -139,7 +139,9 @@ def finding(row: Row, record: ExploreRecord) -> str | None:
     difference = f"CAS difference {held_out_difference(confirmation, record.config.scoring.alpha)}"
     q = confirmation.p_adjusted
     test = "one-sided BCa" if confirmation.test_method == "bca" else "one-sided"
-    tested = f"{test} p = {confirmation.p_value:.3g}, Benjamini-Hochberg adjusted {q:.3g}" if q is not None else ""
+    tested = ""
+    if q is not None:
+        tested = f"{test} p = {p_value(confirmation.p_value)}, Benjamini-Hochberg adjusted {p_value(q)}"
     fresh = f"on {confirmation.seeds} fresh seeds"
     if confirmation.confirmed:
         return (
@@ -286,7 +288,7 @@ def _leaderboard_table(rows: list[Row], record: ExploreRecord, *, confirmation: 
         if confirmation:
             c = row.arm.confirmation
             held = "-" if c is None or c.score is None else with_span(c.score.value, c.score.ci, 4)
-            q = "-" if c is None or c.p_adjusted is None else f"{c.p_adjusted:.3g}" + (" ✓" if c.confirmed else "")
+            q = "-" if c is None or c.p_adjusted is None else p_value(c.p_adjusted) + (" ✓" if c.confirmed else "")
             cells += [held, q]
         table.add_row(*cells)
     return table

@@ -22,10 +22,10 @@ from auditor.core.errors import AuditorError
 from auditor.core.store import REPORT_FILE
 from auditor.records import GeneratedImage, RunRecord
 from auditor.reporting.glossary import METRICS
-from auditor.reporting.numbers import IntervalLike, cells, number, p_value
+from auditor.reporting.numbers import IntervalLike, cells, number, p_value, written_apart
 from auditor.reporting.prompt_audit import build_view
 from auditor.reporting.sentences import error_line, running_now, unstated_errors
-from auditor.reporting.views import Concept, ConceptColumn, ImageView, ReportView, SetView
+from auditor.reporting.views import AxisView, Concept, ConceptColumn, ImageView, ReportView, SetView
 
 if TYPE_CHECKING:
     import jinja2
@@ -213,7 +213,8 @@ class PlacedPoint:
 
 @dataclass(frozen=True)
 class Scatter:
-    """A square scatter plot of two percentages with the diagonal y = x; the template only draws it.
+    """A square scatter plot of two percentages with both diagonals, y = x and y = 100 - x (where an amplification
+    A = |y - 50| - |x - 50| is 0); the template only draws it.
 
     ``regions`` are shaded polygons (SVG ``points`` strings) with their CSS class.
     """
@@ -412,22 +413,22 @@ def _concept_bar(concept: Concept) -> Bar:
     return Bar(concept.concept, concept.frequency, f"{concept.frequency:.2f}")
 
 
+def _bav_bar(axis: AxisView) -> Bar:
+    """An axis's bar: its relative BAV, labelled with that and its BAV (small BAVs with the decimals they need)."""
+    if axis.bav is None or axis.relative_bav is None:
+        return Bar(axis.name, None, "no BAV", axis.bav_note, BAV_COLOUR)
+    tooltip = f"BAV {number(axis.bav, 4)}"
+    if axis.bav_ci is not None:
+        _, low, high = written_apart(axis.bav, *axis.bav_ci, 4)
+        tooltip += f", interval {low} to {high}"
+    label = f"{number(axis.relative_bav, 2)} · {number(axis.bav, 4)}"
+    return Bar(axis.name, axis.relative_bav, label, tooltip, BAV_COLOUR, axis.relative_bav_ci)
+
+
 def _report_charts(view: ReportView) -> dict[str, Any]:
     """Every chart of the report, keyed so the template can find them."""
     bav = bar_chart(
-        [
-            Bar(a.name, None, "no BAV", a.bav_note, BAV_COLOUR)
-            if a.bav is None or a.relative_bav is None
-            else Bar(
-                a.name,
-                a.relative_bav,
-                f"{a.relative_bav:.2f} · {a.bav:.4f}",
-                f"BAV {a.bav:.4f}" + (f", interval {a.bav_ci[0]:.4f} to {a.bav_ci[1]:.4f}" if a.bav_ci else ""),
-                BAV_COLOUR,
-                a.relative_bav_ci,
-            )
-            for a in view.axes
-        ],
+        [_bav_bar(axis) for axis in view.axes],
         title="Relative BAV per axis",
         axis_label="relative BAV (value shown: relative · BAV; error bar: interval)",
         scale_max=1.0,

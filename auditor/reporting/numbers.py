@@ -64,9 +64,16 @@ def with_bounds(
     return f"{value_text} [{low_text}, {high_text}]"
 
 
+#: How a p-value too small for a float (a large chi-square's tail underflows to 0.0) is written: it is not 0.
+BELOW_FLOAT = "< 1e-300"
+
+
 def p_value(p: float | None, missing: str = "-") -> str:
-    """A p-value to three significant digits (``0.0123``, ``3.2e-07``): never written as 0."""
-    return missing if p is None else f"{p:.3g}"
+    """A p-value to three significant digits (``0.0123``, ``3.2e-07``): never written as 0 (one that underflowed
+    reads :data:`BELOW_FLOAT`)."""
+    if p is None:
+        return missing
+    return BELOW_FLOAT if p == 0 else f"{p:.3g}"
 
 
 #: An interval as a record holds it, or as a report view does: ``(low, high)``.

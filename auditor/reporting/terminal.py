@@ -95,7 +95,7 @@ def _ranking(view: ReportView) -> RenderableType:
         bav, bav_ci = cells(axis.bav, axis.bav_ci, 4, missing="no BAV")
         row.append(bav)
         if intervals:
-            top_in = "-" if axis.ranks_first is None else f"{axis.ranks_first:.0%}"
+            top_in = "-" if axis.ranks_first is None else f"{number(axis.ranks_first * 100, 0)}%"
             row += [bav_ci or "-", top_in]
         table.add_row(*row)
     why = [_text((f"{axis.name} has {axis.bav_note}", "dim")) for axis in view.axes if axis.bav_note]

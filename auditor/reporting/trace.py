@@ -31,7 +31,7 @@ from auditor.core.store import run_files, run_files_text
 from auditor.metrics.trace import significance, smallest_swap_p, triplets_needed
 from auditor.records import TRIPLET_SETS, ChiSquareResult, ObjectCount, StageSimilarity, TraceRecord
 from auditor.reporting.glossary import METRICS
-from auditor.reporting.numbers import number, with_span
+from auditor.reporting.numbers import number, p_value, with_span
 from auditor.reporting.sentences import error_line, partial_interval_note, running_now, status_phrase
 from auditor.reporting.tables import column_table
 from auditor.reporting.wording import counted, describe_seeds
@@ -62,9 +62,10 @@ def closeness_sentence(row: StageSimilarity) -> str:
     if row.difference is None:
         return f"{where}: {row.note or 'no pairs'}."
     evidence = f"s(n,m) - s(n,f) = {with_span(row.difference, row.ci, 4, signed=True)}"
-    sign = f"; swap test p = {row.swap_p:.3g}" if row.swap_p is not None else ""
-    sign += f", Holm-adjusted over the stages to {row.swap_p_adjusted:.3g}" if row.swap_p_adjusted is not None else ""
-    sign += f"; sign test p = {row.sign_p:.3g}" if row.sign_p is not None else ""
+    sign = f"; swap test p = {p_value(row.swap_p)}" if row.swap_p is not None else ""
+    if row.swap_p_adjusted is not None:
+        sign += f", Holm-adjusted over the stages to {p_value(row.swap_p_adjusted)}"
+    sign += f"; sign test p = {p_value(row.sign_p)}" if row.sign_p is not None else ""
     triplets = counted(row.units, "triplet")
     if row.closer_to == "undecided":
         why = row.note or "no clear difference"
@@ -186,7 +187,7 @@ def chi_square_summary(record: TraceRecord) -> str:
         summary += f" {rough} of them had expected counts below 5, where χ² is approximate (see their notes)."
     significant = [t for t in ran if t.p_adjusted is not None and t.p_adjusted < alpha]
     if significant:
-        listed = "; ".join(f"{_scope(t)}, {_sets(t)} (adjusted p = {t.p_adjusted:.3g})" for t in significant)
+        listed = "; ".join(f"{_scope(t)}, {_sets(t)} (adjusted p = {p_value(t.p_adjusted)})" for t in significant)
         summary += f" Object distributions differ (adjusted p below {alpha:g}) in: {listed}."
     else:
         summary += f" No adjusted p-value is below {alpha:g}: no difference in object distributions is claimed."
@@ -199,10 +200,6 @@ def _scope(test: ChiSquareResult) -> str:
 
 def _sets(test: ChiSquareResult) -> str:
     return " vs ".join(test.sets)
-
-
-def _p(value: float | None) -> str:
-    return "-" if value is None else f"{value:.3g}"
 
 
 def _bs(row: ObjectCount) -> str:
@@ -354,7 +351,8 @@ def render_trace(record: TraceRecord, run_dir: Path, console: Console) -> None:
         difference = with_span(row.difference, row.ci, 4, signed=True)
         table.add_row(
             Text(short_measure(row)), number(row.mean_neutral_feminine, 4), number(row.mean_neutral_masculine, 4),
-            difference, _p(row.swap_p_adjusted if adjusted else row.swap_p), _p(row.sign_p), closer_cell(row),
+            difference, p_value(row.swap_p_adjusted if adjusted else row.swap_p), p_value(row.sign_p),
+            closer_cell(row),
         )  # fmt: skip
     console.print(table)
     for row in record.similarity:
@@ -388,8 +386,8 @@ def render_trace(record: TraceRecord, run_dir: Path, console: Console) -> None:
     tests = _table(("table", "left"), ("sets", "left"), ("χ²", "right"), ("p", "right"), ("Holm p", "right"))
     for test in record.chi_square:
         sets = "-".join(SET_INITIALS[name] for name in test.sets)
-        skipped = "skipped" if test.p_value is None else _p(test.p_value)
-        tests.add_row(_scope(test), sets, number(test.statistic, 2), skipped, _p(test.p_adjusted))
+        skipped = "skipped" if test.p_value is None else p_value(test.p_value)
+        tests.add_row(_scope(test), sets, number(test.statistic, 2), skipped, p_value(test.p_adjusted))
     console.print(tests)
     say(console, chi_square_summary(record))
     if any(test.note for test in record.chi_square):
