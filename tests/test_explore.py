@@ -339,6 +339,48 @@ def test_a_resume_with_other_image_weights_is_refused_before_a_round_is_proposed
     assert record.results_from["t2i"] == before.results_from["t2i"]
 
 
+def test_a_resume_may_say_where_the_text_embedder_is_now_but_not_swap_it(world, minilm, tmp_path):
+    """The guard decides which proposals are new, so the rounds keep the one they ran with: a resume may point
+    --text-embedder at where its weights are now (a copy), and other weights are refused once they load."""
+    import shutil
+
+    from auditor.perception.sentence import default_model_folder
+
+    moved, other = tmp_path / "moved", tmp_path / "other"
+    shutil.copytree(default_model_folder(), moved)
+    shutil.copytree(default_model_folder(), other)
+    settings = other / "config_sentence_transformers.json"
+    settings.write_text(settings.read_text() + "\n")  # other bytes: other weights to the fingerprint
+
+    def stop(_record: ExploreRecord) -> None:
+        raise KeyboardInterrupt
+
+    cache = ContentCache(tmp_path / "cache.sqlite")
+    start = start_exploration(options(text_embedder="minilm"), RunStore(tmp_path / "runs"), cache, QuietProgress(), "x",
+                              on_round=stop)  # fmt: skip
+    with pytest.raises(KeyboardInterrupt):
+        start.run()
+    cache.close()
+    guard = load_record(start.run_dir / "record.json", ExploreRecord).config.text_embedder
+    assert guard.fingerprint is not None  # the first round's proposals went through it
+    store, cache = RunStore(tmp_path / "runs"), ContentCache(tmp_path / "cache.sqlite")
+    try:
+        swapped = Resumption(models={"text_embedder": f"minilm:{other}"})
+        refusal = f"earlier rounds found near-duplicates with other weights than --text-embedder minilm:{other} "
+        with pytest.raises(AuditorError, match=re.escape(refusal)):
+            resume_exploration("x", store, cache, QuietProgress(), swapped).run()
+        here = Resumption(models={"text_embedder": f"minilm:{moved}"})
+        record = resume_exploration("x", store, cache, QuietProgress(), here).run()
+    finally:
+        cache.close()
+    assert record.status == "completed" and record.config.text_embedder.spec == f"minilm:{moved}"
+    assert record.config.text_embedder.fingerprint == guard.fingerprint
+    # On the command line: the option is taken on a resume, and the guard cannot be turned off there.
+    off = run_auditor("explore", "--resume", str(start.run_dir), "--text-embedder", "none", process=True)
+    assert off.returncode != 0 and off.stderr.count("\n") == 1, off.stderr
+    assert "this exploration used minilm:" in off.stderr and "--text-embedder may only say where" in off.stderr
+
+
 def test_a_named_text_embedder_that_fails_to_load_fails_the_resume_too(world, tmp_path):
     """Only the default MiniLM is optional (the guard then matches exactly); a resume keeps the one the user named."""
     (tmp_path / "empty").mkdir()

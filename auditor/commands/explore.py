@@ -63,7 +63,8 @@ def explore(
     text_embedder: str = typer.Option(
         "minilm",
         "--text-embedder",
-        help="Sentence embedder for near-duplicates (minilm[:<id|path>]) or 'none' (exact matches).",
+        help="Sentence embedder for near-duplicates (minilm[:<id|path>]) or 'none' (exact matches); with --resume, "
+        "where the exploration's own embedder is now.",
     ),
     duplicate_threshold: float = typer.Option(
         0.9, "--duplicate-threshold", help="Cosine above which a candidate is a near-duplicate."
@@ -161,7 +162,7 @@ def explore(
         )
         use_ray_address(executor, ray_address)
     else:
-        resumption = common.resumption(ctx)
+        resumption = common.resumption(ctx, common.RESUME_OPTIONS | {"text_embedder"})  # where the guard is now
     holder: dict[str, ExploreRecord] = {}
     with common.study_session(quiet, json_output) as (cache, progress):
         live = None

@@ -69,6 +69,7 @@ from auditor.studies.run import (
     named_model_is_required,
     reopen_run,
     results_word,
+    spec_ref,
 )
 
 #: Seconds between partial saves of the record during a stage.
@@ -220,6 +221,23 @@ def start_exploration(
     return exploration
 
 
+def moved_text_embedder(recorded: ModelRef | None, spec: str) -> ModelRef:
+    """``--text-embedder`` on a resume: where the exploration's duplicate guard is now. The guard decides which
+    proposals are new, so the rounds keep the one they ran with: its fingerprint stays in the ref, and weights that
+    differ are refused once they load (:class:`~auditor.studies.explore_candidates.CandidateIntake`)."""
+    from auditor.perception.registry import SENTENCE_EMBEDDERS
+
+    if recorded is None or spec.strip().lower() == "none":
+        had = "matched near-duplicates exactly" if recorded is None else f"used {recorded.spec}"
+        raise AuditorError(
+            f"this exploration {had}; a resume keeps its duplicate guard, so --text-embedder may only say where "
+            "that embedder is now"
+        )
+    SENTENCE_EMBEDDERS.preflight(spec)
+    moved = spec_ref(spec)
+    return recorded.model_copy(update={"spec": moved.spec, "model_id": moved.model_id})
+
+
 def resume_exploration(
     run: str,
     store: RunStore,
@@ -230,9 +248,13 @@ def resume_exploration(
 ) -> Exploration:
     """Reopen an exploration; its own settings are used, and finished work comes from the record and the cache."""
     run_dir, record = reopen_run(run, store, ExploreRecord)
+    moved = resumption.models.get("text_embedder")
+    if moved is not None:
+        record.config.text_embedder = moved_text_embedder(record.config.text_embedder, moved)
+        resumption = resumption.without_model("text_embedder")
     point_models(record.config, resumption)
     named = record.config.text_embedder
-    required = "text_embedder" in resumption.models or named_model_is_required(
+    required = moved is not None or named_model_is_required(
         named.spec if named else None, DEFAULT_TEXT_EMBEDDER
     )  # the default is optional: without it the duplicate guard matches exactly
     return Exploration(

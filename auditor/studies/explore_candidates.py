@@ -202,7 +202,14 @@ class CandidateIntake:
             )
             self.config.text_embedder = None
             return None
-        self.config.text_embedder = embedder.ref.model_copy(update={"spec": ref.spec})
+        loaded = embedder.ref.model_copy(update={"spec": ref.spec})
+        if ref.fingerprint is not None and loaded.fingerprint != ref.fingerprint:  # a resume's --text-embedder
+            raise AuditorError(
+                f"this exploration's earlier rounds found near-duplicates with other weights than --text-embedder "
+                f"{ref.spec} (fingerprint {ref.fingerprint[:12]}; now {(loaded.fingerprint or 'none')[:12]}); "
+                "resume it with the embedder it ran with, or start a new exploration"
+            )
+        self.config.text_embedder = loaded
         return embedder
 
     def _plan(self, candidate: Candidate):
