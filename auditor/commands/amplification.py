@@ -48,10 +48,7 @@ _TEXT_EMBEDDER = typer.Option(
 )
 
 #: Options a resumed run takes: where its models are and how to show progress; the rest comes from its record.
-RESUME_OPTIONS = frozenset({
-    "resume", "runs_dir", "device", "quiet", "json_output", "t2i", "embedder", "text_embedder", "allow_partial_weights",
-    "executor", "ray_address",
-})  # fmt: skip
+RESUME_OPTIONS = common.RESUME_BASE | {"embedder", "text_embedder"}
 
 
 def _occupations(names: list[str] | None, file: Path | None) -> tuple[list[str], str]:

@@ -251,12 +251,13 @@ def llm_for_fixed_axes(llm: str | None) -> str:
     return "offline"
 
 
-#: Options a resumed run takes: where the models are, where they run and how to show progress;
-#: the rest comes from its record.
-RESUME_OPTIONS = frozenset({
-    "resume", "runs_dir", "device", "quiet", "json_output", "t2i", "vqa", "embedder", "vqa_concurrency",
-    "allow_partial_weights", "executor", "ray_address",
+#: Options every study's resume takes: which run, where it runs, where its model under audit is now and how to
+#: show progress; the rest comes from its record. Each study adds where its other models are now.
+RESUME_BASE = frozenset({
+    "resume", "runs_dir", "device", "quiet", "json_output", "allow_partial_weights", "executor", "ray_address", "t2i",
 })  # fmt: skip
+#: Those of a prompt audit, a batch and (with its text embedder) an exploration.
+RESUME_OPTIONS = RESUME_BASE | {"vqa", "embedder", "vqa_concurrency"}
 
 
 def given(ctx: typer.Context, name: str) -> bool:

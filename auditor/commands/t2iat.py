@@ -46,10 +46,7 @@ _GUIDANCE = common.guidance_option(paper=7.5)
 _NAME = typer.Option(None, "--name", help="Run folder name (default: date-time-t2iat-<test>, or date-time-t2iat-occupations).")
 _RESUME = typer.Option(None, "--resume", help="Continue an earlier run of this command (id or folder) with its own settings.")
 #: Options a resumed run takes: where its models are, where they run, and how to show progress.
-RESUME_OPTIONS = frozenset({
-    "resume", "runs_dir", "device", "quiet", "json_output", "t2i", "embedder", "allow_partial_weights", "executor",
-    "ray_address",
-})  # fmt: skip
+RESUME_OPTIONS = common.RESUME_BASE | {"embedder"}
 _RUNS_DIR = typer.Option(None, "--runs-dir", "--out", help="Runs folder (default: AUDITOR_RUNS_DIR or ./runs).")
 _JSON = typer.Option(False, "--json", help="Print one JSON object.")
 

@@ -15,10 +15,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from auditor.records import TraceScoringSettings
 
 #: Options a resumed run takes (where it runs, where its models are now); the rest comes from its record.
-RESUME_OPTIONS = frozenset({
-    "resume", "runs_dir", "device", "quiet", "json_output", "allow_partial_weights", "executor", "ray_address",
-    "t2i", "vqa", "embedders", "detector", "segmenter",
-})  # fmt: skip
+RESUME_OPTIONS = common.RESUME_BASE | {"vqa", "embedders", "detector", "segmenter"}
 
 
 def trace(
