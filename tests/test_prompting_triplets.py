@@ -7,9 +7,7 @@ import pytest
 from auditor.core.errors import AuditorError
 from auditor.prompting.articles import indefinite_article
 from auditor.prompting.triplets import (
-    PROMPT_SETS,
     Triplet,
-    caption_triplet,
     has_person_word,
     is_neutral_caption,
     load_profession_templates,
@@ -21,6 +19,7 @@ from auditor.prompting.triplets import (
     swap_gender,
 )
 from auditor.prompting.wordlists import human_words, words
+from auditor.records import TRIPLET_SETS
 
 
 def test_table2_is_loaded_as_printed():
@@ -108,9 +107,9 @@ def test_captions_without_a_person_word_are_not_neutral(caption):
     ],
 )
 def test_swaps_keep_case_possessives_and_plurals(neutral, feminine, masculine):
-    triplet = caption_triplet(neutral, "c-0")
+    (triplet,) = select_caption_triplets([neutral], id_prefix="c").triplets
     assert triplet == Triplet(source_id="c-0", neutral=neutral, feminine=feminine, masculine=masculine)
-    assert [triplet.prompt(s) for s in PROMPT_SETS] == [neutral, feminine, masculine]
+    assert [triplet.prompt(s) for s in TRIPLET_SETS] == [neutral, feminine, masculine]
     assert swap_gender(neutral, "neutral") == neutral
 
 
@@ -119,9 +118,10 @@ def test_swap_rejects_an_unknown_set():
         swap_gender("a person", "other")  # type: ignore[arg-type]
 
 
-def test_caption_triplet_is_none_for_a_caption_that_is_not_neutral():
-    assert caption_triplet("The person and a boy are playing badminton", "x") is None
-    assert caption_triplet("  a person at a desk \n", "x").neutral == "a person at a desk"
+def test_a_caption_that_is_not_neutral_makes_no_triplet_and_a_neutral_one_is_stripped():
+    selection = select_caption_triplets(["The person and a boy are playing badminton", "  a person at a desk \n"])
+    assert [t.neutral for t in selection.triplets] == ["a person at a desk"]
+    assert (selection.with_indicator, selection.indicator_counts) == (1, {"boy": 1})
 
 
 def test_selection_counts_what_it_left_out():

@@ -27,17 +27,13 @@ import re
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Literal
 
 from auditor.core.errors import AuditorError
 from auditor.core.resources import read_prompt_yaml
 from auditor.core.text import single_spaced
 from auditor.prompting.articles import fix_article, match_case
-from auditor.prompting.wordlists import human_words, words
-
-PromptSet = Literal["neutral", "feminine", "masculine"]
-#: The three prompt sets of a triplet, in the paper's order.
-PROMPT_SETS: tuple[PromptSet, ...] = ("neutral", "feminine", "masculine")
+from auditor.prompting.wordlists import HumanWords, human_words, words
+from auditor.records.trace import TripletSet
 
 #: Words that make a caption about an ungendered person, with their (feminine, masculine) swaps.
 SWAPS: dict[str, tuple[str, str]] = {
@@ -69,7 +65,7 @@ class Triplet:
     profession: str | None = None
     """The profession phrase, for triplets of the profession set."""
 
-    def prompt(self, prompt_set: PromptSet) -> str:
+    def prompt(self, prompt_set: TripletSet) -> str:
         """The prompt of one set ("neutral", "feminine" or "masculine")."""
         return {"neutral": self.neutral, "feminine": self.feminine, "masculine": self.masculine}[prompt_set]
 
@@ -101,10 +97,18 @@ def has_person_word(text: str) -> bool:
 
 def is_neutral_caption(text: str) -> bool:
     """The paper's two criteria: a person word, and no word of Table 2 (§3.1)."""
-    return has_person_word(text) and not human_words().found_in(text)
+    return _not_neutral(text, human_words()) is None
 
 
-def swap_gender(text: str, prompt_set: PromptSet) -> str:
+def _not_neutral(text: str, lexicon: HumanWords) -> list[str] | None:
+    """Why ``text`` is not a neutral caption: no person word (an empty list), or the words of Table 2 it has;
+    None for a neutral one."""
+    if not has_person_word(text):
+        return []
+    return lexicon.found_in(text) or None
+
+
+def swap_gender(text: str, prompt_set: TripletSet) -> str:
     """``text`` with every person word swapped for the feminine or masculine one (neutral: unchanged)."""
     if prompt_set == "neutral":
         return text
@@ -132,12 +136,6 @@ def _swapped_triplet(text: str, source_id: str) -> Triplet:
     )
 
 
-def caption_triplet(text: str, source_id: str) -> Triplet | None:
-    """The triplet of one caption, or None when the caption is not neutral."""
-    text = text.strip()
-    return _swapped_triplet(text, source_id) if is_neutral_caption(text) else None
-
-
 def select_caption_triplets(
     captions: Iterable[str], *, id_prefix: str = "caption", deduplicate: bool = True
 ) -> TripletSelection:
@@ -158,12 +156,10 @@ def select_caption_triplets(
         if not text:
             continue
         read += 1
-        if not has_person_word(text):
-            without_person += 1
-            continue
-        found = lexicon.found_in(text)
-        if found:
-            with_indicator += 1
+        found = _not_neutral(text, lexicon)
+        if found is not None:
+            with_indicator += bool(found)
+            without_person += not found
             indicator_counts.update(found)
             continue
         key = single_spaced(text).lower()

@@ -37,6 +37,7 @@ from auditor.metrics.trace import (
     bias_score,
     bias_score_intervals,
     bias_score_swap_p,
+    co_occurrence,
     compare_closeness,
     count_cosine,
     paired_cosines,
@@ -316,12 +317,15 @@ def set_sizes(record: TraceRecord) -> dict[TripletSet, int]:
 
 
 def _tables(record: TraceRecord, counts_of) -> Tables:
-    """C(o, P) per set, summing ``counts_of(image)`` (a name -> count mapping) over the set's images."""
-    tables: dict[TripletSet, Counter[str]] = {name: Counter() for name in TRIPLET_SETS}
-    for pid, name in _set_of(record).items():
-        for image in record.images.get(pid, []):
-            tables[name].update(counts_of(image))
-    return {name: dict(sorted(table.items())) for name, table in tables.items()}
+    """C(o, P) per set (:func:`~auditor.metrics.trace.co_occurrence`) of ``counts_of(image)``, a name -> count
+    mapping, over the set's images."""
+    set_of = _set_of(record)
+    return {
+        name: co_occurrence(
+            counts_of(image) for pid, of in set_of.items() if of == name for image in record.images.get(pid, [])
+        )
+        for name in TRIPLET_SETS
+    }
 
 
 def _score(masculine: int, feminine: int, sizes: Mapping[TripletSet, int]) -> float | None:
