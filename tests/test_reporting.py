@@ -21,7 +21,7 @@ from auditor.reporting.compare import (
     render_comparison_terminal,
     write_comparison_html,
 )
-from auditor.reporting.html import Bar, bar_chart, render_html
+from auditor.reporting.html import Bar, bar_chart
 from auditor.reporting.prompt_audit import build_view
 from auditor.reporting.sentences import axis_finding, error_line, lean_sentence, unfinished_note, unstated_errors
 from auditor.reporting.wording import describe_seeds, prompt_label, prompt_segments
@@ -832,7 +832,7 @@ def test_report_when_the_initial_images_have_no_concepts(tmp_path):
     assert " ".join(one.split()) in " ".join(text.split())
     data = report_json(record)
     assert all(a["bav"] is None for a in data["axes"])
-    html = render_html(view, run_dir)
+    html = write_html_report(record, run_dir).read_text(encoding="utf-8")
     assert html.count(">no CAS<") >= 8 * 2 and one in html
 
 
@@ -932,7 +932,7 @@ def test_the_audit_page_and_terminal_write_a_small_cas_beside_its_interval_at_sh
     )
     gender["bav_ci"] = Interval(low=0.00004, high=0.0123, method="percentile", defined=1.0).model_dump()
     record = RunRecord.model_validate(data)
-    page = render_html(build_view(record), copy_fixture("pharmacist-sd15", tmp_path))
+    page = write_html_report(record, copy_fixture("pharmacist-sd15", tmp_path)).read_text(encoding="utf-8")
     assert '0.004 <span class="ci">[0.001, 0.200]</span>' in page
     bav = f"{gender['bav']:.5f}"
     assert f'BAV {bav} <span class="ci">[0.00004, 0.01230]</span>' in page
@@ -960,7 +960,7 @@ def test_the_pages_sign_the_bounds_of_signed_numbers_as_the_terminal_does(tmp_pa
     gender = next(a for a in data["scores"]["axes"] if a["axis"] == "gender")
     gender["association"]["association_ci"] = Interval(low=-0.041, high=0.645, method="percentile", defined=1.0).model_dump()
     record = RunRecord.model_validate(data)
-    page = render_html(build_view(record), copy_fixture("pharmacist-sd15", tmp_path))
+    page = write_html_report(record, copy_fixture("pharmacist-sd15", tmp_path)).read_text(encoding="utf-8")
     assert '<span class="ci">[-0.041, +0.645]</span>' in page
     assert "S = +0.021 [-0.041, +0.645]" in " ".join(terminal_text(record, 200).split())
 

@@ -22,7 +22,8 @@ from auditor.records import (
     SetConcepts,
 )
 from auditor.scoring.concepts import set_concepts
-from auditor.scoring.tibet import score_axes, score_record, score_tibet_result
+from auditor.scoring.intervals import score_run
+from auditor.scoring.tibet import score_axes, score_tibet_result
 from auditor.scoring.tibet_files import (
     TibetFormatError,
     parse_tibet_result,
@@ -358,21 +359,20 @@ def test_run_folder_through_the_cli(tmp_path):
     assert f"{19 / 51:.3f}" in table.stdout and "0.250" in table.stdout
 
 
-def test_score_record_in_process_respects_settings(tmp_path):
+def test_a_run_rescored_in_process_follows_its_settings(tmp_path):
     from auditor.records import load_record
 
     record = load_record(_record(tmp_path) / "record.json")
-    scores = score_record(record)
+    scores = score_run(record)
     assert scores.cas_normalization == "distribution"
     assert [cf.cas for cf in scores.axes[0].counterfactuals] == pytest.approx(RECORD_CAS["distribution"])
     # no captions: initial male .5 female .5; g0 male 1; g1 female 1 -> frequency CAS 1/3 both, BAV 0
-    record.config.scoring = ScoringSettings(include_captions=False)
-    scores = score_record(record, "frequency")
+    scores = score_run(record, ScoringSettings(include_captions=False, cas_normalization="frequency", bootstrap=0))
     assert [cf.cas for cf in scores.axes[0].counterfactuals] == pytest.approx([1 / 3, 1 / 3])
     assert scores.axes[0].bav == pytest.approx(0.0)
     record.answers = {"initial": record.answers["initial"]}
     with pytest.raises(AuditorError, match="no answers for prompt set 'gender/0'"):
-        score_record(record)
+        score_run(record)
 
 
 def test_a_counterfactual_whose_images_are_all_flagged_has_no_cas(tmp_path):

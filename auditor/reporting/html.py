@@ -601,11 +601,6 @@ def _report_context(view: ReportView, run_dir: Path) -> dict[str, Any]:
     }
 
 
-def render_html(view: ReportView, run_dir: Path) -> str:
-    """The report page of ``view`` for a page saved in ``run_dir``."""
-    return render_page("report.html.j2", **_report_context(view, run_dir))
-
-
 def write_html_report(record: RunRecord, run_dir: Path) -> Path:
     """Write ``run_dir/report.html`` for ``record`` (atomically) and return its path."""
     view = build_view(record, running_now(record, Path(run_dir)))

@@ -82,12 +82,12 @@ def score_run(
     """Every score of a run from its recorded answers, with its uncertainty.
 
     ``settings`` default to the run's own; ``concepts`` to those recomputed from the
-    answers; ``embeddings`` (the embed stage's arrays) add the embedding similarity and
+    answers with them; ``embeddings`` (the embed stage's arrays) add the embedding similarity and
     T2IAT association, which a record alone cannot give (it keeps no embeddings).
     """
     plan = plan_of(record)
     settings = settings or record.config.scoring
-    scores = score_audit(plan, concepts if concepts is not None else record_concepts(record), settings)
+    scores = score_audit(plan, concepts if concepts is not None else record_concepts(record, settings), settings)
     if embeddings is not None:
         scores = apply_embedding_scores(scores, plan, embeddings, settings)
     axes = [(axis.name, axis.counterfactuals) for axis in plan.axes]

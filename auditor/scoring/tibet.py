@@ -1,9 +1,9 @@
 """From concept histograms to :class:`~auditor.records.Scores`: CAS, BAV, top-K, intersections.
 
-The study calls :func:`score_audit` once the concepts of every prompt set exist;
-``auditor score`` calls :func:`score_record` to rescore a finished run from its answers
-(with another normalisation, say) and :func:`score_tibet_result` for a result file of
-the TIBET authors' code, without touching a model. The arithmetic lives in
+:func:`score_audit` scores a run once the concepts of every prompt set exist, and
+:func:`score_tibet_result` a result file of the TIBET authors' code, without touching a model;
+:mod:`auditor.scoring.intervals` adds their intervals, for the live audit and ``auditor score``
+alike. The arithmetic lives in
 :mod:`auditor.metrics.tibet`, the synonym merging in :mod:`auditor.scoring.concepts`; this module
 only pairs sets up, in plan order, and says when a number may mislead.
 """
@@ -175,16 +175,16 @@ def _top(histogram: Mapping[str, float], k: int) -> list[ConceptFrequency]:
 # --------------------------------------------------------------------------- rescoring a record
 
 
-def record_concepts(record: RunRecord) -> dict[str, SetConcepts]:
+def record_concepts(record: RunRecord, settings: ScoringSettings | None = None) -> dict[str, SetConcepts]:
     """Concepts of every prompt set of ``record``, recomputed from its answers.
 
     Images flagged NSFW are left out (a blacked-out image says nothing about the prompt);
-    captions and the frequency floor follow the record's own scoring settings.
+    captions and the frequency floor follow ``settings``, by default the record's own.
     """
     plan = plan_of(record)
     axes = [axis.name for axis in plan.axes]
     images = {prompt_set.prompt_id: prompt_set.images for prompt_set in record.prompt_sets}
-    settings = record.config.scoring
+    settings = settings or record.config.scoring
     concepts = {}
     for prompt_id, _prompt, _axis in plan.prompt_sets():
         answers = record.answers.get(prompt_id)
@@ -209,14 +209,6 @@ def record_concepts(record: RunRecord) -> dict[str, SetConcepts]:
             images_total=len(generated) or None,
         )
     return concepts
-
-
-def score_record(record: RunRecord, normalization: CasNormalization | None = None) -> Scores:
-    """Rescore a run from its answers; ``normalization`` overrides the record's own setting."""
-    settings = record.config.scoring
-    if normalization is not None:
-        settings = ScoringSettings.model_validate({**settings.model_dump(), "cas_normalization": normalization})
-    return score_audit(plan_of(record), record_concepts(record), settings)
 
 
 def score_tibet_result(result: TibetResult, settings: ScoringSettings | None = None) -> Scores:
