@@ -30,8 +30,9 @@ covered the large-sample CAS in 76% (5 concepts) down to 0% (30 or more). BAV, a
 variance, ignores a bias common to an axis's CAS values as well. So claims should rest
 on differences, BAV and the axis ranking, not on an absolute CAS.
 
-The numbers here are plain dataclasses; records and reports read them once the records
-refactor has landed.
+The numbers here are plain dataclasses, each estimate beside its interval;
+:mod:`auditor.scoring.intervals` writes them into a record's fields (``record_interval``),
+where reports read them.
 """
 
 from __future__ import annotations
@@ -310,10 +311,6 @@ class Interval:
     defined: float
     #: Why BCa was not used, when it was asked for and could not be.
     note: str | None = None
-
-    def excludes(self, value: float = 0.0) -> bool:
-        """Whether the whole interval lies above or below ``value`` (e.g. a difference that is not 0)."""
-        return self.low is not None and self.high is not None and (self.low > value or self.high < value)
 
 
 @dataclass(frozen=True)

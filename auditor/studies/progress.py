@@ -95,7 +95,7 @@ class QuietProgress:
         pass
 
 
-class NoticesOnly:
+class NoticesOnly(QuietProgress):
     """Passes notices on, each message once, and keeps stage bars to itself: a batch shows one bar per stage over
     its prompts instead of one per prompt and stage, and what all its audits say (other weights, say) once."""
 
@@ -103,22 +103,10 @@ class NoticesOnly:
         self.inner = inner
         self._said: set[str] = set()
 
-    def start(self, stage: str, total: int | None, description: str) -> None:
-        pass
-
-    def advance(self, stage: str, amount: int = 1) -> None:
-        pass
-
-    def finish(self, stage: str) -> None:
-        pass
-
     def notice(self, message: str) -> None:
         if message not in self._said:
             self._said.add(message)
             self.inner.notice(message)
-
-    def workers(self, stage: str, workers: Sequence[WorkerThroughput]) -> None:
-        pass
 
 
 class RichProgress:
