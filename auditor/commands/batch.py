@@ -3,14 +3,17 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import typer
 
 from auditor.commands import common
-from auditor.commands.prompt import audit_options, check_axes_fit_some, scoring_settings
+from auditor.commands.prompt import audit_options, check_axes_fit, scoring_settings
 from auditor.core.errors import AuditorError
-from auditor.core.settings import DEFAULT_EMBEDDER, DEFAULT_VQA
 from auditor.records import PerceptionSettings
+
+if TYPE_CHECKING:  # pragma: no cover
+    from auditor.studies.prompt_audit import PromptAuditOptions
 
 
 def batch(
@@ -25,10 +28,8 @@ def batch(
         None, "--llm", help="Planner: openai:<model>, langchain:<provider>:<model> or offline."
     ),
     t2i: str = common.T2I,
-    vqa: str = typer.Option(
-        DEFAULT_VQA, "--vqa", help="VQA model: blip2:/blip:/instructblip:/hf:<id|path> or openai:<model>."
-    ),
-    embedder: str = typer.Option(DEFAULT_EMBEDDER, "--embedder", help="Image embedder (clip:<id|path>) or 'none'."),
+    vqa: str = common.VQA,
+    embedder: str = common.EMBEDDER,
     images: int = typer.Option(48, "--images", min=1, max=common.MAX_IMAGES, help="Images per prompt set (the paper uses 48)."),
     seed: str | None = common.SEED,
     batch_size: str = common.BATCH_SIZE,
@@ -41,24 +42,16 @@ def batch(
     width: int | None = common.WIDTH,
     height: int | None = common.HEIGHT,
     negative_prompt: str | None = common.NEGATIVE_PROMPT,
-    vqa_batch_size: int = typer.Option(
-        16, "--vqa-batch-size", min=1, help="Image-question pairs per VQA forward pass."
-    ),
-    vqa_concurrency: int = typer.Option(
-        8, "--vqa-concurrency", min=1, help="Requests in flight to an openai: VQA model."
-    ),
-    cas_normalization: str = typer.Option(
-        "distribution", "--cas-normalization", help="distribution (default) or frequency."
-    ),
-    top_k: int = typer.Option(10, "--top-k", min=1, help="Concepts kept in top-K lists."),
+    vqa_batch_size: int = common.VQA_BATCH_SIZE,
+    vqa_concurrency: int = common.VQA_CONCURRENCY,
+    cas_normalization: str = common.CAS_NORMALIZATION,
+    top_k: int = common.TOP_K,
     bootstrap: int = common.BOOTSTRAP,
     ci_method: common.IntervalMethodChoice = common.CI_METHOD,
     ci_seed: int = common.CI_SEED,
     alpha: float = common.ALPHA,
     max_axes: int | None = typer.Option(None, "--max-axes", min=1, help="Keep at most this many axes per prompt."),
-    max_counterfactuals: int | None = typer.Option(
-        None, "--max-counterfactuals", min=2, help="Counterfactuals per axis."
-    ),
+    max_counterfactuals: int | None = common.MAX_COUNTERFACTUALS,
     axes: str | None = common.AXES,
     llm_retries: int = common.LLM_RETRIES,
     temperature: float | None = common.TEMPERATURE,
@@ -121,6 +114,23 @@ def batch(
     common.show_result(
         record, study.run_dir, quiet=quiet, json_output=json_output, as_json=batch_json, render=render_batch
     )
+
+
+def check_axes_fit_some(options: PromptAuditOptions, prompts: list[str]) -> None:
+    """A batch's ``--axes`` that fit none of its prompts is bad input, refused as
+    :func:`~auditor.commands.prompt.check_axes_fit` refuses a prompt's; where they fit some, each prompt they fit
+    none of fails alone in the run and the batch goes on."""
+    from dataclasses import replace
+
+    first: AuditorError | None = None
+    for prompt in prompts:
+        try:
+            check_axes_fit(replace(options, prompt=prompt))
+            return
+        except AuditorError as exc:
+            first = first or exc
+    if first is not None:
+        raise AuditorError(f"--axes fit none of the batch's {len(prompts)} prompts; the first: {first}") from None
 
 
 def register(app: typer.Typer) -> None:

@@ -5,7 +5,7 @@ the generation settings, the device, ``--quiet``) are declared once here, with t
 ``--seed`` parser, and so is what a study runs in: the runs folder, the content cache and
 the progress display, the exit on Ctrl-C, and how a finished study is shown (JSON, the run
 folder alone, or its report). Options whose defaults or meaning differ
-per command (``--images``, ``--embedder``, ``--name``, ``--json``) stay with the command.
+per command (``--images``, ``--llm``, ``--max-axes``, ``--name``, ``--json``) stay with the command.
 Not a command itself; like every command module it imports nothing heavy at the top.
 """
 
@@ -33,7 +33,7 @@ from auditor.core.errors import (
     Terminated,
     out_of_memory,
 )
-from auditor.core.settings import DEFAULT_T2I, MAX_SEED
+from auditor.core.settings import DEFAULT_EMBEDDER, DEFAULT_T2I, DEFAULT_VQA, MAX_SEED
 from auditor.reporting.wording import counted
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -72,6 +72,25 @@ RAY_ADDRESS = typer.Option(
     "(default: RAY_ADDRESS, else a Ray started for the run). Not recorded.",
 )
 SCHEDULER = typer.Option(None, "--scheduler", help="diffusers scheduler class, e.g. DPMSolverMultistepScheduler.")
+#: The VQA options of the studies that ask the TIBET questions of every image (prompt, batch, explore).
+VQA = typer.Option(
+    DEFAULT_VQA,
+    "--vqa",
+    help="VQA model: blip2:/blip:/instructblip:/hf:<id|path>, a local folder, or openai:<model> "
+    "(OPENAI_BASE_URL: any compatible server).",
+)
+VQA_BATCH_SIZE = typer.Option(16, "--vqa-batch-size", min=1, help="Image-question pairs per VQA forward pass.")
+VQA_CONCURRENCY = typer.Option(
+    8, "--vqa-concurrency", min=1, help="Requests in flight at once to an openai: VQA model (answers do not change)."
+)
+#: A prompt audit's and a batch's image embedder and how their concepts are scored.
+EMBEDDER = typer.Option(DEFAULT_EMBEDDER, "--embedder", help="Image embedder (clip:<id|path>) or 'none'.")
+CAS_NORMALIZATION = typer.Option("distribution", "--cas-normalization", help="distribution (default) or frequency.")
+TOP_K = typer.Option(10, "--top-k", min=1, help="Concepts kept in top-K lists.")
+#: How many counterfactuals of each plan are kept, wherever a plan is made.
+MAX_COUNTERFACTUALS = typer.Option(
+    None, "--max-counterfactuals", min=2, help="Keep the first N counterfactuals per axis."
+)
 
 
 def device_name(value: str | None) -> str | None:
@@ -258,6 +277,25 @@ RESUME_BASE = frozenset({
 })  # fmt: skip
 #: Those of a prompt audit, a batch and (with its text embedder) an exploration.
 RESUME_OPTIONS = RESUME_BASE | {"vqa", "embedder", "vqa_concurrency"}
+
+
+def planner_spec(llm: str | None) -> str:
+    """The LLM a planning command uses: ``--llm`` as given, else OpenAI when its key is set, else the offline
+    planner (:func:`say_offline_fallback` tells the user)."""
+    from auditor.core.settings import default_llm_spec
+
+    return llm or default_llm_spec()
+
+
+def say_offline_fallback(
+    llm: str | None, planner: str, offline_does: str = "planning with the offline WordNet planner"
+) -> None:
+    """A notice when no ``--llm`` was given and, without an OpenAI key, ``planner`` fell back to offline: what the
+    offline fallback does for this command (``offline_does``)."""
+    if not llm and planner == "offline":
+        from auditor.core.console import notice
+
+        notice(f"OPENAI_API_KEY is not set: {offline_does} (or pass --llm)")
 
 
 def given(ctx: typer.Context, name: str) -> bool:

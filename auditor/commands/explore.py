@@ -11,7 +11,6 @@ import typer
 from auditor.commands import common
 from auditor.commands.prompt import scoring_settings
 from auditor.core.errors import AuditorError
-from auditor.core.settings import DEFAULT_VQA
 from auditor.records import PerceptionSettings
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -70,9 +69,7 @@ def explore(
         0.9, "--duplicate-threshold", help="Cosine above which a candidate is a near-duplicate."
     ),
     t2i: str = common.T2I,
-    vqa: str = typer.Option(
-        DEFAULT_VQA, "--vqa", help="VQA model: blip2:/blip:/instructblip:/hf:<id|path> or openai:<model>."
-    ),
+    vqa: str = common.VQA,
     seed: int = typer.Option(
         0, "--seed", min=0, max=common.MAX_SEED,
         help="First image seed S: exploration uses S.., confirmation the seeds after.",
@@ -84,12 +81,8 @@ def explore(
     steps: int | None = common.steps_option(),
     guidance: float | None = common.guidance_option(),
     scheduler: str | None = common.SCHEDULER,
-    vqa_batch_size: int = typer.Option(
-        16, "--vqa-batch-size", min=1, help="Image-question pairs per VQA forward pass."
-    ),
-    vqa_concurrency: int = typer.Option(
-        8, "--vqa-concurrency", min=1, help="Requests in flight to an openai: VQA model."
-    ),
+    vqa_batch_size: int = common.VQA_BATCH_SIZE,
+    vqa_concurrency: int = common.VQA_CONCURRENCY,
     bootstrap: int = common.BOOTSTRAP,
     ci_method: common.IntervalMethodChoice = common.CI_METHOD,
     ci_seed: int = common.CI_SEED,
@@ -97,9 +90,7 @@ def explore(
         0.05, "--alpha", help="Confirmation: Benjamini-Hochberg adjusted p below this is a finding."
     ),
     max_axes: int | None = typer.Option(None, "--max-axes", min=1, help="Axes kept from each LLM plan."),
-    max_counterfactuals: int | None = typer.Option(
-        None, "--max-counterfactuals", min=2, help="Counterfactuals per axis."
-    ),
+    max_counterfactuals: int | None = common.MAX_COUNTERFACTUALS,
     llm_retries: int = common.LLM_RETRIES,
     temperature: float | None = common.TEMPERATURE,
     llm_seed: int | None = common.LLM_SEED,
@@ -125,10 +116,13 @@ def explore(
         if objective not in ("bav", "lean"):
             raise AuditorError(f"--objective must be 'bav' or 'lean', not {objective!r}")
         chosen_text_embedder = None if text_embedder.strip().lower() == "none" else text_embedder
+        planner = common.planner_spec(llm)
+        if not (quiet or json_output):
+            common.say_offline_fallback(llm, planner, "proposing from WordNet templates and planning offline")
         options = ExploreOptions(
             seeds=list(seeds or []),
             topic=topic,
-            llm=_planner(llm, announce=not (quiet or json_output)),
+            llm=planner,
             t2i=t2i,
             vqa=vqa,
             axes=common.parse_axes(axes),
@@ -185,18 +179,6 @@ def explore(
     common.show_result(
         record, exploration.run_dir, quiet=quiet, json_output=json_output, as_json=explore_json, render=render_explore
     )
-
-
-def _planner(llm: str | None, *, announce: bool) -> str:
-    """The LLM spec: the one given, else OpenAI when a key is set, else the offline proposer and planner."""
-    from auditor.core.settings import default_llm_spec
-
-    planner = llm or default_llm_spec()
-    if not llm and planner == "offline" and announce:
-        from auditor.core.console import notice
-
-        notice("OPENAI_API_KEY is not set: proposing from WordNet templates and planning offline (or pass --llm)")
-    return planner
 
 
 def register(app: typer.Typer) -> None:

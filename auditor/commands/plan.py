@@ -24,9 +24,7 @@ def plan(
         "(default: openai:gpt-4o-mini when OPENAI_API_KEY is set, else offline).",
     ),
     max_axes: int | None = typer.Option(None, "--max-axes", min=1, help="Keep the first N axes."),
-    max_counterfactuals: int | None = typer.Option(
-        None, "--max-counterfactuals", min=2, help="Keep the first N counterfactuals per axis."
-    ),
+    max_counterfactuals: int | None = common.MAX_COUNTERFACTUALS,
     llm_retries: int = common.LLM_RETRIES,
     temperature: float | None = common.TEMPERATURE,
     llm_seed: int | None = common.LLM_SEED,
@@ -37,12 +35,10 @@ def plan(
     """Ask the planner which bias axes the prompt may lean on and write counterfactual prompts for each."""
     from auditor.core.console import notice, print_json
     from auditor.core.errors import AuditorError
-    from auditor.core.settings import default_llm_spec
     from auditor.planning import check_llm_spec, make_plan, review_plan, transcript_of
 
-    spec = check_llm_spec(llm or default_llm_spec(), temperature, llm_seed)
-    if llm is None and spec == "offline":
-        notice("OPENAI_API_KEY is not set: planning with the offline WordNet planner (pass --llm to choose an LLM)")
+    spec = check_llm_spec(common.planner_spec(llm), temperature, llm_seed)
+    common.say_offline_fallback(llm, spec)
     try:
         audit_plan = make_plan(
             text,

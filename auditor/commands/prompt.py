@@ -9,7 +9,7 @@ import typer
 
 from auditor.commands import common
 from auditor.core.errors import AuditorError
-from auditor.core.settings import DEFAULT_EMBEDDER, DEFAULT_VQA
+from auditor.core.settings import DEFAULT_EMBEDDER
 from auditor.records import (
     GenerationSettings,
     PerceptionSettings,
@@ -28,11 +28,8 @@ def prompt(
     text: str = typer.Argument("", metavar="PROMPT", help="The text-to-image prompt to audit."),
     llm: str | None = typer.Option(None, "--llm", help="Planner: openai:<model>, langchain:<provider>:<model> or offline."),
     t2i: str = common.T2I,
-    vqa: str = typer.Option(
-        DEFAULT_VQA, "--vqa",
-        help="VQA model: blip2:/blip:/instructblip:/hf:<id|path>, a local folder, or openai:<model> (OPENAI_BASE_URL: any compatible server).",
-    ),  # fmt: skip
-    embedder: str = typer.Option(DEFAULT_EMBEDDER, "--embedder", help="Image embedder (clip:<id|path>) or 'none'."),
+    vqa: str = common.VQA,
+    embedder: str = common.EMBEDDER,
     images: int = typer.Option(48, "--images", min=1, max=common.MAX_IMAGES, help="Images per prompt (the paper uses 48)."),
     seed: str | None = common.SEED,
     batch_size: str = common.BATCH_SIZE,
@@ -45,18 +42,16 @@ def prompt(
     width: int | None = common.WIDTH,
     height: int | None = common.HEIGHT,
     negative_prompt: str | None = common.NEGATIVE_PROMPT,
-    vqa_batch_size: int = typer.Option(16, "--vqa-batch-size", min=1, help="Image-question pairs per VQA forward pass."),
-    vqa_concurrency: int = typer.Option(
-        8, "--vqa-concurrency", min=1, help="Requests in flight at once to an openai: VQA model (answers do not change)."
-    ),
-    cas_normalization: str = typer.Option("distribution", "--cas-normalization", help="distribution (default) or frequency."),
-    top_k: int = typer.Option(10, "--top-k", min=1, help="Concepts kept in top-K lists."),
+    vqa_batch_size: int = common.VQA_BATCH_SIZE,
+    vqa_concurrency: int = common.VQA_CONCURRENCY,
+    cas_normalization: str = common.CAS_NORMALIZATION,
+    top_k: int = common.TOP_K,
     bootstrap: int = common.BOOTSTRAP,
     ci_method: common.IntervalMethodChoice = common.CI_METHOD,
     ci_seed: int = common.CI_SEED,
     alpha: float = common.ALPHA,
     max_axes: int | None = typer.Option(None, "--max-axes", min=1, help="Keep at most this many axes."),
-    max_counterfactuals: int | None = typer.Option(None, "--max-counterfactuals", min=2, help="Counterfactuals per axis."),
+    max_counterfactuals: int | None = common.MAX_COUNTERFACTUALS,
     axes: str | None = common.AXES,
     llm_retries: int = common.LLM_RETRIES,
     temperature: float | None = common.TEMPERATURE,
@@ -139,15 +134,12 @@ def audit_options(
 
     ``planning_and_device`` passes the remaining :class:`PromptAuditOptions` fields through unchanged.
     """
-    from auditor.core.settings import default_llm_spec
     from auditor.studies.prompt_audit import PromptAuditOptions
     from auditor.studies.run import named_model_is_required
 
-    planner = llm or default_llm_spec()
-    if not llm and planner == "offline" and announce:
-        from auditor.core.console import notice
-
-        notice("OPENAI_API_KEY is not set: planning with the offline WordNet planner (or pass --llm)")
+    planner = common.planner_spec(llm)
+    if announce:
+        common.say_offline_fallback(llm, planner)
     chosen_embedder = None if embedder.strip().lower() == "none" else embedder
     return PromptAuditOptions(
         prompt=text,
@@ -168,7 +160,7 @@ def audit_options(
 def check_axes_fit(options: PromptAuditOptions) -> None:
     """``--axes`` none of which the axis library can write for this prompt (``setting`` for a person) is bad input:
     the offline plan is cheap, so it is made here, before a run folder exists, rather than at the plan stage, where
-    the run would fail with nothing to resume. (A batch asks :func:`check_axes_fit_some`.)"""
+    the run would fail with nothing to resume. (A batch asks :func:`auditor.commands.batch.check_axes_fit_some`.)"""
     from auditor.planning import make_plan
     from auditor.planning.offline import check_axes
 
@@ -176,22 +168,6 @@ def check_axes_fit(options: PromptAuditOptions) -> None:
         options.prompt, "offline", axes=check_axes(options.axes or []), max_axes=options.max_axes,
         max_counterfactuals=options.max_counterfactuals,
     )  # fmt: skip
-
-
-def check_axes_fit_some(options: PromptAuditOptions, prompts: list[str]) -> None:
-    """A batch's ``--axes`` that fit none of its prompts is bad input, refused as :func:`check_axes_fit` refuses a
-    prompt's; where they fit some, each prompt they fit none of fails alone in the run and the batch goes on."""
-    from dataclasses import replace
-
-    first: AuditorError | None = None
-    for prompt in prompts:
-        try:
-            check_axes_fit(replace(options, prompt=prompt))
-            return
-        except AuditorError as exc:
-            first = first or exc
-    if first is not None:
-        raise AuditorError(f"--axes fit none of the batch's {len(prompts)} prompts; the first: {first}") from None
 
 
 def show_results(record: RunRecord, run_dir: Path, *, quiet: bool, json_output: bool) -> None:

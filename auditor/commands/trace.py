@@ -88,9 +88,7 @@ def trace(
     scheduler: str | None = common.SCHEDULER,
     width: int | None = common.WIDTH,
     height: int | None = common.HEIGHT,
-    vqa_batch_size: int = typer.Option(
-        16, "--vqa-batch-size", min=1, help="Image-question pairs per VQA forward pass."
-    ),
+    vqa_batch_size: int = common.VQA_BATCH_SIZE,
     vqa_max_tokens: int = typer.Option(
         40, "--vqa-max-tokens", min=1, help="Length limit of an object list, in tokens."
     ),
