@@ -72,6 +72,19 @@ RAY_ADDRESS = typer.Option(
     "(default: RAY_ADDRESS, else a Ray started for the run). Not recorded.",
 )
 SCHEDULER = typer.Option(None, "--scheduler", help="diffusers scheduler class, e.g. DPMSolverMultistepScheduler.")
+class CasNormalizationChoice(str, Enum):
+    """How concept histograms are normalised before the IoU of CAS (ScoringSettings.cas_normalization)."""
+
+    distribution = "distribution"
+    frequency = "frequency"
+
+
+_CAS_NORMALIZATION_HELP = (
+    "'distribution' rescales histograms to sum 1 before the IoU (authors' code); 'frequency' uses per-image "
+    "frequencies (paper Eq. 1-3)."
+)
+
+
 #: The VQA options of the studies that ask the TIBET questions of every image (prompt, batch, explore).
 VQA = typer.Option(
     DEFAULT_VQA,
@@ -85,7 +98,9 @@ VQA_CONCURRENCY = typer.Option(
 )
 #: A prompt audit's and a batch's image embedder and how their concepts are scored.
 EMBEDDER = typer.Option(DEFAULT_EMBEDDER, "--embedder", help="Image embedder (clip:<id|path>) or 'none'.")
-CAS_NORMALIZATION = typer.Option("distribution", "--cas-normalization", help="distribution (default) or frequency.")
+CAS_NORMALIZATION = typer.Option(
+    CasNormalizationChoice.distribution, "--cas-normalization", help=_CAS_NORMALIZATION_HELP
+)
 TOP_K = typer.Option(10, "--top-k", min=1, help="Concepts kept in top-K lists.")
 #: How many counterfactuals of each plan are kept, wherever a plan is made.
 MAX_COUNTERFACTUALS = typer.Option(
@@ -153,6 +168,11 @@ CI_METHOD = typer.Option(IntervalMethodChoice.percentile, "--ci-method", help=_C
 CI_SEED = typer.Option(0, "--ci-seed", min=0, help=_CI_SEED_HELP)
 ALPHA = typer.Option(0.05, "--alpha", help="A T2IAT direction is stated only when its Holm-adjusted p is below this.")
 #: The same options for a command that rescores a run: None keeps the run's own setting.
+CAS_NORMALIZATION_OPTIONAL = typer.Option(
+    None,
+    "--cas-normalization",
+    help=f"{_CAS_NORMALIZATION_HELP} Default: the run's setting, 'distribution' for TIBET files.",
+)
 BOOTSTRAP_OPTIONAL = typer.Option(
     None,
     "--bootstrap",

@@ -8,7 +8,6 @@ from typing import TYPE_CHECKING
 import typer
 
 from auditor.commands import common
-from auditor.core.errors import AuditorError
 from auditor.core.settings import DEFAULT_EMBEDDER
 from auditor.records import (
     GenerationSettings,
@@ -44,7 +43,7 @@ def prompt(
     negative_prompt: str | None = common.NEGATIVE_PROMPT,
     vqa_batch_size: int = common.VQA_BATCH_SIZE,
     vqa_concurrency: int = common.VQA_CONCURRENCY,
-    cas_normalization: str = common.CAS_NORMALIZATION,
+    cas_normalization: common.CasNormalizationChoice = common.CAS_NORMALIZATION,
     top_k: int = common.TOP_K,
     bootstrap: int = common.BOOTSTRAP,
     ci_method: common.IntervalMethodChoice = common.CI_METHOD,
@@ -84,7 +83,7 @@ def prompt(
                 height=height, negative_prompt=negative_prompt,
             ),
             PerceptionSettings(batch_size=vqa_batch_size, concurrency=vqa_concurrency),
-            scoring_settings(cas_normalization, top_k, bootstrap, ci_method.value, ci_seed, alpha),
+            scoring_settings(cas_normalization.value, top_k, bootstrap, ci_method.value, ci_seed, alpha),
             announce=not (quiet or json_output),
             max_axes=max_axes, max_counterfactuals=max_counterfactuals, llm_retries=llm_retries,
             llm_temperature=temperature, llm_seed=llm_seed, review=review, device=device,
@@ -107,8 +106,6 @@ def prompt(
 def scoring_settings(
     cas_normalization: str, top_k: int, bootstrap: int, ci_method: str, ci_seed: int, alpha: float
 ) -> ScoringSettings:
-    if cas_normalization not in ("distribution", "frequency"):
-        raise AuditorError(f"--cas-normalization must be 'distribution' or 'frequency', not {cas_normalization!r}")
     common.check_alpha(alpha)
     return ScoringSettings(
         cas_normalization=cas_normalization, top_k=top_k, bootstrap=bootstrap, ci_method=ci_method, ci_seed=ci_seed,

@@ -7,7 +7,6 @@ the requested CAS normalisation.
 
 from __future__ import annotations
 
-from enum import Enum
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -20,23 +19,11 @@ if TYPE_CHECKING:  # pragma: no cover
     from auditor.records import Scores
 
 
-class Normalization(str, Enum):
-    """CAS histogram normalisation (see ScoringSettings.cas_normalization)."""
-
-    distribution = "distribution"
-    frequency = "frequency"
-
-
 def score(
     source: str = typer.Argument(
         ..., metavar="SOURCE", help="TIBET result file (JSON), run folder, record.json or run id."
     ),
-    cas_normalization: Normalization | None = typer.Option(
-        None,
-        "--cas-normalization",
-        help="'distribution' rescales histograms to sum 1 before the IoU (authors' code); 'frequency' uses "
-        "per-image frequencies (paper Eq. 1-3). Default: the run's setting, 'distribution' for TIBET files.",
-    ),
+    cas_normalization: common.CasNormalizationChoice | None = common.CAS_NORMALIZATION_OPTIONAL,
     bootstrap: int | None = common.BOOTSTRAP_OPTIONAL,
     ci_method: common.IntervalMethodChoice | None = common.CI_METHOD_OPTIONAL,
     ci_seed: int | None = common.CI_SEED_OPTIONAL,
