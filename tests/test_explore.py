@@ -756,12 +756,12 @@ def test_arms_with_equal_scores_share_a_rank_in_the_terminal_the_json_and_the_pa
     values = {"a chef": 0.1, "a nurse": 0.3, "a pilot": 0.05, "a baker": 0.3, "a clerk": None}
     candidates = [
         Candidate(candidate_id=f"c{i:03d}", prompt=f"a photo of {job}", round=1, proposed_by="offline", accepted=True,
-                  plan=audit.plan)  # fmt: skip
+                  plan=audit.plan)
         for i, job in enumerate(values, 1)
     ]
     arms = [
         Arm(arm_id=f"{c.candidate_id}/gender", candidate_id=c.candidate_id, axis="gender", seeds=4,
-            score=ArmScore(seeds=4, value=value, axis=gender))  # fmt: skip
+            score=ArmScore(seeds=4, value=value, axis=gender))
         for c, value in zip(candidates, values.values())
     ]
     record = ExploreRecord(run_id="x", config=new_config(options()), environment=audit.environment,
@@ -823,7 +823,7 @@ def test_the_report_sums_up_the_axes_that_candidates_plans_dropped(tmp_path):
     plans = [audit.plan.model_copy(update={"dropped_axes": {"setting": why}}), audit.plan, None]
     candidates = [
         Candidate(candidate_id=f"c{i}", prompt=f"a photo of p{i}", round=1, proposed_by="offline", accepted=True,
-                  plan=plan)  # fmt: skip
+                  plan=plan)
         for i, plan in enumerate(plans)
     ]
     record = ExploreRecord(run_id="x", config=new_config(options()), environment=audit.environment,

@@ -433,7 +433,7 @@ def test_html_links_only_images_inside_the_run_folder(tmp_path):
     [
         (0.0, 0.01), (5e-324, 0.01), (float("nan"), 0.01), (3e-13, 5e-13), (0.00013, 0.0002), (0.0099, 0.01),
         (0.013, 0.02), (0.021, 0.025), (0.3, 0.5), (1.7, 2.0),
-    ],  # fmt: skip
+    ],
 )
 def test_range_chart_bounds_round_up_to_one_two_two_and_a_half_or_five(largest, bound):
     from auditor.reporting.html import _nice_bound

@@ -25,7 +25,7 @@ def trace(
         metavar="CAPTIONS_FILE",
         help="Captions (TXT, CSV, TSV, JSONL, Parquet; a folder or glob): the neutral "
         "ones (with 'person'/'people' and no word of the paper's Table 2) become triplets.",
-    ),  # fmt: skip
+    ),
     professions: bool = typer.Option(
         False, "--professions", help="Use the profession set instead: Table 3's professions in the built-in templates."
     ),
@@ -43,7 +43,7 @@ def trace(
         max=common.MAX_IMAGES,
         help="Seeds per triplet, shared by its three prompts (default: 5 for --professions, "
         "1 for captions; the paper used 5 for GCC and the professions, 1 otherwise).",
-    ),  # fmt: skip
+    ),
     seed: str | None = common.SEED,
     t2i: str = typer.Option(
         DEFAULT_T2I, "--t2i", help="Model under audit: diffusers:<id|path>, an SD 1.x/2.x pipeline (the trace "
@@ -58,12 +58,12 @@ def trace(
         help="Image embedder to compare paired images with, repeatable: clip:<id>, dinov2:<id>, "
         "hf-vision:<id> (any vision backbone), or 'none'. Default: clip:openai/clip-vit-base-patch32 and "
         "dinov2:facebook/dinov2-small (skipped with a note when unavailable).",
-    ),  # fmt: skip
+    ),
     detector: str | None = typer.Option(
         None,
         "--detector",
         help="Ground the objects with boxes: grounding-dino:<id> or owlv2:<id> (needed for the dependency groups).",
-    ),  # fmt: skip
+    ),
     box_threshold: float | None = typer.Option(
         None,
         "--box-threshold",
@@ -96,7 +96,7 @@ def trace(
         1000, "--bootstrap", min=common.MIN_BOOTSTRAP, max=common.MAX_BOOTSTRAP,
         help="Resamples of the triplets behind every interval, and the most sign swaps behind a swap test's p "
         "(all of them when there are fewer).",
-    ),  # fmt: skip
+    ),
     ci_seed: int = common.CI_SEED,
     alpha: float = typer.Option(
         0.05, "--alpha", help="A χ² difference is stated only when its Holm-adjusted p is below this."

@@ -156,7 +156,7 @@ def _axis(axis: AxisView) -> RenderableType:
         Text(axis.finding),
         _text((axis.bav_note, "bold")) if axis.bav_note else
         _text(("BAV ", "bold"), with_span(axis.bav, axis.bav_ci, 4),
-              "   relative ", number(axis.relative_bav), "   MAD variant ", number(axis.bav_mad)),  # fmt: skip
+              "   relative ", number(axis.relative_bav), "   MAD variant ", number(axis.bav_mad)),
         _text(("CAS per counterfactual, lowest first", "bold")),
         _cas_table(axis),
     ]

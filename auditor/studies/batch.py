@@ -268,7 +268,7 @@ def leaderboard(records: list[RunRecord]) -> list[BatchRow]:
             bav_ci=axis.bav_ci,
             lean=axis.lean,
             lean_ci=axis.lean_ci,
-        )  # fmt: skip
+        )
         for record in records
         if record.status == "completed" and record.scores is not None
         for axis in record.scores.axes

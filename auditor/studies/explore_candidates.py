@@ -89,7 +89,7 @@ class CandidateIntake:
                         parent=parent,
                         origin=origin,
                         accepted=False,
-                    )  # fmt: skip
+                    )
                 )
             self.study.save()
         for candidate in self.record.candidates:
