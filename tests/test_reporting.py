@@ -88,7 +88,7 @@ def flagged_record(record: RunRecord, *prompt_ids: str) -> RunRecord:
 
 def terminal_text(record: RunRecord, width: int = 80) -> str:
     console = Console(width=width, file=io.StringIO(), force_terminal=True, color_system="truecolor", record=True)
-    render_terminal(record, console)
+    render_terminal(record, None, console)
     return console.export_text(styles=False)
 
 

@@ -223,7 +223,7 @@ def test_a_prompt_audits_reports_tell_a_running_record_apart_by_the_lock(tmp_pat
 
     def shown() -> tuple[str, dict, str]:
         console = Console(width=100, record=True)
-        render_terminal(record, console, run_dir)
+        render_terminal(record, run_dir, console)
         page = write_html_report(record, run_dir).read_text()
         return " ".join(console.export_text().split()), report_json(record, run_dir), page
 

@@ -174,7 +174,7 @@ def show_results(record: RunRecord, run_dir: Path, *, quiet: bool, json_output: 
     from auditor.reporting import render_terminal, report_json
 
     def render(record: RunRecord, run_dir: Path, console: Console) -> None:
-        render_terminal(record, console, run_dir)
+        render_terminal(record, run_dir, console)
         say_whole(console, run_files_text(run_dir))
 
     common.show_result(

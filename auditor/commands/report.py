@@ -12,7 +12,6 @@ from auditor.commands import common
 from auditor.core.console import out, print_json, say_whole
 
 if TYPE_CHECKING:  # pragma: no cover
-    from rich.console import Console
 
     from auditor.records import StudyRecord
 
@@ -89,10 +88,7 @@ def _outputs(record: StudyRecord, path: Path) -> tuple[Callable, Callable, Calla
     if isinstance(record, TraceRecord):
         return trace.write_trace_report, trace.trace_json, trace.render_trace
     load_record(path, RunRecord)  # a kind added later and not reported here: one line, not a traceback
-    def render_prompt_audit(prompt_run: RunRecord, folder: Path, console: Console) -> None:
-        render_terminal(prompt_run, console, folder)
-
-    return write_html_report, report_json, render_prompt_audit
+    return write_html_report, report_json, render_terminal
 
 
 def register(app: typer.Typer) -> None:

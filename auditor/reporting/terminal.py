@@ -239,9 +239,10 @@ def view_renderables(view: ReportView) -> list[RenderableType]:
     return parts
 
 
-def render_terminal(record: RunRecord, console: Console, run_dir: Path | None = None) -> None:
-    """Print the report of ``record`` on ``console`` (any width from about 60 columns up); with its ``run_dir``, a
-    record that says ``running`` reads as running now or stopped, by the folder's lock."""
+def render_terminal(record: RunRecord, run_dir: Path | None, console: Console) -> None:
+    """Print the report of ``record`` on ``console`` (any width from about 60 columns up), with the arguments every
+    study's terminal report takes; with its ``run_dir``, a record that says ``running`` reads as running now or
+    stopped, by the folder's lock."""
     for part in view_renderables(build_view(record, running_now(record, run_dir))):
         console.print(part)
         console.print()
