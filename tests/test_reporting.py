@@ -882,6 +882,9 @@ def test_numbers_that_are_not_zero_are_never_written_as_zero():
     assert p_value.render(p=3.2e-7) == "3.2e-07" and p_value.render(p=0.0123) == "0.0123"
     assert p_value.render(p=None) == "–"
     assert p_value.render(p=0.0) == "&lt; 1e-300"  # a chi-square tail that underflowed is not p = 0
+    from auditor.reporting.numbers import p_equals
+
+    assert (f"p {p_equals(0.0123)}", f"p {p_equals(0.0)}") == ("p = 0.0123", "p < 1e-300")  # in a sentence
 
 
 def test_a_small_bav_keeps_its_digits_on_the_bar_and_in_the_batch_headline():

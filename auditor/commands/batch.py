@@ -88,7 +88,6 @@ def batch(
             ),
             PerceptionSettings(batch_size=vqa_batch_size, concurrency=vqa_concurrency),
             scoring_settings(cas_normalization.value, top_k, bootstrap, ci_method.value, ci_seed, alpha),
-            announce=not (quiet or json_output),
             max_axes=max_axes, max_counterfactuals=max_counterfactuals, llm_retries=llm_retries,
             llm_temperature=temperature, llm_seed=llm_seed, device=device,
             allow_partial_weights=allow_partial_weights, axes=fixed_axes, executor=executor,
@@ -99,6 +98,8 @@ def batch(
             source=str(prompts_file), prompts=prompts, audit=template, values=str(values) if values else None
         )
         use_ray_address(executor, ray_address)
+        if not (quiet or json_output):
+            common.say_offline_fallback(llm, template.llm)
     else:
         if prompts_file is not None:
             raise AuditorError("--resume continues a batch with its own prompts; leave out PROMPTS_FILE")

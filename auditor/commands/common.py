@@ -1,11 +1,13 @@
 """What the commands share.
 
 The options that mean the same thing in each of them (the model under audit, the seeds,
-the generation settings, the device, ``--quiet``) are declared once here, with the
-``--seed`` parser, and so is what a study runs in: the runs folder, the content cache and
-the progress display, the exit on Ctrl-C, and how a finished study is shown (JSON, the run
-folder alone, or its report). Options whose defaults or meaning differ
-per command (``--images``, ``--llm``, ``--max-axes``, ``--name``, ``--json``) stay with the command.
+the generation settings, the device, ``--quiet``, and the VQA and scoring options of the
+studies that ask the TIBET questions) are declared once here, with the ``--seed`` parser,
+and so is what a study runs in: the runs folder, the content cache and the progress display,
+the exit on Ctrl-C, and how a finished study is shown (JSON, the run folder alone, or its
+report). Options whose defaults or meaning differ per command (``--images``, ``--llm``,
+``--max-axes``, ``--embedder`` of T2IAT, amplification and trace, ``--name``, ``--json``)
+stay with the command.
 Not a command itself; like every command module it imports nothing heavy at the top.
 """
 

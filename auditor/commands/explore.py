@@ -116,13 +116,10 @@ def explore(
         if objective not in ("bav", "lean"):
             raise AuditorError(f"--objective must be 'bav' or 'lean', not {objective!r}")
         chosen_text_embedder = None if text_embedder.strip().lower() == "none" else text_embedder
-        planner = common.planner_spec(llm)
-        if not (quiet or json_output):
-            common.say_offline_fallback(llm, planner, "proposing from WordNet templates and planning offline")
         options = ExploreOptions(
             seeds=list(seeds or []),
             topic=topic,
-            llm=planner,
+            llm=common.planner_spec(llm),
             t2i=t2i,
             vqa=vqa,
             axes=common.parse_axes(axes),
@@ -155,6 +152,8 @@ def explore(
             executor=executor,
         )
         use_ray_address(executor, ray_address)
+        if not (quiet or json_output):
+            common.say_offline_fallback(llm, options.llm, "proposing from WordNet templates and planning offline")
     else:
         resumption = common.resumption(ctx, common.RESUME_OPTIONS | {"text_embedder"})  # where the guard is now
     holder: dict[str, ExploreRecord] = {}

@@ -84,7 +84,6 @@ def prompt(
             ),
             PerceptionSettings(batch_size=vqa_batch_size, concurrency=vqa_concurrency),
             scoring_settings(cas_normalization.value, top_k, bootstrap, ci_method.value, ci_seed, alpha),
-            announce=not (quiet or json_output),
             max_axes=max_axes, max_counterfactuals=max_counterfactuals, llm_retries=llm_retries,
             llm_temperature=temperature, llm_seed=llm_seed, review=review, device=device,
             allow_partial_weights=allow_partial_weights, axes=fixed_axes, executor=executor,
@@ -92,6 +91,8 @@ def prompt(
         if fixed_axes is not None:
             check_axes_fit(options)
         use_ray_address(executor, ray_address)
+        if not (quiet or json_output):
+            common.say_offline_fallback(llm, options.llm)
     else:
         resumption = common.resumption(ctx)
     with common.study_session(quiet, json_output) as (cache, progress):
@@ -124,23 +125,20 @@ def audit_options(
     generation: GenerationSettings,
     perception: PerceptionSettings,
     scoring: ScoringSettings,
-    announce: bool,
     **planning_and_device: object,
 ) -> PromptAuditOptions:
-    """Options for a new run; the LLM defaults to OpenAI when a key is set, else the offline planner.
+    """Options for a new run; the LLM defaults to OpenAI when a key is set, else the offline planner (which the
+    command says once every option is checked: :func:`~auditor.commands.common.say_offline_fallback`).
 
     ``planning_and_device`` passes the remaining :class:`PromptAuditOptions` fields through unchanged.
     """
     from auditor.studies.prompt_audit import PromptAuditOptions
     from auditor.studies.run import named_model_is_required
 
-    planner = common.planner_spec(llm)
-    if announce:
-        common.say_offline_fallback(llm, planner)
     chosen_embedder = None if embedder.strip().lower() == "none" else embedder
     return PromptAuditOptions(
         prompt=text,
-        llm=planner,
+        llm=common.planner_spec(llm),
         t2i=t2i,
         vqa=vqa,
         embedder=chosen_embedder,

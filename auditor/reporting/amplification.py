@@ -30,7 +30,7 @@ from auditor.records import (
 )
 from auditor.reporting.glossary import METRICS
 from auditor.reporting.html import GRID_IMAGES, ImageCell, thumbnail, write_run_page
-from auditor.reporting.numbers import p_value, with_bounds, with_span
+from auditor.reporting.numbers import p_equals, p_value, with_bounds, with_span
 from auditor.reporting.sentences import unfinished_note
 from auditor.reporting.wording import counted, seeds_phrase
 
@@ -101,7 +101,7 @@ def finding(summary: AmplificationSummary) -> str:
         f", Holm-adjusted across the methods to {p_value(p_claimed)}" if p_claimed != summary.p_value else ""
     )
     test = (
-        f"; one-sample t-test t = {summary.t_statistic:.2f}, p = {p_value(summary.p_value)} (two-sided){adjusted}"
+        f"; one-sample t-test t = {summary.t_statistic:.2f}, p {p_equals(summary.p_value)} (two-sided){adjusted}"
         if summary.t_statistic is not None
         else "; no t-test (fewer than two occupations, or no spread)"
     )

@@ -69,7 +69,10 @@ def headline(record: BatchRecord) -> str:
         )
     if top.bav_ci is None or top.bav_ci.low is None:
         why = f" ({reason})" if (reason := no_intervals(record)) else ""
-        return f"The largest BAV is {subject} ({number(top.bav, 4)}), but it has no interval{why}, so no ranking is claimed."
+        return (
+            f"The largest BAV is {subject} ({number(top.bav, 4)}), but it has no interval{why}, so no ranking is "
+            "claimed."
+        )
     tied = [
         row for row in ranked[1:] if row.bav_ci is None or row.bav_ci.high is None or row.bav_ci.high >= top.bav_ci.low
     ]

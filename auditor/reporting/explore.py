@@ -23,7 +23,7 @@ from auditor.core.console import say_whole
 from auditor.core.store import run_files, run_files_text
 from auditor.records import Arm, Candidate, Confirmation, ExploreRecord, Interval
 from auditor.reporting.glossary import METRICS
-from auditor.reporting.numbers import decimals, number, p_value, with_span
+from auditor.reporting.numbers import decimals, number, p_equals, p_value, with_span
 from auditor.reporting.ranking import Ranked, rank_with_ties
 from auditor.reporting.sentences import unfinished_note
 from auditor.reporting.tables import WRAPPED_VALUE_WIDTH, borderless_table
@@ -141,7 +141,7 @@ def finding(row: Row, record: ExploreRecord) -> str | None:
     test = "one-sided BCa" if confirmation.test_method == "bca" else "one-sided"
     tested = ""
     if q is not None:
-        tested = f"{test} p = {p_value(confirmation.p_value)}, Benjamini-Hochberg adjusted {p_value(q)}"
+        tested = f"{test} p {p_equals(confirmation.p_value)}, Benjamini-Hochberg adjusted {p_value(q)}"
     fresh = f"on {confirmation.seeds} fresh seeds"
     if confirmation.confirmed:
         return (

@@ -76,6 +76,13 @@ def p_value(p: float | None, missing: str = "-") -> str:
     return BELOW_FLOAT if p == 0 else f"{p:.3g}"
 
 
+def p_equals(p: float | None) -> str:
+    """A p-value after its name in a sentence, ``p {p_equals(p)}``: ``= 0.0123``, or ``< 1e-300`` for one that
+    underflowed (not ``p = < 1e-300``)."""
+    text = p_value(p)
+    return text if text == BELOW_FLOAT else f"= {text}"
+
+
 #: An interval as a record holds it, or as a report view does: ``(low, high)``.
 IntervalLike = Interval | tuple[float, float]
 

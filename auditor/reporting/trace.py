@@ -31,7 +31,7 @@ from auditor.core.store import run_files, run_files_text
 from auditor.metrics.trace import significance, smallest_swap_p, triplets_needed
 from auditor.records import TRIPLET_SETS, ChiSquareResult, ObjectCount, StageSimilarity, TraceRecord
 from auditor.reporting.glossary import METRICS
-from auditor.reporting.numbers import number, p_value, with_span
+from auditor.reporting.numbers import number, p_equals, p_value, with_span
 from auditor.reporting.sentences import error_line, partial_interval_note, running_now, status_phrase
 from auditor.reporting.tables import column_table
 from auditor.reporting.wording import counted, describe_seeds
@@ -62,10 +62,10 @@ def closeness_sentence(row: StageSimilarity) -> str:
     if row.difference is None:
         return f"{where}: {row.note or 'no pairs'}."
     evidence = f"s(n,m) - s(n,f) = {with_span(row.difference, row.ci, 4, signed=True)}"
-    sign = f"; swap test p = {p_value(row.swap_p)}" if row.swap_p is not None else ""
+    sign = f"; swap test p {p_equals(row.swap_p)}" if row.swap_p is not None else ""
     if row.swap_p_adjusted is not None:
         sign += f", Holm-adjusted over the stages to {p_value(row.swap_p_adjusted)}"
-    sign += f"; sign test p = {p_value(row.sign_p)}" if row.sign_p is not None else ""
+    sign += f"; sign test p {p_equals(row.sign_p)}" if row.sign_p is not None else ""
     triplets = counted(row.units, "triplet")
     if row.closer_to == "undecided":
         why = row.note or "no clear difference"
@@ -187,7 +187,7 @@ def chi_square_summary(record: TraceRecord) -> str:
         summary += f" {rough} of them had expected counts below 5, where χ² is approximate (see their notes)."
     significant = [t for t in ran if t.p_adjusted is not None and t.p_adjusted < alpha]
     if significant:
-        listed = "; ".join(f"{_scope(t)}, {_sets(t)} (adjusted p = {p_value(t.p_adjusted)})" for t in significant)
+        listed = "; ".join(f"{_scope(t)}, {_sets(t)} (adjusted p {p_equals(t.p_adjusted)})" for t in significant)
         summary += f" Object distributions differ (adjusted p below {alpha:g}) in: {listed}."
     else:
         summary += f" No adjusted p-value is below {alpha:g}: no difference in object distributions is claimed."

@@ -254,9 +254,13 @@ def resume_exploration(
         resumption = resumption.without_model("text_embedder")
     point_models(record.config, resumption)
     named = record.config.text_embedder
-    required = moved is not None or named_model_is_required(
-        named.spec if named else None, DEFAULT_TEXT_EMBEDDER
-    )  # the default is optional: without it the duplicate guard matches exactly
+    # The default is optional on a first attempt (without it the guard matches exactly), not once it has judged
+    # proposals: the rounds keep the guard they ran with.
+    required = (
+        moved is not None
+        or (named is not None and named.fingerprint is not None)
+        or named_model_is_required(named.spec if named else None, DEFAULT_TEXT_EMBEDDER)
+    )
     return Exploration(
         run_dir, record, cache, progress, device=resumption.device, text_embedder_required=required, on_round=on_round
     )
