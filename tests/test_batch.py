@@ -317,6 +317,27 @@ def test_a_prompt_without_a_valid_plan_fails_alone_and_the_batch_goes_on(tiny_mo
     assert {row.prompt for row in record.leaderboard} == {PROMPTS[0], PROMPTS[2]}
     failed = load_record(tmp_path / "runs" / "b" / record.audits[1].folder / "record.json")
     assert failed.status == "failed" and failed.errors[-1].stage == "plan"
+    shown = run_auditor("report", str(tmp_path / "runs" / "b")).stdout
+    assert f"auditor batch --resume {tmp_path / 'runs' / 'b'} tries the 1 audit that did not complete again" in shown
+
+
+def test_a_batch_in_which_every_audit_failed_fails_and_a_resume_retries_them(tiny_models, fake_openai, tmp_path):
+    """An LLM that refuses the key fails every prompt's plan: the batch found nothing, so it is not 'completed'."""
+    from tests.fake_openai import http_error
+
+    refused = http_error(401, "Incorrect API key provided", error_type="invalid_request_error")
+    fake_openai.chat_replies(*[refused] * len(PROMPTS))
+    cache = ContentCache(tmp_path / "cache.sqlite")
+    audit = tiny_audit(tiny_models, llm="openai:gpt-4o-mini", llm_retries=0, max_axes=None, max_counterfactuals=None)
+    batch = start_batch(BatchOptions(source="list", prompts=PROMPTS, audit=audit), RunStore(tmp_path / "runs"), cache,
+                        QuietProgress(), "b")  # fmt: skip
+    with pytest.raises(AuditorError, match=f"no audit of the batch completed; '{PROMPTS[0]}' failed at plan: "):
+        batch.run()
+    cache.close()
+    record = load_record(batch.run_dir / "record.json", BatchRecord)
+    assert record.status == "failed" and [a.status for a in record.audits] == ["failed"] * len(PROMPTS)
+    listed = json.loads(run_auditor("runs", "--json", "--runs-dir", str(tmp_path / "runs")).stdout)
+    assert listed[0]["resume"] == f"auditor batch --resume {batch.run_dir}"  # what goes on once the key is right
 
 
 @pytest.mark.parametrize(

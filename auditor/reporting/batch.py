@@ -154,6 +154,9 @@ def render_batch(record: BatchRecord, run_dir: Path, console: Console) -> None:
     failed = [a for a in record.audits if a.status != "completed"]
     for audit in failed:
         console.print(Text(f"- {quote(audit.prompt)}: {audit.status}" + (f" ({audit.error})" if audit.error else "")))
+    if failed and record.status == "completed":  # the batch went on past them; a resume tries them again
+        say_whole(console, f"{record.resume_command(run_dir)} tries the {counted(len(failed), 'audit')} that did not "
+                           "complete again")
     say_whole(console, run_files_text(run_dir))
 
 

@@ -22,7 +22,7 @@ from pathlib import Path
 
 from auditor.core.cache import ContentCache
 from auditor.core.environment import collect_environment
-from auditor.core.errors import AuditorError
+from auditor.core.errors import AuditorError, BackendError
 from auditor.core.store import AUDITS_FOLDER, RECORD_FILE, REPORT_FILE, RunStore, slugify
 from auditor.records import (
     BatchAudit,
@@ -36,6 +36,7 @@ from auditor.records import (
     load_record,
 )
 from auditor.reporting.ranking import highest_first
+from auditor.reporting.wording import quote
 from auditor.studies.progress import NoticesOnly, ProgressReporter
 from auditor.studies.prompt_audit import (
     PromptAudit,
@@ -187,12 +188,27 @@ class Batch(StudyRun[BatchRecord]):
                     audit.after_end()
             self._sync()
             self.run_step("report", self.rank)
+            stage = None
+            self._fail_when_none_completed()
         except BaseException as exc:
             if self.record.status == "running":  # stopped outside a step: while finishing its audits' pages
                 self.interrupt(stage, exc) if isinstance(exc, KeyboardInterrupt) else self.fail(stage, exc)
             raise
         self.finish()
         return self.record
+
+    def _fail_when_none_completed(self) -> None:
+        """A batch goes on past a prompt whose plan fails (its audit says why), but one in which every audit failed
+        found nothing: it fails, naming the first audit's error (an LLM that is down or a key it refused fails them
+        all), so the command exits non-zero and ``--resume`` retries them."""
+        records = [audit.record for audit in self.audits]
+        failed = [record for record in records if record.status == "failed" and record.errors]
+        if failed and all(record.status != "completed" for record in records):
+            first = failed[0].errors[-1]
+            raise BackendError(
+                f"no audit of the batch completed; {quote(failed[0].config.prompt)} failed at {first.stage or 'run'}: "
+                f"{first.message}"
+            )
 
     def end(self, status: RunStatus, error: RunError | None = None) -> None:
         """End the audits still running where the batch ends, then the batch, whose record and page then show every
