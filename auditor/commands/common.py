@@ -35,7 +35,7 @@ from auditor.core.errors import (
     Terminated,
     out_of_memory,
 )
-from auditor.core.settings import DEFAULT_EMBEDDER, DEFAULT_T2I, DEFAULT_VQA, MAX_SEED
+from auditor.core.settings import DEFAULT_EMBEDDER, DEFAULT_T2I, DEFAULT_VQA, MAX_SEED, MAX_SIDE
 from auditor.reporting.wording import counted
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -123,8 +123,8 @@ DEVICE = typer.Option(
 )
 QUIET = typer.Option(False, "--quiet", "-q", help="No progress bars or report; print the run folder.")
 RUNS_DIR = typer.Option(None, "--runs-dir", help="Runs folder (default: AUDITOR_RUNS_DIR or ./runs).")
-WIDTH = typer.Option(None, "--width", help="Image width in pixels (a multiple of 8).")
-HEIGHT = typer.Option(None, "--height", help="Image height in pixels (a multiple of 8).")
+WIDTH = typer.Option(None, "--width", help=f"Image width in pixels (a multiple of 8, at most {MAX_SIDE}).")
+HEIGHT = typer.Option(None, "--height", help=f"Image height in pixels (a multiple of 8, at most {MAX_SIDE}).")
 NEGATIVE_PROMPT = typer.Option(None, "--negative-prompt", help="Negative prompt for every image.")
 LLM_RETRIES = typer.Option(2, "--llm-retries", min=0, help="Repair turns when the LLM's plan is invalid.")
 TEMPERATURE = typer.Option(

@@ -20,6 +20,11 @@ DEFAULT_VQA = "blip2:Salesforce/blip2-opt-2.7b"
 DEFAULT_EMBEDDER = "clip:openai/clip-vit-large-patch14"
 #: The LLM used for planning when an OpenAI key is present.
 DEFAULT_OPENAI_LLM = "openai:gpt-4o-mini"
+#: The largest image side asked for: twice SDXL's 2048, beyond any pipeline's training size. A typo larger than
+#: this would not fail cleanly but exhaust the machine's memory before a single image is made.
+MAX_SIDE = 4096
+#: The largest guidance scale: published settings stay below 30, and far larger ones overflow the pixels.
+MAX_GUIDANCE = 100.0
 #: The largest generation seed (torch generators take 64-bit seeds; numpy's take non-negative ones).
 MAX_SEED = 2**63 - 1
 
