@@ -109,7 +109,8 @@ def test_runs_lists_records(tmp_path):
         (["prompt", "x", "--llm", "offline", "--width", "30"], "--width 30: input should be a multiple of 8"),
         (["prompt", "x", "--llm", "offline", "--height", "99999992"], "--height 99999992: input should be less than "
          "or equal to 4096"),  # a typo that would exhaust the machine's memory before the first image
-        (["explore", "--topic", "t", "--llm", "offline", "--guidance", "1e308"], "--guidance 1e+308: input should be less than or equal to 100"),
+        (["explore", "--topic", "t", "--llm", "offline", "--guidance", "1e308"],
+         "--guidance 1e+308: input should be less than or equal to 100"),
         (["trace", "--professions", "--height", "12"], "--height 12: input should be a multiple of 8"),
         (["score", "x.json", "--bootstrap", "99999999999"], "--bootstrap"),  # 1.5 TiB of resamples
         (["score", "x.json", "--bootstrap", "1"], "1 resamples cannot place a 95% interval's ends"),
