@@ -125,6 +125,7 @@ def test_bad_input_is_one_line(tmp_path):
     (tmp_path / "prompts.txt").write_text(f"{PROMPT}\n")
     for args, message in [
         (("plan", "", "--llm", "offline"), "error: the prompt is empty"),
+        (("plan", "\u200b\x1b", "--llm", "offline"), "error: the prompt is empty (nothing but spaces or invisible"),
         (("plan", PROMPT, "--llm", "gpt4"), "error: unknown --llm 'gpt4'"),
         (("plan", PROMPT, "--temperature", "0.7"),
          "error: --temperature sets how an LLM samples, but the planner is the offline one"),

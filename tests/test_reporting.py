@@ -515,11 +515,13 @@ def test_escape_sequences_in_text_never_reach_the_terminal(tmp_path):
     data = load_record(run_dir / "record.json").model_dump(mode="json")
     data["config"]["prompt"] = data["plan"]["prompt"] = "a photo of a pharmacist\x1b[8m hidden"
     data["scores"]["top_concepts"]["initial"][0]["concept"] = "male\x1b]0;title\x07\x1b[2J"
+    data["scores"]["top_concepts"]["initial"][1]["concept"] = "\u202eelam"  # a right-to-left override
     write_model(run_dir / "record.json", RunRecord.model_validate(data))
     shown = run_auditor("report", str(run_dir), env={"COLUMNS": "100"}, process=True)
     assert shown.returncode == 0, shown.stderr
     assert "\x1b" not in shown.stdout and "\x07" not in shown.stdout
     assert "a photo of a pharmacist[8m hidden" in shown.stdout and "male]0;title[2J" in shown.stdout
+    assert "\u202e" not in shown.stdout and "elam" in shown.stdout  # it would reverse the rest of its line
 
     styled = TextOnlyConsole(file=io.StringIO(), force_terminal=True, width=80, markup=False)
     styled.print(Text("loud\x1b[2J\x9b2J", style="bold"))

@@ -13,8 +13,13 @@ from rich.segment import Segment
 from rich.text import Text
 
 #: C0 and C1 control characters but line breaks and tabs: in text, a terminal runs them as commands (ESC starts a
-#: sequence that can clear the screen, set the window title or hide what follows).
-CONTROL_CHARACTERS = {code: None for code in [*range(0x20), *range(0x7F, 0xA0)] if chr(code) not in "\n\t"}
+#: sequence that can clear the screen, set the window title or hide what follows). Also the bidirectional
+#: embeddings, overrides and isolates: in an answer, a right-to-left override reverses the rest of its line on a
+#: terminal that implements them, numbers beside it included.
+BIDI_CONTROLS = [*range(0x202A, 0x202F), *range(0x2066, 0x206A)]
+CONTROL_CHARACTERS = {
+    code: None for code in [*range(0x20), *range(0x7F, 0xA0), *BIDI_CONTROLS] if chr(code) not in "\n\t"
+}
 
 
 class TextOnlyConsole(Console):

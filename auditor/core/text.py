@@ -14,6 +14,12 @@ def single_spaced(text: str) -> str:
     return " ".join(text.split())
 
 
+def has_visible_text(text: str) -> bool:
+    """Whether ``text`` shows anything: a prompt of spaces, control characters or zero-width marks (``\\u200b``) is
+    as empty as no prompt, though a program would count its characters."""
+    return any(char.isprintable() and not char.isspace() for char in text)
+
+
 def text_key(text: str) -> str:
     """How two texts a person wrote are compared (prompts, counterfactuals, templates): case and runs of whitespace
     aside."""

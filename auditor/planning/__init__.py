@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from auditor.core.errors import AuditorError
-from auditor.core.text import single_spaced
+from auditor.core.text import has_visible_text, single_spaced
 from auditor.planning.questions import question_for_axis
 from auditor.planning.registry import LLM_BACKENDS, check_llm_spec, planner_fingerprint
 from auditor.planning.review import review_plan
@@ -59,9 +59,10 @@ def make_plan(
     """
     limits = PlanLimits(max_axes=max_axes, max_counterfactuals=max_counterfactuals, retries=retries)
     prompt = single_spaced(prompt)
-    if not prompt:
+    if not has_visible_text(prompt):
         raise AuditorError(
-            'the prompt is empty: give the text-to-image prompt to plan for, e.g. "a photo of a pharmacist"'
+            "the prompt is empty (nothing but spaces or invisible characters): give the text-to-image prompt to plan "
+            'for, e.g. "a photo of a pharmacist"'
         )
     if axes is not None:
         from auditor.planning.offline import OfflinePlanner

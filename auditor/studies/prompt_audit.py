@@ -20,7 +20,7 @@ from auditor.core.store import (
     TRANSCRIPT_FILE,
     RunStore,
 )
-from auditor.core.text import single_spaced
+from auditor.core.text import has_visible_text, single_spaced
 from auditor.executors.generation import PromptRequest
 from auditor.records import (
     ChatMessage,
@@ -82,8 +82,11 @@ def validate_options(options: PromptAuditOptions) -> None:
     from auditor.executors import check_placement
     from auditor.planning import check_llm_spec
 
-    if not options.prompt.strip():
-        raise AuditorError("the prompt is empty: give the text-to-image prompt to audit, e.g. \"a photo of a pharmacist\"")
+    if not has_visible_text(options.prompt):
+        raise AuditorError(
+            "the prompt is empty (nothing but spaces or invisible characters): give the text-to-image prompt to "
+            'audit, e.g. "a photo of a pharmacist"'
+        )
     options.prompt = single_spaced(options.prompt)  # as a batch file or an exploration reads it: one cache key
     check_images_and_seeds(options.images, options.seeds)
     check_placement(options.executor, options.device)
