@@ -741,7 +741,10 @@ def test_compare_command(tmp_path):
     write_model(unanswered / "record.json", record.model_copy(update={"answers": {}}))
     refused = run_auditor("compare", "pharmacist-sd15", "unanswered", process=True)
     assert refused.returncode == 2 and len(refused.stderr.strip().splitlines()) == 1
-    assert "run B ('pharmacist-sd21'): no answers for prompt set 'initial'" in refused.stderr  # which run, by id
+    assert "run B ('unanswered'): no answers for prompt set 'initial'" in refused.stderr  # which run, as given
+    # each run is named by its folder, not by the id its record keeps (a copy keeps its first)
+    named = json.loads(run_auditor("compare", "pharmacist-sd21", "unanswered", "--json", "--bootstrap", "0").stdout)
+    assert (named["a"]["run_id"], named["b"]["run_id"]) == ("pharmacist-sd21", "unanswered")
     # a run against itself (by id and by folder: a slip, every change 0) is refused in one line
     itself = run_auditor("compare", "pharmacist-sd15", str(tmp_path / "runs" / "pharmacist-sd15"), process=True)
     assert itself.returncode == 2 and len(itself.stderr.strip().splitlines()) == 1

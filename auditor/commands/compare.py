@@ -44,7 +44,10 @@ def compare(
     folder_a, folder_b = store.resolve(run_a), store.resolve(run_b)
     if folder_a.resolve() == folder_b.resolve():
         raise AuditorError(f"{run_a} and {run_b} are the same run ({folder_a}): compare two runs")
-    record_a, record_b = load_record(folder_a / RECORD_FILE), load_record(folder_b / RECORD_FILE)
+    record_a, record_b = (
+        load_record(folder / RECORD_FILE).model_copy(update={"run_id": _name(store.root, folder)})
+        for folder in (folder_a, folder_b)
+    )
     changes = None
     resamplable = min(record_a.config.images_per_prompt, record_b.config.images_per_prompt) >= MIN_SEEDS
     if bootstrap and resamplable and record_a.scores is not None and record_b.scores is not None:
@@ -57,6 +60,15 @@ def compare(
         print_json(view.as_dict())
     elif html is None:
         render_comparison_terminal(view, out)
+
+
+def _name(root: Path, folder: Path) -> str:
+    """How the comparison names a run: by its folder, not the id in its record (a copied run keeps its first id, and
+    two batches' audits of one prompt share theirs); under the runs folder, the path it is resolved by there."""
+    try:
+        return str(folder.resolve().relative_to(root.resolve()))
+    except ValueError:
+        return str(folder)
 
 
 def register(app: typer.Typer) -> None:
