@@ -107,6 +107,8 @@ def test_runs_lists_records(tmp_path):
         (["trace", "--professions", "--seeds", "2", "--seed", "3,3"], "--seed repeats 3: a seed makes"),
         (["trace", "--professions", "--width", "0"], "--width 0: input should be greater than or equal to 8"),
         (["prompt", "x", "--llm", "offline", "--width", "30"], "--width 30: input should be a multiple of 8"),
+        (["prompt", "x", "--llm", "offline", "--t2i", "diffusers:"], "--t2i diffusers: names no model"),  # no folder
+        (["trace", "--professions", "--embedder", "dinov2:"], "--embedder dinov2: names no model: give one after"),
         (["prompt", "x", "--llm", "offline", "--height", "99999992"], "--height 99999992: input should be less than "
          "or equal to 4096"),  # a typo that would exhaust the machine's memory before the first image
         (["explore", "--topic", "t", "--llm", "offline", "--guidance", "1e308"],

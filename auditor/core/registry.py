@@ -154,10 +154,16 @@ class Registry:
         target must be a folder of the backend's :class:`FolderKind`: a typo or a folder of another kind is bad
         input, refused here rather than when the loader reaches it, after a run folder was made for it. Not on a
         Ray cluster (``RAY_ADDRESS``, ``--ray-address``): its workers load the models, from paths on their nodes
-        that this machine may not have."""
+        that this machine may not have. A prefix that needs a model and names none (``diffusers:``) is refused
+        too, by the backend's preflight where it has its own words for it."""
         spec = self.check(text)
         if spec.prefix in self._preflights:
             _resolve(self._preflights[spec.prefix])(spec)
+        if not spec.target and self._shown[spec.prefix] != spec.prefix:  # only a bare prefix (minilm) stands alone
+            raise AuditorError(
+                f"{self.option} {text.strip()} names no model: give one after the colon, "
+                f"e.g. {self.option} {spec.prefix}:<model>"
+            )
         if not _on_a_cluster():
             self._check_local(spec)
         return spec
