@@ -19,7 +19,7 @@ if TYPE_CHECKING:  # pragma: no cover
 def batch(
     ctx: typer.Context,
     prompts_file: Path = typer.Argument(
-        None, metavar="PROMPTS_FILE", help="Prompts: .txt (one per line), .csv or .jsonl with a 'prompt' column."
+        None, metavar="PROMPTS_FILE", help="Prompts: .txt (one per line), .csv, .tsv or .jsonl with a 'prompt' column."
     ),
     values: Path | None = typer.Option(
         None, "--values", help="Values of the file's {placeholder} templates (.txt, .csv, .json, .yaml)."
@@ -75,7 +75,7 @@ def batch(
     options = None
     if not resume:
         if prompts_file is None:
-            raise AuditorError("give a PROMPTS_FILE (one prompt per line, or CSV/JSONL with a 'prompt' column)")
+            raise AuditorError("give a PROMPTS_FILE (one prompt per line, or CSV/TSV/JSONL with a 'prompt' column)")
         prompts = read_prompt_list(prompts_file, values)
         fixed_axes = common.parse_axes(axes)
         if fixed_axes is not None:

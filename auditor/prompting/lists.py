@@ -2,11 +2,12 @@
 
 * ``.txt`` (or any other suffix but the values' ``.json`` and ``.yaml``, refused as a slip): one
   prompt per line; blank lines and lines starting with ``#`` are skipped.
-* ``.csv``: a header row with a ``prompt`` column (any case); other columns are ignored.
+* ``.csv`` (or ``.tsv``, tab-separated): a header row with one ``prompt`` column (any case); other
+  columns are ignored.
 * ``.jsonl`` / ``.ndjson``: one JSON object per line with a ``prompt`` string.
 
 A prompt with ``{name}`` placeholders is a template, filled from ``--values``: a ``.txt``
-file (one value per line, for a template with one placeholder), a ``.csv`` file (a header
+file (one value per line, for a template with one placeholder), a ``.csv``/``.tsv`` file (a header
 naming the placeholders, one combination per row), or a ``.json``/``.yaml`` mapping of each
 placeholder to its values (every combination, in order); a name no template uses is an
 error. "a"/"an" before a filled placeholder is made to fit the value ("an engineer"). The
@@ -50,10 +51,11 @@ def read_prompt_list(path: Path, values: Path | None = None) -> list[str]:
     if not prompts:
         raise AuditorError(f"{path} lists no prompts")
     seen: dict[str, int] = {}
+    source = f"{path} filled from --values {values}" if templated else str(path)  # a value listed twice, say
     for number, prompt in enumerate(prompts, 1):
         if prompt.casefold() in seen:
             raise AuditorError(
-                f"{path}: the prompt {prompt!r} appears twice (prompts {seen[prompt.casefold()]} and {number})"
+                f"{source}: the prompt {prompt!r} appears twice (prompts {seen[prompt.casefold()]} and {number})"
             )
         seen[prompt.casefold()] = number
     return prompts
@@ -67,12 +69,12 @@ def _read_lines(path: Path) -> list[str]:
     suffix = Path(path).suffix.lower()
     if suffix in VALUES_ONLY:
         raise AuditorError(
-            f"{path}: a {suffix} file is not a prompts list; give .txt (one prompt per line), .csv or .jsonl with a "
+            f"{path}: a {suffix} file is not a prompts list; give .txt (one prompt per line), .csv, .tsv or .jsonl with a "
             f"'prompt' column ({suffix} files give a template's --values)"
         )
     text = read_text_file(path)
-    if suffix == ".csv":
-        return [_column(row, "prompt", path, number) for number, row in _csv_rows(text, path)]
+    if suffix in DELIMITERS:
+        return [_column(row, "prompt", path, number) for number, row in _csv_rows(text, path, read="prompt")]
     if suffix in (".jsonl", ".ndjson"):
         prompts = []
         for number, line in enumerate(text.splitlines(), 1):
@@ -94,12 +96,26 @@ def _text_lines(text: str) -> list[str]:
     return [single_spaced(line) for line in text.splitlines() if line.strip() and not line.lstrip().startswith("#")]
 
 
-def _csv_rows(text: str, path: Path) -> list[tuple[int, dict[str, str]]]:
-    reader = csv.DictReader(io.StringIO(text))
+#: The column separator of each table suffix.
+DELIMITERS = {".csv": ",", ".tsv": "\t"}
+
+
+def _csv_rows(text: str, path: Path, read: str | None = None) -> list[tuple[int, dict[str, str]]]:
+    """The rows with a value, each with the file line it starts on (a quoted cell may span lines). A column read
+    (``read``, or every one) that the header names twice is refused: the reader would keep one of them unsaid."""
+    reader = csv.DictReader(io.StringIO(text), delimiter=DELIMITERS[Path(path).suffix.lower()])
     try:
         if not reader.fieldnames:
             raise AuditorError(f"{path}: the CSV file has no header row")
-        return [(number, row) for number, row in enumerate(reader, 2) if any((v or "").strip() for v in row.values())]
+        names = [name.strip().lower() for name in reader.fieldnames if name]
+        if twice := sorted({name for name in names if names.count(name) > 1 and read in (None, name)}):
+            raise AuditorError(f"{path}: the header names the column {twice[0]!r} twice; which one is meant?")
+        rows, start = [], reader.line_num + 1
+        for row in reader:
+            if any((v or "").strip() for v in row.values()):
+                rows.append((start, row))
+            start = reader.line_num + 1
+        return rows
     except csv.Error as exc:  # e.g. a cell over the csv module's field size limit
         raise AuditorError(f"{path}: not a CSV file auditor can read ({exc})") from None
 
@@ -134,7 +150,7 @@ def _placeholders(prompt: str, where: str) -> list[str]:
 def _read_values(path: Path) -> dict[str, list[str]] | list[dict[str, str]] | list[str]:
     """A mapping name -> values (json/yaml), rows of combinations (csv), or values for one placeholder (txt)."""
     text, suffix = read_text_file(path), Path(path).suffix.lower()
-    if suffix == ".csv":
+    if suffix in DELIMITERS:
         return [
             {k.strip(): single_spaced(v or "") for k, v in row.items() if k} for _, row in _csv_rows(text, path)
         ]
