@@ -1,5 +1,5 @@
 """`python -m auditor` runs the command-line interface."""
 
-from auditor.cli import main
+from auditor.entry import main
 
 main()

@@ -32,6 +32,7 @@ from auditor.commands import (
     trace,
 )
 from auditor.core.errors import AuditorError, Terminated
+from auditor.entry import INTERRUPTED
 
 app = typer.Typer(
     name="auditor",
@@ -77,8 +78,6 @@ def main() -> None:
         sys.exit(code)
 
 
-#: The exit code of an interrupted command (128 + SIGINT).
-INTERRUPTED = 130
 #: Set once this process gets SIGTERM: typer's exit code alone does not tell it from Ctrl-C.
 SIGTERM_RECEIVED = threading.Event()
 

@@ -329,3 +329,17 @@ def test_no_help_text_shows_docstring_markup():
     assert len(shown) > 15
     marked = [path for path, text in shown.items() if any(mark in text for mark in ("``", ":func:", ":class:", ":data:"))]
     assert marked == []
+
+
+def test_ctrl_c_while_the_command_line_loads_is_one_line_not_a_traceback(tmp_path):
+    """Loading typer, rich and the commands takes most of a second; a Ctrl-C then landed in a library's import and
+    printed its traceback. The signal is sent once the import of typer is under way (``-X importtime`` says so)."""
+    command = [sys.executable, "-X", "importtime", "-m", "auditor", "runs", "--runs-dir", str(tmp_path)]
+    proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    for line in proc.stderr:
+        if line.rstrip().endswith("typer._click"):
+            proc.send_signal(signal.SIGINT)
+            break
+    rest = proc.stderr.read()
+    assert proc.wait(timeout=60) == 130 and rest.endswith("error: interrupted\n"), rest
+    assert "Traceback" not in rest
