@@ -484,6 +484,39 @@ def test_review_edits_the_plan_before_anything_is_generated(tiny_models, tmp_pat
     assert [s.prompt for s in record.prompt_sets] == [PROMPT, "a photo of a man", "a photo of a woman"]
 
 
+def test_an_invalid_review_edit_is_kept_and_its_resume_opens_it_again(tiny_models, tmp_path):
+    """Without a terminal to ask again, an edit that is not a valid plan ends the review; the person's work is kept
+    in the run folder (with the error on top), and the resume's review opens it, not the planner's plan."""
+    broken, fixer = tmp_path / "broken.py", tmp_path / "fixer.py"
+    broken.write_text("import sys\nopen(sys.argv[1], 'w').write('# my careful edit\\naxes: [\\n')\n")
+    fixer.write_text(  # goes on only when it is shown the person's edit under the error
+        "import sys\n"
+        "text = open(sys.argv[1]).read()\n"
+        "if '# my careful edit' not in text or not text.startswith('# error: the edited plan is not valid YAML'):\n"
+        "    sys.exit(3)\n"
+        "open(sys.argv[1], 'w').write(\n"
+        "    'axes:\\n- name: gender\\n  counterfactuals: [a photo of a man, a photo of a woman]\\n'\n"
+        ")\n"
+    )
+    args = tiny_args(tiny_models, images=1)
+    args[args.index("--embedder") + 1] = "none"
+    failed = run_auditor(
+        "prompt", PROMPT, *args, "--review", "--quiet", "--name", "r",
+        env={"EDITOR": f"{sys.executable} {broken}", "VISUAL": ""},
+    )  # fmt: skip
+    draft = tmp_path / "runs" / "r" / "plan.edit.yaml"
+    assert failed.returncode == 2 and f"the edit is kept in {draft}, and the next review opens it" in failed.stderr
+    assert "# my careful edit" in draft.read_text()
+    fixing = {"EDITOR": f"{sys.executable} {fixer}", "VISUAL": ""}
+    resumed = run_auditor("prompt", "--resume", "r", "--quiet", env=fixing)
+    assert resumed.returncode == 0, resumed.stderr
+    record = load_record(tmp_path / "runs" / "r" / "record.json")
+    assert [(axis.name, axis.counterfactuals) for axis in record.plan.axes] == [
+        ("gender", ["a photo of a man", "a photo of a woman"])
+    ]
+    assert not draft.exists()  # accepted: nothing left to open next time
+
+
 class TerminateAfter(StopAfter):
     """A progress reporter that sends this process SIGTERM (a scheduler's time limit) once ``stage`` has advanced
     ``count`` units."""

@@ -27,6 +27,9 @@ class InvalidEditError(AuditorError):
     """A person's edit of a plan (``--review``) breaks the plan's rules: bad input, so exit 2, where an LLM's plan
     that stays invalid is a service failing (:class:`InvalidPlanError`)."""
 
+    #: The person's last edit, with the error on top, where the review gave up on it (a run keeps it as a draft).
+    edited: str = ""
+
 
 class StartAgainError(AuditorError):
     """The run's own settings cannot take it further: a resume keeps them and would stop the same way, so the

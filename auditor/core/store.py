@@ -29,6 +29,8 @@ RECORD_FILE = "record.json"
 #: The page every run folder gets beside its record.
 REPORT_FILE = "report.html"
 TRANSCRIPT_FILE = "transcript.json"
+#: A ``--review`` edit that was not a valid plan when the review gave up: the next review opens it.
+PLAN_DRAFT_FILE = "plan.edit.yaml"
 #: Where a batch keeps its prompts' audits, each a run folder of its own, inside its run folder.
 AUDITS_FOLDER = "audits"
 #: A run id: a safe folder name (no separators, no leading dot).

@@ -1,7 +1,8 @@
 """``--review``: a person drops, renames or adds axes and counterfactuals before anything is generated.
 
 With ``$VISUAL`` or ``$EDITOR`` set, the plan opens there as YAML (an invalid edit reopens
-with the error on top, a few times at most; an emptied file cancels). Without an editor,
+with the error on top, a few times at most, and one given up on is kept as a draft that the
+next review opens; an emptied file cancels). Without an editor,
 an interactive prompt walks through the axes. Either way the result is checked with the
 same rules as an LLM's plan and marked ``edited`` when anything changed.
 """
@@ -36,10 +37,12 @@ _PLAN_KEYS = ("caption_question", "axes")
 _AXIS_KEYS = ("name", "kind", "question", "counterfactuals")
 
 
-def review_plan(plan: AuditPlan) -> AuditPlan:
-    """The plan after a person reviewed it (in ``$VISUAL``/``$EDITOR``, else interactively), validated."""
+def review_plan(plan: AuditPlan, draft: Path | None = None) -> AuditPlan:
+    """The plan after a person reviewed it (in ``$VISUAL``/``$EDITOR``, else interactively), validated. ``draft``
+    (a run's) keeps an invalid edit the review gave up on, so the person's work is not lost: the next review opens
+    it instead of the plan."""
     editor = os.environ.get("VISUAL") or os.environ.get("EDITOR")
-    reviewed = _review_in_editor(plan, editor) if editor else _review_interactively(plan)
+    reviewed = _review_in_editor(plan, editor, draft) if editor else _review_interactively(plan)
     changed = reviewed.axes != plan.axes or reviewed.caption_question != plan.caption_question
     return reviewed.model_copy(update={"edited": plan.edited or changed})
 
@@ -124,8 +127,25 @@ def _with_axes(
         raise InvalidEditError(str(exc)) from None
 
 
-def _review_in_editor(plan: AuditPlan, editor: str) -> AuditPlan:
-    text = plan_to_yaml(plan)
+def _review_in_editor(plan: AuditPlan, editor: str, draft: Path | None) -> AuditPlan:
+    text = read_text_file(draft) if draft is not None and draft.is_file() else plan_to_yaml(plan)
+    try:
+        reviewed = _edit(plan, editor, text)
+    except InvalidEditError as exc:
+        if draft is None:
+            raise
+        from auditor.core.store import atomic_write_text
+
+        atomic_write_text(draft, exc.edited)
+        raise InvalidEditError(f"{exc}; the edit is kept in {draft}, and the next review opens it") from None
+    if draft is not None:
+        draft.unlink(missing_ok=True)
+    return reviewed
+
+
+def _edit(plan: AuditPlan, editor: str, text: str) -> AuditPlan:
+    """``text`` edited until it is a valid plan; an :class:`InvalidEditError` carrying the last edit (``.edited``,
+    with the error on top) where the person cannot be asked again."""
     with tempfile.TemporaryDirectory(prefix="auditor-review-") as folder:
         path = Path(folder) / "plan.yaml"
         for attempt in range(1, MAX_EDITS + 1):
@@ -140,11 +160,12 @@ def _review_in_editor(plan: AuditPlan, editor: str) -> AuditPlan:
             try:
                 return plan_from_yaml(plan, edited)
             except InvalidEditError as exc:
-                if attempt == MAX_EDITS or not sys.stdin.isatty():
-                    raise
-                err.print(Text.assemble((str(exc), "red"), ": opening the plan again"))
                 kept = "".join(line for line in edited.splitlines(keepends=True) if not line.startswith("# error:"))
                 text = f"# error: {exc}\n{kept}"
+                if attempt == MAX_EDITS or not sys.stdin.isatty():
+                    exc.edited = text
+                    raise
+                err.print(Text.assemble((str(exc), "red"), ": opening the plan again"))
     raise AssertionError("unreachable")  # pragma: no cover
 
 

@@ -17,6 +17,7 @@ from auditor.core.environment import collect_environment
 from auditor.core.errors import AuditorError
 from auditor.core.settings import DEFAULT_EMBEDDER
 from auditor.core.store import (
+    PLAN_DRAFT_FILE,
     TRANSCRIPT_FILE,
     RunStore,
 )
@@ -191,7 +192,7 @@ class PromptAudit(StudyRun[RunRecord]):
             for note in plan_notes(plan):  # now, not only in the report at the end of a long run
                 self.progress.notice(note)
             if self.record.config.review:  # on a resume too, until a plan was accepted
-                plan = review_plan(plan)
+                plan = review_plan(plan, draft=self.run_dir / PLAN_DRAFT_FILE)
         self.record.plan = plan
 
     def _save_transcript(self, transcript: Sequence[ChatMessage]) -> None:
