@@ -113,6 +113,19 @@ def test_a_resume_of_a_run_another_process_runs_is_one_line_and_touches_nothing(
     )
 
 
+def test_a_run_folder_that_cannot_be_locked_is_one_line_that_does_not_advise_the_same_resume(tmp_path):
+    """A read-only folder (here: a folder where the lock file should be) cannot be run; "continue it with --resume"
+    would send the user round in a circle."""
+    runs = tmp_path / "runs"
+    write_model(runs / "r" / "record.json", make_record("r").model_copy(update={"status": "interrupted"}))
+    before = (runs / "r" / "record.json").read_bytes()
+    (runs / "r" / ".lock").mkdir()
+    result = run_auditor("prompt", "--resume", "r", "--runs-dir", str(runs))
+    assert result.returncode == 1 and len(result.stderr.strip().splitlines()) == 1, result.stderr
+    assert result.stderr.startswith(f"error: cannot lock run folder {runs / 'r'}: Is a directory; a run is written")
+    assert "--resume" not in result.stderr and (runs / "r" / "record.json").read_bytes() == before
+
+
 @pytest.mark.parametrize("ending", ["completed", "failed", "interrupted"])
 def test_an_attempt_holds_the_lock_from_begin_until_it_ends_however_it_ends(tmp_path, ending):
     run_dir = tmp_path / "r"

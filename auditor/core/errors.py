@@ -47,6 +47,11 @@ class RunBusyError(AuditorError):
     exit_code = 1
 
 
+class RunLockError(RunBusyError):
+    """The run folder cannot be locked (read-only, not ours): nothing was changed, and a resume would fail alike
+    until the folder can be written."""
+
+
 class CacheError(BackendError):
     """The content cache's SQLite file cannot be read or written (damaged, read-only, held by another process):
     what the run computed so far is in it, so the message says how to free or replace it."""

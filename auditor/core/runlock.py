@@ -19,7 +19,7 @@ import time
 from pathlib import Path
 from typing import IO
 
-from auditor.core.errors import AuditorError, RunBusyError
+from auditor.core.errors import RunBusyError, RunLockError
 from auditor.core.store import AUDITS_FOLDER, RECORD_FILE
 
 LOCK_FILE = ".lock"
@@ -66,7 +66,10 @@ class RunLock:
         try:
             handle = open(self.run_dir / LOCK_FILE, "a+", encoding="utf-8")
         except OSError as exc:
-            raise AuditorError(f"cannot lock run folder {self.run_dir}: {exc.strerror or exc}") from None
+            raise RunLockError(
+                f"cannot lock run folder {self.run_dir}: {exc.strerror or exc}; a run is written in its folder, so "
+                "make it writable, or copy the run to a folder that is, and run that"
+            ) from None
         deadline = time.monotonic() + WAIT_SECONDS
         while True:
             try:
