@@ -444,6 +444,18 @@ def test_prompt_audit_planned_by_an_openai_compatible_llm(tiny_models, fake_open
             assert FAKE_API_KEY not in path.read_text(encoding="utf-8"), f"API key leaked into {path.name}"
 
 
+def editor(script: Path) -> dict[str, str]:
+    """The environment that makes ``script`` (a Python file given the plan's path) the review's editor."""
+    return {"EDITOR": f"{sys.executable} {script}", "VISUAL": ""}
+
+
+def reviewed_run(tiny_models, script: Path, name: str):
+    """``auditor prompt --review`` on the tiny models (one image, no embedder), ``script`` editing the plan."""
+    args = tiny_args(tiny_models, images=1)
+    args[args.index("--embedder") + 1] = "none"
+    return run_auditor("prompt", PROMPT, *args, "--review", "--quiet", "--name", name, env=editor(script))
+
+
 def test_review_edits_the_plan_before_anything_is_generated(tiny_models, tmp_path):
     """A review cancelled (the file emptied) generates nothing, and its resume opens the review again: $EDITOR
     then keeps one axis and replaces its counterfactuals; only the edited plan is generated."""
@@ -456,12 +468,7 @@ def test_review_edits_the_plan_before_anything_is_generated(tiny_models, tmp_pat
         "plan['axes'] = [{'name': 'gender', 'counterfactuals': ['a photo of a man', 'a photo of a woman']}]\n"
         "yaml.safe_dump(plan, open(path, 'w'))\n"
     )
-    args = tiny_args(tiny_models, images=1)
-    args[args.index("--embedder") + 1] = "none"
-    cancelled = run_auditor(
-        "prompt", PROMPT, *args, "--review", "--quiet", "--name", "reviewed",
-        env={"EDITOR": f"{sys.executable} {cancel}", "VISUAL": ""},
-    )  # fmt: skip
+    cancelled = reviewed_run(tiny_models, cancel, "reviewed")
     # the person chose to stop: an interruption, not a failure, and the line says how to go on
     assert cancelled.returncode == 130
     kept = tmp_path / "runs" / "reviewed"
@@ -472,9 +479,7 @@ def test_review_edits_the_plan_before_anything_is_generated(tiny_models, tmp_pat
     assert before.config.review is True and before.plan is None and before.prompt_sets == []
     assert before.status == "interrupted"
     assert [(e.stage, e.message) for e in before.errors] == [("plan", "review cancelled: the plan file was left empty")]
-    result = run_auditor(
-        "prompt", "--resume", "reviewed", "--quiet", env={"EDITOR": f"{sys.executable} {script}", "VISUAL": ""}
-    )
+    result = run_auditor("prompt", "--resume", "reviewed", "--quiet", env=editor(script))
     assert result.returncode == 0, result.stderr
     record = load_record(tmp_path / "runs" / "reviewed" / "record.json")
     assert record.plan.edited is True
@@ -498,17 +503,11 @@ def test_an_invalid_review_edit_is_kept_and_its_resume_opens_it_again(tiny_model
         "    'axes:\\n- name: gender\\n  counterfactuals: [a photo of a man, a photo of a woman]\\n'\n"
         ")\n"
     )
-    args = tiny_args(tiny_models, images=1)
-    args[args.index("--embedder") + 1] = "none"
-    failed = run_auditor(
-        "prompt", PROMPT, *args, "--review", "--quiet", "--name", "r",
-        env={"EDITOR": f"{sys.executable} {broken}", "VISUAL": ""},
-    )  # fmt: skip
+    failed = reviewed_run(tiny_models, broken, "r")
     draft = tmp_path / "runs" / "r" / "plan.edit.yaml"
     assert failed.returncode == 2 and f"the edit is kept in {draft}, and the next review opens it" in failed.stderr
     assert "# my careful edit" in draft.read_text()
-    fixing = {"EDITOR": f"{sys.executable} {fixer}", "VISUAL": ""}
-    resumed = run_auditor("prompt", "--resume", "r", "--quiet", env=fixing)
+    resumed = run_auditor("prompt", "--resume", "r", "--quiet", env=editor(fixer))
     assert resumed.returncode == 0, resumed.stderr
     record = load_record(tmp_path / "runs" / "r" / "record.json")
     assert [(axis.name, axis.counterfactuals) for axis in record.plan.axes] == [
