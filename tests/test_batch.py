@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from auditor.core.cache import ContentCache
-from auditor.core.errors import AuditorError, RunBusyError
+from auditor.core.errors import AuditorError, RunBusyError, StartAgainError
 from auditor.core.runlock import is_running
 from auditor.core.store import RunStore
 from auditor.records import BatchRecord, GenerationSettings, PerceptionSettings, RunRecord, load_record
@@ -338,6 +338,17 @@ def test_a_batch_in_which_every_audit_failed_fails_and_a_resume_retries_them(tin
     assert record.status == "failed" and [a.status for a in record.audits] == ["failed"] * len(PROMPTS)
     listed = json.loads(run_auditor("runs", "--json", "--runs-dir", str(tmp_path / "runs")).stdout)
     assert listed[0]["resume"] == f"auditor batch --resume {batch.run_dir}"  # what goes on once the key is right
+
+    # --axes that fit none of the prompts (refused up front on the command line): a resume would fail them again
+    unfit = start_batch(
+        BatchOptions(source="list", prompts=PROMPTS, audit=tiny_audit(tiny_models, axes=["setting"])),
+        RunStore(tmp_path / "runs"), ContentCache(tmp_path / "cache.sqlite"), QuietProgress(), "unfit",
+    )  # fmt: skip
+    with pytest.raises(StartAgainError, match="no audit of the batch completed; .* the offline planner found no"):
+        unfit.run()
+    listed = {row["run_id"]: row for row in json.loads(run_auditor("runs", "--json", "--runs-dir",
+                                                                    str(tmp_path / "runs")).stdout)}  # fmt: skip
+    assert listed["unfit"]["status"] == "failed" and "resume" not in listed["unfit"]
 
 
 @pytest.mark.parametrize(

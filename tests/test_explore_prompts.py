@@ -32,8 +32,10 @@ def test_prompt_lists_in_every_format_and_templates_with_values(tmp_path):
     ]
     (tmp_path / "v.csv").write_text("animal,place\nfox,a den\n")
     assert read_prompt_list(tmp_path / "p.jsonl", tmp_path / "v.csv") == ["a cat", "a fox in a den"]
-    (tmp_path / "p.tsv").write_text("prompt\tnote\na photo of a nurse, smiling\tx\n")  # a header, not a prompt
-    assert read_prompt_list(tmp_path / "p.tsv") == ["a photo of a nurse, smiling"]
+    (tmp_path / "p.tsv").write_text('prompt\tnote\na "vintage" photo of a nurse, smiling\tx\n')  # a header too
+    assert read_prompt_list(tmp_path / "p.tsv") == ['a "vintage" photo of a nurse, smiling']  # quotes as written
+    (tmp_path / "z.txt").write_text("a cat\n\u200b\na dog\n")  # an invisible line is a blank one
+    assert read_prompt_list(tmp_path / "z.txt") == ["a cat", "a dog"]
     (tmp_path / "n.csv").write_text("prompt,note,note\na chef,1,2\n")  # only the prompt column must be one
     assert read_prompt_list(tmp_path / "n.csv") == ["a chef"]
     # A byte-order mark (Excel's "CSV UTF-8") is not part of the first prompt or column name.
@@ -76,7 +78,10 @@ def test_a_literal_brace_is_doubled_on_every_line(tmp_path):
         ({"p.csv": "text\na cat\n"}, "has no 'prompt' column"),
         ({"p.csv": "prompt,Prompt\na,b\n"}, "the header names the column 'prompt' twice"),
         ({"p.csv": 'prompt,n\n"a cat\non a mat",1\n,2\n'}, "p.csv:4: the 'prompt' cell is empty"),  # its file line
+        ({"p.csv": "prompt,n\na,1\n\n,2\n"}, "p.csv:4: the 'prompt' cell is empty"),  # past a blank line
+        ({"p.tsv": "text\na cat\n"}, "p.tsv: the TSV file has no 'prompt' column"),
         ({"p.txt": "a photo of a {job}\n", "v.txt": "nurse\nnurse\n"}, "p.txt filled from --values"),
+        ({"p.txt": "a cat\nA cat\na {x}\n", "v.txt": "dog\n"}, "p.txt: the prompt 'A cat' appears twice"),
         (
             {"p.jsonl": '{"prompt": "a cat"}\n{"text": "x"}\n'},
             'p.jsonl:2: expected an object with a non-empty "prompt"',

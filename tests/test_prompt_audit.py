@@ -515,6 +515,13 @@ def test_an_invalid_review_edit_is_kept_and_its_resume_opens_it_again(tiny_model
     ]
     assert not draft.exists()  # accepted: nothing left to open next time
 
+    cancel = tmp_path / "cancel.py"  # a review cancelled from the draft: the next one starts from the plan again
+    cancel.write_text("import sys\nopen(sys.argv[1], 'w').close()\n")
+    other_draft = tmp_path / "runs" / "c" / "plan.edit.yaml"
+    assert reviewed_run(tiny_models, broken, "c").returncode == 2 and other_draft.exists()
+    cancelled = run_auditor("prompt", "--resume", "c", "--quiet", env=editor(cancel))
+    assert cancelled.returncode == 130 and not other_draft.exists()
+
 
 class TerminateAfter(StopAfter):
     """A progress reporter that sends this process SIGTERM (a scheduler's time limit) once ``stage`` has advanced

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import signal
@@ -13,7 +14,7 @@ from contextlib import nullcontext
 import pytest
 
 from auditor.core.cache import ContentCache
-from auditor.core.errors import AuditorError
+from auditor.core.errors import AuditorError, RunLockError
 from auditor.core.runlock import RunLock, is_running, lock_folder
 from auditor.core.store import write_model
 from auditor.studies.progress import QuietProgress
@@ -113,17 +114,24 @@ def test_a_resume_of_a_run_another_process_runs_is_one_line_and_touches_nothing(
     )
 
 
-def test_a_run_folder_that_cannot_be_locked_is_one_line_that_does_not_advise_the_same_resume(tmp_path):
-    """A read-only folder (here: a folder where the lock file should be) cannot be run; "continue it with --resume"
-    would send the user round in a circle."""
+def test_a_run_folder_that_cannot_be_locked_is_one_line_that_does_not_advise_the_same_resume(tmp_path, monkeypatch):
+    """A folder that cannot be locked (here: a folder where the lock file should be) cannot be run; "continue it
+    with --resume" would send the user round in a circle. A read-only one is told how to mend it."""
     runs = tmp_path / "runs"
     write_model(runs / "r" / "record.json", make_record("r").model_copy(update={"status": "interrupted"}))
     before = (runs / "r" / "record.json").read_bytes()
     (runs / "r" / ".lock").mkdir()
     result = run_auditor("prompt", "--resume", "r", "--runs-dir", str(runs))
     assert result.returncode == 1 and len(result.stderr.strip().splitlines()) == 1, result.stderr
-    assert result.stderr.startswith(f"error: cannot lock run folder {runs / 'r'}: Is a directory; a run is written")
+    assert result.stderr == f"error: cannot lock run folder {runs / 'r'}: Is a directory\n"
     assert "--resume" not in result.stderr and (runs / "r" / "record.json").read_bytes() == before
+
+    def read_only(*_args, **_kwargs):  # what a read-only mount answers (root may write anywhere here)
+        raise OSError(errno.EROFS, "Read-only file system")
+
+    monkeypatch.setattr("builtins.open", read_only)
+    with pytest.raises(RunLockError, match="Read-only file system; make it writable, or copy the run to a folder"):
+        RunLock(runs / "r").acquire()
 
 
 @pytest.mark.parametrize("ending", ["completed", "failed", "interrupted"])

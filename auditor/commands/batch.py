@@ -22,7 +22,7 @@ def batch(
         None, metavar="PROMPTS_FILE", help="Prompts: .txt (one per line), .csv, .tsv or .jsonl with a 'prompt' column."
     ),
     values: Path | None = typer.Option(
-        None, "--values", help="Values of the file's {placeholder} templates (.txt, .csv, .json, .yaml)."
+        None, "--values", help="Values of the file's {placeholder} templates (.txt, .csv, .tsv, .json, .yaml)."
     ),
     llm: str | None = typer.Option(
         None, "--llm", help="Planner: openai:<model>, langchain:<provider>:<model> or offline."

@@ -31,11 +31,12 @@ from auditor.core.errors import (
     BackendError,
     ImagesMissingError,
     RunBusyError,
+    RunLockError,
     StartAgainError,
     Terminated,
     out_of_memory,
 )
-from auditor.core.settings import DEFAULT_EMBEDDER, DEFAULT_T2I, DEFAULT_VQA, MAX_SEED, MAX_SIDE
+from auditor.core.settings import DEFAULT_EMBEDDER, DEFAULT_T2I, DEFAULT_VQA, MAX_GUIDANCE, MAX_SEED, MAX_SIDE
 from auditor.reporting.wording import counted
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -213,7 +214,9 @@ def steps_option(paper: int | None = None) -> Any:
 def guidance_option(paper: float | None = None) -> Any:
     """``--guidance``; ``paper`` is the value the method's paper used, named in the help when given."""
     note = "" if paper is None else f"; the paper used {paper}"
-    return typer.Option(None, "--guidance", help=f"Guidance scale (default: the pipeline's{note}).")
+    return typer.Option(
+        None, "--guidance", help=f"Guidance scale, up to {MAX_GUIDANCE:g} (default: the pipeline's{note})."
+    )
 
 
 def parse_seeds(text: str | None, images: int) -> list[int] | None:
@@ -263,13 +266,23 @@ def generation_settings(batch_size: str, compile_models: bool, **settings: Any) 
     from auditor.core.store import validation_message
 
     try:
-        return GenerationSettings(batch_size=size, batch_size_auto=auto, compile=compile_models, **settings)
+        made = GenerationSettings(batch_size=size, batch_size_auto=auto, compile=compile_models, **settings)
     except ValidationError as exc:
         error = exc.errors()[0]
         field = str(error["loc"][0])
         option = GenerationSettings.IMAGE_OPTIONS.get(field, "--" + field.replace("_", "-"))
         message = validation_message(error)
         raise AuditorError(f"{option} {error['input']}: {message[0].lower()}{message[1:]}") from None
+    for field, most in OPTION_LIMITS.items():
+        if (value := getattr(made, field)) is not None and value > most:
+            option = GenerationSettings.IMAGE_OPTIONS[field]
+            raise AuditorError(f"{option} {value}: input should be less than or equal to {most:g}")
+    return made
+
+
+#: How far an option may set an image setting (--width, --height, --guidance): bounded where a typo is made, not
+#: in the records, so a run recorded with a larger value stays readable.
+OPTION_LIMITS = {"width": MAX_SIDE, "height": MAX_SIDE, "guidance_scale": MAX_GUIDANCE}
 
 
 def parse_axes(text: str | None) -> list[str] | None:
@@ -424,8 +437,8 @@ def run_resumable(study: StudyRun[RecordT], display: AbstractContextManager | No
         if study.left_as_it_was:
             exit_interrupted(f"run {study.run_dir} is left as it was: {AS_IT_WAS}", exc)
         exit_interrupted(f"partial run kept in {study.run_dir}; continue with --resume {study.run_dir}", exc)
-    except RunBusyError:
-        raise  # another process runs it: nothing to continue here
+    except (RunBusyError, RunLockError):
+        raise  # another process runs it, or its folder cannot be locked: nothing changed, nothing to continue
     except AuditorError as exc:
         if study.left_as_it_was:
             raise type(exc)(f"{exc} (run {study.run_dir} is left as it was: {AS_IT_WAS})") from None

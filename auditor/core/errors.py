@@ -47,9 +47,11 @@ class RunBusyError(AuditorError):
     exit_code = 1
 
 
-class RunLockError(RunBusyError):
-    """The run folder cannot be locked (read-only, not ours): nothing was changed, and a resume would fail alike
-    until the folder can be written."""
+class RunLockError(AuditorError):
+    """The run folder cannot be locked (read-only, not ours, a full disk): nothing was changed, and a resume would
+    fail alike until that is mended."""
+
+    exit_code = 1
 
 
 class CacheError(BackendError):

@@ -11,6 +11,7 @@ holds it. On a filesystem without ``flock`` support the run goes on unguarded.
 
 from __future__ import annotations
 
+import errno
 import fcntl
 import json
 import os
@@ -66,10 +67,12 @@ class RunLock:
         try:
             handle = open(self.run_dir / LOCK_FILE, "a+", encoding="utf-8")
         except OSError as exc:
-            raise RunLockError(
-                f"cannot lock run folder {self.run_dir}: {exc.strerror or exc}; a run is written in its folder, so "
-                "make it writable, or copy the run to a folder that is, and run that"
-            ) from None
+            mend = (  # a run is written in its folder
+                "; make it writable, or copy the run to a folder that is and run that"
+                if exc.errno in (errno.EROFS, errno.EACCES, errno.EPERM)
+                else ""
+            )
+            raise RunLockError(f"cannot lock run folder {self.run_dir}: {exc.strerror or exc}{mend}") from None
         deadline = time.monotonic() + WAIT_SECONDS
         while True:
             try:

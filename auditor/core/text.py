@@ -1,4 +1,4 @@
-"""The one way auditor folds whitespace in text it reads.
+"""The one way auditor folds whitespace in text it reads, and tells text that shows nothing.
 
 A prompt typed on the command line, read from a batch file, written by an LLM or asked of
 an exploration must give the same cache key and the same record: line breaks, tabs and
@@ -8,16 +8,23 @@ text in folds it with :func:`single_spaced`, so they cannot drift apart.
 
 from __future__ import annotations
 
+import unicodedata
+
 
 def single_spaced(text: str) -> str:
     """``text`` with every run of whitespace (line breaks and tabs included) as one space, and none at the ends."""
     return " ".join(text.split())
 
 
+#: Unicode categories that show nothing: controls, formatting marks (zero-width spaces and joiners, direction
+#: marks) and separators. A code point this Python's Unicode does not know yet (a newer emoji) counts as shown.
+INVISIBLE_CATEGORIES = frozenset({"Cc", "Cf", "Zs", "Zl", "Zp"})
+
+
 def has_visible_text(text: str) -> bool:
     """Whether ``text`` shows anything: a prompt of spaces, control characters or zero-width marks (``\\u200b``) is
     as empty as no prompt, though a program would count its characters."""
-    return any(char.isprintable() and not char.isspace() for char in text)
+    return any(unicodedata.category(char) not in INVISIBLE_CATEGORIES for char in text)
 
 
 def text_key(text: str) -> str:

@@ -138,6 +138,10 @@ def _review_in_editor(plan: AuditPlan, editor: str, draft: Path | None) -> Audit
 
         atomic_write_text(draft, exc.edited)
         raise InvalidEditError(f"{exc}; the edit is kept in {draft}, and the next review opens it") from None
+    except ReviewCancelled:  # the person chose to stop: the next review starts from the plan again
+        if draft is not None:
+            draft.unlink(missing_ok=True)
+        raise
     if draft is not None:
         draft.unlink(missing_ok=True)
     return reviewed

@@ -1,4 +1,4 @@
-"""Prompt lists for ``auditor batch``: text, CSV or JSONL files, and templates filled from a values file.
+"""Prompt lists for ``auditor batch``: text, CSV, TSV or JSONL files, and templates filled from a values file.
 
 * ``.txt`` (or any other suffix but the values' ``.json`` and ``.yaml``, refused as a slip): one
   prompt per line; blank lines and lines starting with ``#`` are skipped.
@@ -21,6 +21,7 @@ import io
 import itertools
 import json
 import string
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -28,7 +29,7 @@ import yaml
 
 from auditor.core.errors import AuditorError
 from auditor.core.store import read_text_file
-from auditor.core.text import single_spaced
+from auditor.core.text import has_visible_text, single_spaced
 from auditor.prompting.articles import filled_template
 
 
@@ -44,21 +45,23 @@ def read_prompt_list(path: Path, values: Path | None = None) -> list[str]:
         raise AuditorError(f"--values {values} was given but no prompt of {path} has a {{placeholder}}")
     table = _read_values(values) if values is not None else None
     _check_all_used(table, {name for names in placeholders.values() for name in names}, values, path)
-    prompts: list[str] = []
+    prompts: list[tuple[str, bool]] = []  # each with whether a template filled from the values made it
     for i, prompt in enumerate(raw):
         # every line reads as a template: {{ and }} are literal braces on a line without placeholders too
-        prompts += _fill(prompt, placeholders[i], table, values) if placeholders[i] else [filled_template(prompt, {})]
+        if placeholders[i]:
+            prompts += [(filled, True) for filled in _fill(prompt, placeholders[i], table, values)]
+        else:
+            prompts.append((filled_template(prompt, {}), False))
     if not prompts:
         raise AuditorError(f"{path} lists no prompts")
-    seen: dict[str, int] = {}
-    source = f"{path} filled from --values {values}" if templated else str(path)  # a value listed twice, say
-    for number, prompt in enumerate(prompts, 1):
+    seen: dict[str, tuple[int, bool]] = {}
+    for number, (prompt, filled) in enumerate(prompts, 1):
         if prompt.casefold() in seen:
-            raise AuditorError(
-                f"{source}: the prompt {prompt!r} appears twice (prompts {seen[prompt.casefold()]} and {number})"
-            )
-        seen[prompt.casefold()] = number
-    return prompts
+            first, first_filled = seen[prompt.casefold()]
+            source = f"{path} filled from --values {values}" if filled or first_filled else str(path)
+            raise AuditorError(f"{source}: the prompt {prompt!r} appears twice (prompts {first} and {number})")
+        seen[prompt.casefold()] = number, filled
+    return [prompt for prompt, _ in prompts]
 
 
 #: Suffixes of a ``--values`` mapping: given as the prompts file, each of its lines would become a prompt.
@@ -69,11 +72,11 @@ def _read_lines(path: Path) -> list[str]:
     suffix = Path(path).suffix.lower()
     if suffix in VALUES_ONLY:
         raise AuditorError(
-            f"{path}: a {suffix} file is not a prompts list; give .txt (one prompt per line), .csv, .tsv or .jsonl with a "
-            f"'prompt' column ({suffix} files give a template's --values)"
+            f"{path}: a {suffix} file is not a prompts list; give .txt (one prompt per line), .csv, .tsv or .jsonl "
+            f"with a 'prompt' column ({suffix} files give a template's --values)"
         )
     text = read_text_file(path)
-    if suffix in DELIMITERS:
+    if suffix in DIALECTS:
         return [_column(row, "prompt", path, number) for number, row in _csv_rows(text, path, read="prompt")]
     if suffix in (".jsonl", ".ndjson"):
         prompts = []
@@ -84,48 +87,66 @@ def _read_lines(path: Path) -> list[str]:
                 item = json.loads(line)
             except json.JSONDecodeError as exc:
                 raise AuditorError(f"{path}:{number}: not JSON ({exc.msg})") from None
-            if not isinstance(item, dict) or not isinstance(item.get("prompt"), str) or not item["prompt"].strip():
+            prompt = item.get("prompt") if isinstance(item, dict) else None
+            if not isinstance(prompt, str) or not has_visible_text(prompt):
                 raise AuditorError(f'{path}:{number}: expected an object with a non-empty "prompt" string')
-            prompts.append(single_spaced(item["prompt"]))
+            prompts.append(single_spaced(prompt))
         return prompts
     return _text_lines(text)
 
 
 def _text_lines(text: str) -> list[str]:
-    """A text file's lines, single-spaced; blank lines and ``#`` comment lines skipped."""
-    return [single_spaced(line) for line in text.splitlines() if line.strip() and not line.lstrip().startswith("#")]
+    """A text file's lines, single-spaced; blank lines (invisible characters alone, a zero-width space, read as
+    blank) and ``#`` comment lines skipped."""
+    return [
+        single_spaced(line)
+        for line in text.splitlines()
+        if has_visible_text(line) and not line.lstrip().startswith("#")
+    ]
 
 
-#: The column separator of each table suffix.
-DELIMITERS = {".csv": ",", ".tsv": "\t"}
+#: How each table suffix is read: a CSV file quotes cells with ``"``, a TSV file (tab-separated) takes them as
+#: written, quotes included (a cell there cannot hold a tab or a line break).
+DIALECTS = {".csv": {"delimiter": ","}, ".tsv": {"delimiter": "\t", "quoting": csv.QUOTE_NONE}}
 
 
 def _csv_rows(text: str, path: Path, read: str | None = None) -> list[tuple[int, dict[str, str]]]:
-    """The rows with a value, each with the file line it starts on (a quoted cell may span lines). A column read
-    (``read``, or every one) that the header names twice is refused: the reader would keep one of them unsaid."""
-    reader = csv.DictReader(io.StringIO(text), delimiter=DELIMITERS[Path(path).suffix.lower()])
+    """The rows with a value, each with the file line it starts on (a quoted cell may span lines; cells past the
+    header's columns are left out). A column read (``read``, or every one) that the header names twice is
+    refused: the reader would keep one of them unsaid."""
+    kind = Path(path).suffix[1:].upper()
+    taken: list[tuple[int, str]] = []  # every line the reader has read, numbered
+
+    def numbered_lines() -> Iterator[str]:
+        for number, line in enumerate(io.StringIO(text), 1):
+            taken.append((number, line))
+            yield line
+
+    reader = csv.DictReader(numbered_lines(), **DIALECTS[Path(path).suffix.lower()])
     try:
         if not reader.fieldnames:
-            raise AuditorError(f"{path}: the CSV file has no header row")
+            raise AuditorError(f"{path}: the {kind} file has no header row")
         names = [name.strip().lower() for name in reader.fieldnames if name]
         if twice := sorted({name for name in names if names.count(name) > 1 and read in (None, name)}):
             raise AuditorError(f"{path}: the header names the column {twice[0]!r} twice; which one is meant?")
-        rows, start = [], reader.line_num + 1
+        rows, read_so_far = [], len(taken)
         for row in reader:
-            if any((v or "").strip() for v in row.values()):
+            lines, read_so_far = taken[read_so_far:], len(taken)  # the row's, after any blank lines the reader skipped
+            start = next((number for number, line in lines if line.strip()), lines[0][0])
+            if any(isinstance(value, str) and value.strip() for key, value in row.items() if key is not None):
                 rows.append((start, row))
-            start = reader.line_num + 1
         return rows
     except csv.Error as exc:  # e.g. a cell over the csv module's field size limit
-        raise AuditorError(f"{path}: not a CSV file auditor can read ({exc})") from None
+        raise AuditorError(f"{path}: not a {kind} file auditor can read ({exc})") from None
 
 
 def _column(row: dict[str, str], name: str, path: Path, number: int) -> str:
     key = next((k for k in row if k is not None and k.strip().lower() == name), None)
     if key is None:
-        raise AuditorError(f"{path}: the CSV file has no {name!r} column (columns: {', '.join(k for k in row if k)})")
+        kind, columns = Path(path).suffix[1:].upper(), ", ".join(k for k in row if k)
+        raise AuditorError(f"{path}: the {kind} file has no {name!r} column (columns: {columns})")
     value = single_spaced(row[key] or "")
-    if not value:
+    if not has_visible_text(value):
         raise AuditorError(f"{path}:{number}: the {name!r} cell is empty")
     return value
 
@@ -150,7 +171,7 @@ def _placeholders(prompt: str, where: str) -> list[str]:
 def _read_values(path: Path) -> dict[str, list[str]] | list[dict[str, str]] | list[str]:
     """A mapping name -> values (json/yaml), rows of combinations (csv), or values for one placeholder (txt)."""
     text, suffix = read_text_file(path), Path(path).suffix.lower()
-    if suffix in DELIMITERS:
+    if suffix in DIALECTS:
         return [
             {k.strip(): single_spaced(v or "") for k, v in row.items() if k} for _, row in _csv_rows(text, path)
         ]

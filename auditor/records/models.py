@@ -6,7 +6,6 @@ from typing import ClassVar
 
 from pydantic import Field
 
-from auditor.core.settings import MAX_GUIDANCE, MAX_SIDE
 from auditor.metrics.bootstrap import IntervalMethod
 from auditor.metrics.tibet import CasNormalization
 from auditor.records.record import Record
@@ -50,17 +49,14 @@ class GenerationSettings(Record):
 
     steps: int | None = Field(default=None, description="Denoising steps; None = the pipeline's default.")
     guidance_scale: float | None = Field(
-        default=None, ge=0, le=MAX_GUIDANCE, allow_inf_nan=False,
-        description="Classifier-free guidance scale; None = default.",
+        default=None, ge=0, allow_inf_nan=False, description="Classifier-free guidance scale; None = default."
     )
     scheduler: str | None = Field(default=None, description="Scheduler class name used, e.g. 'DPMSolverMultistepScheduler'.")
     width: int | None = Field(
-        default=None, ge=8, le=MAX_SIDE, multiple_of=SIDE_MULTIPLE,
-        description="Image width in pixels; None = the model's default.",
+        default=None, ge=8, multiple_of=SIDE_MULTIPLE, description="Image width in pixels; None = the model's default."
     )
     height: int | None = Field(
-        default=None, ge=8, le=MAX_SIDE, multiple_of=SIDE_MULTIPLE,
-        description="Image height in pixels; None = the model's default.",
+        default=None, ge=8, multiple_of=SIDE_MULTIPLE, description="Image height in pixels; None = the model's default."
     )
     negative_prompt: str | None = Field(default=None, description="Negative prompt given to every generation.")
     batch_size: int = Field(default=4, ge=1, description="Images generated per forward pass (does not change images).")

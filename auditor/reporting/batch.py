@@ -154,10 +154,30 @@ def render_batch(record: BatchRecord, run_dir: Path, console: Console) -> None:
     failed = [a for a in record.audits if a.status != "completed"]
     for audit in failed:
         console.print(Text(f"- {quote(audit.prompt)}: {audit.status}" + (f" ({audit.error})" if audit.error else "")))
-    if failed and record.status == "completed":  # the batch went on past them; a resume tries them again
-        say_whole(console, f"{record.resume_command(run_dir)} tries the {counted(len(failed), 'audit')} that did not "
+    if record.status == "completed" and (again := _retryable(record, run_dir)):  # the batch went on past them
+        say_whole(console, f"{record.resume_command(run_dir)} tries the {counted(again, 'audit')} that did not "
                            "complete again")
     say_whole(console, run_files_text(run_dir))
+
+
+def _retryable(record: BatchRecord, run_dir: Path) -> int:
+    """How many of the batch's audits did not complete in a way a resume may change (an LLM's plan that stayed
+    invalid, a service that failed), read from their own records: one whose settings would fail it again
+    (:class:`~auditor.core.errors.StartAgainError`) is not counted."""
+    from auditor.core.errors import AuditorError, StartAgainError
+    from auditor.core.store import RECORD_FILE
+    from auditor.records import RunRecord, load_record
+
+    count = 0
+    for audit in record.audits:
+        if audit.status == "completed":
+            continue
+        try:
+            errors = load_record(run_dir / audit.folder / RECORD_FILE, RunRecord).errors
+        except AuditorError:  # an audit folder that cannot be read: a resume would say why
+            errors = []
+        count += not (errors and errors[-1].type == StartAgainError.__name__)
+    return count
 
 
 def write_batch_report(record: BatchRecord, run_dir: Path) -> Path:

@@ -22,7 +22,7 @@ from pathlib import Path
 
 from auditor.core.cache import ContentCache
 from auditor.core.environment import collect_environment
-from auditor.core.errors import AuditorError, BackendError
+from auditor.core.errors import AuditorError, BackendError, StartAgainError
 from auditor.core.store import AUDITS_FOLDER, RECORD_FILE, REPORT_FILE, RunStore, slugify
 from auditor.records import (
     BatchAudit,
@@ -200,12 +200,14 @@ class Batch(StudyRun[BatchRecord]):
     def _fail_when_none_completed(self) -> None:
         """A batch goes on past a prompt whose plan fails (its audit says why), but one in which every audit failed
         found nothing: it fails, naming the first audit's error (an LLM that is down or a key it refused fails them
-        all), so the command exits non-zero and ``--resume`` retries them."""
+        all), so the command exits non-zero and ``--resume`` retries them; where every audit failed in a way a
+        resume would repeat (:class:`StartAgainError`), the batch's error is one too, and no resume is offered."""
         records = [audit.record for audit in self.audits]
         failed = [record for record in records if record.status == "failed" and record.errors]
         if failed and all(record.status != "completed" for record in records):
             first = failed[0].errors[-1]
-            raise BackendError(
+            again = all(record.errors[-1].type == StartAgainError.__name__ for record in failed)
+            raise (StartAgainError if again else BackendError)(
                 f"no audit of the batch completed; {quote(failed[0].config.prompt)} failed at {first.stage or 'run'}: "
                 f"{first.message}"
             )
