@@ -170,6 +170,32 @@ def test_resume_after_interruption_recomputes_nothing_finished(tiny_models, tmp_
     check_run_folder(resumed.run_dir, images=2)
 
 
+def test_a_resume_without_the_cache_takes_the_images_the_run_folder_holds(tiny_models, tmp_path):
+    """A run moved to another machine (or whose cache was cleared) keeps its finished images: the record names
+    the weights, seed and bytes of each, so the resume takes each file that is still the recorded one, makes only
+    the others, and fills the new cache with them."""
+    store = RunStore(tmp_path / "runs")
+    cache = ContentCache(tmp_path / "cache.sqlite")
+    audit = start_audit(tiny_options(tiny_models), store, cache, StopAfter("generate", 6), run_name="r")
+    with pytest.raises(KeyboardInterrupt):
+        audit.run()
+    cache.close()
+    partial = load_record(audit.run_dir / "record.json")
+    kept = {(s.prompt_id, i.index): i.sha256 for s in partial.prompt_sets for i in s.images}
+    assert len(kept) == 6
+    altered = audit.run_dir / partial.prompt_sets[0].images[0].file  # a file that is not the recorded one
+    altered.write_bytes(altered.read_bytes() + b"\0")
+
+    fresh = ContentCache(tmp_path / "other-machine.sqlite")
+    record = resume_audit("r", store, fresh, QuietProgress()).run()
+    generate = {t.stage: t for t in record.timings}["generate"]
+    assert (generate.cached, generate.computed) == (5, 10 - 5)  # the altered one is made again
+    assert fresh.entries("generate") == 10
+    final = {(s.prompt_id, i.index): i.sha256 for s in record.prompt_sets for i in s.images}
+    assert all(final[key] == sha for key, sha in kept.items())  # the same images, the altered one made again
+    fresh.close()
+
+
 def test_a_completed_run_whose_resume_fails_before_changing_a_file_is_left_as_it_was(
     tiny_models, vqa_without_weights, tmp_path
 ):

@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING, Any
 
 from auditor.core.store import atomic_write_bytes, sha256_bytes
 from auditor.core.text import elided
+from auditor.core.weights import device_kind
 from auditor.executors.base import ModelRecipe
 from auditor.generation.base import GeneratedPicture, GenerationItem, TextToImage
 from auditor.records import GeneratedImage, GenerationSettings, PromptSet
@@ -279,6 +280,8 @@ class GenerationStage:
         self._seeded = True
         #: The generation settings the run asks for; :meth:`settle` records the ones that ran.
         self._asked = study.record.config.generation
+        #: The model the record's images were made with (before :meth:`adopt` records this attempt's).
+        self._made_by = study.record.results_from.get("t2i")
 
     @property
     def total(self) -> int:
@@ -365,6 +368,9 @@ class GenerationStage:
                 self._waiting[key].append((request, item))
                 continue
             hit = cache.get(STAGE, self._fingerprint, inputs)
+            if hit is None and (kept := self._kept_in_folder(backend, request, item)) is not None:
+                cache.put(STAGE, self._fingerprint, inputs, _pack(*kept))  # the cache gets it back, as if made here
+                hit = _pack(*kept)
             if hit is None:
                 self._waiting[key] = [(request, item)]
                 pending.append(item)
@@ -470,6 +476,29 @@ class GenerationStage:
         self._images[request.prompt_id][item.index] = image
         if self._subscribers:
             self._ready[request.prompt_id, item.index] = StoredImage(request.prompt_id, image, picture)
+
+    def _kept_in_folder(
+        self, backend: TextToImage, request: PromptRequest, item: GenerationItem
+    ) -> tuple[bytes, bool] | None:
+        """The image an earlier attempt left in the run folder for this prompt and seed, with its safety flag, when
+        the cache lacks it (the run was moved, or the cache cleared): taken only where the record says the same
+        weights made it in the same precision on the same kind of device, and the file is the one recorded."""
+        made_by, ref = self._made_by, backend.ref
+        same_model = made_by is not None and made_by.fingerprint is not None and (
+            (made_by.fingerprint, made_by.dtype, device_kind(made_by.device))
+            == (ref.fingerprint, ref.dtype, device_kind(ref.device))
+        )
+        if not same_model:
+            return None
+        earlier = next((s for s in self._before if s.prompt_id == request.prompt_id), None)
+        if earlier is None or earlier.prompt != request.prompt:
+            return None
+        image = next((i for i in earlier.images if i.index == item.index), None)
+        if image is None or image.seed != (item.seed if self._seeded else None):
+            return None
+        path = self.study.run_dir / image.file
+        data = path.read_bytes() if path.is_file() else None
+        return (data, image.flagged_nsfw) if data is not None and sha256_bytes(data) == image.sha256 else None
 
     def _checkpoint(self) -> None:
         self.study.record.prompt_sets = self.snapshot()
