@@ -75,6 +75,8 @@ RAY_ADDRESS = typer.Option(
     "(default: RAY_ADDRESS, else a Ray started for the run). Not recorded.",
 )
 SCHEDULER = typer.Option(None, "--scheduler", help="diffusers scheduler class, e.g. DPMSolverMultistepScheduler.")
+
+
 class CasNormalizationChoice(str, Enum):
     """How concept histograms are normalised before the IoU of CAS (ScoringSettings.cas_normalization)."""
 

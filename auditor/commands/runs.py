@@ -70,7 +70,7 @@ def _row(folder: Path, record: AnyRecord) -> dict:
     }
     if record.status == "running":
         row["alive"] = is_running(folder)
-    if record.status != "completed" and not row.get("alive") and not _settings_cannot_continue(record):
+    if record.status != "completed" and not row.get("alive") and not record.fails_again_on_resume():
         row["resume"] = record.resume_command(folder)
     return row
 
@@ -80,14 +80,6 @@ def _models(record: AnyRecord) -> list[dict[str, str]]:
     planner = getattr(record.config, "llm", None)  # prompt audits, batches and explorations plan with an LLM
     models = [{"role": "llm", "spec": planner}] if planner is not None else []
     return models + [{"role": role, "spec": ref.spec} for role, ref in record.models_by_role()]
-
-
-def _settings_cannot_continue(record: AnyRecord) -> bool:
-    """Whether the run failed on an error that its own settings would meet again
-    (:class:`~auditor.core.errors.StartAgainError`): a resume keeps them, so none is offered."""
-    from auditor.core.errors import StartAgainError
-
-    return record.status == "failed" and bool(record.errors) and record.errors[-1].type == StartAgainError.__name__
 
 
 def _shown_status(row: dict) -> str:

@@ -361,6 +361,7 @@ class GenerationStage:
         progress.start(STAGE, self.total, "generating images")
         pending: list[GenerationItem] = []
         hits: list[tuple[PromptRequest, GenerationItem, bytes, bool]] = []
+        in_folder = self._folder_images(backend)
         for request, item in self._wanted:
             inputs = cache_inputs(self._seeded, item)
             key = _image_key(inputs)
@@ -368,9 +369,9 @@ class GenerationStage:
                 self._waiting[key].append((request, item))
                 continue
             hit = cache.get(STAGE, self._fingerprint, inputs)
-            if hit is None and (kept := self._kept_in_folder(backend, request, item)) is not None:
-                cache.put(STAGE, self._fingerprint, inputs, _pack(*kept))  # the cache gets it back, as if made here
+            if hit is None and (kept := self._kept_in_folder(in_folder, request, item)) is not None:
                 hit = _pack(*kept)
+                cache.put(STAGE, self._fingerprint, inputs, hit)  # the cache gets it back, as if made here
             if hit is None:
                 self._waiting[key] = [(request, item)]
                 pending.append(item)
@@ -477,23 +478,24 @@ class GenerationStage:
         if self._subscribers:
             self._ready[request.prompt_id, item.index] = StoredImage(request.prompt_id, image, picture)
 
-    def _kept_in_folder(
-        self, backend: TextToImage, request: PromptRequest, item: GenerationItem
-    ) -> tuple[bytes, bool] | None:
-        """The image an earlier attempt left in the run folder for this prompt and seed, with its safety flag, when
-        the cache lacks it (the run was moved, or the cache cleared): taken only where the record says the same
-        weights made it in the same precision on the same kind of device, and the file is the one recorded."""
+    def _folder_images(self, backend: TextToImage) -> dict[tuple[str, str, int], GeneratedImage]:
+        """The images an earlier attempt recorded, by prompt id, prompt and index, where the record says the same
+        weights made them in the same precision on the same kind of device as ``backend``; none otherwise."""
         made_by, ref = self._made_by, backend.ref
-        same_model = made_by is not None and made_by.fingerprint is not None and (
+        if made_by is None or made_by.fingerprint is None or (
             (made_by.fingerprint, made_by.dtype, device_kind(made_by.device))
-            == (ref.fingerprint, ref.dtype, device_kind(ref.device))
-        )
-        if not same_model:
-            return None
-        earlier = next((s for s in self._before if s.prompt_id == request.prompt_id), None)
-        if earlier is None or earlier.prompt != request.prompt:
-            return None
-        image = next((i for i in earlier.images if i.index == item.index), None)
+            != (ref.fingerprint, ref.dtype, device_kind(ref.device))
+        ):
+            return {}
+        return {(s.prompt_id, s.prompt, image.index): image for s in self._before for image in s.images}
+
+    def _kept_in_folder(
+        self, in_folder: dict[tuple[str, str, int], GeneratedImage], request: PromptRequest, item: GenerationItem
+    ) -> tuple[bytes, bool] | None:
+        """The image an earlier attempt left in the run folder for this prompt and seed (:meth:`_folder_images`),
+        with its safety flag, when the cache lacks it (the run was moved, or the cache cleared): taken only where
+        the file is still the one recorded."""
+        image = in_folder.get((request.prompt_id, request.prompt, item.index))
         if image is None or image.seed != (item.seed if self._seeded else None):
             return None
         path = self.study.run_dir / image.file

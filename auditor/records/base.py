@@ -16,6 +16,7 @@ from typing import ClassVar, Literal
 
 from pydantic import Field
 
+from auditor.core.errors import StartAgainError
 from auditor.records.images import PromptSet
 from auditor.records.models import GenerationSettings, ModelRef
 from auditor.records.record import Record
@@ -149,6 +150,11 @@ class StudyRecord(Record):
         if images:
             return None if all(image.seed is None for image in images) else list(self.config.seeds)
         return None if self.config.t2i.backend in UNSEEDED_BACKENDS else list(self.config.seeds)
+
+    def fails_again_on_resume(self) -> bool:
+        """Whether the run failed on an error its own settings would meet again
+        (:class:`~auditor.core.errors.StartAgainError`): a resume keeps them, so none is worth offering."""
+        return self.status == "failed" and bool(self.errors) and self.errors[-1].type == StartAgainError.__name__
 
     def resume_command(self, folder: Path) -> str:
         """The command line that continues this run, kept in ``folder``, where it did not complete."""

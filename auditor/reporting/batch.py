@@ -163,8 +163,8 @@ def render_batch(record: BatchRecord, run_dir: Path, console: Console) -> None:
 def _retryable(record: BatchRecord, run_dir: Path) -> int:
     """How many of the batch's audits did not complete in a way a resume may change (an LLM's plan that stayed
     invalid, a service that failed), read from their own records: one whose settings would fail it again
-    (:class:`~auditor.core.errors.StartAgainError`) is not counted."""
-    from auditor.core.errors import AuditorError, StartAgainError
+    (:meth:`~auditor.records.StudyRecord.fails_again_on_resume`) is not counted."""
+    from auditor.core.errors import AuditorError
     from auditor.core.store import RECORD_FILE
     from auditor.records import RunRecord, load_record
 
@@ -173,10 +173,10 @@ def _retryable(record: BatchRecord, run_dir: Path) -> int:
         if audit.status == "completed":
             continue
         try:
-            errors = load_record(run_dir / audit.folder / RECORD_FILE, RunRecord).errors
+            again = load_record(run_dir / audit.folder / RECORD_FILE, RunRecord).fails_again_on_resume()
         except AuditorError:  # an audit folder that cannot be read: a resume would say why
-            errors = []
-        count += not (errors and errors[-1].type == StartAgainError.__name__)
+            again = False
+        count += not again
     return count
 
 

@@ -206,7 +206,7 @@ class Batch(StudyRun[BatchRecord]):
         failed = [record for record in records if record.status == "failed" and record.errors]
         if failed and all(record.status != "completed" for record in records):
             first = failed[0].errors[-1]
-            again = all(record.errors[-1].type == StartAgainError.__name__ for record in failed)
+            again = all(record.fails_again_on_resume() for record in failed)
             raise (StartAgainError if again else BackendError)(
                 f"no audit of the batch completed; {quote(failed[0].config.prompt)} failed at {first.stage or 'run'}: "
                 f"{first.message}"
