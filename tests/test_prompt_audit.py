@@ -111,6 +111,17 @@ def test_axes_the_plan_drops_are_named_on_the_terminal_and_in_the_json(tiny_mode
     assert f"- {note}" in person.stdout  # the report's notes
 
 
+def test_a_vqa_concurrency_a_local_vqa_model_cannot_use_is_said_once(tiny_models, tmp_path):
+    """Only a hosted VQA model (openai:) takes requests at once; a local one is told so, not silently ignored."""
+    args = [*tiny_args(tiny_models, images=1), "--embedder", "none"]
+    asked = run_auditor("prompt", PROMPT, *args, "--vqa-concurrency", "3", "--name", "asked", env={"COLUMNS": "400"})
+    assert asked.returncode == 0, asked.stderr
+    unused = f"--vqa-concurrency 3 is not used: blip2:{tiny_models.vqa} answers on this machine"
+    assert asked.stderr.count(unused) == 1
+    default = run_auditor("prompt", PROMPT, *args, "--name", "default")
+    assert default.returncode == 0 and "--vqa-concurrency" not in default.stderr
+
+
 class StopAfter(QuietProgress):
     """A progress reporter that presses Ctrl-C once ``stage`` has advanced ``count`` units."""
 

@@ -29,7 +29,7 @@ from auditor.core.errors import AuditorError
 from auditor.executors.base import ModelRecipe
 from auditor.executors.generation import StoredImage
 from auditor.executors.recall import RecalledModel, check_recalled, load_remembering, recall
-from auditor.records import GeneratedImage, ImageAnswers, PromptSet, Stage
+from auditor.records import GeneratedImage, ImageAnswers, ModelRef, PerceptionSettings, PromptSet, Stage
 from auditor.studies.progress import StageCounts
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -307,6 +307,7 @@ class AnswerReader(ImageReader):
         self.study.adopt_model("vqa", vqa.ref)
         config.perception = vqa.settings  # what it answers with, its defaults filled in
         self._fingerprint = vqa.cache_fingerprint()
+        say_unused_concurrency(self.study, vqa.ref)
         return True
 
     def _key(self, sha: str, question: str) -> dict[str, Any]:
@@ -382,6 +383,17 @@ class AnswerReader(ImageReader):
         for prompt_id in order:
             self._finished.setdefault(prompt_id, {})
         return {pid: [self._finished[pid][i] for i in sorted(self._finished[pid])] for pid in order}
+
+
+def say_unused_concurrency(study: StudyRun, vqa: ModelRef) -> None:
+    """A notice when the run asks for more (or fewer) requests in flight than the default from a VQA model that
+    answers on this machine: only a hosted model (openai:) takes requests, a local one answers a batch at a time."""
+    concurrency = study.record.config.perception.concurrency
+    if vqa.service is None and concurrency != PerceptionSettings.model_fields["concurrency"].default:
+        study.notice_once(
+            f"--vqa-concurrency {concurrency} is not used: {vqa.spec} answers on this machine, "
+            "--vqa-batch-size pairs at a time"
+        )
 
 
 def merge_answers(
