@@ -207,6 +207,38 @@ def test_a_resume_without_the_cache_takes_the_images_the_run_folder_holds(tiny_m
     fresh.close()
 
 
+@pytest.mark.parametrize("same_vqa", [True, False])
+def test_a_resume_without_the_cache_takes_the_answers_the_record_holds(tiny_models, tmp_path, same_vqa):
+    """The answers an interrupted run recorded survive a lost cache too, where the record says the same VQA weights
+    (in the same precision, on the same kind of device) gave them about the same image bytes: only the others are
+    asked, and the new cache gets them all. Answers from other weights are asked again."""
+    store = RunStore(tmp_path / "runs")
+    cache = ContentCache(tmp_path / "cache.sqlite")
+    audit = start_audit(tiny_options(tiny_models), store, cache, StopAfter("perceive", 4), run_name="r")
+    with pytest.raises(KeyboardInterrupt):
+        audit.run()
+    cache.close()
+    record_file = audit.run_dir / "record.json"
+    partial = load_record(record_file)
+    answered = {(pid, row.image_index): row for pid, rows in partial.answers.items() for row in rows}
+    assert 0 < len(answered) < 10
+    if not same_vqa:  # as if an earlier attempt's answers came from other weights
+        earlier = partial.results_from["vqa"].model_copy(update={"fingerprint": "0" * 64})
+        record_file.write_text(partial.model_copy(update={"results_from": {**partial.results_from, "vqa": earlier}})
+                               .model_dump_json(), encoding="utf-8")  # fmt: skip
+
+    fresh = ContentCache(tmp_path / "other-machine.sqlite")
+    record = resume_audit("r", store, fresh, QuietProgress()).run()
+    assert record.status == "completed"
+    perceive = {t.stage: t for t in record.timings}["perceive"]
+    reused = len(answered) if same_vqa else 0
+    assert (perceive.cached, perceive.computed) == (reused, 10 - reused)
+    assert fresh.entries("perceive") == 10 * 3  # two axes and the caption per image, kept or asked
+    final = {(pid, row.image_index): row for pid, rows in record.answers.items() for row in rows}
+    assert all(final[key] == row for key, row in answered.items())  # greedy answers: the same either way
+    fresh.close()
+
+
 def test_a_completed_run_whose_resume_fails_before_changing_a_file_is_left_as_it_was(
     tiny_models, vqa_without_weights, tmp_path
 ):

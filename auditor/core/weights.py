@@ -205,6 +205,18 @@ def device_kind(device: str | None) -> str | None:
     return device.split(":", 1)[0] if device else None
 
 
+def computes_alike(before: ModelRef | None, ref: ModelRef) -> bool:
+    """Whether ``ref`` computes what ``before`` computed: the same weights in the same precision on the same kind of
+    device, which is what a stage's cache keys on besides its settings (and a resume cannot change those). False when
+    ``before`` is unknown or was never loaded."""
+    return (
+        before is not None
+        and before.fingerprint is not None
+        and (before.fingerprint, before.dtype, device_kind(before.device))
+        == (ref.fingerprint, ref.dtype, device_kind(ref.device))
+    )
+
+
 # --------------------------------------------------------------------------- complete checkpoints
 
 

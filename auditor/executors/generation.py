@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Any
 
 from auditor.core.store import atomic_write_bytes, sha256_bytes
 from auditor.core.text import elided
-from auditor.core.weights import device_kind
+from auditor.core.weights import computes_alike
 from auditor.executors.base import ModelRecipe
 from auditor.generation.base import GeneratedPicture, GenerationItem, TextToImage
 from auditor.records import GeneratedImage, GenerationSettings, PromptSet
@@ -481,11 +481,7 @@ class GenerationStage:
     def _folder_images(self, backend: TextToImage) -> dict[tuple[str, str, int], GeneratedImage]:
         """The images an earlier attempt recorded, by prompt id, prompt and index, where the record says the same
         weights made them in the same precision on the same kind of device as ``backend``; none otherwise."""
-        made_by, ref = self._made_by, backend.ref
-        if made_by is None or made_by.fingerprint is None or (
-            (made_by.fingerprint, made_by.dtype, device_kind(made_by.device))
-            != (ref.fingerprint, ref.dtype, device_kind(ref.device))
-        ):
+        if not computes_alike(self._made_by, backend.ref):
             return {}
         return {(s.prompt_id, s.prompt, image.index): image for s in self._before for image in s.images}
 

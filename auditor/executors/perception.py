@@ -26,6 +26,7 @@ import numpy as np
 
 from auditor.core.cache import json_bytes
 from auditor.core.errors import AuditorError
+from auditor.core.weights import computes_alike
 from auditor.executors.base import ModelRecipe
 from auditor.executors.generation import StoredImage
 from auditor.executors.recall import RecalledModel, check_recalled, load_remembering, recall
@@ -37,6 +38,7 @@ if TYPE_CHECKING:  # pragma: no cover
 
     from auditor.executors.writer import BackgroundWriter
     from auditor.perception.base import Embedder, VisualQuestionAnswerer
+    from auditor.records import StudyRecord
     from auditor.studies.run import StudyRun
 
 PERCEIVE = "perceive"
@@ -292,6 +294,10 @@ class AnswerReader(ImageReader):
         self._needs: dict[str, list[str]] = {}  # sha256 -> the questions its images are asked (looked up once)
         self._asked: set[tuple[str, str]] = set()  # (sha256, question) a chunk asks (computed or not yet)
         self._finished: dict[str, dict[int, ImageAnswers]] = {}
+        # What an earlier attempt recorded, and the model it came from (open() sets the run's model over it).
+        self._earlier = earlier_answers(study.record)
+        self._earlier_from = study.record.results_from.get("vqa")
+        self._restored: list[tuple[dict[str, Any], bytes]] = []  # answers taken from the record, for the cache
 
     def recipe(self) -> ModelRecipe:
         config = self.study.record.config
@@ -307,6 +313,8 @@ class AnswerReader(ImageReader):
         self.study.adopt_model("vqa", vqa.ref)
         config.perception = vqa.settings  # what it answers with, its defaults filled in
         self._fingerprint = vqa.cache_fingerprint()
+        if not computes_alike(self._earlier_from, vqa.ref):
+            self._earlier = {}
         say_unused_concurrency(self.study, vqa.ref)
         return True
 
@@ -326,12 +334,27 @@ class AnswerReader(ImageReader):
             needs.append(question)
             if (sha, question) in self._asked:  # a chunk asks it already (the union of its images' questions)
                 continue
-            hit = self.study.cache.get_json(PERCEIVE, self._fingerprint, self._key(sha, question))
+            key = self._key(sha, question)
+            hit = self.study.cache.get_json(PERCEIVE, self._fingerprint, key)
+            if hit is None and (hit := self._recorded(prompt_id, image, question)) is not None:
+                self._restored.append((key, json_bytes(hit)))
             if hit is None:
                 lacking = True
             else:
                 self._known[sha, question] = hit
         return lacking
+
+    def _recorded(self, prompt_id: str, image: GeneratedImage, question: str) -> str | None:
+        """The answer to ``question`` an earlier attempt recorded for this image (the same bytes) with the same model,
+        when the cache lacks it (the run was moved, or the cache cleared)."""
+        earlier = self._earlier.get((prompt_id, image.index))
+        if earlier is None or earlier[0] != image.sha256:
+            return None
+        row = earlier[1]
+        if question == self.caption_question:
+            return row.caption
+        asked = self.questions_for(prompt_id, image.index)
+        return next((row.answers[axis] for axis in row.answers if asked.get(axis) == question), None)
 
     def task(self, images: list[GeneratedImage]) -> Any:
         """The questions some image of the chunk lacks and no earlier chunk asks (each image is asked
@@ -377,6 +400,12 @@ class AnswerReader(ImageReader):
     def checkpoint(self) -> None:
         self.on_answers(self.answers())
 
+    def finish(self) -> None:
+        """The answers taken from the record go back into the cache, as if asked here."""
+        if self._restored:
+            self.study.cache.put_many(PERCEIVE, self._fingerprint, self._restored)
+            self._restored = []
+
     def answers(self) -> dict[str, list[ImageAnswers]]:
         """Prompt id -> answers of its images in index order (every prompt set, even one without answers)."""
         order = [s.prompt_id for s in self.study.record.prompt_sets]
@@ -394,6 +423,18 @@ def say_unused_concurrency(study: StudyRun, vqa: ModelRef) -> None:
             f"--vqa-concurrency {concurrency} is not used: {vqa.spec} answers on this machine, "
             "--vqa-batch-size pairs at a time"
         )
+
+
+def earlier_answers(record: StudyRecord) -> dict[tuple[str, int], tuple[str, ImageAnswers]]:
+    """(prompt id, image index) -> the sha256 of the image a record's answers are about, and those answers (none for
+    a study that records no answers)."""
+    images = {(s.prompt_id, image.index): image.sha256 for s in record.prompt_sets for image in s.images}
+    return {
+        (prompt_id, row.image_index): (images[prompt_id, row.image_index], row)
+        for prompt_id, rows in getattr(record, "answers", {}).items()
+        for row in rows
+        if (prompt_id, row.image_index) in images
+    }
 
 
 def merge_answers(
