@@ -358,6 +358,20 @@ def test_a_model_folder_of_another_kind_is_one_line_and_creates_nothing(tiny_mod
     assert not (tmp_path / "runs").exists()
 
 
+def test_without_an_openai_key_the_offline_planner_is_said_once_the_options_are_checked(tiny_models, tmp_path):
+    """No --llm and no key: the audit plans offline and says so, but only once its models are found; a mistyped
+    model is the one line its person reads."""
+    typo = run_auditor("prompt", PROMPT, "--t2i", f"diffusers:{tmp_path}/nope", env={"OPENAI_API_KEY": ""})
+    assert (typo.returncode, typo.stderr) == (2, (
+        f"error: --t2i diffusers:{tmp_path}/nope: there is no file or folder '{tmp_path}/nope'; point it at a local "
+        "copy of the text-to-image model\n"
+    ))  # fmt: skip
+    args = [arg for arg in tiny_args(tiny_models, images=1) if arg not in ("--llm", "offline")]
+    planned = run_auditor("prompt", PROMPT, *args, "--embedder", "none", env={"OPENAI_API_KEY": "", "COLUMNS": "400"})
+    assert planned.returncode == 0, planned.stderr
+    assert planned.stderr.count("note: OPENAI_API_KEY is not set: planning with the offline WordNet planner") == 1
+
+
 def test_axes_none_of_which_fit_the_prompt_are_one_line_and_create_nothing(tmp_path):
     """--axes setting for a person: the offline plan has no axis to write, which the command finds before a run
     folder exists (one that fits is planned as usual, with the other named as dropped)."""

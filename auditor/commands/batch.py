@@ -98,8 +98,6 @@ def batch(
             source=str(prompts_file), prompts=prompts, audit=template, values=str(values) if values else None
         )
         use_ray_address(executor, ray_address)
-        if not (quiet or json_output):
-            common.say_offline_fallback(llm, template.llm)
     else:
         if prompts_file is not None:
             raise AuditorError("--resume continues a batch with its own prompts; leave out PROMPTS_FILE")
@@ -109,6 +107,7 @@ def batch(
             study = resume_batch(resume, store, cache, progress, resumption)
         else:
             study = start_batch(options, store, cache, progress, name)
+            common.say_offline_fallback(llm, options.audit.llm, progress.notice)
         record = common.run_resumable(study)
     from auditor.reporting.batch import batch_json, render_batch
 

@@ -325,14 +325,16 @@ def planner_spec(llm: str | None) -> str:
 
 
 def say_offline_fallback(
-    llm: str | None, planner: str, offline_does: str = "planning with the offline WordNet planner"
+    llm: str | None,
+    planner: str,
+    say: Callable[[str], None],
+    offline_does: str = "planning with the offline WordNet planner",
 ) -> None:
-    """A notice when no ``--llm`` was given and, without an OpenAI key, ``planner`` fell back to offline: what the
-    offline fallback does for this command (``offline_does``)."""
+    """A notice (through ``say``) when no ``--llm`` was given and, without an OpenAI key, ``planner`` fell back to
+    offline: what the offline fallback does for this command (``offline_does``). A study says it once its options
+    are checked and its run folder exists, so a mistyped model is the only line its person reads."""
     if not llm and planner == "offline":
-        from auditor.core.console import notice
-
-        notice(f"OPENAI_API_KEY is not set: {offline_does} (or pass --llm)")
+        say(f"OPENAI_API_KEY is not set: {offline_does} (or pass --llm)")
 
 
 def given(ctx: typer.Context, name: str) -> bool:

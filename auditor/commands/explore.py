@@ -152,8 +152,6 @@ def explore(
             executor=executor,
         )
         use_ray_address(executor, ray_address)
-        if not (quiet or json_output):
-            common.say_offline_fallback(llm, options.llm, "proposing from WordNet templates and planning offline")
     else:
         resumption = common.resumption(ctx, common.RESUME_OPTIONS | {"text_embedder"})  # where the guard is now
     holder: dict[str, ExploreRecord] = {}
@@ -171,6 +169,9 @@ def explore(
             exploration = resume_exploration(resume, store, cache, progress, resumption, on_round=on_round)
         else:
             exploration = start_exploration(options, store, cache, progress, name, on_round=on_round)
+            common.say_offline_fallback(
+                llm, options.llm, progress.notice, "proposing from WordNet templates and planning offline"
+            )
         holder["record"] = exploration.record
         record = common.run_resumable(exploration, display=live)
     from auditor.reporting.explore import explore_json, render_explore

@@ -38,7 +38,7 @@ def plan(
     from auditor.planning import check_llm_spec, make_plan, review_plan, transcript_of
 
     spec = check_llm_spec(common.planner_spec(llm), temperature, llm_seed)
-    common.say_offline_fallback(llm, spec)
+    common.say_offline_fallback(llm, spec, notice)
     try:
         audit_plan = make_plan(
             text,

@@ -91,8 +91,6 @@ def prompt(
         if fixed_axes is not None:
             check_axes_fit(options)
         use_ray_address(executor, ray_address)
-        if not (quiet or json_output):
-            common.say_offline_fallback(llm, options.llm)
     else:
         resumption = common.resumption(ctx)
     with common.study_session(quiet, json_output) as (cache, progress):
@@ -100,6 +98,7 @@ def prompt(
             audit = resume_audit(resume, store, cache, progress, resumption)
         else:
             audit = start_audit(options, store, cache, progress, name)
+            common.say_offline_fallback(llm, options.llm, progress.notice)
         record = common.run_resumable(audit)
     show_results(record, audit.run_dir, quiet=quiet, json_output=json_output)
 
