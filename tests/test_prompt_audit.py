@@ -181,20 +181,26 @@ def test_resume_after_interruption_recomputes_nothing_finished(tiny_models, tmp_
     check_run_folder(resumed.run_dir, images=2)
 
 
+def interrupted_audit(tiny_models, store: RunStore, cache_file: Path, stage: str, count: int) -> Path:
+    """The folder of audit "r", stopped by Ctrl-C once ``stage`` has advanced ``count`` units (its cache closed)."""
+    cache = ContentCache(cache_file)
+    audit = start_audit(tiny_options(tiny_models), store, cache, StopAfter(stage, count), run_name="r")
+    with pytest.raises(KeyboardInterrupt):
+        audit.run()
+    cache.close()
+    return audit.run_dir
+
+
 def test_a_resume_without_the_cache_takes_the_images_the_run_folder_holds(tiny_models, tmp_path):
     """A run moved to another machine (or whose cache was cleared) keeps its finished images: the record names
     the weights, seed and bytes of each, so the resume takes each file that is still the recorded one, makes only
     the others, and fills the new cache with them."""
     store = RunStore(tmp_path / "runs")
-    cache = ContentCache(tmp_path / "cache.sqlite")
-    audit = start_audit(tiny_options(tiny_models), store, cache, StopAfter("generate", 6), run_name="r")
-    with pytest.raises(KeyboardInterrupt):
-        audit.run()
-    cache.close()
-    partial = load_record(audit.run_dir / "record.json")
+    run_dir = interrupted_audit(tiny_models, store, tmp_path / "cache.sqlite", "generate", 6)
+    partial = load_record(run_dir / "record.json")
     kept = {(s.prompt_id, i.index): i.sha256 for s in partial.prompt_sets for i in s.images}
     assert len(kept) == 6
-    altered = audit.run_dir / partial.prompt_sets[0].images[0].file  # a file that is not the recorded one
+    altered = run_dir / partial.prompt_sets[0].images[0].file  # a file that is not the recorded one
     altered.write_bytes(altered.read_bytes() + b"\0")
 
     fresh = ContentCache(tmp_path / "other-machine.sqlite")
@@ -213,12 +219,7 @@ def test_a_resume_without_the_cache_takes_the_answers_the_record_holds(tiny_mode
     (in the same precision, on the same kind of device) gave them about the same image bytes: only the others are
     asked, and the new cache gets them all. Answers from other weights are asked again."""
     store = RunStore(tmp_path / "runs")
-    cache = ContentCache(tmp_path / "cache.sqlite")
-    audit = start_audit(tiny_options(tiny_models), store, cache, StopAfter("perceive", 4), run_name="r")
-    with pytest.raises(KeyboardInterrupt):
-        audit.run()
-    cache.close()
-    record_file = audit.run_dir / "record.json"
+    record_file = interrupted_audit(tiny_models, store, tmp_path / "cache.sqlite", "perceive", 4) / "record.json"
     partial = load_record(record_file)
     answered = {(pid, row.image_index): row for pid, rows in partial.answers.items() for row in rows}
     assert 0 < len(answered) < 10
