@@ -12,7 +12,11 @@ from auditor.core.errors import AuditorError
 
 def schemas(
     out_dir: Path = typer.Option(Path("schemas"), "--out", help="Folder for the *.schema.json files."),
-    check: bool = typer.Option(False, "--check", help="Fail when a committed schema differs from the models."),
+    check: bool = typer.Option(
+        False,
+        "--check",
+        help="Fail when a record's schema is missing or differs, or a *_record.schema.json is of no current record.",
+    ),
 ) -> None:
     """Generate JSON Schema from the record models (or check that the committed ones are current)."""
     from auditor.records.schemas import render_schemas

@@ -86,7 +86,9 @@ def score(
 
 
 @app.command("list")
-def list_tests(json_output: bool = _JSON) -> None:
+def list_tests(
+    json_output: bool = typer.Option(False, "--json", help="Print a JSON list, one object per test."),
+) -> None:
     """The built-in tests (the paper's eight): name, title, concepts and attributes."""
     from auditor.reporting.t2iat import render_test_list
     from auditor.studies.t2iat_tests import builtin_names, load_builtin
