@@ -19,6 +19,7 @@ from auditor.records import (
     load_any_record,
     load_record,
 )
+from auditor.records.loading import load_record_summary
 from auditor.records.schemas import SCHEMA_MODELS, render_schemas
 from tests.clitools import run_auditor
 from tests.factories import make_record
@@ -137,6 +138,32 @@ def test_a_record_of_an_unknown_schema_version_is_one_line(tmp_path):
     path.write_text('{"kind": "prompt_audit", "run_id": "r}', encoding="utf-8")
     with pytest.raises(AuditorError, match=r"is not valid JSON: Unterminated string starting at \(line 1, column 36\)"):
         load_any_record(path)
+
+
+def listed(record: StudyRecord, folder: Path) -> tuple:
+    """What ``auditor runs`` shows of a record."""
+    return (
+        record.kind, record.run_id, record.subject(), record.status, record.created_at, record.models_by_role(),
+        record.fails_again_on_resume(), record.resume_command(folder),
+    )  # fmt: skip
+
+
+def test_a_records_summary_shows_what_the_whole_record_shows_and_leaves_its_results_out(tmp_path):
+    """``auditor runs`` reads summaries: a paper-size run's images and results are most of its record and none of
+    its listing. A record of an older schema version is read whole (and upgraded); a malformed one says why."""
+    fixture = Path(__file__).parent / "fixtures" / "runs" / "pharmacist-sd15"
+    whole, summary = load_any_record(fixture / "record.json"), load_record_summary(fixture / "record.json")
+    assert whole.prompt_sets and whole.answers and whole.scores is not None
+    assert listed(summary, fixture) == listed(whole, fixture)
+    assert (summary.prompt_sets, summary.answers, summary.concepts, summary.scores) == ([], {}, {}, None)
+
+    for name in ("prompt_audit_v1.json", "t2iat_test_v1.json"):
+        old = V1_RECORDS / name
+        assert listed(load_record_summary(old), tmp_path) == listed(load_any_record(old), tmp_path)
+    broken = tmp_path / "record.json"
+    broken.write_text('{"kind": "prompt_audit", "run_id": "r}', encoding="utf-8")
+    with pytest.raises(AuditorError, match="is not valid JSON"):
+        load_record_summary(broken)
 
 
 def test_every_record_kind_has_a_schema_and_a_title():

@@ -18,6 +18,7 @@ from auditor.metrics.multiple_testing import holm
 from auditor.metrics.trace import bias_score, ssim
 from auditor.prompting.nouns import default_noun_reader
 from auditor.records import GenerationSettings, TraceRecord, TraceScoringSettings, load_record
+from auditor.records.loading import load_record_summary
 from auditor.reporting.overlays import GAP
 from auditor.studies.progress import QuietProgress
 from auditor.studies.trace import resume_trace, start_trace
@@ -114,6 +115,8 @@ def test_trace_study_end_to_end_numbers_match_independent_computations(
     run_dir = study.run_dir
     assert record.status == "completed" and record.errors == []
     assert load_record(run_dir / "record.json", TraceRecord).model_dump() == record.model_dump()
+    listed = load_record_summary(run_dir / "record.json")  # a listing reads a trace's triplets, not its results
+    assert listed.subject() == record.subject() and record.subject().startswith("trace of 3 triplets from captions")
     assert record.results_from == {"t2i": record.config.t2i, "vqa": record.config.vqa}  # what made its results
 
     # Triplets: the neutral captions, swapped, with where they came from.

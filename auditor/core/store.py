@@ -217,11 +217,12 @@ class RunStore:
         return f"no file or folder {text}"
 
     def list_records(self) -> list[tuple[Path, AnyRecord | None, str | None]]:
-        """All run folders with their record, or None and why it does not load, newest first.
+        """All run folders with their record's summary (:func:`~auditor.records.loading.load_record_summary`: no
+        images or results), or None and why it does not load, newest first.
 
         Unreadable records sort by their folder's modification time.
         """
-        from auditor.records import load_any_record
+        from auditor.records.loading import load_record_summary
 
         if not self.root.is_dir():
             return []
@@ -230,7 +231,7 @@ class RunStore:
             if _has_record(folder):
                 why = None
                 try:
-                    record = load_any_record(folder / RECORD_FILE)
+                    record = load_record_summary(folder / RECORD_FILE)
                     started = record.created_at.timestamp()
                 except AuditorError as exc:
                     record, started, why = None, folder.stat().st_mtime, str(exc)

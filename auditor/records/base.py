@@ -112,6 +112,13 @@ class StudyRecord(Record):
     title: ClassVar[str] = "study"
     #: The command that makes it, e.g. "auditor prompt".
     made_by: ClassVar[str] = "auditor"
+    #: The fields a listing of runs reads (:func:`~auditor.records.loading.load_record_summary`): the run's identity,
+    #: config, state and errors, and whatever :meth:`subject` needs; not its images and results, which are most of a
+    #: large run's record.
+    SUMMARY_FIELDS: ClassVar[frozenset[str]] = frozenset({
+        "schema_version", "kind", "run_id", "status", "created_at", "updated_at", "config", "timings", "errors",
+        "environment", "results_from",
+    })  # fmt: skip
 
     schema_version: Literal["2"] = Field(default=SCHEMA_VERSION, description="Version of this schema.")
     kind: str = Field(description="What kind of run this is.")

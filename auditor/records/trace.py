@@ -300,6 +300,7 @@ class TraceRecord(StudyRecord):
 
     title: ClassVar[str] = "prompt-to-image trace"
     made_by: ClassVar[str] = "auditor trace"
+    SUMMARY_FIELDS: ClassVar[frozenset[str]] = StudyRecord.SUMMARY_FIELDS | {"triplets"}  # the subject counts them
 
     kind: Literal["trace"] = Field(default="trace", description="What kind of run this is.")
     config: TraceConfig = Field(description="What the run was asked to do.")
