@@ -18,18 +18,23 @@ from tests.clitools import run_auditor
 from tests.factories import make_record
 
 
-def test_help_does_not_import_torch():
+@pytest.mark.parametrize("command", [["--help"], ["runs"]])
+def test_help_and_a_listing_import_no_model_or_numeric_library(tmp_path, command):
+    """What every command pays before it does anything: no model library, and for commands that only read records'
+    words, not numpy, scipy, YAML or the HTML templates either."""
+    write_model(tmp_path / "runs" / "r1" / "record.json", make_record("r1"))
+    argv = [*command, "--runs-dir", str(tmp_path / "runs")] if command == ["runs"] else command
+    heavy = ("torch", "diffusers", "transformers", "nltk", "openai", "langchain", "numpy", "scipy", "yaml", "jinja2")
     code = (
         "import sys\n"
         "from auditor.cli import main\n"
-        "sys.argv = ['auditor', '--help']\n"
+        f"sys.argv = ['auditor', *{argv!r}]\n"
         "try:\n    main()\nexcept SystemExit:\n    pass\n"
-        "heavy = [m for m in ('torch', 'diffusers', 'transformers', 'nltk', 'openai', 'langchain') if m in sys.modules]\n"
-        "print('HEAVY', heavy)\n"
+        f"print('HEAVY', [m for m in {heavy!r} if m in sys.modules])\n"
     )
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert "HEAVY []" in result.stdout
-    assert "doctor" in result.stdout
+    assert ("doctor" if command == ["--help"] else "r1") in result.stdout
 
 
 def test_doctor_reports_credentials_without_their_values():

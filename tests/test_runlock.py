@@ -198,7 +198,8 @@ def test_reports_of_a_running_record_say_whether_a_process_runs_it_and_advise_a_
     how it ended (a resume continues it): the reports tell them apart by the lock, as ``auditor runs`` does."""
     from rich.console import Console
 
-    from auditor.reporting.sentences import STOPPED_PHRASE, unfinished_note
+    from auditor.reporting.sentences import unfinished_note
+    from auditor.reporting.status import STOPPED_PHRASE
     from auditor.reporting.trace import no_scores, render_trace
     from tests.test_trace_scoring import IMAGES, _record
 
@@ -235,7 +236,7 @@ def test_a_prompt_audits_reports_tell_a_running_record_apart_by_the_lock(tmp_pat
     from rich.console import Console
 
     from auditor.reporting import render_terminal, report_json, write_html_report
-    from auditor.reporting.sentences import STATUS_PHRASES, STOPPED_PHRASE
+    from auditor.reporting.status import STATUS_PHRASES, STOPPED_PHRASE
 
     record = make_record("p")  # planned, not scored
     assert record.status == "running" and record.scores is None

@@ -39,7 +39,7 @@ def show_stored(record: StudyRecord, folder: Path, *, html: bool, json_output: b
     its path printed (on stderr when ``json_output`` puts JSON on stdout); the JSON; or else the terminal report."""
     from auditor.core.console import err
     from auditor.core.store import RECORD_FILE
-    from auditor.reporting.sentences import STOPPED_MEANING, running_now
+    from auditor.reporting.status import STOPPED_MEANING, running_now
 
     if running_now(record, folder) is False:  # a running record no process holds: its report would read "running"
         how = record.resume_command(folder)

@@ -10,7 +10,6 @@ import typer
 from auditor.commands import common
 from auditor.core.console import out, print_json, say_whole
 from auditor.core.runlock import is_running
-from auditor.reporting.sentences import STOPPED_MEANING, shown_status
 
 if TYPE_CHECKING:  # pragma: no cover
     from auditor.records import AnyRecord
@@ -23,6 +22,8 @@ def runs(
     """List runs: id, prompt, date, status and models (each with its role: llm, t2i, vqa, embedder)."""
     from rich.padding import Padding
     from rich.text import Text
+
+    from auditor.reporting.status import STOPPED_MEANING
 
     store = common.run_store(runs_dir)
     rows = [
@@ -83,7 +84,9 @@ def _models(record: AnyRecord) -> list[dict[str, str]]:
 
 
 def _shown_status(row: dict) -> str:
-    """The status as the listing shows it (:func:`~auditor.reporting.sentences.shown_status`)."""
+    """The status as the listing shows it (:func:`~auditor.reporting.status.shown_status`)."""
+    from auditor.reporting.status import shown_status
+
     return shown_status(row["status"], row.get("alive"))
 
 

@@ -33,10 +33,10 @@ import re
 import zlib
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Literal
 
 import numpy as np
 
+from auditor.core.choices import Method
 from auditor.core.errors import AuditorError
 from auditor.core.text import single_spaced
 from auditor.corpora.gender import CaptionLabeller, GenderLabel
@@ -44,7 +44,6 @@ from auditor.corpora.readers import CaptionBatch
 from auditor.metrics.amplification import Percentage, percentage
 from auditor.metrics.t2iat import unit_rows
 
-Method = Literal["keyword", "nn", "no-indicator", "nn+no-indicator"]
 #: Every selection method, in the order of the paper's Table 4.
 METHODS: tuple[Method, ...] = ("keyword", "nn", "no-indicator", "nn+no-indicator")
 #: Methods that rank captions by similarity to a prompt.

@@ -41,12 +41,10 @@ rules as :mod:`auditor.metrics.tibet`.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal
 
 import numpy as np
 
-IntervalMethod = Literal["percentile", "bca"]
-
+from auditor.core.choices import IntervalMethod
 
 # --------------------------------------------------------------------------- resample weights
 

@@ -19,14 +19,13 @@ from __future__ import annotations
 
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Literal
 
 import numpy as np
 
+from auditor.core.choices import Group
 from auditor.core.errors import AuditorError
 from auditor.core.text import single_spaced
 
-Group = Literal["explicitly_guided", "implicitly_guided", "explicitly_independent", "implicitly_independent", "hidden"]
 #: The five groups, in the paper's order of definition.
 GROUPS: tuple[Group, ...] = (
     "explicitly_guided",

@@ -20,14 +20,11 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from itertools import chain, combinations
-from typing import Literal
 
 import numpy as np
 
+from auditor.core.choices import EffectLabel
 from auditor.core.errors import AuditorError
-
-#: Cohen's size of |d|; "undefined" when d is (no spread within the groups).
-EffectLabel = Literal["negligible", "small", "medium", "large", "undefined"]
 
 #: Enumerate every split when there are at most this many; sample splits above it.
 EXACT_SPLIT_LIMIT = 200_000

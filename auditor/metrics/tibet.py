@@ -18,11 +18,10 @@ from typing import Literal
 
 import numpy as np
 
+from auditor.core.choices import CasNormalization
 from auditor.metrics.ties import ABSOLUTE_TIE
 
 Gender = Literal["male", "female"]
-#: How histograms enter the IoU: rescaled to sum 1 (the authors' code) or as per-image frequencies (Eq. 1-3).
-CasNormalization = Literal["distribution", "frequency"]
 
 #: Prompt words that make a counterfactual the "male" or "female" one of an axis.
 MALE_WORDS = frozenset({"male", "males", "man", "men", "boy", "boys"})

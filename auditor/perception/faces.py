@@ -31,10 +31,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 
+from auditor.core.choices import FaceVerdict
 from auditor.core.errors import AuditorError
 from auditor.core.fingerprint import file_sha256, settings_fingerprint
 from auditor.core.registry import Spec
@@ -42,7 +43,6 @@ from auditor.core.registry import Spec
 if TYPE_CHECKING:  # pragma: no cover
     from PIL import Image
 
-FaceVerdict = Literal["kept", "no_face", "many_faces", "small_face"]
 #: Smallest face box kept, as a share of the image's height and of its width (the authors' 0.1).
 MIN_FACE_SHARE = 0.1
 #: The cascade ``haar`` loads when no other is named.

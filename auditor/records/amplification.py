@@ -14,8 +14,7 @@ from typing import ClassVar, Literal
 
 from pydantic import Field, ValidationInfo, field_validator
 
-from auditor.corpora.selection import Method
-from auditor.perception.faces import FaceVerdict
+from auditor.core.choices import FaceVerdict, Method
 from auditor.records.base import StudyConfig, StudyRecord
 from auditor.records.images import PromptSet
 from auditor.records.intervals import Interval

@@ -15,7 +15,7 @@ from typing import ClassVar, Literal
 
 from pydantic import Field
 
-from auditor.metrics.bootstrap import IntervalMethod
+from auditor.core.choices import IntervalMethod
 from auditor.records.base import StudyConfig, StudyRecord
 from auditor.records.images import ImageAnswers, PromptSet
 from auditor.records.intervals import Correction, Interval

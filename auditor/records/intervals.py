@@ -11,7 +11,7 @@ from typing import Literal
 
 from pydantic import Field
 
-from auditor.metrics.bootstrap import IntervalMethod
+from auditor.core.choices import IntervalMethod
 from auditor.records.record import Record
 
 

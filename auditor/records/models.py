@@ -6,8 +6,7 @@ from typing import ClassVar
 
 from pydantic import Field
 
-from auditor.metrics.bootstrap import IntervalMethod
-from auditor.metrics.tibet import CasNormalization
+from auditor.core.choices import CasNormalization, IntervalMethod
 from auditor.records.record import Record
 
 

@@ -11,7 +11,7 @@ from typing import ClassVar, Literal
 
 from pydantic import Field, field_validator
 
-from auditor.metrics.t2iat import EffectLabel
+from auditor.core.choices import EffectLabel
 from auditor.records.base import StudyConfig, StudyRecord
 from auditor.records.images import PromptSet
 from auditor.records.intervals import Interval, IntervalSettings

@@ -24,7 +24,8 @@ from auditor.records import GeneratedImage, RunRecord
 from auditor.reporting.glossary import METRICS
 from auditor.reporting.numbers import IntervalLike, cells, number, p_value, written_apart
 from auditor.reporting.prompt_audit import build_view
-from auditor.reporting.sentences import error_line, running_now, unstated_errors
+from auditor.reporting.sentences import error_line, unstated_errors
+from auditor.reporting.status import running_now
 from auditor.reporting.views import AxisView, Concept, ConceptColumn, ImageView, ReportView, SetView
 
 if TYPE_CHECKING:

@@ -20,10 +20,9 @@ from auditor.reporting.sentences import (
     headline,
     lean_sentence,
     notes,
-    shown_status,
-    status_wording,
     uncertainty_line,
 )
+from auditor.reporting.status import shown_status, status_wording
 from auditor.reporting.views import (
     AxisView,
     Concept,
@@ -164,7 +163,7 @@ def _models(record: RunRecord) -> list[ModelLine]:
 
 def build_view(record: RunRecord, alive: bool | None = None) -> ReportView:
     """Read ``record`` into the report view (no I/O; a run without scores gives a partial view). ``alive``: for a
-    record that says ``running``, whether a process runs it now (:func:`~auditor.reporting.sentences.running_now`;
+    record that says ``running``, whether a process runs it now (:func:`~auditor.reporting.status.running_now`;
     None where that was not asked)."""
     scores = record.scores
     axes = [_axis_view(record, rank, tied, a) for rank, tied, a in _ranked(scores.axes)] if scores else []

@@ -22,7 +22,6 @@ import builtins
 import math
 from pathlib import Path
 
-from auditor.core.runlock import is_running, lock_folder
 from auditor.metrics.ties import same_score
 from auditor.records import (
     AssociationResult,
@@ -31,11 +30,11 @@ from auditor.records import (
     Interval,
     RunError,
     RunRecord,
-    RunStatus,
     Scores,
     StudyRecord,
 )
 from auditor.reporting.numbers import number, with_bounds, with_span, written_apart
+from auditor.reporting.status import running_now, status_wording
 from auditor.reporting.views import AssociationView, AxisView, Bounds
 from auditor.reporting.wording import plan_notes, quote, resampled
 from auditor.scoring.uncertainty import MIN_SEEDS, too_few_seeds
@@ -204,45 +203,6 @@ def bav_note(score: AxisScore) -> str | None:
     count = sum(cf.cas is not None for cf in score.counterfactuals)
     has = f"{'only ' if count else ''}{count or 'none'} of {len(score.counterfactuals)} counterfactuals"
     return f"no BAV: {has} {'has' if count <= 1 else 'have'} a CAS"
-
-
-#: How each run status reads in a sentence ("This run ..."); a ``running`` record whose lock was not asked (or
-#: cannot be told) may be either of the two :func:`status_wording` tells apart.
-STATUS_PHRASES = {
-    "running": "is still running (or stopped without recording why)",
-    "completed": "completed",
-    "failed": "failed",
-    "interrupted": "was interrupted",
-}
-
-#: How a run ends that records no end of its own.
-STOP_CAUSES = "killed, or its machine went down"
-
-#: A ``running`` record that no process holds: its attempt ended without writing how.
-STOPPED_PHRASE = f"was stopped without recording why ({STOP_CAUSES})"
-
-#: The same, as the listing's ``stopped`` status is explained (``auditor runs``, ``auditor report``).
-STOPPED_MEANING = f"the record says running, but no process runs it ({STOP_CAUSES})"
-
-
-def running_now(record: StudyRecord, run_dir: Path | None) -> bool | None:
-    """For a record that says ``running``: whether a process holds its run folder's lock now (True), none does
-    (False: it was stopped without recording why), or that cannot be told (None, as without ``run_dir``). None for
-    any other status."""
-    return is_running(lock_folder(run_dir)) if record.status == "running" and run_dir is not None else None
-
-
-def status_wording(status: RunStatus, alive: bool | None) -> str:
-    """How a run's status reads in a sentence ("This run ..."), given :func:`running_now`'s answer ``alive``."""
-    if status != "running" or alive is None:
-        return STATUS_PHRASES[status]
-    return "is running now" if alive else STOPPED_PHRASE
-
-
-def shown_status(status: RunStatus, alive: bool | None) -> str:
-    """The status as ``auditor runs`` and the reports' headers show it: ``stopped`` for a ``running`` record that no
-    process runs (:func:`running_now` False), else the record's own."""
-    return "stopped" if status == "running" and alive is False else status
 
 
 def status_phrase(record: StudyRecord, run_dir: Path) -> str:

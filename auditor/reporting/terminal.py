@@ -22,7 +22,8 @@ from auditor.records import RunRecord
 from auditor.reporting.glossary import METRICS
 from auditor.reporting.numbers import cells, number, with_span
 from auditor.reporting.prompt_audit import build_view
-from auditor.reporting.sentences import running_now, top_axis_phrase
+from auditor.reporting.sentences import top_axis_phrase
+from auditor.reporting.status import running_now
 from auditor.reporting.tables import column_table
 from auditor.reporting.views import AxisView, Concept, CounterfactualView, ReportView
 from auditor.reporting.wording import counted

@@ -32,7 +32,8 @@ from auditor.metrics.trace import significance, smallest_swap_p, triplets_needed
 from auditor.records import TRIPLET_SETS, ChiSquareResult, ObjectCount, StageSimilarity, TraceRecord
 from auditor.reporting.glossary import METRICS
 from auditor.reporting.numbers import number, p_equals, p_value, with_span
-from auditor.reporting.sentences import error_line, partial_interval_note, running_now, status_phrase
+from auditor.reporting.sentences import error_line, partial_interval_note, status_phrase
+from auditor.reporting.status import running_now
 from auditor.reporting.tables import column_table
 from auditor.reporting.wording import counted, describe_seeds
 
