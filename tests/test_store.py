@@ -321,7 +321,7 @@ def test_a_run_folder_that_cannot_be_read_is_listed_and_named_not_a_traceback(tm
     write_model(store.create("good") / "record.json", make_record("good"))
     locked = store.create("locked")
     write_model(locked / "record.json", make_record("locked"))
-    is_file, read_text = Path.is_file, Path.read_text
+    is_file, read_text, read_bytes = Path.is_file, Path.read_text, Path.read_bytes
 
     def denied(method):  # what chmod 000 on the folder does for a user other than root
         def call(path, *args, **kwargs):
@@ -333,6 +333,7 @@ def test_a_run_folder_that_cannot_be_read_is_listed_and_named_not_a_traceback(tm
 
     monkeypatch.setattr(Path, "is_file", denied(is_file))
     monkeypatch.setattr(Path, "read_text", denied(read_text))
+    monkeypatch.setattr(Path, "read_bytes", denied(read_bytes))
     assert {folder.name: record is None for folder, record, _ in store.list_records()} == {"good": False, "locked": True}
     assert store.resolve("locked") == locked
     with pytest.raises(AuditorError, match="Permission denied") as info:
