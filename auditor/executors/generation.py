@@ -91,10 +91,15 @@ def image_relpath(prompt_id: str, index: int) -> str:
     return "/".join(["images", *parts, f"{index:03d}.png"])
 
 
+#: zlib's level for the PNG files: 1 encodes a 512x512 photo in about 18 ms instead of 55-87 ms at Pillow's default
+#: 6, for files about 14% larger. The encoder (the run's writer thread) then keeps up with a fast GPU.
+PNG_COMPRESS_LEVEL = 1
+
+
 def png_bytes(image: Image.Image) -> bytes:
     """Encode an image as PNG (lossless, deterministic for the same pixels)."""
     buffer = io.BytesIO()
-    image.save(buffer, format="PNG")
+    image.save(buffer, format="PNG", compress_level=PNG_COMPRESS_LEVEL)
     return buffer.getvalue()
 
 
