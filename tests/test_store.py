@@ -139,7 +139,17 @@ def test_resolve_says_what_a_name_that_is_no_run_looks_like(tmp_path):
     assert why["half-made"] == f"{store.root / 'half-made'} holds no record.json: not a run folder"
     assert why[str(missing_file)] == f"no file or folder {missing_file}"
     assert why[str(tmp_path / "empty")] == f"{tmp_path / 'empty'} holds no record.json: not a run folder"
-    assert why[str(tmp_path / "notes.txt")] == f"{tmp_path / 'notes.txt'} is not a run record"
+    assert why[str(tmp_path / "notes.txt")] == (
+        f"{tmp_path / 'notes.txt'} is a file, not a run: give the run's folder, its id or its record.json"
+    )
+
+    # A copy of another run's record beside a run's own: it names neither run (report would show the folder's).
+    run = store.create("r")
+    write_model(run / "record.json", make_record("r"))
+    write_model(run / "old-record.json", make_record("other"))
+    assert store.resolve(str(run / "record.json")) == run
+    with pytest.raises(AuditorError, match="old-record.json is a file, not a run"):
+        store.resolve(str(run / "old-record.json"))
 
 
 def test_invalid_record_is_a_one_line_error(tmp_path):

@@ -175,13 +175,19 @@ class RunStore:
         return path
 
     def resolve(self, run: str | Path) -> Path:
-        """Find a run folder from a run id (looked up here first), a folder path or a record file path, or a path
-        inside the runs folder (a batch's audit: ``b1/audits/001-a-photo-of-a-nurse``)."""
+        """Find a run folder from a run id (looked up here first), a folder path or the path of its record file, or a
+        path inside the runs folder (a batch's audit: ``b1/audits/001-a-photo-of-a-nurse``). Another file, even a copy
+        of a record, names no run: the run is its folder's record, images and lock."""
         text = str(run)
         if _RUN_ID_PATTERN.fullmatch(text) and _has_record(self.root / text):
             return self.root / text
         for candidate in filter(None, (Path(run), self._inside(text))):
-            folder = candidate.parent if _is_file(candidate) else candidate
+            if not _is_file(candidate):
+                folder = candidate
+            elif candidate.name == RECORD_FILE:
+                folder = candidate.parent
+            else:
+                continue
             if _has_record(folder):
                 return folder
         raise AuditorError(self._not_a_run(text))
@@ -205,7 +211,7 @@ class RunStore:
         if "/" in text and (inside := self._inside(text)) is not None and inside.is_dir():
             return f"{inside} holds no {RECORD_FILE}: not a run folder"
         if path.exists():
-            return f"{text} is not a run record"
+            return f"{text} is a file, not a run: give the run's folder, its id or its {RECORD_FILE}"
         if _RUN_ID_PATTERN.fullmatch(text):
             if (self.root / text).is_dir():  # e.g. a run that stopped before it wrote its record
                 return f"{self.root / text} holds no {RECORD_FILE}: not a run folder"
