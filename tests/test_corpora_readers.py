@@ -10,7 +10,7 @@ import pytest
 pa = pytest.importorskip("pyarrow", reason="pyarrow is not installed (pip install 'auditor[amplification]')")
 import pyarrow.parquet as pq  # noqa: E402
 
-from auditor.core.errors import AuditorError  # noqa: E402
+from auditor.core.errors import AuditorError, StartAgainError  # noqa: E402
 from auditor.corpora.readers import CaptionReader, caption_files, file_format, image_path  # noqa: E402
 
 CAPTIONS = ["A photo of a nurse", 'Teacher, "quoted", in class', "multi\nline caption", "", "a chef cooking"]
@@ -204,5 +204,5 @@ def test_image_paths(tmp_path):
     assert image_path("img/0.png", source) == tmp_path / "data" / "img" / "0.png"
     assert image_path("/abs/4.png", source).as_posix() == "/abs/4.png"
     assert image_path("file:///abs/5.png", source).as_posix() == "/abs/5.png"
-    with pytest.raises(AuditorError, match="download the images first"):
+    with pytest.raises(StartAgainError, match="download the images first"):  # a resume reads the same file
         image_path("https://example.com/a.jpg", source)

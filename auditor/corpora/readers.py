@@ -23,7 +23,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from auditor.core.errors import AuditorError
+from auditor.core.errors import AuditorError, StartAgainError
 
 #: Caption column names tried, in order, when none is given.
 DEFAULT_CAPTION_COLUMNS = ("caption", "TEXT")
@@ -328,12 +328,13 @@ def _chunk(start: int, captions: list[str | None], images: list[str | None] | No
 
 def image_path(value: str, source: Path) -> Path:
     """The image file an image-column value names: an absolute path, a ``file://`` URL, or a path
-    relative to the caption file's folder. Web URLs are refused: images must already be on disk."""
+    relative to the caption file's folder. Web URLs are refused: images must already be on disk, and a run that met
+    one starts again with another file (its resume would read the same one, and refuses a changed one)."""
     text = value.strip()
     if text.startswith("file://"):
         text = text[len("file://") :]
     elif "://" in text:
-        raise AuditorError(
+        raise StartAgainError(
             f"image {value!r} in {source} is a URL; download the images first and give their paths in the image column"
         )
     path = Path(text).expanduser()
