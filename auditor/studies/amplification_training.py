@@ -141,7 +141,25 @@ def training_warnings(study: AmplificationRun) -> list[str]:
         warnings.append(f"no caption in the training sample mentions {', '.join(map(repr, unmatched))}")
     if config.names:
         warnings.append(f"caption labels use {study.record.training_data.labels}")
+    if config.image_column is not None and (lost := _lost_images(study)):
+        warnings.append(
+            f"{len(lost)} training image{'s' if len(lost) > 1 else ''} named in the image column "
+            f"{'are' if len(lost) > 1 else 'is'} missing or do{'' if len(lost) > 1 else 'es'} not decode, so "
+            f"{'they are' if len(lost) > 1 else 'it is'} left out of T (counted as missing): {_named(lost)}"
+        )
     return warnings
+
+
+def _lost_images(study: AmplificationRun) -> list[str]:
+    """The image-column values of selected examples whose file is gone or does not decode, in caption order."""
+    lost = (c.image for s in study.selections for c in s.captions if _example_outcome(study, c)[0] == "missing")
+    return list(dict.fromkeys(value for value in lost if value is not None))
+
+
+def _named(values: list[str], shown: int = 3) -> str:
+    """The first ``shown`` values quoted, and how many more."""
+    more = len(values) - shown
+    return ", ".join(map(repr, values[:shown])) + (f" and {more} more" if more > 0 else "")
 
 
 def write_examples(study: AmplificationRun) -> None:
