@@ -44,6 +44,16 @@ class FolderKind:
     #: The transformers ``model_type``s (in the marker, a ``config.json``) the backend loads; empty: any. A folder of
     #: another type has the marker too, so only its type tells a CLIP model given to ``blip2:`` before it is loaded.
     model_types: frozenset[str] = frozenset()
+    #: Or, for a backend that loads whatever a library's auto class maps, where that mapping is (``module:name``,
+    #: its keys the types) and what to call it in a refusal: imported only when a local folder is checked.
+    library_types: tuple[str, str] | None = None
+
+    def types_loaded(self) -> tuple[frozenset[str], str]:
+        """The model types the backend loads (empty: any), and how a refusal names them."""
+        if self.library_types is not None:
+            where, name = self.library_types
+            return frozenset(_resolve(where)), name
+        return self.model_types, quoted_types(self.model_types)
 
     def model_type(self, folder: Path) -> str | None:
         """The ``model_type`` the folder's marker names; None when it names none or cannot be read (the loader
@@ -186,10 +196,11 @@ class Registry:
                 f"{self.option} {spec}: {spec.target!r} is not a {folder.name} folder: it has no {folder.marker}"
             )
         found = folder.model_type(path)
-        if folder.model_types and found is not None and found not in folder.model_types:
-            raise AuditorError(
-                f"{self.option} {spec}: {spec.target!r} is a {found!r} model, not {quoted_types(folder.model_types)}"
-            )
+        if found is None or not (folder.model_types or folder.library_types):
+            return
+        loaded, named = folder.types_loaded()
+        if found not in loaded:
+            raise AuditorError(f"{self.option} {spec}: {spec.target!r} is a {found!r} model, not {named}")
 
     def model_types(self, prefix: str) -> frozenset[str] | None:
         """The model types the ``prefix`` backend loads (its :class:`FolderKind`'s), None when it loads any: its

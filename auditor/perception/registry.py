@@ -54,17 +54,22 @@ VQA_BACKENDS = Registry("VQA", "--vqa", infer=_infer_vqa_folder)
 _TRANSFORMERS_IDENTIFY = "auditor.perception.loading:identify"
 
 
-def _register_vqa(prefix: str, loader: str) -> None:
+def _register_vqa(prefix: str, loader: str, folder: FolderKind | None = None) -> None:
     """A transformers VQA backend: identified by its files; a local target is a model folder of the types that
-    :data:`_VQA_PREFIX_BY_MODEL_TYPE` sends to it (any type for ``hf``, which none is sent to)."""
-    folder = _model_folder_of(_VQA_PREFIX_BY_MODEL_TYPE, prefix)
+    :data:`_VQA_PREFIX_BY_MODEL_TYPE` sends to it (unless ``folder`` says otherwise)."""
+    folder = folder or _model_folder_of(_VQA_PREFIX_BY_MODEL_TYPE, prefix)
     VQA_BACKENDS.register(prefix, f"auditor.perception.vqa:{loader}", identify_path=_TRANSFORMERS_IDENTIFY, folder=folder)
 
 
 _register_vqa("blip2", "load_blip2")
 _register_vqa("blip", "load_blip")
 _register_vqa("instructblip", "load_instructblip")
-_register_vqa("hf", "load_image_text_to_text")
+#: ``hf:`` (and a bare folder of no BLIP type) loads what transformers' image-text-to-text auto class maps: a CLIP
+#: folder given as the VQA model is refused before the images are made, not when the loader reaches it.
+_register_vqa("hf", "load_image_text_to_text", replace(_TRANSFORMERS_FOLDER, library_types=(
+    "transformers.models.auto.modeling_auto:MODEL_FOR_IMAGE_TEXT_TO_TEXT_MAPPING_NAMES",
+    "a vision-language model transformers' AutoModelForImageTextToText loads",
+)))  # fmt: skip
 VQA_BACKENDS.register("openai", "auditor.perception.openai_vqa:load", "auditor.perception.openai_vqa:preflight")
 
 EMBEDDERS = Registry("embedder", "--embedder", infer=_infer_by_model_type(_EMBEDDER_PREFIX_BY_MODEL_TYPE))
