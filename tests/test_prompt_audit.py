@@ -342,8 +342,8 @@ def test_bad_input_is_one_line_and_creates_nothing(tmp_path, args, message):
         ("--embedder", "clip:{t2i}", "is not a transformers model folder: it has no config.json"),
         ("--vqa", "blip2:{clip}", "is a 'clip' model, not 'blip-2'"),
         ("--vqa", "instructblip:{vqa}", "is a 'blip-2' model, not 'instructblip'"),
-        ("--vqa", "hf:{clip}", "is a 'clip' model, not a vision-language model transformers' AutoModelForImageTextToText "
-         "loads"),  # what a bare folder of no BLIP type is loaded as
+        ("--vqa", "hf:{clip}", "is a 'clip' model, not a vision-language model transformers' "
+         "AutoModelForImageTextToText loads"),  # what a bare folder of no BLIP type is loaded as
         ("--embedder", "clip:{vqa}", "is a 'blip-2' model, not 'clip'"),
         ("--embedder", "dinov2:{clip}", "is a 'clip' model, not 'dinov2' or 'dinov2_with_registers'"),
     ],
