@@ -735,6 +735,16 @@ def test_compare_command(tmp_path):
     refused = run_auditor("compare", "pharmacist-sd15", "broken", process=True)
     assert refused.returncode == 2 and "Traceback" not in refused.stderr
     assert "has no scores" in refused.stderr and len(refused.stderr.strip().splitlines()) == 1
+    killed = tmp_path / "runs" / "killed"  # kill -9 mid-run: its record still says running, and no process runs it
+    shutil.copytree(tmp_path / "runs" / "pharmacist-sd21", killed)
+    write_model(killed / "record.json", load_record(killed / "record.json").model_copy(
+        update={"status": "running", "scores": None}
+    ))  # fmt: skip
+    refused = run_auditor("compare", "pharmacist-sd15", "killed", env={"COLUMNS": "400"})
+    assert refused.returncode == 2 and refused.stderr == (
+        "error: run B ('killed') has no scores: this run did not complete (stopped without recording why); "
+        f"auditor prompt --resume {killed} continues it; compare needs two scored runs\n"
+    )
     unanswered = tmp_path / "runs" / "unanswered"
     shutil.copytree(tmp_path / "runs" / "pharmacist-sd21", unanswered)
     record = load_record(unanswered / "record.json")

@@ -198,6 +198,7 @@ def test_reports_of_a_running_record_say_whether_a_process_runs_it_and_advise_a_
     how it ended (a resume continues it): the reports tell them apart by the lock, as ``auditor runs`` does."""
     from rich.console import Console
 
+    from auditor.records import RunError
     from auditor.reporting.sentences import unfinished_note
     from auditor.reporting.status import STOPPED_PHRASE
     from auditor.reporting.trace import no_scores, render_trace
@@ -218,6 +219,13 @@ def test_reports_of_a_running_record_say_whether_a_process_runs_it_and_advise_a_
     assert f"run hand {STOPPED_PHRASE}" in stopped and f"{resume} goes on with it" in stopped
     assert unfinished_note(record, run_dir) == (
         f"this run did not complete (stopped without recording why); {resume} continues it"
+    )
+    refused = record.model_copy(update={"status": "failed", "errors": [  # its own settings stop it: no resume offered
+        RunError(stage="select", type="StartAgainError", message="nothing to trace")
+    ]})  # fmt: skip
+    assert unfinished_note(refused, run_dir) == (
+        "this run did not complete (failed at select: nothing to trace); a resume would stop the same way: start a new "
+        "run"
     )
     holder = hold_lock(run_dir)
     try:

@@ -20,6 +20,7 @@ from auditor.records import (
     RunRecord,
     ScoringSettings,
     SetConcepts,
+    load_record,
 )
 from auditor.scoring.concepts import set_concepts
 from auditor.scoring.intervals import score_run
@@ -359,9 +360,18 @@ def test_run_folder_through_the_cli(tmp_path):
     assert f"{19 / 51:.3f}" in table.stdout and "0.250" in table.stdout
 
 
-def test_a_run_rescored_in_process_follows_its_settings(tmp_path):
-    from auditor.records import load_record
+def test_a_killed_run_without_every_answer_is_said_to_be_stopped_with_what_continues_it(tmp_path):
+    folder = _record(tmp_path)  # its record says running (kill -9 mid-perceive), and no process holds it
+    record = load_record(folder / "record.json")
+    write_model(folder / "record.json", record.model_copy(update={"answers": {"initial": record.answers["initial"]}}))
+    result = run_auditor("score", "scored", env={"COLUMNS": "400"})
+    assert result.returncode == 2 and result.stderr.endswith(
+        "(did the perceive stage finish?): this run did not complete (stopped without recording why); "
+        f"auditor prompt --resume {folder} continues it\n"
+    )
 
+
+def test_a_run_rescored_in_process_follows_its_settings(tmp_path):
     record = load_record(_record(tmp_path) / "record.json")
     scores = score_run(record)
     assert scores.cas_normalization == "distribution"

@@ -31,6 +31,7 @@ def compare(
     from auditor.records import load_record
     from auditor.reporting.compare import (
         check_page_path,
+        check_scored,
         compare_records,
         render_comparison_terminal,
         write_comparison_html,
@@ -48,6 +49,8 @@ def compare(
         load_record(folder / RECORD_FILE).model_copy(update={"run_id": _name(store.root, folder)})
         for folder in (folder_a, folder_b)
     )
+    check_scored(record_a, "A", folder_a)
+    check_scored(record_b, "B", folder_b)
     changes = None
     resamplable = min(record_a.config.images_per_prompt, record_b.config.images_per_prompt) >= MIN_SEEDS
     if bootstrap and resamplable and record_a.scores is not None and record_b.scores is not None:

@@ -83,10 +83,18 @@ def _score_source(
                 f"{location} is neither a TIBET result file (keys {', '.join(TIBET_KEYS)}) nor a run record"
             )
         record = load_record(location)
+        run_dir = location.parent if location.name == RECORD_FILE else None
     else:
-        location = common.run_store(runs_dir).resolve(source)
+        location = run_dir = common.run_store(runs_dir).resolve(source)
         record = load_record(location / RECORD_FILE)
-    scores = score_run(record, settings_of(record.config.scoring))
+    try:
+        scores = score_run(record, settings_of(record.config.scoring))
+    except AuditorError as exc:  # a run that did not finish its answers: say how it ended and what continues it
+        from auditor.reporting.sentences import unfinished_note
+
+        if run_dir is None or (note := unfinished_note(record, run_dir)) is None:
+            raise
+        raise AuditorError(f"{exc}: {note}") from None
     return scores, "record", record.config.prompt, location, record.image_seeds() is not None
 
 

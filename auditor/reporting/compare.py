@@ -27,7 +27,7 @@ from auditor.core.text import text_key
 from auditor.records import INITIAL_PROMPT_ID, AxisScore, GeneratedImage, GenerationSettings, Interval, RunRecord
 from auditor.reporting.glossary import METRICS, MetricInfo
 from auditor.reporting.numbers import number, with_bounds
-from auditor.reporting.sentences import bounds, error_line
+from auditor.reporting.sentences import bounds, error_line, unfinished_note
 from auditor.reporting.tables import borderless_table
 from auditor.reporting.views import Bounds
 from auditor.reporting.wording import Segment, counted, made_by, prompt_segments, quote
@@ -194,20 +194,23 @@ def _change(
     return rescored[0], bounds(rescored[1])
 
 
-def _unscored(record: RunRecord, label: str) -> AuditorError:
-    errors = "; ".join(error_line(error) for error in record.errors)
-    detail = f" ({errors})" if errors else ""
-    return AuditorError(
-        f"run {label} ({record.run_id!r}) has no scores: it is {record.status}{detail}; compare needs two scored runs"
-    )
+def check_scored(record: RunRecord, label: str, run_dir: Path | None = None) -> None:
+    """A run without scores cannot be compared: one line saying how it stands, with its folder (``run_dir``) how it
+    ended and what continues it (:func:`~auditor.reporting.sentences.unfinished_note`: a killed run reads as
+    stopped, not running)."""
+    if record.scores is not None:
+        return
+    note = unfinished_note(record, run_dir) if run_dir is not None else None
+    if note is None:
+        errors = "; ".join(error_line(error) for error in record.errors)
+        note = f"it is {record.status}" + (f" ({errors})" if errors else "")
+    raise AuditorError(f"run {label} ({record.run_id!r}) has no scores: {note}; compare needs two scored runs")
 
 
 def compare_records(a: RunRecord, b: RunRecord, changes: ChangeIntervals | None = None) -> ComparisonView:
     """Align two scored runs by axis name and counterfactual text; ``changes`` are the deltas' intervals."""
-    if a.scores is None:
-        raise _unscored(a, "A")
-    if b.scores is None:
-        raise _unscored(b, "B")
+    check_scored(a, "A")
+    check_scored(b, "B")
     notes = []
     differing = _concept_settings_differ(a, b)
     if differing:

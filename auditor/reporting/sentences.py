@@ -213,8 +213,9 @@ def status_phrase(record: StudyRecord, run_dir: Path) -> str:
 
 def unfinished_note(record: StudyRecord, run_dir: Path) -> str | None:
     """For a run that did not complete: how it ended, where (its last error) and the command that continues it, e.g.
-    ``this run did not complete (interrupted at generate); auditor batch --resume runs/b continues it``; for one a
-    process runs now, that it does (a resume would be refused). None for a completed run."""
+    ``this run did not complete (interrupted at generate); auditor batch --resume runs/b continues it``, or that a
+    new run is needed where a resume would stop the same way; for one a process runs now, that it does (a resume
+    would be refused). None for a completed run."""
     if record.status == "completed":
         return None
     alive = running_now(record, run_dir)
@@ -225,6 +226,8 @@ def unfinished_note(record: StudyRecord, run_dir: Path) -> str | None:
     if error is not None:
         where = f" at {error.stage}" + (f": {error.message}" if error.message else "")
     how = "stopped without recording why" if alive is False else record.status
+    if record.fails_again_on_resume():
+        return f"this run did not complete ({how}{where}); a resume would stop the same way: start a new run"
     return f"this run did not complete ({how}{where}); {record.resume_command(run_dir)} continues it"
 
 
