@@ -217,6 +217,10 @@ def test_reports_of_a_running_record_say_whether_a_process_runs_it_and_advise_a_
 
     stopped = terminal()
     assert f"run hand {STOPPED_PHRASE}" in stopped and f"{resume} goes on with it" in stopped
+    write_model(run_dir / "record.json", record)
+    machine = run_auditor("report", str(run_dir), "--json")  # the JSON says so too, as `auditor runs --json` does
+    assert machine.returncode == 0 and "was stopped" in machine.stderr
+    assert (json.loads(machine.stdout)["status"], json.loads(machine.stdout)["alive"]) == ("running", False)
     assert unfinished_note(record, run_dir) == (
         f"this run did not complete (stopped without recording why); {resume} continues it"
     )

@@ -41,15 +41,16 @@ def show_stored(record: StudyRecord, folder: Path, *, html: bool, json_output: b
     from auditor.core.store import RECORD_FILE
     from auditor.reporting.status import STOPPED_MEANING, running_now
 
-    if running_now(record, folder) is False:  # a running record no process holds: its report would read "running"
+    alive = running_now(record, folder)
+    if alive is False:  # a running record no process holds: its report would read "running"
         how = record.resume_command(folder)
         say_whole(err, f"note: run {folder.name} was stopped: {STOPPED_MEANING}; continue it with: {how}")
     write, as_json, render = _outputs(record, folder / RECORD_FILE)
     if html:
         path = write(record, folder)
         say_whole(err if json_output else out, str(path))
-    if json_output:
-        print_json(as_json(record, folder))
+    if json_output:  # a running record says whether a process runs it, as `auditor runs --json` does
+        print_json(as_json(record, folder) | ({"alive": alive} if alive is not None else {}))
     elif not html:
         render(record, folder, out)
 
