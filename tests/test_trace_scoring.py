@@ -338,7 +338,11 @@ def test_a_record_scored_before_the_adjustments_is_read_as_scored_and_says_so(tm
     assert one.subject().startswith("trace of 1 triplet from ") and record.subject().startswith("trace of 2 triplets")
     console = Console(width=200, record=True)
     render_trace(one, tmp_path, console)
-    assert "Scored before" not in console.export_text() and "scored before" not in lean_rule(one)
+    shown = console.export_text()
+    assert "Scored before" not in shown and "scored before" not in lean_rule(one)
+    assert all(row.closer_to == "undecided" for row in one.similarity)  # and the terminal says why, once
+    assert shown.count("note: text encoder, EOS: one triplet: no interval, so no side is claimed.") == 1
+    assert "note: text encoder, mean, latent z0, SSIM, objects s_O: no pair has this similarity" in shown  # the "–"
     page = write_trace_report(old, tmp_path).read_text()
     assert "scored before\nthe p-values were adjusted over the stages" in page and "once Holm-adjusted" not in page
     # a small difference and its interval share their decimals on the page, as in the terminal's sentence

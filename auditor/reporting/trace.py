@@ -80,6 +80,17 @@ def closer_cell(row: StageSimilarity) -> str:
     return "–" if row.difference is None else row.closer_to
 
 
+def undecided_notes(record: TraceRecord) -> list[str]:
+    """Why stages are undecided where their record says (one triplet: no interval), each reason once with the
+    stages it holds for: the table's "closer" column shows only the word."""
+    stages: dict[str, list[str]] = {}
+    for row in record.similarity:
+        if row.closer_to == "undecided" and row.note:
+            stages.setdefault(row.note, []).append(short_measure(row))
+    every = len(record.similarity)
+    return [f"{'every stage' if len(names) == every > 1 else ', '.join(names)}: {note}" for note, names in stages.items()]
+
+
 def too_few_triplets(record: TraceRecord) -> str | None:
     """Why no stage could be called closer to either side whatever the images, when the triplets are too few for
     the swap test (Holm-adjusted over the stages) to go below the level; None when one could have been."""
@@ -368,6 +379,8 @@ def render_trace(record: TraceRecord, run_dir: Path, console: Console) -> None:
     )
     if (few := too_few_triplets(record)) is not None:
         say(console, f"note: {few}.")
+    for note in undecided_notes(record):
+        say(console, f"note: {note}.")
 
     sizes = ", ".join(f"{name} {record.set_sizes.get(name, 0)}" for name in TRIPLET_SETS)
     say(console, f"\nObjects (images looked at: {sizes}); {ranked_when(record)}.")
