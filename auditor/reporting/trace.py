@@ -88,7 +88,9 @@ def undecided_notes(record: TraceRecord) -> list[str]:
         if row.closer_to == "undecided" and row.note:
             stages.setdefault(row.note, []).append(short_measure(row))
     every = len(record.similarity)
-    return [f"{'every stage' if len(names) == every > 1 else ', '.join(names)}: {note}" for note, names in stages.items()]
+    return [
+        f"{'every stage' if len(names) == every > 1 else ', '.join(names)}: {note}" for note, names in stages.items()
+    ]
 
 
 def too_few_triplets(record: TraceRecord) -> str | None:
