@@ -29,7 +29,7 @@ from auditor.records import (
     TBasis,
 )
 from auditor.reporting.glossary import METRICS
-from auditor.reporting.html import GRID_IMAGES, ImageCell, thumbnail, write_run_page
+from auditor.reporting.html import GRID_IMAGES, ImageCell, ImageLinks, thumbnail, write_run_page
 from auditor.reporting.numbers import p_equals, p_value, with_bounds, with_span
 from auditor.reporting.sentences import unfinished_note
 from auditor.reporting.wording import counted, seeds_phrase
@@ -356,7 +356,7 @@ def _scatters(record: AmplificationRecord) -> dict[tuple[str, int], Any]:
 
 def _thumbnails(record: AmplificationRecord, run_dir: Path) -> dict[str, list[ImageCell]]:
     """Prompt id -> its first images with the face verdict and decision as a tooltip."""
-
+    links = ImageLinks.between(run_dir, run_dir)
     verdicts = {side.prompt_id: {image.index: image for image in side.images} for side in record.generated}
     cells = {}
     for prompt_set in record.prompt_sets:
@@ -368,7 +368,7 @@ def _thumbnails(record: AmplificationRecord, run_dir: Path) -> dict[str, list[Im
                 title += f": {said.face or 'not looked at'}"
                 if said.gender is not None:
                     title += f", {said.gender} (P(woman) = {said.p_woman:.3f})"
-            row.append(thumbnail(image, prompt_set.prompt, run_dir, run_dir, title))
+            row.append(thumbnail(image, prompt_set.prompt, links, title))
         cells[prompt_set.prompt_id] = row
     return cells
 

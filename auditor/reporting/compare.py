@@ -457,8 +457,8 @@ def write_comparison_html(view: ComparisonView, path: Path, run_dir_a: Path, run
         RUN_A_COLOUR,
         RUN_B_COLOUR,
         Bar,
+        ImageLinks,
         bar_chart,
-        image_url,
         render_page,
     )
 
@@ -471,10 +471,8 @@ def write_comparison_html(view: ComparisonView, path: Path, run_dir_a: Path, run
     columns = list(dict.fromkeys([*view.a.initial_labels, *view.b.initial_labels])) if shared else None
     images = {}
     for side, run_dir in (("a", Path(run_dir_a)), ("b", Path(run_dir_b))):
-        run = getattr(view, side)
-        by_label = {
-            label: image_url(file, run_dir, page_dir) for label, file in zip(run.initial_labels, run.initial_images)
-        }
+        run, links = getattr(view, side), ImageLinks.between(run_dir, page_dir)
+        by_label = {label: links.url(file) for label, file in zip(run.initial_labels, run.initial_images)}
         images[side] = [(label, by_label.get(label)) for label in (columns or run.initial_labels)]
     charts = {}
     for axis in view.axes:

@@ -362,17 +362,18 @@ def lineage(record: ExploreRecord) -> list[LineageNode]:
 
 def _strips(record: ExploreRecord, rows: list[Row], run_dir: Path) -> dict[str, list[tuple[str, list[Any]]]]:
     """Arm id -> (prompt, image cells) per prompt set of each top arm: its first exploration images."""
-    from auditor.reporting.html import thumbnail
+    from auditor.reporting.html import ImageLinks, thumbnail
     from auditor.scoring.arms import arm_prompts, set_id
 
     sets = {prompt_set.prompt_id: prompt_set for prompt_set in record.prompt_sets}
+    links = ImageLinks.between(run_dir, run_dir)
     strips = {}
     for row in rows:
         lines = []
         for prompt_id, prompt in arm_prompts(row.candidate, row.arm.axis).items():
             found = sets.get(set_id(row.candidate.candidate_id, prompt_id))
             images = [image for image in (found.images if found else []) if image.index < row.arm.seeds][:STRIP_IMAGES]
-            lines.append((prompt, [thumbnail(image, prompt, run_dir, run_dir, made_by(image)) for image in images]))
+            lines.append((prompt, [thumbnail(image, prompt, links, made_by(image)) for image in images]))
         strips[row.arm.arm_id] = lines
     return strips
 

@@ -478,31 +478,42 @@ class ImageCell:
     flagged_nsfw: bool
 
 
-def image_url(file: str, run_dir: Path, page_dir: Path) -> tuple[str | None, str | None]:
-    """(URL of ``file`` relative to the page, None) or (None, why it is not shown).
+@dataclass(frozen=True)
+class ImageLinks:
+    """How a page in ``page_dir`` links the images of the run in ``run_dir``: both folders resolved once, not once
+    per image (a paper-size page links 1,488 of them).
 
     Only files inside the run folder are linked, so a tampered record cannot point the
     page at other files on the reader's disk.
     """
-    posix = PurePosixPath(file.replace("\\", "/"))
-    if posix.is_absolute() or ".." in posix.parts:
-        return None, "outside the run folder"
-    target = run_dir / Path(*posix.parts)
-    if not target.is_file():
-        return None, "file missing"
-    if not target.resolve().is_relative_to(run_dir.resolve()):  # a link in the folder to a file elsewhere
-        return None, "outside the run folder"
-    relative = Path(_relpath(target, page_dir))
-    return "/".join(quote(part) for part in relative.parts), None
+
+    run_dir: Path
+    #: ``run_dir`` and ``page_dir`` resolved (links followed).
+    root: Path
+    page: Path
+
+    @classmethod
+    def between(cls, run_dir: Path, page_dir: Path) -> ImageLinks:
+        return cls(Path(run_dir), Path(run_dir).resolve(), Path(page_dir).resolve())
+
+    def url(self, file: str) -> tuple[str | None, str | None]:
+        """(URL of ``file`` relative to the page, None) or (None, why it is not shown)."""
+        posix = PurePosixPath(file.replace("\\", "/"))
+        if posix.is_absolute() or ".." in posix.parts:
+            return None, "outside the run folder"
+        target = self.run_dir / Path(*posix.parts)
+        if not target.is_file():
+            return None, "file missing"
+        resolved = target.resolve()
+        if not resolved.is_relative_to(self.root):  # a link in the folder to a file elsewhere
+            return None, "outside the run folder"
+        relative = Path(os.path.relpath(resolved, self.page))
+        return "/".join(quote(part) for part in relative.parts), None
 
 
-def _relpath(target: Path, start: Path) -> str:
-    return os.path.relpath(target.resolve(), start.resolve())
-
-
-def thumbnail(image: GeneratedImage | ImageView, prompt: str, run_dir: Path, page_dir: Path, title: str) -> ImageCell:
+def thumbnail(image: GeneratedImage | ImageView, prompt: str, links: ImageLinks, title: str) -> ImageCell:
     """One image of ``prompt``'s set as a page shows it, ``title`` as its tooltip."""
-    src, missing = image_url(image.file, run_dir, page_dir)
+    src, missing = links.url(image.file)
     return ImageCell(
         index=image.index,
         seed=image.seed,
@@ -514,7 +525,7 @@ def thumbnail(image: GeneratedImage | ImageView, prompt: str, run_dir: Path, pag
     )
 
 
-def image_cells(sets: list[SetView], run_dir: Path, page_dir: Path) -> dict[str, list[ImageCell]]:
+def image_cells(sets: list[SetView], links: ImageLinks) -> dict[str, list[ImageCell]]:
     """Prompt id -> its images ready for the page, what the VQA model said about each as its tooltip."""
     cells: dict[str, list[ImageCell]] = {}
     for prompt_set in sets:
@@ -522,7 +533,7 @@ def image_cells(sets: list[SetView], run_dir: Path, page_dir: Path) -> dict[str,
         for image in prompt_set.images:
             said = [f"{axis}: {answer}" for axis, answer in image.answers.items()]
             said += [f"caption: {image.caption}"] if image.caption else []
-            row.append(thumbnail(image, prompt_set.prompt, run_dir, page_dir, "\n".join(said) or f"image {image.index}"))
+            row.append(thumbnail(image, prompt_set.prompt, links, "\n".join(said) or f"image {image.index}"))
         cells[prompt_set.prompt_id] = row
     return cells
 
@@ -597,7 +608,7 @@ def _report_context(view: ReportView, run_dir: Path) -> dict[str, Any]:
         "view": view,
         "axis_sets": axis_sets,
         "charts": _report_charts(view),
-        "images": image_cells(view.sets, run_dir, run_dir),
+        "images": image_cells(view.sets, ImageLinks.between(run_dir, run_dir)),
         "grid_images": GRID_IMAGES,
     }
 

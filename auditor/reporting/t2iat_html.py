@@ -17,7 +17,7 @@ import numpy as np
 from auditor.metrics.t2iat import quartiles
 from auditor.records import AssociationResult, GeneratedImage, OccupationsRecord, PromptSet, T2IATRecord
 from auditor.reporting.glossary import METRICS
-from auditor.reporting.html import GRID_IMAGES, ImageCell, Spread, range_chart, thumbnail, write_run_page
+from auditor.reporting.html import GRID_IMAGES, ImageCell, ImageLinks, Spread, range_chart, thumbnail, write_run_page
 from auditor.reporting.numbers import p_value
 from auditor.reporting.sentences import association_span, unfinished_note
 from auditor.reporting.t2iat import (
@@ -72,13 +72,14 @@ def _shown_phrase(record: T2IATRecord) -> str:
 def _image_rows(record: T2IATRecord | OccupationsRecord, labelled: list[tuple[str, str]], run_dir: Path) -> list[ImageRow]:
     """(label, prompt set id) -> rows of thumbnails, the first :data:`GRID_IMAGES` of each set."""
     sets: dict[str, PromptSet] = {s.prompt_id: s for s in record.prompt_sets}
+    links = ImageLinks.between(run_dir, run_dir)
     rows = []
     for label, prompt_id in labelled:
         prompt_set = sets.get(prompt_id)
         if prompt_set is None:
             continue
         cells = [
-            thumbnail(image, prompt_set.prompt, run_dir, run_dir, _image_title(image))
+            thumbnail(image, prompt_set.prompt, links, _image_title(image))
             for image in prompt_set.images[:GRID_IMAGES]
         ]
         rows.append(ImageRow(label, prompt_set.prompt, cells, max(0, len(prompt_set.images) - GRID_IMAGES)))

@@ -442,12 +442,13 @@ class PictureView:
 
 def write_trace_report(record: TraceRecord, run_dir: Path) -> Path:
     """Write ``run_dir/report.html`` for ``record`` (atomically) and return its path."""
-    from auditor.reporting.html import image_url, write_run_page
+    from auditor.reporting.html import ImageLinks, write_run_page
 
     run_dir = Path(run_dir)
+    links = ImageLinks.between(run_dir, run_dir)
     pictures = []
     for picture in record.pictures:
-        src, missing = image_url(picture.file, run_dir, run_dir)
+        src, missing = links.url(picture.file)
         triplet = record.triplets[picture.triplet]
         pictures.append(PictureView(src, missing, dict(triplet.prompts), dict(picture.words)))
     top_k = record.config.scoring.top_k
