@@ -86,6 +86,8 @@ def _draw(folder: Path) -> dict[str, Path]:
     from matplotlib import cbook
     from PIL import Image, ImageOps
 
+    from auditor.executors.generation import png_bytes
+
     portrait = Image.open(cbook.get_sample_data("grace_hopper.jpg", asfileobj=False)).convert("RGB")
     images = {"orig": portrait, "mirror": ImageOps.mirror(portrait)}
     images |= {tint: Image.blend(portrait, Image.new("RGB", portrait.size, tint), 0.5) for tint in TINTS}
@@ -99,9 +101,9 @@ def _draw(folder: Path) -> dict[str, Path]:
     images["small"] = small
     folder.mkdir(parents=True, exist_ok=True)
     paths = {}
-    for name, image in images.items():
+    for name, image in images.items():  # encoded as auditor encodes images: a folder: model's are the same bytes
         paths[name] = folder / f"{name}.png"
-        image.save(paths[name])
+        paths[name].write_bytes(png_bytes(image))
     return paths
 
 
@@ -353,8 +355,8 @@ def test_run_json_contract(data, image_run):
     ]
     assert len(examples) == sum(t.selected for t in record.training)
     assert {e["face"] for e in examples} == {"kept", "no_face", "missing", "no_image"}
-    assert "1 training image named in the image column is missing or does not decode, so it is left out of T " \
-        "(counted as missing): 'drawn/no-such-file.png'" in output["warnings"]
+    lost = "1 training image named in the image column is missing or does not decode, so it is left out of T "
+    assert lost + "(counted as missing): 'drawn/no-such-file.png'" in output["warnings"]
 
 
 @pytest.mark.slow
