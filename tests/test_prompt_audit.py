@@ -213,26 +213,35 @@ def test_a_resume_without_the_cache_takes_the_images_the_run_folder_holds(tiny_m
     fresh.close()
 
 
-@pytest.mark.parametrize("same_vqa", [True, False])
-def test_a_resume_without_the_cache_takes_the_answers_the_record_holds(tiny_models, tmp_path, same_vqa):
+@pytest.mark.parametrize("earlier", ["same", "other weights", "other bytes", "unknown bytes"])
+def test_a_resume_without_the_cache_takes_the_answers_the_record_holds(tiny_models, tmp_path, earlier):
     """The answers an interrupted run recorded survive a lost cache too, where the record says the same VQA weights
     (in the same precision, on the same kind of device) gave them about the same image bytes: only the others are
-    asked, and the new cache gets them all. Answers from other weights are asked again."""
+    asked, and the new cache gets them all. Answers from other weights, about other bytes (images made again since),
+    or about bytes a record written before auditor kept them does not name, are asked again."""
     store = RunStore(tmp_path / "runs")
     record_file = interrupted_audit(tiny_models, store, tmp_path / "cache.sqlite", "perceive", 4) / "record.json"
     partial = load_record(record_file)
     answered = {(pid, row.image_index): row for pid, rows in partial.answers.items() for row in rows}
     assert 0 < len(answered) < 10
-    if not same_vqa:  # as if an earlier attempt's answers came from other weights
-        earlier = partial.results_from["vqa"].model_copy(update={"fingerprint": "0" * 64})
-        record_file.write_text(partial.model_copy(update={"results_from": {**partial.results_from, "vqa": earlier}})
-                               .model_dump_json(), encoding="utf-8")  # fmt: skip
+    images = {(s.prompt_id, i.index): i.sha256 for s in partial.prompt_sets for i in s.images}
+    assert all(row.image_sha256 == images[key] for key, row in answered.items())
+    about = {"other bytes": "0" * 64, "unknown bytes": None}
+    if earlier == "other weights":
+        vqa = partial.results_from["vqa"].model_copy(update={"fingerprint": "0" * 64})
+        partial = partial.model_copy(update={"results_from": {**partial.results_from, "vqa": vqa}})
+    elif earlier in about:
+        partial = partial.model_copy(update={"answers": {
+            pid: [row.model_copy(update={"image_sha256": about[earlier]}) for row in rows]
+            for pid, rows in partial.answers.items()
+        }})  # fmt: skip
+    record_file.write_text(partial.model_dump_json(), encoding="utf-8")
 
     fresh = ContentCache(tmp_path / "other-machine.sqlite")
     record = resume_audit("r", store, fresh, QuietProgress()).run()
     assert record.status == "completed"
     perceive = {t.stage: t for t in record.timings}["perceive"]
-    reused = len(answered) if same_vqa else 0
+    reused = len(answered) if earlier == "same" else 0
     assert (perceive.cached, perceive.computed) == (reused, 10 - reused)
     assert fresh.entries("perceive") == 10 * 3  # two axes and the caption per image, kept or asked
     final = {(pid, row.image_index): row for pid, rows in record.answers.items() for row in rows}
@@ -342,8 +351,9 @@ def test_bad_input_is_one_line_and_creates_nothing(tmp_path, args, message):
         ("--embedder", "clip:{t2i}", "is not a transformers model folder: it has no config.json"),
         ("--vqa", "blip2:{clip}", "is a 'clip' model, not 'blip-2'"),
         ("--vqa", "instructblip:{vqa}", "is a 'blip-2' model, not 'instructblip'"),
-        ("--vqa", "hf:{clip}", "is a 'clip' model, not a vision-language model transformers' "
-         "AutoModelForImageTextToText loads"),  # what a bare folder of no BLIP type is loaded as
+        ("--vqa", "hf:{clip}", (
+            "is a 'clip' model, not a vision-language model transformers' AutoModelForImageTextToText loads"
+        )),  # what a bare folder of no BLIP type is loaded as
         ("--embedder", "clip:{vqa}", "is a 'blip-2' model, not 'clip'"),
         ("--embedder", "dinov2:{clip}", "is a 'clip' model, not 'dinov2' or 'dinov2_with_registers'"),
     ],

@@ -3,7 +3,9 @@
 A spec names a backend and its model: ``diffusers:stabilityai/stable-diffusion-2-1``,
 ``blip2:/models/blip2``, ``clip:openai/clip-vit-large-patch14``, ``openai:gpt-4o-mini``.
 Loaders are registered by dotted path and imported only when used, so listing or
-validating specs never imports torch.
+validating specs never imports torch; the one exception is a local folder given to a backend
+that loads whatever a library's auto class maps (``hf:``), whose type is checked against the
+library's own list (transformers imports torch with it) before the run that loads it anyway.
 """
 
 from __future__ import annotations

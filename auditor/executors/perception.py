@@ -7,7 +7,9 @@ checker blacked out are skipped: they carry no concepts.
 
 Both stages are :class:`ImageReader` s: they take images one at a time, in prompt-set and
 index order, through a :class:`Feed` that looks each image up (in what the reader has
-computed, then in the cache) and groups the ones still to compute into chunks. Every executor feeds them the same images in the
+computed, then in the cache; the VQA stage then in the answers an earlier attempt recorded
+about the same bytes with the same model, for a run whose cache is gone) and groups the
+ones still to compute into chunks. Every executor feeds them the same images in the
 same order, so the chunks, and with them every answer and embedding, are the same
 whether the reader runs after generation or alongside it. The model runs in the
 executor's thread; cache writes, record updates and progress go to the run's writer.
@@ -38,7 +40,6 @@ if TYPE_CHECKING:  # pragma: no cover
 
     from auditor.executors.writer import BackgroundWriter
     from auditor.perception.base import Embedder, VisualQuestionAnswerer
-    from auditor.records import StudyRecord
     from auditor.studies.run import StudyRun
 
 PERCEIVE = "perceive"
@@ -109,7 +110,8 @@ class ImageReader(ABC):
     @abstractmethod
     def missing(self, prompt_id: str, image: GeneratedImage) -> bool:
         """Look-ups for an image of a prompt set: True when it needs something that is neither known
-        (cached or computed) nor to be computed for an image with the same bytes already.
+        (cached, computed, or recorded by an earlier attempt) nor to be computed for an image with the same bytes
+        already.
 
         Runs where chunks are cut, in feed order: the answer depends on the images fed before,
         never on how far the computing (on Ray workers, say) or the writer has got.
@@ -269,7 +271,10 @@ class AnswerReader(ImageReader):
 
     The backend gets a chunk of images at a time, encodes each once and asks the questions
     any of them still lacks in one batch. ``on_answers`` gets the answers so far after every
-    chunk (the study puts them into its record). A study whose images need different
+    chunk (the study puts them into its record, each row with the sha256 of the bytes it is
+    about). An answer the cache lacks is taken from that record when an earlier attempt gave it
+    about the same bytes with the same weights (a run moved, or its cache cleared); the cache gets
+    it back once the stage ends. A study whose images need different
     questions overrides :meth:`questions_for`; the chunk's :meth:`task` carries the questions to
     wherever the model runs. The VQA model that answers is recorded in the run's config.
     """
@@ -295,7 +300,10 @@ class AnswerReader(ImageReader):
         self._asked: set[tuple[str, str]] = set()  # (sha256, question) a chunk asks (computed or not yet)
         self._finished: dict[str, dict[int, ImageAnswers]] = {}
         # What an earlier attempt recorded, and the model it came from (open() sets the run's model over it).
-        self._earlier = earlier_answers(study.record)
+        self._earlier = {
+            (prompt_id, row.image_index): row for prompt_id, rows in getattr(study.record, "answers", {}).items()
+            for row in rows
+        }  # fmt: skip
         self._earlier_from = study.record.results_from.get("vqa")
         self._restored: list[tuple[dict[str, Any], bytes]] = []  # answers taken from the record, for the cache
 
@@ -347,10 +355,9 @@ class AnswerReader(ImageReader):
     def _recorded(self, prompt_id: str, image: GeneratedImage, question: str) -> str | None:
         """The answer to ``question`` an earlier attempt recorded for this image (the same bytes) with the same model,
         when the cache lacks it (the run was moved, or the cache cleared)."""
-        earlier = self._earlier.get((prompt_id, image.index))
-        if earlier is None or earlier[0] != image.sha256:
+        row = self._earlier.get((prompt_id, image.index))
+        if row is None or row.image_sha256 != image.sha256:  # answers about other bytes (made again), or unknown ones
             return None
-        row = earlier[1]
         if question == self.caption_question:
             return row.caption
         asked = self.questions_for(prompt_id, image.index)
@@ -395,6 +402,7 @@ class AnswerReader(ImageReader):
             image_index=image.index,
             answers={axis: known[image.sha256, q] for axis, q in self.questions_for(prompt_id, image.index).items()},
             caption=known[image.sha256, self.caption_question] if self.caption_question else None,
+            image_sha256=image.sha256,
         )
 
     def checkpoint(self) -> None:
@@ -423,18 +431,6 @@ def say_unused_concurrency(study: StudyRun, vqa: ModelRef) -> None:
             f"--vqa-concurrency {concurrency} is not used: {vqa.spec} answers on this machine, "
             "--vqa-batch-size pairs at a time"
         )
-
-
-def earlier_answers(record: StudyRecord) -> dict[tuple[str, int], tuple[str, ImageAnswers]]:
-    """(prompt id, image index) -> the sha256 of the image a record's answers are about, and those answers (none for
-    a study that records no answers)."""
-    images = {(s.prompt_id, image.index): image.sha256 for s in record.prompt_sets for image in s.images}
-    return {
-        (prompt_id, row.image_index): (images[prompt_id, row.image_index], row)
-        for prompt_id, rows in getattr(record, "answers", {}).items()
-        for row in rows
-        if (prompt_id, row.image_index) in images
-    }
 
 
 def merge_answers(

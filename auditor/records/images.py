@@ -34,3 +34,8 @@ class ImageAnswers(Record):
     image_index: int = Field(ge=0, description="Index of the image in its prompt set.")
     answers: dict[str, str] = Field(description="Axis name -> answer to that axis's question.")
     caption: str | None = Field(default=None, description="Answer to the caption question.")
+    image_sha256: str | None = Field(
+        default=None,
+        description="sha256 of the image bytes the answers are about: a resume without the cache reuses them only "
+        "for an image with these bytes (None in records written before it was kept: never reused).",
+    )

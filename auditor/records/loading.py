@@ -30,11 +30,13 @@ def load_any_record(path: Path) -> AnyRecord:
 
 def load_record_summary(path: Path) -> AnyRecord:
     """A record as a listing reads it: only its kind's ``SUMMARY_FIELDS`` are validated, its images and results are
-    left at their defaults. A listing of hundreds of paper-size runs then takes a second, not half a minute and
-    gigabytes. Not for anything that reads results or writes the record back.
+    neither read nor checked (left at their defaults), nor are fields the summary does not know. A listing of
+    hundreds of paper-size runs then takes a second, not half a minute and gigabytes; a record whose results are
+    damaged lists as its summary reads, and the commands that read it whole (report, score, compare) say what is
+    wrong. Not for anything that reads results or writes the record back.
 
-    A record of an older schema version (upgraded on load), or one the summary cannot read, is loaded whole, which
-    upgrades it or says in one line what is wrong.
+    A record of another schema version (upgraded on load, or a newer auditor's), or one whose summary does not
+    read, is loaded whole, which upgrades it or says in one line what is wrong.
     """
     try:
         summary = _SUMMARY.validate_json(path.read_bytes())

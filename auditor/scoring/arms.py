@@ -100,6 +100,7 @@ def arm_audit(record: ExploreRecord, candidate: Candidate, axis: str, indices: S
                 image_index=position[image.image_index],
                 answers={axis: image.answers[axis]} if axis in image.answers else {},
                 caption=image.caption,
+                image_sha256=image.image_sha256,
             )
             for image in record.answers.get(key, [])
             if image.image_index in position
