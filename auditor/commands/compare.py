@@ -53,7 +53,7 @@ def compare(
     check_scored(record_b, "B", folder_b)
     changes = None
     resamplable = min(record_a.config.images_per_prompt, record_b.config.images_per_prompt) >= MIN_SEEDS
-    if bootstrap and resamplable and record_a.scores is not None and record_b.scores is not None:
+    if bootstrap and resamplable:  # both are scored (check_scored)
         changes = change_intervals(record_a, record_b, BootstrapSettings(resamples=bootstrap, seed=ci_seed))
     view = compare_records(record_a, record_b, changes)
     if html is not None:

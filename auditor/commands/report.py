@@ -12,7 +12,6 @@ from auditor.commands import common
 from auditor.core.console import out, print_json, say_whole
 
 if TYPE_CHECKING:  # pragma: no cover
-
     from auditor.records import StudyRecord
 
 

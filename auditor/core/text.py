@@ -40,3 +40,9 @@ def elided(text: str, limit: int) -> str:
         return text
     half = (limit - 3) // 2
     return f"{text[:half]} … {text[len(text) - half:]}"
+
+
+def first_few(texts: list[str], shown: int = 3) -> str:
+    """The first ``shown`` of ``texts``, comma-separated, and how many more: ``a, b, c and 2 more``."""
+    more = len(texts) - shown
+    return ", ".join(texts[:shown]) + (f" and {more} more" if more > 0 else "")

@@ -15,6 +15,7 @@ from typing import ClassVar, Literal
 from pydantic import Field, ValidationInfo, field_validator
 
 from auditor.core.choices import FaceVerdict, Method
+from auditor.core.text import first_few
 from auditor.records.base import StudyConfig, StudyRecord
 from auditor.records.images import PromptSet
 from auditor.records.intervals import Interval
@@ -268,9 +269,7 @@ class AmplificationRecord(StudyRecord):
     warnings: list[str] = Field(default_factory=list, description="What may mislead a reader of these numbers.")
 
     def subject(self) -> str:
-        occupations = self.config.occupations
-        shown = ", ".join(occupations[:3]) + (f" and {len(occupations) - 3} more" if len(occupations) > 3 else "")
-        return f"amplification: {shown}"
+        return f"amplification: {first_few(self.config.occupations)}"
 
     @property
     def basis(self) -> TBasis:

@@ -42,8 +42,7 @@ def load_record_summary(path: Path) -> AnyRecord:
         summary = _SUMMARY.validate_json(path.read_bytes())
     except (OSError, ValidationError):
         return load_any_record(path)
-    record_type = next(kind for kind in RECORD_TYPES if kind.model_fields["kind"].default == summary.kind)
-    return record_type.model_construct(**dict(summary))
+    return _SUMMARIES[type(summary)].model_construct(**dict(summary))
 
 
 def _summary_type(record_type: type[StudyRecord]) -> type[BaseModel]:
@@ -53,9 +52,9 @@ def _summary_type(record_type: type[StudyRecord]) -> type[BaseModel]:
     return create_model(f"{record_type.__name__}Summary", __config__=ConfigDict(extra="ignore"), **fields)
 
 
-_SUMMARY = TypeAdapter(
-    Annotated[Union[tuple(_summary_type(kind) for kind in RECORD_TYPES)], Field(discriminator="kind")]  # noqa: UP007
-)
+#: Each kind's summary model -> its record class.
+_SUMMARIES = {_summary_type(kind): kind for kind in RECORD_TYPES}
+_SUMMARY = TypeAdapter(Annotated[Union[tuple(_SUMMARIES)], Field(discriminator="kind")])  # noqa: UP007
 
 
 def load_record(path: Path, expected: type[RecordT] = RunRecord) -> RecordT:

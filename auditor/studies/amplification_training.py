@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Literal
 from auditor.core.cache import ContentCache
 from auditor.core.errors import StartAgainError
 from auditor.core.store import atomic_write_text
+from auditor.core.text import first_few
 from auditor.corpora.prompts import occupation_prompt
 from auditor.corpora.readers import image_path
 from auditor.corpora.selection import NN_METHODS, NO_INDICATOR_METHODS, Method, SelectedCaption, Selection
@@ -145,7 +146,8 @@ def training_warnings(study: AmplificationRun) -> list[str]:
         warnings.append(
             f"{len(lost)} training image{'s' if len(lost) > 1 else ''} named in the image column "
             f"{'are' if len(lost) > 1 else 'is'} missing or do{'' if len(lost) > 1 else 'es'} not decode, so "
-            f"{'they are' if len(lost) > 1 else 'it is'} left out of T (counted as missing): {_named(lost)}"
+            f"{'they are' if len(lost) > 1 else 'it is'} left out of T (counted as missing): "
+            f"{first_few([repr(value) for value in lost])}"
         )
     return warnings
 
@@ -154,12 +156,6 @@ def _lost_images(study: AmplificationRun) -> list[str]:
     """The image-column values of selected examples whose file is gone or does not decode, in caption order."""
     lost = (c.image for s in study.selections for c in s.captions if _example_outcome(study, c)[0] == "missing")
     return list(dict.fromkeys(value for value in lost if value is not None))
-
-
-def _named(values: list[str], shown: int = 3) -> str:
-    """The first ``shown`` values quoted, and how many more."""
-    more = len(values) - shown
-    return ", ".join(map(repr, values[:shown])) + (f" and {more} more" if more > 0 else "")
 
 
 def write_examples(study: AmplificationRun) -> None:
