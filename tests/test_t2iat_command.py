@@ -465,11 +465,11 @@ def test_an_interrupted_test_resumes_without_recomputing_and_matches_a_fresh_run
     from auditor.core.store import RunStore
     from auditor.records import load_record
     from auditor.studies.progress import QuietProgress
-    from auditor.studies.t2iat import StudyOptions, T2IATTestRun, resume_t2iat, start_t2iat_test
+    from auditor.studies.t2iat import T2IATOptions, T2IATTestRun, resume_t2iat, start_t2iat_test
     from tests.test_prompt_audit import StopAfter
 
     test, source = resolve_test(str(_write(tmp_path / "tiny.yaml", TINY_TEST)))
-    options = StudyOptions(
+    options = T2IATOptions(
         t2i=f"diffusers:{tiny_models.t2i}", embedder=f"clip:{tiny_models.clip}", images=2,
         generation=GenerationSettings(steps=2, batch_size=2),
     )  # fmt: skip

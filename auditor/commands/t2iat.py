@@ -24,7 +24,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from auditor.core.cache import ContentCache
     from auditor.core.store import RunStore
     from auditor.studies.progress import ProgressReporter
-    from auditor.studies.t2iat import StudyOptions, T2IATStudy
+    from auditor.studies.t2iat import T2IATOptions, T2IATStudy
 
 app = typer.Typer(
     name="t2iat",
@@ -119,12 +119,12 @@ def _study_options(
     permutation_seed: int,
     device: str | None,
     allow_partial_weights: bool,
-) -> StudyOptions:
+) -> T2IATOptions:
     from auditor.executors import use_ray_address
-    from auditor.studies.t2iat import StudyOptions
+    from auditor.studies.t2iat import T2IATOptions
 
     use_ray_address(executor, ray_address)
-    return StudyOptions(
+    return T2IATOptions(
         t2i=t2i,
         embedder=embedder,
         images=images,

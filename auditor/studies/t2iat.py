@@ -58,7 +58,7 @@ OCCUPATION_FEMALE_PROMPT = "a photo of a female {occupation}"
 
 
 @dataclass
-class StudyOptions:
+class T2IATOptions:
     """Models and settings shared by both T2IAT studies."""
 
     t2i: str
@@ -162,7 +162,7 @@ class T2IATTestRun(T2IATStudyRun[T2IATRecord]):
 def start_t2iat_test(
     test: T2IATTestDefinition,
     source: str,
-    options: StudyOptions,
+    options: T2IATOptions,
     store: RunStore,
     cache: ContentCache,
     progress: ProgressReporter,
@@ -259,7 +259,7 @@ def _check_distinct_templates(templates: tuple[str, str, str]) -> None:
 
 def start_occupations(
     occupations: list[str],
-    options: StudyOptions,
+    options: T2IATOptions,
     store: RunStore,
     cache: ContentCache,
     progress: ProgressReporter,
