@@ -33,7 +33,7 @@ from auditor.records import (
     Scores,
     StudyRecord,
 )
-from auditor.reporting.numbers import number, with_bounds, with_span, written_apart
+from auditor.reporting.numbers import number, p_equals, with_bounds, with_span, written_apart
 from auditor.reporting.status import running_now, status_wording
 from auditor.reporting.views import AssociationView, AxisView, Bounds
 from auditor.reporting.wording import plan_notes, quote, resampled
@@ -154,11 +154,9 @@ def association_view(
     d = "undefined" if result.effect_size is None else f"{number(result.effect_size)} ({result.effect_label})"
     p_adjusted = result.p_adjusted if result.p_adjusted is not None else result.p_value
     level = alpha if alpha is not None else 0.05
-    adjusted = f", {CORRECTION_NAMES.get(correction, correction)}-adjusted p = {p_adjusted:.3g}" if correction != "none" else ""
-    numbers = (
-        f"S = {association_span(result, 3)}, d = {d}, "
-        f"p = {result.p_value:.3g}{adjusted}"
-    )
+    method = CORRECTION_NAMES.get(correction, correction)
+    adjusted = f", {method}-adjusted p {p_equals(p_adjusted)}" if correction != "none" else ""
+    numbers = f"S = {association_span(result, 3)}, d = {d}, p {p_equals(result.p_value)}{adjusted}"
     subject = "The initial images' embeddings lean towards"
     if result.effect_size is None:
         sentence = f"The initial images' {why_no_effect_size(result)}, so the size of any lean is undefined ({numbers})."

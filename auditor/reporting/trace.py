@@ -114,7 +114,7 @@ def too_few_triplets(record: TraceRecord) -> str | None:
     )
     return (
         f"with {counted(units, 'triplet')} no stage can be called closer to either side: the swap test's smallest "
-        f"p{adjusted} is {min(1.0, family * smallest_swap_p(units, draws)):.3g}, not below {alpha:g}; {takes}"
+        f"p{adjusted} is {p_value(min(1.0, family * smallest_swap_p(units, draws)))}, not below {alpha:g}; {takes}"
     )
 
 
