@@ -303,3 +303,34 @@ def test_the_vqa_sweep_calls_the_backend_with_as_many_images_as_the_audit_does(t
     assert images_per_vqa_call(2) == 8 and images_per_vqa_call(16) == 16
     assert calls == {2: [8, 8, 8, 4], 16: [16, 16, 4]}  # a warm-up call, then the 20 pictures as the audit sends them
     assert [size["images_per_call"] for size in result["by_batch_size"].values()] == [8, 16]
+
+
+def test_the_compiled_unet_is_timed_on_the_graphs_its_warm_up_traced(tiny_models, monkeypatch):
+    """The UNet figure times the call the pipeline makes (same arguments, a contiguous inference tensor): a timed
+    forward that traced a new graph would time a recompile, and on a GPU spend minutes of autotuning again."""
+    import torch._dynamo
+    from torch._dynamo.utils import counters
+
+    from auditor.generation.diffusers_backend import DiffusersTextToImage
+
+    bench = _bench_module()
+    traced_by_warm_up: list[int] = []
+    compile_with_warm_up = DiffusersTextToImage.compile
+
+    def compile_and_count(backend):
+        outcome = compile_with_warm_up(backend)
+        traced_by_warm_up.append(counters["stats"]["unique_graphs"])
+        return outcome
+
+    monkeypatch.setattr(DiffusersTextToImage, "compile", compile_and_count)
+    setup = argparse.Namespace(t2i=tiny_models.t2i, device="cpu", size=bench._pipeline_size(tiny_models.t2i), steps=2)
+    torch._dynamo.reset()
+    counters.clear()
+    try:
+        result = bench.unet_throughput(setup, "2", compile_models=True, iterations=2)
+        if result["compile_fallback"] is not None:
+            pytest.skip(f"torch.compile does not work here: {result['compile_fallback']}")
+        assert traced_by_warm_up and counters["stats"]["unique_graphs"] == traced_by_warm_up[0]
+        assert result["compile_seconds"] > 0 and result["flops_per_forward"] > 0 and result["unet_batch"] == 4
+    finally:
+        torch._dynamo.reset()
