@@ -1,7 +1,8 @@
 """Pool the runs of several ``bench_audit.py`` sessions into one results file.
 
-A lent GPU is lent for about 30 minutes of device time, and at the paper's size one run of the
-authors' loop takes over a quarter of an hour: three runs of every side take several sessions.
+A lent GPU session has 15 minutes of device time, and one run of the 31 sets x 8 images comparison
+takes about half of that (``benchmarks/gpu-session.sh compare``): three runs of every side take
+several sessions.
 Each session's file keeps its runs as measured (``runs``); this script pools them per model and
 measurement and summarises them as ``bench_audit.py`` does, naming the files they came from.
 

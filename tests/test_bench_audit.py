@@ -334,3 +334,51 @@ def test_the_compiled_unet_is_timed_on_the_graphs_its_warm_up_traced(tiny_models
         assert result["compile_seconds"] > 0 and result["flops_per_forward"] > 0 and result["unet_batch"] == 4
     finally:
         torch._dynamo.reset()
+
+
+def _session_with_benchmark(tmp_path: Path, benchmark: str) -> Path:
+    """A checkout holding benchmarks/gpu-session.sh and, as its benchmarks/on-device.sh, ``benchmark`` (a shell
+    script body): the session's own logic under test, without a GPU."""
+    folder = tmp_path / "checkout" / "benchmarks"
+    folder.mkdir(parents=True)
+    (folder / "gpu-session.sh").write_text((BENCHMARKS / "gpu-session.sh").read_text())
+    (folder / "on-device.sh").write_text(f"#!/usr/bin/env bash\n{benchmark}\n")
+    (folder / "on-device.sh").chmod(0o755)
+    return folder.parent
+
+
+def _run_session(checkout: Path, out: Path, *args: str) -> subprocess.CompletedProcess:
+    out.mkdir(exist_ok=True)
+    return subprocess.run(
+        ["bash", "benchmarks/gpu-session.sh", *args], cwd=checkout, env={"PATH": "/usr/bin:/bin", "OUT": str(out)},
+        capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+
+
+def test_a_gpu_session_runs_its_parts_in_order_each_into_its_own_files(tmp_path):
+    checkout = _session_with_benchmark(tmp_path, 'echo "$@" >> "$OUT/calls.txt"; echo "table of $*"')
+    result = _run_session(checkout, tmp_path / "out", "models", "550", "--tiny")
+    assert result.returncode == 0, result.stderr
+    calls = (tmp_path / "out" / "calls.txt").read_text().splitlines()
+    out = tmp_path / "out"
+    assert calls == [
+        f"--models /tmp/bench-models --out {out}/sd15-eager.json --t2i sd15 --only unet vqa --no-compile --tiny",
+        f"--models /tmp/bench-models --out {out}/sd15-compiled.json --t2i sd15 --only unet --compile --tiny",
+        f"--models /tmp/bench-models --out {out}/sd21-eager.json --t2i sd21 --only unet --no-compile --tiny",
+    ]
+    assert {p.name for p in out.iterdir()} == {"calls.txt", "gpu.txt", "sd15-eager.log", "sd15-compiled.log",
+                                               "sd21-eager.log"}  # fmt: skip
+    assert "sd15-compiled: exit 0 at" in result.stdout and "table of --models" in result.stdout  # the logs' ends
+    compare = _run_session(checkout, tmp_path / "out2", "compare")
+    assert "--only authors auditor-overlapped --sets 31 --images 8 --repeats 1 --no-compile" in compare.stdout
+
+
+def test_a_gpu_session_leaves_out_the_parts_that_have_no_minute_left(tmp_path):
+    checkout = _session_with_benchmark(tmp_path, "sleep 5")
+    result = _run_session(checkout, tmp_path / "out", "models", "59")
+    assert result.returncode == 0, result.stderr
+    assert [line.split(" (")[0] for line in result.stdout.splitlines()[:3]] == [
+        "sd15-eager: left out", "sd15-compiled: left out", "sd21-eager: left out",
+    ]  # fmt: skip
+    unknown = _run_session(checkout, tmp_path / "out", "everything")
+    assert unknown.returncode == 2 and "unknown plan 'everything'" in unknown.stderr
