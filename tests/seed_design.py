@@ -42,11 +42,11 @@ def design_mean(
     return share * (np.mean(same) if same else 0.0) + (1 - share) * np.mean(others)
 
 
-def association(asc_x: list[float], asc_y: list[float]) -> tuple[float, float]:
-    """S and d of the Asc values, NaN where undefined (the point estimate's None)."""
+def association(asc_x: list[float], asc_y: list[float], spread: str = "pooled") -> tuple[float, float]:
+    """S and d (its sd as ``spread`` says) of the Asc values, NaN where undefined (the point estimate's None)."""
     if np.isnan(asc_x).any() or np.isnan(asc_y).any():
         return float("nan"), float("nan")
-    d = effect_size(np.array(asc_x), np.array(asc_y))
+    d = effect_size(np.array(asc_x), np.array(asc_y), spread)
     return differential_association(np.array(asc_x), np.array(asc_y)), float("nan") if d is None else d
 
 
@@ -58,9 +58,9 @@ def single_concept(x: ImageSet, a: ImageSet, b: ImageSet, seeds: Sequence[int]) 
     return association(asc_x, asc_a + asc_b)
 
 
-def six_groups(groups: Sequence[ImageSet], seeds: Sequence[int]) -> tuple[float, float]:
+def six_groups(groups: Sequence[ImageSet], seeds: Sequence[int], spread: str = "pooled") -> tuple[float, float]:
     """The T2IAT test's (S, d) from G(X), G(Y), G(X^A), G(X^B), G(Y^A), G(Y^B)."""
     x, y, xa, xb, ya, yb = groups
     asc_x = [design_mean(t, xa, seeds) - design_mean(t, xb, seeds) for t in drawn(x, seeds)]
     asc_y = [design_mean(t, ya, seeds) - design_mean(t, yb, seeds) for t in drawn(y, seeds)]
-    return association(asc_x, asc_y)
+    return association(asc_x, asc_y, spread)

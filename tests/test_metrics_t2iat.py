@@ -80,6 +80,20 @@ def test_pooled_sd_handles_a_single_image_group_and_zero_spread():
     assert t2iat.effect_size([0.5, 0.5], [0.1, 0.1]) is None  # every value equal within its group
 
 
+def test_the_combined_sd_is_the_population_sd_of_both_groups_as_the_authors_notebook_computes_it():
+    asc_x, asc_y = np.array([1.0, 2.0, 3.0]), np.array([0.0, 1.0])
+    # all five values: mean 7/5 = 1.4; squared deviations 0.16 + 0.36 + 2.56 + 1.96 + 0.16 = 5.2; / 5 -> 1.04
+    assert t2iat.combined_standard_deviation(asc_x, asc_y) == pytest.approx(math.sqrt(1.04))
+    assert t2iat.effect_size(asc_x, asc_y, "combined") == pytest.approx(1.5 / math.sqrt(1.04))  # 1.4708, pooled 1.6432
+    # Separated groups with no spread within them: S = 0.4 over the gap's sd 0.2 (values 0.5, 0.5, 0.1, 0.1) -> 2.
+    assert t2iat.effect_size([0.5, 0.5], [0.1, 0.1], "combined") == pytest.approx(2.0)
+    assert t2iat.effect_size([0.5, 0.5], [0.1, 0.1]) is None
+    assert t2iat.effect_size([0.2, 0.2], [0.2], "combined") is None  # every value equal: no spread at all
+    assert t2iat.combined_standard_deviation([1.0], [2.0]) is None  # fewer than three values, as the pooled sd
+    result = t2iat.association_result(asc_x, asc_y, spread="combined")
+    assert result.effect_size_sd == "combined" and result.effect_label == "large"
+
+
 def _ulps(value: float, steps: int) -> float:
     """``value`` moved ``steps`` representable doubles up (down when negative): float rounding noise."""
     for _ in range(abs(steps)):

@@ -72,6 +72,25 @@ def test_score_npz_matches_the_hand_computation(tmp_path):
     assert "+0.80000" in human.stdout and "(large)" in human.stdout and "exact over 6 splits" in human.stdout
 
 
+def test_score_npz_divides_d_by_the_combined_sd_when_asked(tmp_path):
+    # Asc_X = [1, -0.2], Asc_Y = [-1, 0.2] (see HAND): all four values have mean 0 and population variance
+    # (1 + 0.04 + 1 + 0.04) / 4 = 0.52, so d = S / sqrt(0.52) = 0.8 / 0.7211103 = 1.1094004, as the authors'
+    # notebook computes it (np.concatenate((X, Y)).std()); the pooled sd gives 0.8 / sqrt(0.72) = 0.9428090.
+    path = _save_npz(tmp_path / "hand.npz", **HAND)
+    data = json.loads(run_auditor("t2iat", "score", str(path), "--json", "--effect-size-sd", "combined").stdout)
+    assert data["effect_size"] == pytest.approx(0.8 / math.sqrt(0.52)) and data["effect_size_sd"] == "combined"
+    assert data["association"] == pytest.approx(0.8) and data["p_value"] == pytest.approx(4 / 6)  # only d changes
+    human = run_auditor("t2iat", "score", str(path), "--effect-size-sd", "combined")
+    assert human.returncode == 0, human.stderr
+    assert "+1.109 (large; sd of X and Y together)" in human.stdout
+    # Perfectly separated groups with no spread within them: no pooled d, but the combined sd is the gap's.
+    flat = _save_npz(tmp_path / "flat.npz", **(HAND | {"X": E1 * 2, "Y": E2 * 2}))  # Asc_X = [1, 1], Asc_Y = [-1, -1]
+    data = json.loads(run_auditor("t2iat", "score", str(flat), "--json", "--effect-size-sd", "combined").stdout)
+    assert data["effect_size"] == pytest.approx(2.0) and data["effect_label"] == "large"  # S = 2, sd = 1
+    bad = run_auditor("t2iat", "score", str(path), "--effect-size-sd", "total", process=True)
+    assert bad.returncode == 2 and "'total' is not one of 'pooled', 'combined'" in bad.stderr
+
+
 def test_score_npz_uses_monte_carlo_above_the_split_limit_and_is_seeded(tmp_path):
     rng = np.random.default_rng(0)
     groups = {name: rng.normal(size=(12 if name in ("X", "Y") else 3, 4)) for name in HAND}
@@ -400,6 +419,18 @@ def test_run_a_custom_test_end_to_end_with_tiny_models(tmp_path, tiny_models):
     assert (timings["generate"].computed, timings["generate"].cached) == (0, 40)
     assert (timings["embed"].computed, timings["embed"].cached) == (0, 40)
     assert rerun.result == record.result
+    # d over the combined sd (the authors' notebook): the same images, S and p, and d from the same Asc values.
+    from auditor.metrics.t2iat import effect_size
+
+    assert record.config.effect_size_sd == "pooled" and record.result.effect_size_sd == "pooled"
+    combined = run_auditor(*args, "--effect-size-sd", "combined", "--name", "combined")
+    assert combined.returncode == 0, combined.stderr
+    other = T2IATRecord.model_validate_json((run_dir.parent / "combined" / "record.json").read_text())
+    assert other.config.effect_size_sd == "combined" and other.result.effect_size_sd == "combined"
+    assert (other.result.association, other.result.p_value) == (record.result.association, record.result.p_value)
+    scores = [np.array(record.association_scores[group]) for group in ("X", "Y")]
+    assert other.result.effect_size == pytest.approx(effect_size(*scores, "combined"))
+    assert other.result.effect_size != pytest.approx(record.result.effect_size)
 
     # T2IAT runs are listed beside prompt audits, and `auditor report` shows them as `auditor t2iat report` does.
     listing = {row["run_id"]: row for row in json.loads(run_auditor("runs", "--json").stdout)}
@@ -608,6 +639,13 @@ def test_score_occupation_by_hand_and_with_missing_images():
     assert result.text_association == pytest.approx(-0.2)
     assert result.amplification == pytest.approx(0.24 - (-0.2))
     assert result.test.association == pytest.approx(0.24) and result.warnings == []
+    # d: the mix's leave-one-out Asc values are a1 0.6 - 0.4 = 0.2, a2 0.6 - 0.88 = -0.28, b1 0.4 - 0.6 = -0.2 and
+    # b2 0.88 - 0.6 = 0.28. Pooled: SS = 2 * 0.16^2 + 0.2368 = 0.288 over 6 - 2 -> d = 0.24 / sqrt(0.072).
+    # Combined: the six values' mean is 0.08, their squared deviations sum to 0.3648 -> d = 0.24 / sqrt(0.3648 / 6).
+    assert result.test.effect_size == pytest.approx(0.24 / math.sqrt(0.072)) and result.test.effect_size_sd == "pooled"
+    combined = score_occupation("chef", vectors, texts, permutations=100, seed=0, spread="combined")
+    assert combined.test.effect_size == pytest.approx(0.24 / math.sqrt(0.0608))
+    assert combined.test.effect_size_sd == "combined" and combined.test.p_value == result.test.p_value
 
     one_each = {key: value[:1] for key, value in vectors.items()}
     single = score_occupation("chef", one_each, texts, permutations=100, seed=0)
@@ -697,7 +735,8 @@ def test_pages_of_unscored_runs_show_their_images_and_escape_every_name(tmp_path
     assert "Not scored" in html and "not scored" in html and html.count('src="images/x.png"') == 1
 
 
-def test_association_intervals_resample_seeds_across_all_six_groups_by_hand():
+@pytest.mark.parametrize("spread", ["pooled", "combined"])
+def test_association_intervals_resample_seeds_across_all_six_groups_by_hand(spread):
     """One draw of seed indices weights every group's rows: each resample's S and d are those of the images of the
     drawn seeds, every Asc keeping the design's share of same-seed pairs (the identity row is the test itself:
     test_bootstrap checks it)."""
@@ -716,13 +755,13 @@ def test_association_intervals_resample_seeds_across_all_six_groups_by_hand():
     }
     sets["x1"] = SetEmbeddings(image_indices=np.array([0, 2, 4]), vectors=sets["x1"].vectors[[0, 2, 4]])  # flagged
     settings = BootstrapSettings(resamples=50, seed=3)
-    association, effect = association_intervals(sets, groups, seeds, settings)
+    association, effect = association_intervals(sets, groups, seeds, settings, spread)
 
     images = [
         [(seed, vector) for pid in groups[group] for seed, vector in zip(sets[pid].image_indices, sets[pid].vectors)]
         for group in ("X", "Y", "XA", "XB", "YA", "YB")
     ]
-    expected = [seed_design.six_groups(images, drawn) for drawn in bootstrap.resample_indices(seeds, 50, 3)]
+    expected = [seed_design.six_groups(images, drawn, spread) for drawn in bootstrap.resample_indices(seeds, 50, 3)]
     low, high = bootstrap.percentile_bounds(np.array(expected))
     assert (association.low, association.high) == pytest.approx((low[0], high[0]), abs=1e-9)
     assert (effect.low, effect.high) == pytest.approx((low[1], high[1]), abs=1e-9)

@@ -9,6 +9,7 @@ gender-occupation study (per-occupation distributions and stereotype amplificati
 from __future__ import annotations
 
 from collections.abc import Callable
+from enum import Enum
 from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -39,6 +40,21 @@ _PERMUTATIONS = typer.Option(
     10_000, "--permutations", min=1, help="Monte Carlo permutations when there are more than 200,000 splits."
 )
 _PERMUTATION_SEED = typer.Option(0, "--permutation-seed", min=0, help="Seed of the Monte Carlo permutation generator.")
+
+
+class EffectSizeSdChoice(str, Enum):
+    """The sd Cohen's d divides by (AssociationResult.effect_size_sd)."""
+
+    pooled = "pooled"
+    combined = "combined"
+
+
+_EFFECT_SIZE_SD = typer.Option(
+    EffectSizeSdChoice.pooled,
+    "--effect-size-sd",
+    help="The sd d divides by: 'pooled' within-group sample sd (Cohen), or 'combined', the sd of all Asc values of X "
+    "and Y together, as the authors' code and the paper's Table 1 (|d| <= 2 for equal groups).",
+)
 _EMBEDDER = typer.Option(DEFAULT_EMBEDDER, "--embedder", help="Image/text embedder: clip:<id|path> or a local folder.")
 #: T2IAT (Wang et al.) generated with 50 steps at guidance 7.5.
 _STEPS = common.steps_option(paper=50)
@@ -59,6 +75,7 @@ def score(
     file: Path = typer.Argument(..., metavar="FILE.npz", help="Arrays X, Y, XA, XB, YA, YB (rows = embeddings)."),
     permutations: int = _PERMUTATIONS,
     permutation_seed: int = _PERMUTATION_SEED,
+    effect_size_sd: EffectSizeSdChoice = _EFFECT_SIZE_SD,
     image_seed: str | None = typer.Option(None, "--seed", hidden=True),
     json_output: bool = _JSON,
 ) -> None:
@@ -73,7 +90,12 @@ def score(
         )
     groups = load_npz(file)
     result = association_record(
-        association_test(*(groups[name] for name in NPZ_ARRAYS), permutations=permutations, seed=permutation_seed)
+        association_test(
+            *(groups[name] for name in NPZ_ARRAYS),
+            permutations=permutations,
+            seed=permutation_seed,
+            spread=effect_size_sd.value,
+        )
     )
     if json_output:
         print_json({"file": str(file), **result.model_dump()})
@@ -117,6 +139,7 @@ def _study_options(
     scheduler: str | None,
     permutations: int,
     permutation_seed: int,
+    effect_size_sd: EffectSizeSdChoice,
     device: str | None,
     allow_partial_weights: bool,
 ) -> T2IATOptions:
@@ -134,6 +157,7 @@ def _study_options(
         ),
         permutations=permutations,
         permutation_seed=permutation_seed,
+        effect_size_sd=effect_size_sd.value,
         device=device,
         allow_partial_weights=allow_partial_weights,
         executor=executor,
@@ -180,6 +204,7 @@ def run(
     scheduler: str | None = common.SCHEDULER,
     permutations: int = _PERMUTATIONS,
     permutation_seed: int = _PERMUTATION_SEED,
+    effect_size_sd: EffectSizeSdChoice = _EFFECT_SIZE_SD,
     bootstrap: int = common.BOOTSTRAP,
     ci_seed: int = common.CI_SEED,
     name: str | None = _NAME,
@@ -204,7 +229,7 @@ def run(
         test, source = resolve_test(test_name)
         options = _study_options(
             t2i, embedder, images, seed, batch_size, compile_models, executor, ray_address, steps, guidance,
-            scheduler, permutations, permutation_seed, device, allow_partial_weights,
+            scheduler, permutations, permutation_seed, effect_size_sd, device, allow_partial_weights,
         )  # fmt: skip
         start = partial(start_t2iat_test, test, source, options, run_name=name, bootstrap=bootstrap, ci_seed=ci_seed)
     record, run_dir = _run_study(ctx, start, T2IATTestRun, runs_dir, quiet, json_output)
@@ -242,6 +267,7 @@ def occupations(
     scheduler: str | None = common.SCHEDULER,
     permutations: int = _PERMUTATIONS,
     permutation_seed: int = _PERMUTATION_SEED,
+    effect_size_sd: EffectSizeSdChoice = _EFFECT_SIZE_SD,
     name: str | None = _NAME,
     resume: str | None = _RESUME,
     runs_dir: Path | None = _RUNS_DIR,
@@ -262,7 +288,7 @@ def occupations(
             listed = read_occupations_file(occupations_file)
         options = _study_options(
             t2i, embedder, images, seed, batch_size, compile_models, executor, ray_address, steps, guidance,
-            scheduler, permutations, permutation_seed, device, allow_partial_weights,
+            scheduler, permutations, permutation_seed, effect_size_sd, device, allow_partial_weights,
         )  # fmt: skip
         templates = (prompt_template, male_template, female_template)
         start = partial(start_occupations, listed, options, run_name=name, templates=templates)

@@ -14,6 +14,9 @@ from typing import Literal
 IntervalMethod = Literal["percentile", "bca"]
 #: How histograms enter the IoU of CAS: rescaled to sum 1 (the authors' code) or as per-image frequencies (Eq. 1-3).
 CasNormalization = Literal["distribution", "frequency"]
+#: The standard deviation T2IAT's d divides by: the groups' pooled sample sd (Cohen), or the population sd of
+#: every Asc value of X and Y together (the authors' released notebook, as in WEAT).
+EffectSpread = Literal["pooled", "combined"]
 #: Cohen's size of a T2IAT |d|; "undefined" when d is (no spread within the groups).
 EffectLabel = Literal["negligible", "small", "medium", "large", "undefined"]
 #: The prompt-image dependency groups of Wu et al. (:mod:`auditor.metrics.dependency_groups`).

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from auditor.core.choices import EffectSpread
 from auditor.metrics.t2iat import RELATIVE_TOLERANCE, check_same_dimension, unit_rows
 from auditor.metrics.tibet import BAV_NOISE, MAD_NOISE, CasNormalization, Gender
 from auditor.metrics.ties import same_scores
@@ -361,30 +362,40 @@ def mean_cosine_samples(
 
 
 def association_samples(
-    asc_x: np.ndarray, x_weights: np.ndarray, asc_y: np.ndarray, y_weights: np.ndarray
+    asc_x: np.ndarray,
+    x_weights: np.ndarray,
+    asc_y: np.ndarray,
+    y_weights: np.ndarray,
+    spread: EffectSpread = "pooled",
 ) -> tuple[np.ndarray, np.ndarray]:
     """``(S, d)`` per resample from per-image Asc values: (rows, images) each, with multiplicities.
 
     S and Cohen's d exactly as :func:`auditor.metrics.t2iat.differential_association` and
     :func:`~auditor.metrics.t2iat.effect_size` compute them on the resampled images
     (a duplicated image counts as many times as it was drawn): S = weighted mean of X's
-    Asc − Y's; d = S / pooled sd, NaN where the pooled sd has no degrees of freedom or is
-    within :data:`~auditor.metrics.t2iat.RELATIVE_TOLERANCE` of the largest |Asc| drawn.
+    Asc − Y's; d = S / sd (pooled, or combined as ``spread`` says), NaN where fewer than
+    three images were drawn or the sd is within :data:`~auditor.metrics.t2iat.RELATIVE_TOLERANCE`
+    of the largest |Asc| drawn.
     """
     n_x, n_y = x_weights.sum(axis=1), y_weights.sum(axis=1)
     with np.errstate(divide="ignore", invalid="ignore"):
         mean_x = np.where(x_weights > 0, x_weights * asc_x, 0.0).sum(axis=1) / n_x
         mean_y = np.where(y_weights > 0, y_weights * asc_y, 0.0).sum(axis=1) / n_y
-        squares = np.where(x_weights > 0, x_weights * (asc_x - mean_x[:, None]) ** 2, 0.0).sum(axis=1)
-        squares += np.where(y_weights > 0, y_weights * (asc_y - mean_y[:, None]) ** 2, 0.0).sum(axis=1)
+        if spread == "pooled":  # each group around its own mean, over n - 2 degrees of freedom
+            centre_x, centre_y, divisor = mean_x, mean_y, n_x + n_y - 2
+        else:  # every value around the mean of all of them, over n (the population sd)
+            centre_x = centre_y = (mean_x * n_x + mean_y * n_y) / (n_x + n_y)
+            divisor = n_x + n_y
+        squares = np.where(x_weights > 0, x_weights * (asc_x - centre_x[:, None]) ** 2, 0.0).sum(axis=1)
+        squares += np.where(y_weights > 0, y_weights * (asc_y - centre_y[:, None]) ** 2, 0.0).sum(axis=1)
         dof = n_x + n_y - 2
-        pooled = np.sqrt(squares / dof)
+        sd = np.sqrt(squares / divisor)
         scale = np.maximum(
             np.where(x_weights > 0, np.abs(asc_x), 0.0).max(axis=1, initial=0.0),
             np.where(y_weights > 0, np.abs(asc_y), 0.0).max(axis=1, initial=0.0),
         )
         association = np.where((n_x > 0) & (n_y > 0), mean_x - mean_y, np.nan)
-        effect = np.where((dof > 0) & (pooled > RELATIVE_TOLERANCE * scale), association / pooled, np.nan)
+        effect = np.where((dof > 0) & (sd > RELATIVE_TOLERANCE * scale), association / sd, np.nan)
     return association, effect
 
 
@@ -398,6 +409,7 @@ def single_concept_association_samples(
     attribute_b: np.ndarray,
     b_weights: np.ndarray,
     b_seeds: np.ndarray,
+    spread: EffectSpread = "pooled",
 ) -> tuple[np.ndarray, np.ndarray]:
     """``(S, d)`` of :func:`auditor.metrics.t2iat.single_concept_association` in every resample (seeds: each
     image's seed index).
@@ -423,11 +435,14 @@ def single_concept_association_samples(
     asc_a = mean("a", "a", same_seed_pairs=False) - mean("b", "a")
     asc_b = mean("a", "b") - mean("b", "b", same_seed_pairs=False)
     wx, wa, wb = (_weights(weights, rows) for rows, weights, _ in sets.values())
-    return association_samples(asc_x, wx, np.hstack([asc_a, asc_b]), np.hstack([wa, wb]))
+    return association_samples(asc_x, wx, np.hstack([asc_a, asc_b]), np.hstack([wa, wb]), spread)
 
 
 def association_test_samples(
-    groups: Sequence[np.ndarray], weights: Sequence[np.ndarray], seeds: Sequence[np.ndarray]
+    groups: Sequence[np.ndarray],
+    weights: Sequence[np.ndarray],
+    seeds: Sequence[np.ndarray],
+    spread: EffectSpread = "pooled",
 ) -> tuple[np.ndarray, np.ndarray]:
     """``(S, d)`` of :func:`auditor.metrics.t2iat.association_test` in every resample.
 
@@ -451,7 +466,7 @@ def association_test_samples(
     def asc(target: str, a: str, b: str) -> np.ndarray:
         return mean(a, target) - mean(b, target)
 
-    return association_samples(asc("X", "XA", "XB"), w["X"], asc("Y", "YA", "YB"), w["Y"])
+    return association_samples(asc("X", "XA", "XB"), w["X"], asc("Y", "YA", "YB"), w["Y"], spread)
 
 
 def _weights(weights: np.ndarray, rows: np.ndarray) -> np.ndarray:

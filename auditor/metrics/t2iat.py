@@ -7,7 +7,10 @@ cached embeddings can be rescored anywhere. With concepts X, Y and attributes A,
   G(X^A), G(X^B) of x's own concept (Eq. 2);
 - ``S = mean_x Asc(x) - mean_y Asc(y)`` (Eq. 1);
 - Cohen's ``d = S / s`` with ``s`` the pooled standard deviation of the Asc values from
-  sample variances (Eq. 4), undefined (None, labelled "undefined") when ``s`` is ~0;
+  sample variances (Eq. 4), undefined (None, labelled "undefined") when ``s`` is ~0; or, as the
+  authors' released notebook computes it (``spread="combined"``), ``s`` the population standard
+  deviation of all Asc values of X and Y together, the WEAT convention behind the paper's Table 1
+  (it holds the spread between the groups too, so ``|d| <= 2`` for groups of equal size);
 - a two-sided permutation p-value after Eq. 3: the Asc values are reassigned to two groups of the
   original sizes and ``p`` is the share of splits with ``|S~| >= |S|``, the observed split among
   them (Eq. 3 writes ``>`` over equal halves; ``>=`` keeps p above 0 and the test exact), by exact
@@ -23,7 +26,7 @@ from itertools import chain, combinations
 
 import numpy as np
 
-from auditor.core.choices import EffectLabel
+from auditor.core.choices import EffectLabel, EffectSpread
 from auditor.core.errors import AuditorError
 
 #: Enumerate every split when there are at most this many; sample splits above it.
@@ -153,8 +156,17 @@ def pooled_standard_deviation(asc_x: np.ndarray, asc_y: np.ndarray) -> float | N
     return math.sqrt(squares / dof)
 
 
-def effect_size(asc_x: np.ndarray, asc_y: np.ndarray) -> float | None:
-    """Cohen's ``d = S / s`` (T2IAT Eq. 4); None when ``s`` is undefined or ~0.
+def combined_standard_deviation(asc_x: np.ndarray, asc_y: np.ndarray) -> float | None:
+    """The population standard deviation (ddof=0) of every Asc value of X and Y together: the ``s`` of the
+    authors' released notebook (``np.concatenate((X, Y)).std()``). None below three values, as the pooled sd."""
+    x, y = _as_scores(asc_x, "Asc of X"), _as_scores(asc_y, "Asc of Y")
+    if len(x) + len(y) < 3:
+        return None
+    return float(np.concatenate([x, y]).std())
+
+
+def effect_size(asc_x: np.ndarray, asc_y: np.ndarray, spread: EffectSpread = "pooled") -> float | None:
+    """Cohen's ``d = S / s`` (T2IAT Eq. 4), ``s`` as ``spread`` says; None when ``s`` is undefined or ~0.
 
     ``s`` counts as 0 when ``s <= RELATIVE_TOLERANCE * max |Asc|`` (0 included, and an
     all-zero Asc). Why relative: Asc values are differences of mean cosines, computed in
@@ -163,10 +175,12 @@ def effect_size(asc_x: np.ndarray, asc_y: np.ndarray) -> float | None:
     Dividing S by such an ``s`` gives a d of 1e13 that measures rounding, not images, and
     an absolute cut-off would misjudge Asc values that are all tiny. Real spreads between
     generated images are many orders of magnitude above 1e-10 of the scale. With no
-    spread, identical groups and perfectly separated ones alike have no effect size.
+    spread within them, identical groups and perfectly separated ones alike have no pooled
+    effect size; the combined sd also holds the gap between the groups, so only values that
+    are all equal leave it without one.
     """
     x, y = _as_scores(asc_x, "Asc of X"), _as_scores(asc_y, "Asc of Y")
-    s = pooled_standard_deviation(x, y)
+    s = pooled_standard_deviation(x, y) if spread == "pooled" else combined_standard_deviation(x, y)
     if s is None or s <= RELATIVE_TOLERANCE * float(np.abs(np.concatenate([x, y])).max()):
         return None
     return differential_association(x, y) / s
@@ -266,6 +280,7 @@ class Association:
     association: float
     effect_size: float | None
     effect_label: EffectLabel
+    effect_size_sd: EffectSpread
     p_value: float
     exact: bool
     permutations: int
@@ -274,17 +289,23 @@ class Association:
 
 
 def association_result(
-    asc_x: np.ndarray, asc_y: np.ndarray, *, permutations: int = 10_000, seed: int = 0
+    asc_x: np.ndarray,
+    asc_y: np.ndarray,
+    *,
+    permutations: int = 10_000,
+    seed: int = 0,
+    spread: EffectSpread = "pooled",
 ) -> Association:
-    """S, d with its label, and the permutation p-value from per-image Asc values."""
+    """S, d (its ``s`` as ``spread`` says) with its label, and the permutation p-value from per-image Asc values."""
     x, y = _as_scores(asc_x, "Asc of X"), _as_scores(asc_y, "Asc of Y")
     association = differential_association(x, y)
-    d = effect_size(x, y)
+    d = effect_size(x, y, spread)
     test = permutation_test(x, y, permutations=permutations, seed=seed)
     return Association(
         association=association,
         effect_size=d,
         effect_label=effect_label(d),
+        effect_size_sd=spread,
         p_value=test.p_value,
         exact=test.exact,
         permutations=test.permutations,
@@ -303,6 +324,7 @@ def association_test(
     *,
     permutations: int = 10_000,
     seed: int = 0,
+    spread: EffectSpread = "pooled",
 ) -> Association:
     """The full T2IAT test from the six embedding groups G(X), G(Y), G(X^A), G(X^B), G(Y^A), G(Y^B)."""
     groups = {"X": x, "Y": y, "XA": xa, "XB": xb, "YA": ya, "YB": yb}
@@ -310,7 +332,7 @@ def association_test(
     check_same_dimension(units)
     asc_x = association_scores(units["X"], units["XA"], units["XB"])
     asc_y = association_scores(units["Y"], units["YA"], units["YB"])
-    return association_result(asc_x, asc_y, permutations=permutations, seed=seed)
+    return association_result(asc_x, asc_y, permutations=permutations, seed=seed, spread=spread)
 
 
 def single_concept_association(
@@ -320,6 +342,7 @@ def single_concept_association(
     *,
     permutations: int = 10_000,
     seed: int = 0,
+    spread: EffectSpread = "pooled",
 ) -> tuple[np.ndarray, Association]:
     """T2IAT for one concept with two attribute image sets (a prompt and its two counterfactuals).
 
@@ -335,5 +358,6 @@ def single_concept_association(
     """
     asc_neutral = association_scores(neutral, attribute_a, attribute_b)
     asc_a, asc_b = self_association_scores(attribute_a, attribute_b)
-    result = association_result(asc_neutral, np.concatenate([asc_a, asc_b]), permutations=permutations, seed=seed)
+    mix = np.concatenate([asc_a, asc_b])
+    result = association_result(asc_neutral, mix, permutations=permutations, seed=seed, spread=spread)
     return asc_neutral, result

@@ -11,7 +11,7 @@ from typing import ClassVar, Literal
 
 from pydantic import Field, field_validator
 
-from auditor.core.choices import EffectLabel
+from auditor.core.choices import EffectLabel, EffectSpread
 from auditor.records.base import StudyConfig, StudyRecord
 from auditor.records.images import PromptSet
 from auditor.records.intervals import Interval, IntervalSettings
@@ -24,10 +24,17 @@ class AssociationResult(Record):
 
     association: float = Field(description="Differential association S (mean Asc of X minus mean Asc of Y).")
     effect_size: float | None = Field(
-        description="Cohen's d = S / pooled sd; None when the pooled sd is ~0 relative to the Asc values or undefined."
+        description="Cohen's d = S / sd (effect_size_sd says which sd); None when that sd is ~0 relative to the "
+        "Asc values or undefined."
     )
     effect_label: EffectLabel = Field(
         description="negligible < 0.2 <= small < 0.5 <= medium < 0.8 <= large (|d|); undefined when d is None."
+    )
+    effect_size_sd: EffectSpread = Field(
+        default="pooled",
+        description="The sd d divides by: 'pooled', the groups' pooled sample sd (Cohen); 'combined', the population "
+        "sd of every Asc value of X and Y together, as the authors' released notebook (and WEAT) compute it, which "
+        "the paper's Table 1 reports.",
     )
     p_value: float = Field(ge=0, le=1, description="Two-sided permutation p-value.")
     exact: bool = Field(description="True when every split was enumerated; False for Monte Carlo.")
@@ -133,6 +140,9 @@ class T2IATConfig(StudyConfig):
     images_per_prompt: int = Field(ge=1, description="Images generated per prompt (paper: 10).")
     permutations: int = Field(ge=1, description="Monte Carlo permutations when the splits are too many to enumerate.")
     permutation_seed: int = Field(ge=0, description="Seed of the permutation generator.")
+    effect_size_sd: EffectSpread = Field(
+        default="pooled", description="The sd Cohen's d divides by (--effect-size-sd; see AssociationResult)."
+    )
     bootstrap: int = Field(
         default=0,
         ge=0,
@@ -183,6 +193,9 @@ class OccupationsConfig(StudyConfig):
     images_per_prompt: int = Field(ge=1, description="Images per prompt (paper: 100).")
     permutations: int = Field(ge=1, description="Monte Carlo permutations when the splits are too many to enumerate.")
     permutation_seed: int = Field(ge=0, description="Seed of the permutation generator.")
+    effect_size_sd: EffectSpread = Field(
+        default="pooled", description="The sd Cohen's d divides by (--effect-size-sd; see AssociationResult)."
+    )
 
     @field_validator("prompt", "male_prompt", "female_prompt")
     @classmethod

@@ -397,11 +397,11 @@ def interval_notes(scores: Scores) -> list[str]:
 
 
 def why_no_effect_size(result: AssociationResult) -> str:
-    """Why d is undefined, as a clause: too few images to measure a spread (the pooled deviation needs three),
-    or association scores with no spread within the groups."""
+    """Why d is undefined, as a clause: too few images to measure a spread (either deviation needs three),
+    or association scores with no spread within the groups (the pooled sd) or at all (the combined sd)."""
     if result.n_x + result.n_y < 3:
         return f"association scores are too few to measure a spread: {result.n_x + result.n_y} in all, and d needs 3"
-    return "association scores have no spread within the groups"
+    return "association scores have no spread" + (" within the groups" if result.effect_size_sd == "pooled" else "")
 
 
 def association_span(result: AssociationResult, digits: int) -> str:

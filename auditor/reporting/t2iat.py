@@ -61,15 +61,24 @@ def _p_text(result: AssociationResult) -> str:
     return f"{p_value(result.p_value)} ({how})"
 
 
+#: What a d over the combined sd (``--effect-size-sd combined``) says after its label; the pooled sd says nothing.
+COMBINED_SD_NOTE = "sd of X and Y together"
+
+
 def effect_size_text(result: AssociationResult, digits: int, undefined: str) -> str:
-    """d with its interval and label, e.g. ``+0.45 [+0.12, +0.80] (small)``, saying when the interval is over
-    only the resamples in which d exists (a draw of seeds with no spread has none); ``undefined`` when d is."""
+    """d with its interval and label, e.g. ``+0.45 [+0.12, +0.80] (small)``, saying when it divides by the combined
+    sd, and when the interval is over only the resamples in which d exists (a draw of seeds with no spread has
+    none); ``undefined`` when d is."""
     if result.effect_size is None:
         return undefined
     ci = result.effect_size_ci
     partial = None if ci is None else partial_interval_note(ci)
-    label = result.effect_label if partial is None else f"{result.effect_label}; the interval {partial}"
-    return f"{with_span(result.effect_size, ci, digits, signed=True)} ({label})"
+    notes = [
+        result.effect_label,
+        *([COMBINED_SD_NOTE] if result.effect_size_sd == "combined" else []),
+        *([f"the interval {partial}"] if partial is not None else []),
+    ]
+    return f"{with_span(result.effect_size, ci, digits, signed=True)} ({'; '.join(notes)})"
 
 
 #: Decimals of S and of d, in the terminal and on the page alike (more where a small value would read as 0).

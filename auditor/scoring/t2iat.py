@@ -14,6 +14,7 @@ from pathlib import Path
 
 import numpy as np
 
+from auditor.core.choices import EffectSpread
 from auditor.core.errors import AuditorError
 from auditor.core.store import slugify
 from auditor.metrics import bootstrap
@@ -46,9 +47,13 @@ def stack_sets(vectors: dict[str, np.ndarray], prompt_ids: list[str]) -> np.ndar
 
 
 def score_test(
-    vectors: Mapping[str, np.ndarray], groups: Mapping[str, list[str]], permutations: int, seed: int
+    vectors: Mapping[str, np.ndarray],
+    groups: Mapping[str, list[str]],
+    permutations: int,
+    seed: int,
+    spread: EffectSpread = "pooled",
 ) -> tuple[dict[str, list[float]], AssociationResult]:
-    """Per-image Asc of X and Y and the test's S, d and p from a run's embeddings.
+    """Per-image Asc of X and Y and the test's S, d (its sd as ``spread`` says) and p from a run's embeddings.
 
     ``groups`` maps X, Y, XA, XB, YA, YB to the prompt set ids of each group.
     """
@@ -60,12 +65,16 @@ def score_test(
         rows[group] = stacked
     asc_x = association_scores(rows["X"], rows["XA"], rows["XB"])
     asc_y = association_scores(rows["Y"], rows["YA"], rows["YB"])
-    result = association_result(asc_x, asc_y, permutations=permutations, seed=seed)
+    result = association_result(asc_x, asc_y, permutations=permutations, seed=seed, spread=spread)
     return {"X": asc_x.tolist(), "Y": asc_y.tolist()}, association_record(result)
 
 
 def association_intervals(
-    sets: Mapping[str, SetEmbeddings], groups: Mapping[str, list[str]], seeds: int, settings: BootstrapSettings
+    sets: Mapping[str, SetEmbeddings],
+    groups: Mapping[str, list[str]],
+    seeds: int,
+    settings: BootstrapSettings,
+    spread: EffectSpread = "pooled",
 ) -> tuple[Interval, Interval]:
     """Percentile intervals of the six-group test's S and d from a paired bootstrap over seeds.
 
@@ -87,7 +96,7 @@ def association_intervals(
         vectors.append(np.concatenate([found.vectors for found in chosen]))
         group_seeds.append(np.concatenate([found.image_indices for found in chosen]))
         group_weights.append(weights[:, group_seeds[-1]])
-    association, effect = association_test_samples(vectors, group_weights, group_seeds)
+    association, effect = association_test_samples(vectors, group_weights, group_seeds, spread)
     estimates = np.array([association[0], effect[0]])
     found = bootstrap.intervals(estimates, np.column_stack([association[1:], effect[1:]]), level=settings.level)
     return record_interval(interval_at(found, estimates, 0)), record_interval(interval_at(found, estimates, 1))
@@ -105,6 +114,7 @@ def score_occupation(
     texts: np.ndarray,
     permutations: int,
     seed: int,
+    spread: EffectSpread = "pooled",
 ) -> OccupationAssociation:
     """Fig. 3 and Fig. 4 numbers of one occupation from its image and text embeddings.
 
@@ -130,7 +140,7 @@ def score_occupation(
         test = None
     else:
         scores, association = single_concept_association(
-            neutral, male, female, permutations=permutations, seed=seed
+            neutral, male, female, permutations=permutations, seed=seed, spread=spread
         )
         test = association_record(association)
     mean = float(scores.mean())
@@ -148,11 +158,12 @@ def score_occupations(
     texts: Mapping[str, np.ndarray],
     permutations: int,
     seed: int,
+    spread: EffectSpread = "pooled",
 ) -> list[OccupationAssociation]:
     """:func:`score_occupation` of each occupation (``texts`` by occupation), with each permutation p Holm-adjusted
     over the occupations that were tested: the study asks one question per occupation, so a small p among many is
     judged as one of many."""
-    results = [score_occupation(o, vectors, texts[o], permutations, seed) for o in occupations]
+    results = [score_occupation(o, vectors, texts[o], permutations, seed, spread) for o in occupations]
     tested = [i for i, result in enumerate(results) if result.test is not None]
     for i, adjusted in zip(tested, holm([results[i].test.p_value for i in tested]), strict=True):
         results[i] = results[i].model_copy(update={"test": results[i].test.model_copy(update={"p_adjusted": adjusted})})

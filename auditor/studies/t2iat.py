@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 import numpy as np
 
 from auditor.core.cache import ContentCache
+from auditor.core.choices import EffectSpread
 from auditor.core.environment import collect_environment
 from auditor.core.errors import AuditorError
 from auditor.core.store import RunStore
@@ -68,6 +69,7 @@ class T2IATOptions:
     generation: GenerationSettings = field(default_factory=GenerationSettings)
     permutations: int = 10_000
     permutation_seed: int = 0
+    effect_size_sd: EffectSpread = "pooled"
     device: str | None = None
     allow_partial_weights: bool = False
     executor: str = "sequential"
@@ -95,6 +97,7 @@ class T2IATOptions:
             "generation": self.generation,
             "permutations": self.permutations,
             "permutation_seed": self.permutation_seed,
+            "effect_size_sd": self.effect_size_sd,
             "allow_partial_weights": self.allow_partial_weights,
             "executor": self.executor,
         }
@@ -131,8 +134,9 @@ class T2IATTestRun(T2IATStudyRun[T2IATRecord]):
         def score() -> None:
             with self.stage("score") as outcome:
                 vectors = embed.vectors()
+                config = record.config
                 record.association_scores, record.result = score_test(
-                    vectors, record.groups, record.config.permutations, record.config.permutation_seed
+                    vectors, record.groups, config.permutations, config.permutation_seed, config.effect_size_sd
                 )
                 self.add_intervals(vectors)
                 outcome.computed = 1
@@ -149,7 +153,9 @@ class T2IATTestRun(T2IATStudyRun[T2IATRecord]):
             return
         settings = BootstrapSettings(resamples=config.bootstrap, seed=config.ci_seed)
         sets = usable_embeddings(self.record.prompt_sets, vectors)
-        association, effect = association_intervals(sets, self.record.groups, config.images_per_prompt, settings)
+        association, effect = association_intervals(
+            sets, self.record.groups, config.images_per_prompt, settings, config.effect_size_sd
+        )
         self.record.result = self.record.result.model_copy(
             update={"association_ci": association, "effect_size_ci": effect}
         )
@@ -229,7 +235,12 @@ class OccupationsRun(T2IATStudyRun[OccupationsRecord]):
             vectors = embed.vectors()
             with self.stage("score") as outcome:
                 record.occupations = score_occupations(
-                    config.occupations, vectors, text_vectors, config.permutations, config.permutation_seed
+                    config.occupations,
+                    vectors,
+                    text_vectors,
+                    config.permutations,
+                    config.permutation_seed,
+                    config.effect_size_sd,
                 )
                 outcome.computed = len(config.occupations)
 
