@@ -592,7 +592,9 @@ def vqa_throughput(setup: Setup, batch_sizes: list[int], images: int) -> dict:
     """auditor's VQA backend (BLIP-2) answering every question and the caption about ``images`` random pictures,
     at each of ``batch_sizes`` pairs per forward: pairs/s and peak memory per size, the figures to choose
     ``--vqa-batch-size`` by. Each call gets as many pictures as the audit's calls get at that size
-    (``images_per_vqa_call``), so the sweep measures the audit's path. Every answer decodes exactly
+    (``images_per_vqa_call``), so the sweep measures the audit's path; a size whose call takes more than
+    ``images`` is asked about one call's worth (its ``images`` and ``pairs`` say so), since fewer would leave
+    its batches part empty. Every answer decodes exactly
     ``setup.tokens`` tokens (the pinned model), which the decoded token rows show. A size that runs out of
     memory is recorded as such and ends the sweep."""
     import numpy as np
@@ -607,13 +609,15 @@ def vqa_throughput(setup: Setup, batch_sizes: list[int], images: int) -> dict:
     questions, caption = setup.questions(setup.sets())
     asked = [*questions, caption]
     rng = np.random.default_rng(0)
-    pictures = [Image.fromarray(rng.integers(0, 256, (setup.size, setup.size, 3), dtype=np.uint8)) for _ in range(images)]
+    most = max([images, *(images_per_vqa_call(size) for size in batch_sizes)])
+    pictures = [Image.fromarray(rng.integers(0, 256, (setup.size, setup.size, 3), dtype=np.uint8)) for _ in range(most)]
     settings = PerceptionSettings(max_new_tokens=setup.tokens, caption_max_new_tokens=setup.tokens)
     vqa = VQA_BACKENDS.load(f"blip2:{setup.vqa}", settings=settings, options=LoadOptions(device=setup.device))
     result: dict[str, Any] = {"images": images, "pairs": images * len(asked), "by_batch_size": {}}
     for size in batch_sizes:
         vqa.settings = settings.model_copy(update={"batch_size": size})
         per_call = images_per_vqa_call(size)
+        count = max(images, per_call)
         try:
             vqa.answer(pictures[:per_call], asked, caption)  # warm-up: one call at this size
             synchronize()
@@ -622,8 +626,8 @@ def vqa_throughput(setup: Setup, batch_sizes: list[int], images: int) -> dict:
             counter = DecodeCounter()
             with counter.counting():
                 started = time.perf_counter()
-                for start in range(0, images, per_call):
-                    vqa.answer(pictures[start : start + per_call], asked, caption)
+                for start in range(0, count, per_call):
+                    vqa.answer(pictures[start : min(start + per_call, count)], asked, caption)
                 synchronize()
                 seconds = time.perf_counter() - started
         except torch.cuda.OutOfMemoryError:
@@ -632,8 +636,10 @@ def vqa_throughput(setup: Setup, batch_sizes: list[int], images: int) -> dict:
             break
         result["by_batch_size"][str(size)] = {
             "images_per_call": per_call,
+            "images": count,
+            "pairs": count * len(asked),
             "seconds": round(seconds, 3),
-            "pairs_per_s": significant(result["pairs"] / seconds),
+            "pairs_per_s": significant(count * len(asked) / seconds),
             "decoded_token_rows": counter.rows,
             "peak_memory_gib": round(torch.cuda.max_memory_allocated() / 2**30, 2) if torch.cuda.is_available() else None,
         }

@@ -72,8 +72,9 @@ def test_bench_audit_tiny_runs_every_measurement_on_the_same_work(tmp_path):
     assert sd15["runs"]["unet"] == [unet]
     vqa = measured["vqa"]  # 2 random pictures, every question and the caption, at 2 and then 4 pairs per forward
     assert vqa["pairs"] == 2 * sd15["questions_per_image"] and list(vqa["by_batch_size"]) == ["2", "4"]
-    for size in vqa["by_batch_size"].values():
-        assert size["pairs_per_s"] > 0 and size["decoded_token_rows"] == vqa["pairs"] * sd15["answer_tokens"]
+    for size in vqa["by_batch_size"].values():  # a call takes at least 8 pictures: each size is asked about 8
+        assert size["pairs_per_s"] > 0 and size["pairs"] == 8 * sd15["questions_per_image"]
+        assert size["decoded_token_rows"] == size["pairs"] * sd15["answer_tokens"]
     assert "vqa: pairs/s by --vqa-batch-size: 2: " in result.stdout
     assert "sd15" in result.stdout and "auditor-overlapped" in result.stdout
     assert "authors as released (x1 at 2 images)" in result.stdout and "images_per_s, vqa_pairs_per_s n/a: the overlapped" in result.stdout
@@ -299,10 +300,14 @@ def test_the_vqa_sweep_calls_the_backend_with_as_many_images_as_the_audit_does(t
     monkeypatch.setattr(registry.VQA_BACKENDS, "load", lambda spec, **options: Backend())
     setup = _FakeSetup(None, "sd15", tmp_path)
     setup.vqa, setup.device = tmp_path / "vqa", "cpu"
-    result = bench.vqa_throughput(setup, [2, 16], 20)
-    assert images_per_vqa_call(2) == 8 and images_per_vqa_call(16) == 16
-    assert calls == {2: [8, 8, 8, 4], 16: [16, 16, 4]}  # a warm-up call, then the 20 pictures as the audit sends them
-    assert [size["images_per_call"] for size in result["by_batch_size"].values()] == [8, 16]
+    result = bench.vqa_throughput(setup, [2, 16, 32], 20)
+    assert images_per_vqa_call(2) == 8 and images_per_vqa_call(16) == 16 and images_per_vqa_call(32) == 32
+    # a warm-up call, then the 20 pictures as the audit sends them; at 32 rows a call takes 32 pictures, and 20
+    # would leave its batches part empty, so that size is asked about 32
+    assert calls == {2: [8, 8, 8, 4], 16: [16, 16, 4], 32: [32, 32]}
+    by_size = result["by_batch_size"].values()
+    assert [(size["images_per_call"], size["images"]) for size in by_size] == [(8, 20), (16, 20), (32, 32)]
+    assert [size["pairs"] for size in by_size] == [40, 40, 64]  # 2 questions each (the gender one and the caption)
 
 
 def test_the_compiled_unet_is_timed_on_the_graphs_its_warm_up_traced(tiny_models, monkeypatch):
