@@ -357,3 +357,37 @@ def test_a_failed_perceive_stage_resumes_with_another_concurrency_and_keeps_the_
     assert len(fake_openai.image_requests()) == 6  # no image was generated again
     timings = {t.stage: t for t in record.timings}
     assert (timings["generate"].computed, timings["generate"].cached) == (0, 6)
+
+
+def test_answers_back_before_a_failure_travel_with_it(fake_openai):
+    from auditor.perception.base import answered_before
+
+    fake_openai.chat_replies("first", "second", http_error(400, "no more", error_type="invalid_request_error"))
+    vqa = load(SETTINGS.model_copy(update={"concurrency": 1}))
+    with pytest.raises(BackendError) as caught:
+        vqa.answer([solid("red"), solid("blue")], [GENDER, SETTING])
+    # (image, question) -> answer, in the order they were asked; the fourth pair was never sent
+    assert answered_before(caught.value) == {(0, 0): "first", (0, 1): "second"}
+    assert len(fake_openai.chat_requests()) == 3
+
+
+def test_answers_paid_for_before_a_failed_chunk_are_not_asked_again_on_resume(fake_openai, tmp_path):
+    """A VQA call is a chunk of many requests: the answers that came back before one failed are cached, so the
+    resumed run sends only the requests that had no answer."""
+    script_images(fake_openai, 6)  # 6 images x (1 axis question + the caption) = 12 requests
+    fake_openai.chat_replies("one", "two", "three", http_error(400, "no more", error_type="invalid_request_error"))
+    fake_openai.answer_from_images()
+    args = ["prompt", PROMPT, *openai_audit_args(), "--vqa-concurrency", "1", "--quiet", "--name", "r"]
+    failed = run_auditor(*args, process=True)
+    assert failed.returncode == 1 and "HTTP 400" in failed.stderr
+    assert len(fake_openai.chat_requests()) == 4
+
+    resumed = run_auditor("prompt", "--resume", "r", "--quiet")
+    assert resumed.returncode == 0, resumed.stderr
+    # The first image's two answers are not asked again. The second image's first answer is, with its caption: a
+    # chunk asks each of its images every question one of them lacks.
+    assert len(fake_openai.chat_requests()) == 4 + 12 - 2
+    record = load_record(tmp_path / "runs" / "r" / "record.json")
+    rows = [row for rows in record.answers.values() for row in rows]
+    answered = [text for row in rows for text in [*row.answers.values(), row.caption]]
+    assert sorted(text for text in answered if text in {"one", "two", "three"}) == ["one", "two"]

@@ -20,6 +20,7 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import suppress
 from dataclasses import dataclass
 from functools import partial
 from typing import TYPE_CHECKING, Any, ClassVar, Literal
@@ -32,6 +33,7 @@ from auditor.core.weights import computes_alike
 from auditor.executors.base import ModelRecipe
 from auditor.executors.generation import StoredImage
 from auditor.executors.recall import RecalledModel, check_recalled, load_remembering, recall
+from auditor.perception.base import answered_before
 from auditor.records import GeneratedImage, ImageAnswers, ModelRef, PerceptionSettings, PromptSet, Stage
 from auditor.studies.progress import StageCounts
 
@@ -140,6 +142,10 @@ class ImageReader(ABC):
     def complete(self, prompt_id: str, image: GeneratedImage) -> None:
         """Every result for this image is known: note it for its prompt set (runs in the writer)."""
 
+    def salvage(self, images: list[GeneratedImage], task: Any, stopped_by: BaseException) -> None:
+        """Cache what a chunk's computing got before ``stopped_by`` (a failure, Ctrl-C) ended it, where the model
+        says (:func:`~auditor.perception.base.answered_before`); most models keep nothing of a cut call."""
+
     def checkpoint(self) -> None:
         """Write what is known so far into the record (runs in the writer, after each chunk)."""
 
@@ -220,7 +226,12 @@ class Feed:
             return
         with ThreadPoolExecutor(max_workers=min(DECODE_THREADS, len(stored))) as pool:
             pictures = list(pool.map(lambda entry: entry.picture(), stored))
-        self.store(chunk, self.reader.compute(self.reader.loaded(), pictures, chunk.task))
+        try:
+            result = self.reader.compute(self.reader.loaded(), pictures, chunk.task)
+        except BaseException as exc:
+            self.reader.salvage(chunk.images, chunk.task, exc)
+            raise
+        self.store(chunk, result)
 
     def store(self, chunk: Chunk, result: Any) -> None:
         """Keep a computed chunk's result and hand it to the writer, with every image waiting for it.
@@ -395,6 +406,18 @@ class AnswerReader(ImageReader):
             for question, reply in zip(asked, row, strict=True)
         ]
         self.study.cache.put_many(PERCEIVE, self._fingerprint, entries)
+
+    def salvage(self, images: list[GeneratedImage], task: Any, stopped_by: BaseException) -> None:
+        """The answers an API model got before the failure or Ctrl-C that cut the chunk go into the cache: each was
+        a paid request, which a resumed run then does not send again."""
+        asked, _ = task
+        entries = [
+            (self._key(images[image].sha256, asked[question]), json_bytes(reply))
+            for (image, question), reply in answered_before(stopped_by).items()
+        ]
+        if entries:
+            with suppress(AuditorError):  # a cache that fails now costs those requests again, not the real error
+                self.study.cache.put_many(PERCEIVE, self._fingerprint, entries)
 
     def complete(self, prompt_id: str, image: GeneratedImage) -> None:
         known = self._known

@@ -34,6 +34,22 @@ class VisualQuestionAnswerer(Protocol):
         ...
 
 
+#: The attribute of an exception that stopped :meth:`VisualQuestionAnswerer.answer` part way, holding the answers
+#: already paid for: ``{(image index, question index): answer}``.
+_ANSWERED = "auditor_answered_before"
+
+
+def note_answered(exc: BaseException, answered: dict[tuple[int, int], str]) -> None:
+    """Let the failure (or Ctrl-C) that stopped an answering call carry the answers it got first, so the stage can
+    keep them: each one of a paid API's is a request a resumed run need not send again."""
+    setattr(exc, _ANSWERED, answered)
+
+
+def answered_before(exc: BaseException) -> dict[tuple[int, int], str]:
+    """The answers :func:`note_answered` put on ``exc`` (none when the backend keeps no partial answers)."""
+    return getattr(exc, _ANSWERED, {})
+
+
 def first_line(text: str) -> str:
     """A short answer is its first non-empty line, trimmed (models and APIs may add an explanation below it)."""
     return next((line.strip() for line in text.strip().splitlines() if line.strip()), "")

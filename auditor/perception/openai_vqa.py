@@ -11,7 +11,8 @@ only its first line is kept, as for the local models.
 Up to ``concurrency`` requests are in flight at once. The SDK retries 408/409/429/5xx and
 connection errors a bounded number of times (honouring the server's ``Retry-After``);
 after that the first failure stops the call with one line and the requests not yet sent
-are dropped. Answers are cached by the perception stage like every backend's, keyed by
+are dropped; the answers that came back before it (or before a Ctrl-C) travel with the
+failure, for the stage to cache. Answers are cached by the perception stage like every backend's, keyed by
 :meth:`OpenAIVqa.cache_fingerprint` (service, model, instructions, budgets, temperature).
 No torch anywhere on this path.
 """
@@ -23,7 +24,7 @@ import io
 import json
 import threading
 from collections.abc import Sequence
-from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
+from concurrent.futures import FIRST_EXCEPTION, Future, ThreadPoolExecutor, wait
 from typing import TYPE_CHECKING, Any
 
 from auditor.core.errors import AuditorError
@@ -41,7 +42,7 @@ from auditor.core.openai_api import (
 )
 from auditor.core.registry import Spec
 from auditor.core.weights import LoadOptions
-from auditor.perception.base import first_line
+from auditor.perception.base import first_line, note_answered
 from auditor.records import ModelRef, PerceptionSettings
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -119,17 +120,22 @@ class OpenAIVqa:
 
         workers = min(self.settings.concurrency, len(pairs))
         pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="openai-vqa")
+        futures: list[Future] = []
+        width = len(questions)
         try:
-            futures = [pool.submit(ask, url, question) for url, question in pairs]
+            futures.extend(pool.submit(ask, url, question) for url, question in pairs)
             wait(futures, return_when=FIRST_EXCEPTION)
             failed = next((future for future in futures if future.done() and future.exception()), None)
             if failed is not None:
                 raise failed.exception()
             replies = [future.result() for future in futures]
-        finally:
-            stop.set()  # after a failure or Ctrl-C, send nothing more (requests in flight finish)
+        except BaseException as exc:
+            stop.set()  # after a failure or Ctrl-C, send nothing more; the requests in flight finish
             pool.shutdown(wait=True, cancel_futures=True)
-        width = len(questions)
+            answered = enumerate(_replies_so_far(futures))
+            note_answered(exc, {divmod(k, width): reply for k, reply in answered if reply is not None})
+            raise
+        pool.shutdown(wait=True)
         return [replies[start : start + width] for start in range(0, len(replies), width)]
 
     def _ask(self, url: str, question: str, is_caption: bool) -> str:
@@ -157,6 +163,14 @@ class OpenAIVqa:
         except json.JSONDecodeError:
             raise reply_not_json(self.ref.spec, self.base_url) from None
         return first_line(reply_text(response, self.ref.spec, self.base_url))
+
+
+def _replies_so_far(futures: Sequence[Future]) -> list[str | None]:
+    """Each request's answer where it came back, else None (failed, cancelled or never sent)."""
+    return [
+        future.result() if future.done() and not future.cancelled() and future.exception() is None else None
+        for future in futures
+    ]
 
 
 def _data_url(image: Image.Image) -> str:
