@@ -359,6 +359,13 @@ def test_a_failed_perceive_stage_resumes_with_another_concurrency_and_keeps_the_
     assert (timings["generate"].computed, timings["generate"].cached) == (0, 6)
 
 
+def test_only_the_questions_each_image_wants_are_sent(fake_openai):
+    fake_openai.answer_from_images()
+    replies = load().answer([solid("red"), solid("blue")], [GENDER, SETTING], wanted=[[1], []])
+    assert replies == [[None, "red"], [None, None]]  # one request: the blue image wants nothing
+    assert len(fake_openai.chat_requests()) == 1
+
+
 def test_answers_back_before_a_failure_travel_with_it(fake_openai):
     from auditor.perception.base import answered_before
 
@@ -384,10 +391,8 @@ def test_answers_paid_for_before_a_failed_chunk_are_not_asked_again_on_resume(fa
 
     resumed = run_auditor("prompt", "--resume", "r", "--quiet")
     assert resumed.returncode == 0, resumed.stderr
-    # The first image's two answers are not asked again. The second image's first answer is, with its caption: a
-    # chunk asks each of its images every question one of them lacks.
-    assert len(fake_openai.chat_requests()) == 4 + 12 - 2
+    assert len(fake_openai.chat_requests()) == 4 + 12 - 3  # the three pairs answered are not asked again
     record = load_record(tmp_path / "runs" / "r" / "record.json")
     rows = [row for rows in record.answers.values() for row in rows]
     answered = [text for row in rows for text in [*row.answers.values(), row.caption]]
-    assert sorted(text for text in answered if text in {"one", "two", "three"}) == ["one", "two"]
+    assert sorted(text for text in answered if text in {"one", "two", "three"}) == ["one", "three", "two"]

@@ -18,7 +18,7 @@ executor's thread; cache writes, record updates and progress go to the run's wri
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import suppress
 from dataclasses import dataclass
@@ -317,6 +317,7 @@ class AnswerReader(ImageReader):
         }  # fmt: skip
         self._earlier_from = study.record.results_from.get("vqa")
         self._restored: list[tuple[dict[str, Any], bytes]] = []  # answers taken from the record, for the cache
+        self._per_pair = False  # whether the model is hosted: asked only the pairs each image lacks (open() says)
 
     def recipe(self) -> ModelRecipe:
         config = self.study.record.config
@@ -332,6 +333,7 @@ class AnswerReader(ImageReader):
         self.study.adopt_model("vqa", vqa.ref)
         config.perception = vqa.settings  # what it answers with, its defaults filled in
         self._fingerprint = vqa.cache_fingerprint()
+        self._per_pair = vqa.ref.service is not None
         if not computes_alike(self._earlier_from, vqa.ref):
             self._earlier = {}
         say_unused_concurrency(self.study, vqa.ref)
@@ -375,42 +377,52 @@ class AnswerReader(ImageReader):
         return next((row.answers[axis] for axis in row.answers if asked.get(axis) == question), None)
 
     def task(self, images: list[GeneratedImage]) -> Any:
-        """The questions some image of the chunk lacks and no earlier chunk asks (each image is asked
-        all of them, in one batch), and the caption question."""
-        lacking = [
-            question
+        """The questions some image of the chunk lacks and no earlier chunk asks, the caption question, and for a
+        hosted model, which answers each pair as a paid request, the indexes of those each image lacks (None for a
+        local one, which asks every image all of them in one batch each: :meth:`VisualQuestionAnswerer.answer`)."""
+        lacking = {
+            image.sha256: [
+                question
+                for question in self._needs[image.sha256]
+                if (image.sha256, question) not in self._known and (image.sha256, question) not in self._asked
+            ]
             for image in images
-            for question in self._needs[image.sha256]
-            if (image.sha256, question) not in self._known and (image.sha256, question) not in self._asked
-        ]
-        asked = list(dict.fromkeys(lacking))
-        self._asked.update((image.sha256, question) for image in images for question in asked)
-        return asked, self.caption_question
+        }
+        asked = list(dict.fromkeys(question for questions in lacking.values() for question in questions))
+        if not self._per_pair:  # every image is asked every question, and known to be: no later chunk asks again
+            self._asked.update((image.sha256, question) for image in images for question in asked)
+            return asked, self.caption_question, None
+        self._asked.update((sha, question) for sha, questions in lacking.items() for question in questions)
+        wanted = [[asked.index(question) for question in lacking[image.sha256]] for image in images]
+        return asked, self.caption_question, wanted
 
     @staticmethod
     def compute(model: VisualQuestionAnswerer, pictures: list[Image.Image], task: Any) -> Any:
-        asked, caption_question = task
-        return asked, model.answer(pictures, asked, caption_question)
+        asked, caption_question, wanted = task
+        return asked, model.answer(pictures, asked, caption_question, wanted)
 
-    def keep(self, images: list[GeneratedImage], result: Any) -> None:
+    @staticmethod
+    def _answered(images: list[GeneratedImage], result: Any) -> Iterator[tuple[str, str, str]]:
+        """(image sha256, question, answer) of every pair a chunk's result answers."""
         asked, replies = result
         for image, row in zip(images, replies, strict=True):
             for question, reply in zip(asked, row, strict=True):
-                self._known[image.sha256, question] = reply
+                if reply is not None:  # a question this image did not need, which the model was not asked
+                    yield image.sha256, question, reply
+
+    def keep(self, images: list[GeneratedImage], result: Any) -> None:
+        for sha, question, reply in self._answered(images, result):
+            self._known[sha, question] = reply
 
     def store(self, images: list[GeneratedImage], result: Any) -> None:
-        asked, replies = result
-        entries = [
-            (self._key(image.sha256, question), json_bytes(reply))
-            for image, row in zip(images, replies, strict=True)
-            for question, reply in zip(asked, row, strict=True)
-        ]
+        answered = self._answered(images, result)
+        entries = [(self._key(sha, question), json_bytes(reply)) for sha, question, reply in answered]
         self.study.cache.put_many(PERCEIVE, self._fingerprint, entries)
 
     def salvage(self, images: list[GeneratedImage], task: Any, stopped_by: BaseException) -> None:
         """The answers an API model got before the failure or Ctrl-C that cut the chunk go into the cache: each was
         a paid request, which a resumed run then does not send again."""
-        asked, _ = task
+        asked = task[0]
         entries = [
             (self._key(images[image].sha256, asked[question]), json_bytes(reply))
             for (image, question), reply in answered_before(stopped_by).items()

@@ -24,12 +24,19 @@ class VisualQuestionAnswerer(Protocol):
         ...
 
     def answer(
-        self, images: Sequence[Image.Image], questions: Sequence[str], caption_question: str | None = None
-    ) -> list[list[str]]:
+        self,
+        images: Sequence[Image.Image],
+        questions: Sequence[str],
+        caption_question: str | None = None,
+        wanted: Sequence[Sequence[int]] | None = None,
+    ) -> list[list[str | None]]:
         """``result[i][j]`` answers ``questions[j]`` about ``images[i]``.
 
         Each image is encoded once and all its questions are asked in batch. The question
-        equal to ``caption_question`` asks for a caption (longer answer budget).
+        equal to ``caption_question`` asks for a caption (longer answer budget). ``wanted[i]``
+        (default: all) are the indexes of the questions image ``i`` needs answered: a model that
+        answers a batch at once may answer the others too, one that is paid per request (an
+        API) answers only these and leaves the others None.
         """
         ...
 

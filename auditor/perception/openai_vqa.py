@@ -100,13 +100,19 @@ class OpenAIVqa:
         )
 
     def answer(
-        self, images: Sequence[Image.Image], questions: Sequence[str], caption_question: str | None = None
-    ) -> list[list[str]]:
-        """``result[i][j]`` answers ``questions[j]`` about ``images[i]``; each image is encoded once."""
+        self,
+        images: Sequence[Image.Image],
+        questions: Sequence[str],
+        caption_question: str | None = None,
+        wanted: Sequence[Sequence[int]] | None = None,
+    ) -> list[list[str | None]]:
+        """``result[i][j]`` answers ``questions[j]`` about ``images[i]``, for the questions ``wanted[i]`` names
+        (default all; the others are None: each pair is a paid request); each image is encoded once."""
         if not images or not questions:
             return [[] for _ in images]
         urls = [_data_url(image) for image in images]
-        pairs = [(url, question) for url in urls for question in questions]
+        everything = range(len(questions))
+        places = [(i, j) for i in range(len(images)) for j in (everything if wanted is None else wanted[i])]
         stop = threading.Event()  # set by the first failure: requests not yet sent are skipped
 
         def ask(url: str, question: str) -> str | None:
@@ -118,25 +124,28 @@ class OpenAIVqa:
                 stop.set()
                 raise
 
-        workers = min(self.settings.concurrency, len(pairs))
+        if not places:
+            return [[None] * len(questions) for _ in images]
+        workers = min(self.settings.concurrency, len(places))
         pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="openai-vqa")
         futures: list[Future] = []
-        width = len(questions)
         try:
-            futures.extend(pool.submit(ask, url, question) for url, question in pairs)
+            futures.extend(pool.submit(ask, urls[i], questions[j]) for i, j in places)
             wait(futures, return_when=FIRST_EXCEPTION)
             failed = next((future for future in futures if future.done() and future.exception()), None)
             if failed is not None:
                 raise failed.exception()
-            replies = [future.result() for future in futures]
         except BaseException as exc:
             stop.set()  # after a failure or Ctrl-C, send nothing more; the requests in flight finish
             pool.shutdown(wait=True, cancel_futures=True)
-            answered = enumerate(_replies_so_far(futures))
-            note_answered(exc, {divmod(k, width): reply for k, reply in answered if reply is not None})
+            answered = zip(places, _replies_so_far(futures))
+            note_answered(exc, {place: reply for place, reply in answered if reply is not None})
             raise
         pool.shutdown(wait=True)
-        return [replies[start : start + width] for start in range(0, len(replies), width)]
+        result: list[list[str | None]] = [[None] * len(questions) for _ in images]
+        for (i, j), future in zip(places, futures, strict=True):
+            result[i][j] = future.result()
+        return result
 
     def _ask(self, url: str, question: str, is_caption: bool) -> str:
         """One chat request; its reply's first line."""

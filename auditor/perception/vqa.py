@@ -86,9 +86,14 @@ class TransformersVqa:
         )
 
     def answer(
-        self, images: Sequence[Image.Image], questions: Sequence[str], caption_question: str | None = None
+        self,
+        images: Sequence[Image.Image],
+        questions: Sequence[str],
+        caption_question: str | None = None,
+        wanted: Sequence[Sequence[int]] | None = None,
     ) -> list[list[str]]:
-        """``result[i][j]`` answers ``questions[j]`` about ``images[i]``.
+        """``result[i][j]`` answers ``questions[j]`` about ``images[i]``, every pair whatever ``wanted`` says: each
+        question is one batch over all the images, which costs about what a batch of some of them does.
 
         A question equal to ``caption_question`` is the caption request: it gets the
         caption template and ``caption_max_new_tokens`` instead of the short-answer budget.
