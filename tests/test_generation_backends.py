@@ -514,6 +514,27 @@ def test_an_openai_model_without_a_key_is_one_line_before_any_run_folder(tmp_pat
         assert not (tmp_path / "runs").exists()
 
 
+@pytest.mark.parametrize(
+    "command",
+    [
+        ["prompt", "a photo of a nurse", "--llm", "offline"],
+        ["batch", "prompts.txt", "--llm", "offline"],
+        ["t2iat", "run", "flowers-insects"],
+        ["explore", "--topic", "people at work", "--llm", "offline"],
+    ],
+)
+def test_settings_the_images_api_cannot_take_are_one_line_before_any_run_folder(tmp_path, monkeypatch, command):
+    """A run keeps its settings, so one made for them could only fail again on --resume."""
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
+    (tmp_path / "prompts.txt").write_text("a photo of a nurse\na photo of a chef\n")
+    monkeypatch.chdir(tmp_path)
+    result = run_auditor(*command, "--t2i", "openai:dall-e-3", "--steps", "10", process=True)
+    assert result.returncode == 2, result.stderr
+    assert result.stderr.startswith("error: --t2i openai:dall-e-3 takes no steps")
+    assert len(result.stderr.splitlines()) == 1
+    assert "--resume" not in result.stderr and not (tmp_path / "runs").exists()
+
+
 def test_a_run_names_every_prompt_the_folder_lacks_before_it_reads_the_first_batch(tmp_path):
     """The generate stage checks all the images it is to make at once: batches of one still give one error."""
     from auditor.core.cache import ContentCache

@@ -21,7 +21,7 @@ from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from auditor.core.errors import AuditorError, BackendError
+from auditor.core.errors import AuditorError, BackendError, StartAgainError
 from auditor.core.fingerprint import settings_fingerprint
 from auditor.core.openai_api import (
     HTTP_RETRIES,
@@ -120,6 +120,16 @@ def preflight(spec: Spec) -> None:
     api_key(MISSING_KEY)
 
 
+def check_settings(spec: Spec, settings: GenerationSettings) -> None:
+    """Refuse the settings the Images API cannot take. A run keeps its settings, so a resume would stop the same
+    way: a new run without them is the way on."""
+    asked = [name for name in _UNSUPPORTED if getattr(settings, name) is not None]
+    if asked:
+        raise StartAgainError(f"--t2i {spec} takes no {', '.join(asked)}: the Images API has no such settings")
+    if (settings.width is None) != (settings.height is None):
+        raise StartAgainError(f"--t2i {spec} needs both width and height, or neither (the API's default size)")
+
+
 def load(
     spec: Spec,
     settings: GenerationSettings,
@@ -130,9 +140,5 @@ def load(
 ) -> OpenAIImages:
     """A client for ``spec.target`` (load ``options`` do not apply to a hosted model)."""
     preflight(spec)
-    asked = [name for name in _UNSUPPORTED if getattr(settings, name) is not None]
-    if asked:
-        raise AuditorError(f"--t2i {spec} takes no {', '.join(asked)}: the Images API has no such settings")
-    if (settings.width is None) != (settings.height is None):
-        raise AuditorError(f"--t2i {spec} needs both width and height, or neither (the API's default size)")
+    check_settings(spec, settings)
     return OpenAIImages(spec, settings, openai_client(MISSING_KEY, max_retries=max_retries, timeout=timeout))

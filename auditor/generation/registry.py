@@ -3,8 +3,12 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from auditor.core.registry import FolderKind, Registry
+
+if TYPE_CHECKING:  # pragma: no cover
+    from auditor.records import GenerationSettings
 
 #: What a local ``diffusers:`` target must be: a pipeline folder, which ``save_pretrained`` gives a model index.
 PIPELINE_FOLDER = FolderKind("model_index.json", "diffusers pipeline")
@@ -24,3 +28,13 @@ T2I_BACKENDS.register(
 )
 T2I_BACKENDS.register("openai", "auditor.generation.openai_images:load", "auditor.generation.openai_images:preflight")
 T2I_BACKENDS.register("folder", "auditor.generation.folder:load", "auditor.generation.folder:preflight")
+
+
+def check_t2i_settings(text: str, settings: GenerationSettings) -> None:
+    """Refuse generation settings the ``--t2i`` model cannot take (steps for the Images API, say) before a run
+    folder is made for them: the run would keep them, and a resume would stop the same way."""
+    spec = T2I_BACKENDS.check(text)
+    if spec.prefix == "openai":
+        from auditor.generation.openai_images import check_settings
+
+        check_settings(spec, settings)
