@@ -310,6 +310,35 @@ def test_a_resume_with_other_vqa_weights_is_refused_before_it_mixes_two_models_a
     assert record.status == "completed" and record.config.vqa.spec == "openai:gpt-4o-mini"
 
 
+def test_a_resume_through_another_service_url_says_so_and_how_to_go_on(world, tmp_path, monkeypatch):
+    """A hosted model's fingerprint names its service: another OPENAI_BASE_URL is another model to the cache, but
+    the user changed no option, so the refusal names the URLs instead of "other weights than --t2i"."""
+
+    def stop(_record: ExploreRecord) -> None:
+        raise KeyboardInterrupt
+
+    cache = ContentCache(tmp_path / "cache.sqlite")
+    first = start_exploration(options(), RunStore(tmp_path / "runs"), cache, QuietProgress(), "x", on_round=stop)
+    with pytest.raises(KeyboardInterrupt):
+        first.run()
+    cache.close()
+    moved = world.base_url.replace("127.0.0.1", "localhost")  # the same server, as another service
+    monkeypatch.setenv("OPENAI_BASE_URL", moved)
+    store, cache = RunStore(tmp_path / "runs"), ContentCache(tmp_path / "cache.sqlite")
+    try:
+        with pytest.raises(AuditorError) as refused:
+            resume_exploration("x", store, cache, QuietProgress()).run()
+        assert str(refused.value) == (
+            f"this exploration's images cannot be added to: openai:dall-e-3 is served by {moved} now, not by "
+            f"{world.base_url} as before (set OPENAI_BASE_URL back to {world.base_url} to use what it made)"
+        )
+        monkeypatch.setenv("OPENAI_BASE_URL", world.base_url)
+        record = resume_exploration("x", store, cache, QuietProgress()).run()
+    finally:
+        cache.close()
+    assert record.status == "completed"
+
+
 def test_a_resume_with_other_image_weights_is_refused_before_a_round_is_proposed_or_charged(world, tmp_path):
     """A round is priced on the text-to-image model's cache before any of its images is made: a round priced on
     other weights would be charged for what they have cached, not for what the exploration's model makes."""

@@ -361,3 +361,18 @@ def test_a_record_written_before_results_from_was_kept_reads_it_from_its_models(
     path.write_text(json.dumps(data))
     _, record = reopen_run("r", RunStore(tmp_path / "runs"), RunRecord)
     assert record.results_from == first.results_from
+
+
+def test_a_hosted_model_reached_at_another_service_is_named_as_such_not_as_other_weights():
+    from auditor.records import ModelRef
+    from auditor.studies.run import moved_service
+
+    before = ModelRef(spec="openai:dall-e-3", backend="openai", fingerprint="a" * 16, service="http://127.0.0.1:1/v1")
+    now = before.model_copy(update={"fingerprint": "b" * 16, "service": "http://proxy:8000/v1"})
+    assert moved_service(before, now) == (
+        "openai:dall-e-3 is served by http://proxy:8000/v1 now, not by http://127.0.0.1:1/v1 as before "
+        "(set OPENAI_BASE_URL back to http://127.0.0.1:1/v1 to use what it made)"
+    )
+    assert moved_service(before, before) is None
+    local = ModelRef(spec="diffusers:/m", backend="diffusers", fingerprint="c" * 16)
+    assert moved_service(local, local.model_copy(update={"fingerprint": "d" * 16})) is None  # weights, not a service

@@ -66,6 +66,7 @@ from auditor.studies.run import (
     Resumption,
     StudyRun,
     describe_change,
+    moved_service,
     named_model_is_required,
     reopen_run,
     results_word,
@@ -112,6 +113,9 @@ class Exploration(StudyRun[ExploreRecord]):
         """The rounds add to the earlier rounds' images and answers: other weights would mix two models' results
         in one score. The record names the model it ran with again, so a plain ``--resume`` goes on."""
         setattr(self.record.config, field, before)
+        moved = moved_service(before, ref)
+        if moved is not None:
+            raise AuditorError(f"this exploration's {results_word(field)} cannot be added to: {moved}")
         raise AuditorError(
             f"this exploration's {results_word(field)} came from other weights than --{field} {ref.spec} "
             f"({describe_change(before, ref)}); resume it without --{field} (its record names its model again), "

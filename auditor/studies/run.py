@@ -138,6 +138,17 @@ def describe_change(before: ModelRef, ref: ModelRef) -> str:
     return f"{before.spec}, fingerprint {(before.fingerprint or 'none')[:12]}; now {(ref.fingerprint or 'none')[:12]}"
 
 
+def moved_service(before: ModelRef, ref: ModelRef) -> str | None:
+    """For a hosted model now reached at another service than the one behind earlier results (the fingerprint
+    names the service), what to say instead of "other weights": the option was not changed, the server was."""
+    if before.service is None or ref.service is None or before.service == ref.service:
+        return None
+    return (
+        f"{ref.spec} is served by {ref.service} now, not by {before.service} as before "
+        f"(set OPENAI_BASE_URL back to {before.service} to use what it made)"
+    )
+
+
 def shown_sha256(path: Path, progress: ProgressReporter) -> str:
     """A file's sha256 (weights, a caption file), with a progress bar (in MiB) when the file is large."""
     size = path.stat().st_size
@@ -347,6 +358,10 @@ class StudyRun(Generic[RecordT]):
         """``ref`` is not the model an earlier attempt's results came from (``before``). By default the user is told
         and the work is done again: a stage reads every image again through the cache, which keys on the model, so
         nothing of the other weights is reused. A study that adds to earlier results refuses here."""
+        moved = moved_service(before, ref)
+        if moved is not None:
+            self.progress.notice(f"{moved}: the {results_word(field)} are made again there")
+            return
         self.progress.notice(
             f"--{field} {ref.spec} loads other weights than the ones this run's {results_word(field)} came from "
             f"({describe_change(before, ref)}): the {results_word(field)} are made again with it"
