@@ -230,6 +230,25 @@ def test_diffusers_missing_weights_is_one_line_naming_the_model(model, expected)
     assert "--t2i diffusers:/path/to/local/copy" in message
 
 
+def test_a_pipeline_folder_whose_component_lacks_its_weights_names_the_component_in_one_line(tiny_models, tmp_path):
+    import shutil
+
+    copy = tmp_path / "t2i"
+    shutil.copytree(tiny_models.t2i, copy)
+    for weights in (copy / "unet").glob("*.safetensors"):
+        weights.unlink()
+    result = run_auditor(
+        "prompt", "a photo of a nurse", "--t2i", f"diffusers:{copy}", "--llm", "offline", "--embedder", "none",
+        "--axes", "gender", "--images", "2", "--vqa", f"blip2:{tiny_models.vqa}", process=True,
+    )  # fmt: skip
+    assert result.returncode == 1, result.stderr
+    [line] = result.stderr.strip().splitlines()  # the libraries' own error lines are not printed beside it
+    assert line.startswith(
+        f"error: cannot load text-to-image model '{copy}': its unet/ folder has no weights (no .safetensors or .bin "
+        "file)"
+    )
+
+
 def test_diffusers_folder_of_another_kind_is_one_line(tiny_models):
     with pytest.raises(BackendError, match="model_index.json") as caught:
         T2I_BACKENDS.load(f"diffusers:{tiny_models.clip}", settings=GenerationSettings())

@@ -379,7 +379,7 @@ def _quiet(library: str) -> Iterator[None]:
 
     logging = import_module(f"{library}.utils.logging")
     verbosity, bars_on = logging.get_verbosity(), logging.is_progress_bar_enabled()
-    logging.set_verbosity_error()
+    logging.set_verbosity(logging.CRITICAL)  # their errors too: a failed load raises, and is said in one line
     logging.disable_progress_bar()
     try:
         yield

@@ -26,6 +26,7 @@ import logging
 import math
 import re
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Any
 
 from auditor.core.errors import AuditorError, BackendError
@@ -37,6 +38,7 @@ from auditor.core.weights import (
     device_kind,
     dtype_keyword,
     hub_options,
+    is_load_failure,
     loaded_model_ref,
     loading_model,
     loading_problems,
@@ -413,7 +415,12 @@ def _load_pipeline(model_id: str, dtype: Any, options: LoadOptions) -> tuple[Any
             continue
         cls, library = found
         arguments = {"subfolder": name, dtype_keyword(library): dtype, **hub}
-        model, info = cls.from_pretrained(model_id, output_loading_info=True, **arguments)
+        try:
+            model, info = cls.from_pretrained(model_id, output_loading_info=True, **arguments)
+        except Exception as exc:
+            if not is_load_failure(exc):
+                raise
+            raise OSError(f"its {name}/ {_component_problem(model_id, name, exc)}") from exc
         found_problems = check_complete(_WHAT, model_id, loading_problems(info, name), options)
         if found_problems and library == "diffusers":
             model = cls.from_pretrained(model_id, low_cpu_mem_usage=False, **arguments)
@@ -421,6 +428,20 @@ def _load_pipeline(model_id: str, dtype: Any, options: LoadOptions) -> tuple[Any
         problems += found_problems
     pipeline = AutoPipelineForText2Image.from_pretrained(model_id, **models, **{dtype_keyword("diffusers"): dtype}, **hub)
     return pipeline, problems
+
+
+#: The files a component's weights come in: what a local component folder without any of them lacks.
+WEIGHT_SUFFIXES = (".safetensors", ".bin")
+
+
+def _component_problem(model_id: str, name: str, exc: BaseException) -> str:
+    """What is wrong with one component of a pipeline, after its name: a local folder's that holds no weight file
+    said so (the libraries name the pipeline's folder and the last file name they tried), else their first line."""
+    folder = Path(model_id).expanduser() / name
+    if folder.is_dir() and not any(path.suffix in WEIGHT_SUFFIXES for path in folder.iterdir()):
+        return f"folder has no weights (no {' or '.join(WEIGHT_SUFFIXES)} file)"
+    text = str(exc).strip().splitlines()
+    return f"component: {text[0] if text else type(exc).__name__}"
 
 
 def _model_class(entry: Any) -> tuple[type, str] | None:
