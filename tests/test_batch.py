@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 import pytest
@@ -230,6 +231,10 @@ def test_an_interrupted_batch_resumes_without_recomputing(tiny_models, tmp_path)
         "writing its report"
     ]
     assert again.leaderboard == record.leaderboard and cache.misses["generate"] == 3 * 3 * 2 - made
+    shutil.copytree(batch.run_dir, batch.run_dir.parent / "b-copy")  # the copy's record still names run b
+    Notices.said.clear()
+    resume_batch("b-copy", store, cache, Notices()).run()
+    assert Notices.said[0].startswith("run b-copy is already complete")  # the run resumed, as the user named it
 
     saved = batch.run_dir / "record.json"  # an audit's folder edited to leave the batch's: one line
     saved.write_text(saved.read_text().replace('"audits/', '"../', 1))

@@ -358,9 +358,17 @@ def test_runs_started_in_the_same_second_get_their_own_folders(tmp_path, monkeyp
     store = RunStore(tmp_path)
     folders = [store.create_run(None, "nurse") for _ in range(3)]
     assert [f.name for f in folders] == ["20260101-120000-nurse", "20260101-120000-nurse-2", "20260101-120000-nurse-3"]
-    assert store.create_run("mine", "nurse").name == "mine"
+    mine = store.create_run("mine", "nurse")
+    assert mine.name == "mine"
+    # --resume needs a record: a folder without one (a run starting now, or one left behind) is not offered it
+    with pytest.raises(AuditorError, match="'mine' already exists .* but holds no record yet .*; give another --name"):
+        store.create_run("mine", "nurse")
+    (mine / "record.json").write_text("{}")
     with pytest.raises(AuditorError, match="'mine' already exists .*; use --resume mine or another --name"):
         store.create_run("mine", "nurse")
+    (tmp_path / "a-file").write_text("x")
+    with pytest.raises(AuditorError, match="a-file is a file, not a run: move it away, or give another --name"):
+        store.create_run("a-file", "nurse")
 
 
 def test_a_write_problem_names_what_stands_where_a_folder_must_be(tmp_path, monkeypatch):

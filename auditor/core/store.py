@@ -148,6 +148,14 @@ class RunStore:
         """Create a new run folder; refuses to reuse an existing one (every study's command has --resume)."""
         path = self._make(run_id)
         if path is None:
+            taken = self.root / run_id
+            if not taken.is_dir():
+                raise AuditorError(f"{taken} is a file, not a run: move it away, or give another --name")
+            if not (taken / RECORD_FILE).is_file():  # --resume would not take it (yet): say what is there
+                raise AuditorError(
+                    f"run {run_id!r} already exists in {self.root} but holds no record yet (a run starting now, or "
+                    "a folder left behind: move it away to reuse the name); give another --name"
+                )
             raise AuditorError(f"run {run_id!r} already exists in {self.root}; use --resume {run_id} or another --name")
         return path
 

@@ -447,7 +447,7 @@ class StudyRun(Generic[RecordT]):
         """Before :meth:`begin`: tell the user what running a completed run again does (:attr:`completed_again`).
         Not said for a batch's audits: the batch says what it does."""
         if self.record.status == "completed":
-            self.progress.notice(f"run {self.record.run_id} is already complete; {self.completed_again}")
+            self.progress.notice(f"run {self.run_dir.name} is already complete; {self.completed_again}")
 
     def begin(self) -> None:
         """Start an attempt (under :meth:`holding_lock`, or the lock of the batch it belongs to): the record says
