@@ -223,6 +223,8 @@ class RunStore:
         if _RUN_ID_PATTERN.fullmatch(text):
             if (self.root / text).is_dir():  # e.g. a run that stopped before it wrote its record
                 return f"{self.root / text} holds no {RECORD_FILE}: not a run folder"
+            if (self.root / text).exists():
+                return f"{self.root / text} is a file, not a run"
             audits = sorted(self.root.glob(f"*/{AUDITS_FOLDER}/{text}/{RECORD_FILE}")) if self.root.is_dir() else []
             if audits:  # an audit's id, as its batch's report names it
                 named = " or ".join(str(path.parent.relative_to(self.root)) for path in audits)
