@@ -369,8 +369,11 @@ def test_runs_started_in_the_same_second_get_their_own_folders(tmp_path, monkeyp
     (tmp_path / "a-file").write_text("x")
     with pytest.raises(AuditorError, match="a-file is a file, not a run: move it away, or give another --name"):
         store.create_run("a-file", "nurse")
-    with pytest.raises(AuditorError, match=f"^{tmp_path / 'a-file'} is a file, not a run$"):  # not "no such file"
-        store.resolve("a-file")
+    elsewhere = RunStore(tmp_path.parent / f"{tmp_path.name}-moved")  # looked up as a run id, not beside the cwd
+    elsewhere.root.mkdir()
+    (elsewhere.root / "b-file").write_text("x")
+    with pytest.raises(AuditorError, match=f"^{elsewhere.root / 'b-file'} is a file, not a run$"):  # not "no such"
+        elsewhere.resolve("b-file")
 
 
 def test_a_write_problem_names_what_stands_where_a_folder_must_be(tmp_path, monkeypatch):
