@@ -21,7 +21,7 @@ from auditor.core.errors import AuditorError
 from auditor.core.store import RunStore
 from auditor.records import ExploreRecord, GenerationSettings, PerceptionSettings, ScoringSettings, load_record
 from auditor.reporting.explore import explore_json
-from auditor.studies.explore import resume_exploration, start_exploration
+from auditor.studies.explore import Exploration, resume_exploration, start_exploration
 from auditor.studies.explore_options import ExploreOptions
 from auditor.studies.progress import QuietProgress
 from auditor.studies.run import Resumption
@@ -310,9 +310,8 @@ def test_a_resume_with_other_vqa_weights_is_refused_before_it_mixes_two_models_a
     assert record.status == "completed" and record.config.vqa.spec == "openai:gpt-4o-mini"
 
 
-def test_a_resume_through_another_service_url_says_so_and_how_to_go_on(world, tmp_path, monkeypatch):
-    """A hosted model's fingerprint names its service: another OPENAI_BASE_URL is another model to the cache, but
-    the user changed no option, so the refusal names the URLs instead of "other weights than --t2i"."""
+def stopped_after_one_round(tmp_path: Path) -> Exploration:
+    """Exploration ``x`` in ``tmp_path``, stopped by Ctrl-C once its first round is done."""
 
     def stop(_record: ExploreRecord) -> None:
         raise KeyboardInterrupt
@@ -322,6 +321,13 @@ def test_a_resume_through_another_service_url_says_so_and_how_to_go_on(world, tm
     with pytest.raises(KeyboardInterrupt):
         first.run()
     cache.close()
+    return first
+
+
+def test_a_resume_through_another_service_url_says_so_and_how_to_go_on(world, tmp_path, monkeypatch):
+    """A hosted model's fingerprint names its service: another OPENAI_BASE_URL is another model to the cache, but
+    the user changed no option, so the refusal names the URLs instead of "other weights than --t2i"."""
+    stopped_after_one_round(tmp_path)
     moved = world.base_url.replace("127.0.0.1", "localhost")  # the same server, as another service
     monkeypatch.setenv("OPENAI_BASE_URL", moved)
     store, cache = RunStore(tmp_path / "runs"), ContentCache(tmp_path / "cache.sqlite")
@@ -342,15 +348,7 @@ def test_a_resume_through_another_service_url_says_so_and_how_to_go_on(world, tm
 def test_a_resume_with_other_image_weights_is_refused_before_a_round_is_proposed_or_charged(world, tmp_path):
     """A round is priced on the text-to-image model's cache before any of its images is made: a round priced on
     other weights would be charged for what they have cached, not for what the exploration's model makes."""
-
-    def stop(_record: ExploreRecord) -> None:
-        raise KeyboardInterrupt
-
-    cache = ContentCache(tmp_path / "cache.sqlite")
-    first = start_exploration(options(), RunStore(tmp_path / "runs"), cache, QuietProgress(), "x", on_round=stop)
-    with pytest.raises(KeyboardInterrupt):
-        first.run()
-    cache.close()
+    first = stopped_after_one_round(tmp_path)
     before = load_record(first.run_dir / "record.json", ExploreRecord)
     assert [r.status for r in before.rounds] == ["done"] and before.stop_reason is None
     store, cache = RunStore(tmp_path / "runs"), ContentCache(tmp_path / "cache.sqlite")
