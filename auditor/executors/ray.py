@@ -51,7 +51,16 @@ from auditor.executors.generation import STAGE as GENERATE
 from auditor.executors.generation import GenerationStage, StoredImage, give_batch_size
 from auditor.executors.local import read_stage, stored_images
 from auditor.executors.perception import Chunk, Feed, ImageReader, usable
-from auditor.executors.ray_workers import BatchWorker, GenerateWorker, ModelInfo, Placement, ReadWorker, call, describe
+from auditor.executors.ray_workers import (
+    FAILED_CHUNK,
+    BatchWorker,
+    GenerateWorker,
+    ModelInfo,
+    Placement,
+    ReadWorker,
+    call,
+    describe,
+)
 from auditor.executors.writer import BackgroundWriter
 from auditor.studies.progress import WorkerThroughput, describe_workers
 
@@ -329,12 +338,18 @@ class _RayRun:
             }
             arrived: dict[int, Any] = {}  # results that came before an earlier chunk's (the feed stores in order)
             stored = 0
-            with closing(self.stream(reader.stage, rows, ReadWorker, arguments, placement)) as outputs:
-                for output in outputs:
-                    arrived[output["chunk"]] = output["result"]
-                    while stored in arrived:
-                        feed.store(chunks[stored], arrived.pop(stored))
-                        stored += 1
+            try:
+                with closing(self.stream(reader.stage, rows, ReadWorker, arguments, placement)) as outputs:
+                    for output in outputs:
+                        arrived[output["chunk"]] = output["result"]
+                        while stored in arrived:
+                            feed.store(chunks[stored], arrived.pop(stored))
+                            stored += 1
+            except Exception as exc:
+                cut = getattr(exc, FAILED_CHUNK, None)
+                if cut is not None:  # a worker's failure: what its chunk got first is kept, as in process
+                    reader.salvage(chunks[cut].images, chunks[cut].task, exc)
+                raise
 
         read_stage(
             self.study,

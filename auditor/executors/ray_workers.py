@@ -168,6 +168,10 @@ class _StageWorker:
         return {"result": [pickle.dumps(output)], "error": [b""]}
 
 
+#: The attribute of a reader's failure that names the chunk it cut (its number among the stage's chunks).
+FAILED_CHUNK = "auditor_failed_chunk"
+
+
 def _pickled(exc: Exception) -> bytes:
     """The exception pickled, or a RuntimeError naming it where it does not survive pickling."""
     try:
@@ -227,7 +231,11 @@ class ReadWorker(_StageWorker):
             sources = [Path(str(path)) for path in row["files"]]
         with ThreadPoolExecutor(max_workers=min(DECODE_THREADS, len(sources))) as pool:
             pictures = list(pool.map(self._picture, sources, shas))
-        result = self.compute(self.model, pictures, pickle.loads(row["task"]))
+        try:
+            result = self.compute(self.model, pictures, pickle.loads(row["task"]))
+        except Exception as exc:
+            setattr(exc, FAILED_CHUNK, int(row["chunk"]))  # for the driver to salvage what the chunk got first
+            raise
         return {"chunk": int(row["chunk"]), "result": result, "items": len(pictures)}
 
     def _picture(self, source: Path | bytes, sha256: str) -> Image.Image:
