@@ -367,12 +367,16 @@ def test_a_hosted_model_reached_at_another_service_is_named_as_such_not_as_other
     from auditor.records import ModelRef
     from auditor.studies.run import moved_service
 
-    before = ModelRef(spec="openai:dall-e-3", backend="openai", fingerprint="a" * 16, service="http://127.0.0.1:1/v1")
+    before = ModelRef(
+        spec="openai:dall-e-3", backend="openai", model_id="dall-e-3", fingerprint="a" * 16, service="http://127.0.0.1:1/v1"
+    )
     now = before.model_copy(update={"fingerprint": "b" * 16, "service": "http://proxy:8000/v1"})
     assert moved_service(before, now) == (
         "openai:dall-e-3 is served by http://proxy:8000/v1 now, not by http://127.0.0.1:1/v1 as before "
         "(set OPENAI_BASE_URL back to http://127.0.0.1:1/v1 to use what it made)"
     )
     assert moved_service(before, before) is None
+    other_model = now.model_copy(update={"spec": "openai:gpt-image-1", "model_id": "gpt-image-1"})
+    assert moved_service(before, other_model) is None  # another model too: OPENAI_BASE_URL alone would not do
     local = ModelRef(spec="diffusers:/m", backend="diffusers", fingerprint="c" * 16)
     assert moved_service(local, local.model_copy(update={"fingerprint": "d" * 16})) is None  # weights, not a service

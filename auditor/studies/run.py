@@ -143,6 +143,8 @@ def moved_service(before: ModelRef, ref: ModelRef) -> str | None:
     names the service), what to say instead of "other weights": the option was not changed, the server was."""
     if before.service is None or ref.service is None or before.service == ref.service:
         return None
+    if (before.backend, before.model_id) != (ref.backend, ref.model_id):  # another model too: going back is no fix
+        return None
     return (
         f"{ref.spec} is served by {ref.service} now, not by {before.service} as before "
         f"(set OPENAI_BASE_URL back to {before.service} to use what it made)"
