@@ -29,7 +29,9 @@ part() {
         >"$out/$name.log" 2>&1
     status=$?
     echo "$name: exit $status at $SECONDS s$( ((status == 124)) && echo ' (cut at its time limit)')"
+    ((status > worst)) && worst=$status
 }
+worst=0  # the session exits with its worst part's status (0 when every part that ran ended well)
 
 nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.max.sm --format=csv >"$out/gpu.txt" 2>&1
 case $plan in
@@ -50,3 +52,4 @@ for log in "$out"/*.log; do
     echo "== $log"
     tail -n 12 "$log"
 done
+exit "$worst"

@@ -361,9 +361,10 @@ def _run_session(checkout: Path, out: Path, *args: str) -> subprocess.CompletedP
 
 
 def test_a_gpu_session_runs_its_parts_in_order_each_into_its_own_files(tmp_path):
-    checkout = _session_with_benchmark(tmp_path, 'echo "$@" >> "$OUT/calls.txt"; echo "table of $*"')
+    benchmark = 'echo "$@" >> "$OUT/calls.txt"; echo "table of $*"; case "$*" in *--compile*) exit 3;; esac'
+    checkout = _session_with_benchmark(tmp_path, benchmark)
     result = _run_session(checkout, tmp_path / "out", "models", "550", "--tiny")
-    assert result.returncode == 0, result.stderr
+    assert result.returncode == 3, result.stderr  # the worst part's status, after every part has run
     calls = (tmp_path / "out" / "calls.txt").read_text().splitlines()
     out = tmp_path / "out"
     assert calls == [
@@ -373,7 +374,7 @@ def test_a_gpu_session_runs_its_parts_in_order_each_into_its_own_files(tmp_path)
     ]
     assert {p.name for p in out.iterdir()} == {"calls.txt", "gpu.txt", "sd15-eager.log", "sd15-compiled.log",
                                                "sd21-eager.log"}  # fmt: skip
-    assert "sd15-compiled: exit 0 at" in result.stdout and "table of --models" in result.stdout  # the logs' ends
+    assert "sd15-compiled: exit 3 at" in result.stdout and "table of --models" in result.stdout  # the logs' ends
     compare = _run_session(checkout, tmp_path / "out2", "compare")
     assert "--only authors auditor-overlapped --sets 31 --images 8 --repeats 1 --no-compile" in compare.stdout
 

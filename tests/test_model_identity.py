@@ -367,9 +367,9 @@ def test_a_hosted_model_reached_at_another_service_is_named_as_such_not_as_other
     from auditor.records import ModelRef
     from auditor.studies.run import moved_service
 
-    before = ModelRef(
-        spec="openai:dall-e-3", backend="openai", model_id="dall-e-3", fingerprint="a" * 16, service="http://127.0.0.1:1/v1"
-    )
+    served = "http://127.0.0.1:1/v1"
+    before = ModelRef(spec="openai:dall-e-3", backend="openai", model_id="dall-e-3", fingerprint="a" * 16)
+    before = before.model_copy(update={"service": served})
     now = before.model_copy(update={"fingerprint": "b" * 16, "service": "http://proxy:8000/v1"})
     assert moved_service(before, now) == (
         "openai:dall-e-3 is served by http://proxy:8000/v1 now, not by http://127.0.0.1:1/v1 as before "
