@@ -17,7 +17,7 @@ from auditor.core.fingerprint import folder_fingerprint
 from auditor.generation.base import GenerationItem
 from auditor.generation.diffusers_backend import CUT_PROMPT_LOG_LINES
 from auditor.generation.registry import T2I_BACKENDS
-from auditor.records import GenerationSettings, ModelRef
+from auditor.records import GenerationSettings, ModelRef, load_record
 from tests.clitools import run_auditor
 from tests.fake_openai import FAKE_API_KEY, http_error, png_base64
 
@@ -228,6 +228,22 @@ def test_diffusers_missing_weights_is_one_line_naming_the_model(model, expected)
     assert "\n" not in message
     assert f"cannot load text-to-image model {model!r}" in message and expected in message
     assert "--t2i diffusers:/path/to/local/copy" in message
+
+
+def test_a_resume_onto_the_images_api_refuses_the_runs_own_settings_it_cannot_take(tiny_models, monkeypatch):
+    """--resume may point a run at another --t2i, but the run keeps its settings: ones the new model cannot take
+    are one line, before anything runs, and the run itself is left as it was."""
+    made = run_auditor(
+        "prompt", "a photo of a nurse", "--t2i", f"diffusers:{tiny_models.t2i}", "--llm", "offline", "--embedder",
+        "none", "--axes", "gender", "--images", "2", "--steps", "2", "--vqa", f"blip2:{tiny_models.vqa}",
+        "--name", "r", "--quiet",
+    )  # fmt: skip
+    assert made.returncode == 0, made.stderr
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
+    moved = run_auditor("prompt", "--resume", "r", "--t2i", "openai:dall-e-3", process=True)
+    assert moved.returncode == 2 and moved.stderr.startswith("error: --t2i openai:dall-e-3 takes no steps")
+    assert len(moved.stderr.splitlines()) == 1
+    assert load_record(Path("runs") / "r" / "record.json").status == "completed"
 
 
 def test_a_pipeline_folder_whose_component_lacks_its_weights_names_the_component_in_one_line(tiny_models, tmp_path):

@@ -205,6 +205,10 @@ class Resumption:
             config.perception.concurrency = self.vqa_concurrency
         for name, spec in self.models.items():
             registries[name].preflight(spec)
+            if name == "t2i":  # the run's own generation settings must suit the model it now names
+                from auditor.generation.registry import check_t2i_settings
+
+                check_t2i_settings(spec, config.generation)
             setattr(config, name, spec_ref(spec))
 
 
