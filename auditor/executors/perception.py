@@ -13,6 +13,8 @@ ones still to compute into chunks. Every executor feeds them the same images in 
 same order, so the chunks, and with them every answer and embedding, are the same
 whether the reader runs after generation or alongside it. The model runs in the
 executor's thread; cache writes, record updates and progress go to the run's writer.
+A hosted VQA model, paid per request, is asked only what each image lacks, and what a
+failed or stopped chunk got before it ended is cached all the same (:meth:`ImageReader.salvage`).
 """
 
 from __future__ import annotations
