@@ -388,14 +388,14 @@ def association_samples(
             divisor = n_x + n_y
         squares = np.where(x_weights > 0, x_weights * (asc_x - centre_x[:, None]) ** 2, 0.0).sum(axis=1)
         squares += np.where(y_weights > 0, y_weights * (asc_y - centre_y[:, None]) ** 2, 0.0).sum(axis=1)
-        dof = n_x + n_y - 2
         sd = np.sqrt(squares / divisor)
         scale = np.maximum(
             np.where(x_weights > 0, np.abs(asc_x), 0.0).max(axis=1, initial=0.0),
             np.where(y_weights > 0, np.abs(asc_y), 0.0).max(axis=1, initial=0.0),
         )
         association = np.where((n_x > 0) & (n_y > 0), mean_x - mean_y, np.nan)
-        effect = np.where((dof > 0) & (sd > RELATIVE_TOLERANCE * scale), association / sd, np.nan)
+        three_or_more = n_x + n_y > 2  # either sd needs three images drawn (the pooled one, a degree of freedom)
+        effect = np.where(three_or_more & (sd > RELATIVE_TOLERANCE * scale), association / sd, np.nan)
     return association, effect
 
 
