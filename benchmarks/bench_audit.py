@@ -619,6 +619,7 @@ def vqa_throughput(setup: Setup, batch_sizes: list[int], images: int) -> dict:
         vqa.settings = settings.model_copy(update={"batch_size": size})
         per_call = images_per_vqa_call(size)
         count = max(images, per_call)
+        pairs = count * len(asked)
         try:
             vqa.answer(pictures[:per_call], asked, caption)  # warm-up: one call at this size
             synchronize()
@@ -638,9 +639,9 @@ def vqa_throughput(setup: Setup, batch_sizes: list[int], images: int) -> dict:
         result["by_batch_size"][str(size)] = {
             "images_per_call": per_call,
             "images": count,
-            "pairs": count * len(asked),
+            "pairs": pairs,
             "seconds": round(seconds, 3),
-            "pairs_per_s": significant(count * len(asked) / seconds),
+            "pairs_per_s": significant(pairs / seconds),
             "decoded_token_rows": counter.rows,
             "peak_memory_gib": round(torch.cuda.max_memory_allocated() / 2**30, 2) if torch.cuda.is_available() else None,
         }
