@@ -556,6 +556,7 @@ def test_an_openai_model_without_a_key_is_one_line_before_any_run_folder(tmp_pat
         ["batch", "prompts.txt", "--llm", "offline"],
         ["t2iat", "run", "flowers-insects"],
         ["explore", "--topic", "people at work", "--llm", "offline"],
+        ["amplification", "run", "--captions", "prompts.txt", "--occupation", "nurse"],
     ],
 )
 def test_settings_the_images_api_cannot_take_are_one_line_before_any_run_folder(tmp_path, monkeypatch, command):

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from auditor.core.registry import FolderKind, Registry
+from auditor.core.registry import FolderKind, Registry, Spec
 
 if TYPE_CHECKING:  # pragma: no cover
     from auditor.records import GenerationSettings
@@ -30,11 +30,13 @@ T2I_BACKENDS.register("openai", "auditor.generation.openai_images:load", "audito
 T2I_BACKENDS.register("folder", "auditor.generation.folder:load", "auditor.generation.folder:preflight")
 
 
-def check_t2i_settings(text: str, settings: GenerationSettings) -> None:
-    """Refuse generation settings the ``--t2i`` model cannot take (steps for the Images API, say) before a run
-    folder is made for them: the run would keep them, and a resume would stop the same way."""
-    spec = T2I_BACKENDS.check(text)
+def preflight_t2i(text: str, settings: GenerationSettings) -> Spec:
+    """:meth:`Registry.preflight` for ``--t2i``, then refuse generation settings its model cannot take (steps for the
+    Images API, say), all before a run folder is made for them: the run would keep them, and a resume would stop
+    the same way."""
+    spec = T2I_BACKENDS.preflight(text)
     if spec.prefix == "openai":
         from auditor.generation.openai_images import check_settings
 
         check_settings(spec, settings)
+    return spec

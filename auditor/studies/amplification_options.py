@@ -75,7 +75,7 @@ class AmplificationOptions:
 
     def validate(self) -> None:
         """Reject bad input before a run folder is created or a model loaded."""
-        from auditor.generation.registry import T2I_BACKENDS, check_t2i_settings
+        from auditor.generation.registry import preflight_t2i
         from auditor.perception.registry import EMBEDDERS, FACE_DETECTORS, SENTENCE_EMBEDDERS
 
         check_images_and_seeds(self.images, self.seeds)
@@ -89,8 +89,7 @@ class AmplificationOptions:
             raise AuditorError(f"--per-occupation must be at least 1 (got {self.per_occupation})")
         if self.bootstrap < 1:
             raise AuditorError(f"--bootstrap must be at least 1 (got {self.bootstrap})")
-        T2I_BACKENDS.preflight(self.t2i)
-        check_t2i_settings(self.t2i, self.generation)
+        preflight_t2i(self.t2i, self.generation)
         if EMBEDDERS.check(self.embedder).prefix != "clip":
             raise AuditorError(
                 f"--embedder must be a CLIP model (clip:<id|path>) for the zero-shot classifier, not {self.embedder!r}"

@@ -58,7 +58,7 @@ class ExploreOptions:
 def validate_options(options: ExploreOptions) -> None:
     """Reject bad input before anything is created or loaded."""
     from auditor.executors import check_placement
-    from auditor.generation.registry import T2I_BACKENDS, check_t2i_settings
+    from auditor.generation.registry import preflight_t2i
     from auditor.perception.registry import SENTENCE_EMBEDDERS, VQA_BACKENDS
     from auditor.planning import check_llm_spec
     from auditor.planning.offline import check_axes
@@ -111,8 +111,7 @@ def validate_options(options: ExploreOptions) -> None:
 
         check_topic(options.topic)
     check_placement(options.executor, options.device)
-    T2I_BACKENDS.preflight(options.t2i)
-    check_t2i_settings(options.t2i, options.generation)
+    preflight_t2i(options.t2i, options.generation)
     VQA_BACKENDS.preflight(options.vqa)
     if options.text_embedder:
         SENTENCE_EMBEDDERS.preflight(options.text_embedder)

@@ -81,7 +81,7 @@ class PromptAuditOptions:
 def validate_options(options: PromptAuditOptions) -> None:
     """Reject bad input before anything is created or loaded."""
     from auditor.executors import check_placement
-    from auditor.generation.registry import check_t2i_settings
+    from auditor.generation.registry import preflight_t2i
     from auditor.planning import check_llm_spec
 
     if not has_visible_text(options.prompt):
@@ -97,11 +97,11 @@ def validate_options(options: PromptAuditOptions) -> None:
         from auditor.planning.offline import check_axes
 
         options.axes = check_axes(options.axes)
+    preflight_t2i(options.t2i, options.generation)
     registries = _model_registries()
-    for stage, spec in (("t2i", options.t2i), ("vqa", options.vqa), ("embedder", options.embedder)):
+    for stage, spec in (("vqa", options.vqa), ("embedder", options.embedder)):
         if spec:
             registries[stage].preflight(spec)
-    check_t2i_settings(options.t2i, options.generation)
 
 
 def _model_registries() -> dict:

@@ -204,11 +204,12 @@ class Resumption:
         if self.vqa_concurrency is not None:
             config.perception.concurrency = self.vqa_concurrency
         for name, spec in self.models.items():
-            registries[name].preflight(spec)
             if name == "t2i":  # the run's own generation settings must suit the model it now names
-                from auditor.generation.registry import check_t2i_settings
+                from auditor.generation.registry import preflight_t2i
 
-                check_t2i_settings(spec, config.generation)
+                preflight_t2i(spec, config.generation)
+            else:
+                registries[name].preflight(spec)
             setattr(config, name, spec_ref(spec))
 
 

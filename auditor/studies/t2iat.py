@@ -77,15 +77,14 @@ class T2IATOptions:
     def validate(self) -> None:
         """Reject bad input before a run folder is created or a model loaded."""
         from auditor.executors import check_placement
-        from auditor.generation.registry import T2I_BACKENDS, check_t2i_settings
+        from auditor.generation.registry import preflight_t2i
         from auditor.perception.registry import EMBEDDERS
 
         check_images_and_seeds(self.images, self.seeds)
         check_placement(self.executor, self.device)
         if self.permutations < 1:
             raise AuditorError(f"--permutations must be at least 1 (got {self.permutations})")
-        T2I_BACKENDS.preflight(self.t2i)
-        check_t2i_settings(self.t2i, self.generation)
+        preflight_t2i(self.t2i, self.generation)
         EMBEDDERS.preflight(self.embedder)
 
     def config_fields(self) -> dict[str, Any]:
