@@ -355,8 +355,8 @@ def test_run_json_contract(data, image_run):
     ]
     assert len(examples) == sum(t.selected for t in record.training)
     assert {e["face"] for e in examples} == {"kept", "no_face", "missing", "no_image"}
-    lost = "1 training image named in the image column is missing or does not decode, so it is left out of T "
-    assert lost + "(counted as missing): 'drawn/no-such-file.png'" in output["warnings"]
+    lost = "image column: 1 training image missing or not decodable, left out of T (counted as missing): "
+    assert lost + "'drawn/no-such-file.png'" in output["warnings"]
 
 
 @pytest.mark.slow

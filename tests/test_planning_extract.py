@@ -133,3 +133,18 @@ def test_nothing_usable_is_a_problem_for_the_llm():
     ]:
         with pytest.raises(PlanProblem, match=message):
             extract_axes(text)
+
+
+def test_a_plan_breaking_many_rules_names_the_first_three_and_counts_the_rest():
+    """The problems go back to the LLM and to the terminal as one line: all of them would not read as one."""
+    from auditor.planning.proposals import ProposedAxis
+    from auditor.planning.rules import checked_axes
+
+    axes = [ProposedAxis(name=f"axis {number}", counterfactuals=["a photo"]) for number in range(5)]
+    with pytest.raises(PlanProblem) as caught:
+        checked_axes("a photo of a nurse", axes)
+    assert str(caught.value) == (
+        "axis 'axis_0' has only 1 counterfactual; every axis needs at least two different ones; "
+        "axis 'axis_1' has only 1 counterfactual; every axis needs at least two different ones; "
+        "axis 'axis_2' has only 1 counterfactual; every axis needs at least two different ones (and 2 more)"
+    )

@@ -9,6 +9,7 @@ text in folds it with :func:`single_spaced`, so they cannot drift apart.
 from __future__ import annotations
 
 import unicodedata
+from collections.abc import Sequence
 
 
 def single_spaced(text: str) -> str:
@@ -42,7 +43,8 @@ def elided(text: str, limit: int) -> str:
     return f"{text[:half]} … {text[len(text) - half:]}"
 
 
-def first_few(texts: list[str], shown: int = 3) -> str:
-    """The first ``shown`` of ``texts``, comma-separated, and how many more: ``a, b, c and 2 more``."""
+def first_few(texts: Sequence[str], shown: int = 3, separator: str = ", ") -> str:
+    """The first ``shown`` of ``texts`` and how many more, for a message that must stay one readable line:
+    ``a, b, c (and 2 more)``."""
     more = len(texts) - shown
-    return ", ".join(texts[:shown]) + (f" and {more} more" if more > 0 else "")
+    return separator.join(texts[:shown]) + (f" (and {more} more)" if more > 0 else "")

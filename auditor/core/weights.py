@@ -40,6 +40,7 @@ from auditor.core.fingerprint import (
     settings_fingerprint,
 )
 from auditor.core.registry import Spec, looks_like_path
+from auditor.core.text import first_few
 from auditor.records import ModelRef
 
 _COMMIT = re.compile(r"^[0-9a-f]{40}$")
@@ -243,7 +244,7 @@ def check_complete(what: str, model_id: str, problems: list[str], options: LoadO
     """
     if not problems or options.allow_partial_weights:
         return problems
-    shown = ", ".join(problems[:KEYS_SHOWN]) + (f" (and {len(problems) - KEYS_SHOWN} more)" if len(problems) > KEYS_SHOWN else "")
+    shown = first_few(problems, KEYS_SHOWN)
     raise BackendError(
         f"cannot load {what} model {model_id!r}: its checkpoint does not match the model ({shown}); "
         "those layers would be randomly initialised and give meaningless results. Use a complete checkpoint, "

@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from auditor.core.errors import AuditorError, InvalidPlanError
-from auditor.core.text import single_spaced, text_key
+from auditor.core.text import first_few, single_spaced, text_key
 from auditor.planning.proposals import PlanProblem, ProposedAxis, snake_case
 from auditor.planning.questions import caption_question, question_for_axis
 from auditor.records import AuditPlan, AxisPlan, ChatMessage
@@ -106,17 +106,11 @@ def plan_problems(prompt: str, axes: Sequence[ProposedAxis]) -> list[str]:
     return problems
 
 
-def _summary(problems: list[str]) -> str:
-    shown = "; ".join(problems[:_MAX_PROBLEMS_SHOWN])
-    more = len(problems) - _MAX_PROBLEMS_SHOWN
-    return shown + (f" (and {more} more)" if more > 0 else "")
-
-
 def checked_axes(prompt: str, axes: Sequence[ProposedAxis], questions: dict[str, str] | None = None) -> list[AxisPlan]:
     """AxisPlans with snake_case names and their VQA questions (given ones win); PlanProblem on any rule broken."""
     problems = plan_problems(prompt, axes)
     if problems:
-        raise PlanProblem(_summary(problems))
+        raise PlanProblem(first_few(problems, _MAX_PROBLEMS_SHOWN, separator="; "))
     built = []
     for axis in axes:
         name = snake_case(axis.name)

@@ -32,7 +32,7 @@ from typing import Any
 
 from auditor.core.errors import AuditorError
 from auditor.core.store import load_json
-from auditor.core.text import single_spaced
+from auditor.core.text import first_few, single_spaced
 from auditor.records import INITIAL_PROMPT_ID, counterfactual_id
 
 #: Keys whose presence marks a JSON object as a TIBET result file.
@@ -212,7 +212,7 @@ def _size_warnings(result: TibetResult) -> list[str]:
     short = [f"{prompt_id} has {size}" for prompt_id, size in sizes.items() if size < longest]
     if not short:
         return []
-    listed = ", ".join(short[:4]) + (f" and {len(short) - 4} more" if len(short) > 4 else "")
+    listed = first_few(short, 4)
     return [
         f"the image sets differ in size ({longest} images at most; {listed}): image i of each set is taken as seed "
         "i, so a shorter set lacks the last seeds, and its intervals hold over the resamples that draw one of its images"

@@ -22,6 +22,7 @@ from auditor.corpora.prompts import occupation_prompt
 from auditor.corpora.readers import image_path
 from auditor.corpora.selection import NN_METHODS, NO_INDICATOR_METHODS, Method, SelectedCaption, Selection
 from auditor.records import AmplificationRecord, CaptionFile, CaptionLabels, TrainingSide
+from auditor.reporting.wording import counted
 from auditor.scoring.amplification import image_counts, share
 from auditor.studies.face_stage import ImageFile
 from auditor.studies.progress import ProgressReporter
@@ -144,10 +145,8 @@ def training_warnings(study: AmplificationRun) -> list[str]:
         warnings.append(f"caption labels use {study.record.training_data.labels}")
     if config.image_column is not None and (lost := _lost_images(study)):
         warnings.append(
-            f"{len(lost)} training image{'s' if len(lost) > 1 else ''} named in the image column "
-            f"{'are' if len(lost) > 1 else 'is'} missing or do{'' if len(lost) > 1 else 'es'} not decode, so "
-            f"{'they are' if len(lost) > 1 else 'it is'} left out of T (counted as missing): "
-            f"{first_few([repr(value) for value in lost])}"
+            f"image column: {counted(len(lost), 'training image')} missing or not decodable, left out of T (counted "
+            f"as missing): {first_few([repr(value) for value in lost])}"
         )
     return warnings
 
