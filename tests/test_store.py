@@ -374,6 +374,14 @@ def test_runs_started_in_the_same_second_get_their_own_folders(tmp_path, monkeyp
     (elsewhere.root / "b-file").write_text("x")
     with pytest.raises(AuditorError, match=f"^{elsewhere.root / 'b-file'} is a file, not a run$"):  # not "no such"
         elsewhere.resolve("b-file")
+    (tmp_path / "gone").symlink_to(tmp_path / "nowhere")  # a link to nothing is neither a file nor a folder
+    with pytest.raises(AuditorError, match=r"gone is a broken link \(to .*nowhere\), not a run: move it away, or give"):
+        store.create_run("gone", "nurse")
+    (elsewhere.root / "c-gone").symlink_to("nowhere")
+    with pytest.raises(AuditorError, match=r"c-gone is a broken link \(to nowhere\), not a run$"):
+        elsewhere.resolve("c-gone")
+    with pytest.raises(AuditorError, match=r"c-gone is a broken link \(to nowhere\), not a run: give the run's"):
+        elsewhere.resolve(elsewhere.root / "c-gone")
 
 
 def test_a_write_problem_names_what_stands_where_a_folder_must_be(tmp_path, monkeypatch):

@@ -150,7 +150,7 @@ class RunStore:
         if path is None:
             taken = self.root / run_id
             if not taken.is_dir():
-                raise AuditorError(f"{taken} is a file, not a run: move it away, or give another --name")
+                raise AuditorError(f"{_what_is(taken)}, not a run: move it away, or give another --name")
             if not (taken / RECORD_FILE).is_file():  # --resume would not take it (yet): say what is there
                 raise AuditorError(
                     f"run {run_id!r} already exists in {self.root} but holds no record yet (a run starting now, or "
@@ -218,13 +218,13 @@ class RunStore:
             return f"{text} holds no {RECORD_FILE}: not a run folder"
         if "/" in text and (inside := self._inside(text)) is not None and inside.is_dir():
             return f"{inside} holds no {RECORD_FILE}: not a run folder"
-        if path.exists():
-            return f"{text} is a file, not a run: give the run's folder, its id or its {RECORD_FILE}"
+        if path.exists() or path.is_symlink():
+            return f"{_what_is(path)}, not a run: give the run's folder, its id or its {RECORD_FILE}"
         if _RUN_ID_PATTERN.fullmatch(text):
             if (self.root / text).is_dir():  # e.g. a run that stopped before it wrote its record
                 return f"{self.root / text} holds no {RECORD_FILE}: not a run folder"
-            if (self.root / text).exists():
-                return f"{self.root / text} is a file, not a run"
+            if (self.root / text).exists() or (self.root / text).is_symlink():
+                return f"{_what_is(self.root / text)}, not a run"
             audits = sorted(self.root.glob(f"*/{AUDITS_FOLDER}/{text}/{RECORD_FILE}")) if self.root.is_dir() else []
             if audits:  # an audit's id, as its batch's report names it
                 named = " or ".join(str(path.parent.relative_to(self.root)) for path in audits)
@@ -280,6 +280,13 @@ def _is_file(path: Path) -> bool:
         return path.is_file()
     except OSError:
         return True
+
+
+def _what_is(path: Path) -> str:
+    """What stands at ``path``, which is no folder: a link to nothing (shown as a file it would mislead), else a file."""
+    if path.is_symlink() and not path.exists():
+        return f"{path} is a broken link (to {os.readlink(path)})"
+    return f"{path} is a file"
 
 
 def _has_record(folder: Path) -> bool:
