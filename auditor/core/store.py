@@ -283,7 +283,7 @@ def _is_file(path: Path) -> bool:
 
 
 def _what_is(path: Path) -> str:
-    """What stands at ``path``, which is no folder: a link to nothing (shown as a file it would mislead), else a file."""
+    """What stands at ``path``, which is no folder: a link to nothing (called a file, it would mislead), else a file."""
     if path.is_symlink() and not path.exists():
         return f"{path} is a broken link (to {os.readlink(path)})"
     return f"{path} is a file"
