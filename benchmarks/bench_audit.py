@@ -943,6 +943,10 @@ class Budget:
     starts only when the time it is expected to take is left, so the results hold every
     measurement that fitted and say which were left out."""
 
+    #: What a run of unknown length (a warm-up, the UNet or VQA alone) is taken to need: on a GPU none takes less,
+    #: as loading the models alone takes longer, so one started with less left would only be cut off.
+    UNKNOWN_RUN_S = 30.0
+
     def __init__(self, minutes: float | None, clock: Callable[[], float] = time.monotonic):
         self._clock = clock
         self._deadline = None if minutes is None else clock() + 60 * minutes
@@ -952,7 +956,7 @@ class Budget:
         if self._deadline is None:
             return True
         left = self._deadline - self._clock()
-        return left > 0 and (expected_s is None or expected_s <= left)
+        return left > 0 and (self.UNKNOWN_RUN_S if expected_s is None else expected_s) <= left
 
 
 def expected_seconds(

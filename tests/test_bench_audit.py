@@ -86,8 +86,10 @@ def test_budget_lets_a_run_start_only_when_its_expected_time_is_left():
     budget = bench.Budget(2, clock=lambda: now[0])  # 120 s from t = 100
     assert budget.fits(None) and budget.fits(120) and not budget.fits(121)
     now[0] = 190.0
-    assert budget.fits(30) and not budget.fits(31) and budget.fits(None)
-    now[0] = 220.0  # spent: not even a run of unknown length starts
+    assert budget.fits(30) and not budget.fits(31) and budget.fits(None)  # 30 s: what an unknown run needs
+    now[0] = 191.0  # a run of unknown length would be cut off; a known short one still fits
+    assert not budget.fits(None) and budget.fits(29)
+    now[0] = 220.0  # spent: nothing starts
     assert not budget.fits(None) and not budget.fits(0)
     assert bench.Budget(None, clock=lambda: now[0]).fits(10**9)
 
