@@ -27,7 +27,7 @@ from auditor.core.errors import AuditorError
 from auditor.core.fingerprint import settings_fingerprint
 from auditor.core.registry import Spec
 from auditor.core.weights import LoadOptions, device_kind
-from auditor.perception.loading import check_batch_size, load_pretrained, on_model
+from auditor.perception.loading import LoadedModel, check_batch_size, load_pretrained, on_model
 from auditor.perception.registry import DETECTORS
 from auditor.records import ModelRef
 
@@ -272,15 +272,9 @@ def _check_threshold(kind: str, value: float) -> None:
 # --------------------------------------------------------------------------- loaders
 
 
-def load_grounding_dino(
-    spec: Spec,
-    options: LoadOptions = LoadOptions(),
-    box_threshold: float | None = None,
-    text_threshold: float | None = None,
-    batch_size: int = 8,
-) -> GroundingDinoDetector:
-    """``grounding-dino:<hub id or folder>``; thresholds None = 0.35 (box) and 0.25 (text)."""
-    loaded = load_pretrained(
+def _load_detector(spec: Spec, options: LoadOptions) -> LoadedModel:
+    """The zero-shot detection model and processor ``spec`` names (both detector families load the same way)."""
+    return load_pretrained(
         spec,
         options,
         what=_WHAT,
@@ -289,6 +283,17 @@ def load_grounding_dino(
         processor_class="AutoProcessor",
         model_types=DETECTORS.model_types(spec.prefix),
     )
+
+
+def load_grounding_dino(
+    spec: Spec,
+    options: LoadOptions = LoadOptions(),
+    box_threshold: float | None = None,
+    text_threshold: float | None = None,
+    batch_size: int = 8,
+) -> GroundingDinoDetector:
+    """``grounding-dino:<hub id or folder>``; thresholds None = 0.35 (box) and 0.25 (text)."""
+    loaded = _load_detector(spec, options)
     threshold = GROUNDING_DINO_BOX_THRESHOLD if box_threshold is None else box_threshold
     text = GROUNDING_DINO_TEXT_THRESHOLD if text_threshold is None else text_threshold
     return GroundingDinoDetector(loaded.model, loaded.processor, loaded.ref, threshold, text, batch_size)
@@ -304,14 +309,6 @@ def load_owlv2(
     """``owlv2:<hub id or folder>``; ``box_threshold`` None = 0.1. OWLv2 has no text threshold: one is an error."""
     if text_threshold is not None:
         raise AuditorError("owlv2 detectors have no text threshold (it is Grounding DINO's); leave it out")
-    loaded = load_pretrained(
-        spec,
-        options,
-        what=_WHAT,
-        option=_OPTION,
-        model_class="AutoModelForZeroShotObjectDetection",
-        processor_class="AutoProcessor",
-        model_types=DETECTORS.model_types(spec.prefix),
-    )
+    loaded = _load_detector(spec, options)
     threshold = OWLV2_BOX_THRESHOLD if box_threshold is None else box_threshold
     return Owlv2Detector(loaded.model, loaded.processor, loaded.ref, threshold, batch_size)
