@@ -3,11 +3,27 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 from auditor.tiny.tokenizers import clip_tokenizer
 
 #: Side of the square images the tiny vision towers take.
 IMAGE_SIZE = 32
+
+
+def clip_text_config(tokenizer: Any) -> dict[str, Any]:
+    """A two-layer CLIP text tower sized to ``tokenizer`` (CLIP's and OWLv2's text towers are the same)."""
+    return {
+        "vocab_size": len(tokenizer),
+        "hidden_size": 32,
+        "intermediate_size": 64,
+        "num_hidden_layers": 2,
+        "num_attention_heads": 4,
+        "max_position_embeddings": tokenizer.model_max_length,
+        "bos_token_id": tokenizer.bos_token_id,
+        "eos_token_id": tokenizer.eos_token_id,
+        "pad_token_id": tokenizer.pad_token_id,
+    }
 
 
 def build_clip(folder: Path, seed: int) -> None:
@@ -17,17 +33,7 @@ def build_clip(folder: Path, seed: int) -> None:
 
     tokenizer = clip_tokenizer()
     config = CLIPConfig(
-        text_config={
-            "vocab_size": len(tokenizer),
-            "hidden_size": 32,
-            "intermediate_size": 64,
-            "num_hidden_layers": 2,
-            "num_attention_heads": 4,
-            "max_position_embeddings": tokenizer.model_max_length,
-            "bos_token_id": tokenizer.bos_token_id,
-            "eos_token_id": tokenizer.eos_token_id,
-            "pad_token_id": tokenizer.pad_token_id,
-        },
+        text_config=clip_text_config(tokenizer),
         vision_config={
             "hidden_size": 32,
             "intermediate_size": 64,

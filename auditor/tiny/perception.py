@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from auditor.tiny.clip import clip_text_config
 from auditor.tiny.tokenizers import bert_tokenizer, clip_tokenizer
 
 #: Side of the square images the tiny backbones and detectors take.
@@ -113,17 +114,7 @@ def build_owlv2(folder: Path, seed: int) -> None:
 
     tokenizer = clip_tokenizer(model_max_length=16, pad_token="!")
     config = Owlv2Config(
-        text_config={
-            "vocab_size": len(tokenizer),
-            "hidden_size": 32,
-            "intermediate_size": 64,
-            "num_hidden_layers": 2,
-            "num_attention_heads": 4,
-            "max_position_embeddings": tokenizer.model_max_length,
-            "bos_token_id": tokenizer.bos_token_id,
-            "eos_token_id": tokenizer.eos_token_id,
-            "pad_token_id": tokenizer.pad_token_id,
-        },
+        text_config=clip_text_config(tokenizer),
         vision_config=_vit_layers(),
         projection_dim=32,  # the class head compares image features with text embeddings of this width
     )
