@@ -459,6 +459,9 @@ def test_occupations_end_to_end_with_tiny_models(tmp_path, tiny_models, executor
     record = OccupationsRecord.model_validate_json((run_dir / "record.json").read_text())
     assert record.status == "completed" and [o.occupation for o in record.occupations] == ["chef", "accountant"]
     assert record.config.executor == executor
+    assert record.subject() == "occupations: chef, accountant"  # as `auditor runs` lists it
+    eight = record.config.model_copy(update={"occupations": [f"job {k}" for k in range(8)]})
+    assert record.model_copy(update={"config": eight}).subject() == "occupations: job 0, job 1, job 2 (and 5 more)"
     prompts = {s.prompt_id: s.prompt for s in record.prompt_sets}
     assert prompts["accountant/female"] == "a photo of a female accountant"
     assert prompts["accountant/neutral"] == "a photo of an accountant"  # the template's "a" fits the occupation

@@ -12,6 +12,7 @@ from typing import ClassVar, Literal
 from pydantic import Field, field_validator
 
 from auditor.core.choices import EffectLabel, EffectSpread
+from auditor.core.text import first_few
 from auditor.records.base import StudyConfig, StudyRecord
 from auditor.records.images import PromptSet
 from auditor.records.intervals import Interval, IntervalSettings
@@ -247,4 +248,4 @@ class OccupationsRecord(StudyRecord):
     occupations: list[OccupationAssociation] = Field(default_factory=list, description="One result per occupation.")
 
     def subject(self) -> str:
-        return f"occupations: {', '.join(self.config.occupations)}"
+        return f"occupations: {first_few(self.config.occupations)}"
