@@ -182,6 +182,9 @@ def test_a_planted_bias_is_found_in_the_top_k_confirmed_and_everything_is_record
         if path.is_file() and path.suffix in {".json", ".html"}:
             assert FAKE_API_KEY not in path.read_text(encoding="utf-8")
     assert isinstance(load_record(exploration.run_dir / "record.json", ExploreRecord), ExploreRecord)
+    many = record.config.model_copy(update={"topic": "work", "seed_prompts": [f"a photo of a {j}" for j in "abcde"]})
+    listed = "topic: work | a photo of a a, a photo of a b, a photo of a c (and 2 more)"  # a title, a row of `runs`
+    assert record.model_copy(update={"config": many}).subject() == listed
 
     # Explored again into another folder, with BCa intervals: round 1's images are all in the cache, so reused and
     # not charged; the confirmation tests are BCa's too.

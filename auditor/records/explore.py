@@ -16,6 +16,7 @@ from typing import ClassVar, Literal
 from pydantic import Field
 
 from auditor.core.choices import IntervalMethod
+from auditor.core.text import first_few
 from auditor.records.base import StudyConfig, StudyRecord
 from auditor.records.images import ImageAnswers, PromptSet
 from auditor.records.intervals import Correction, Interval
@@ -253,6 +254,6 @@ class ExploreRecord(StudyRecord):
     )
 
     def subject(self) -> str:
-        seeds = ", ".join(self.config.seed_prompts)
+        seeds = first_few(self.config.seed_prompts)
         topic = self.config.topic
         return " | ".join(part for part in (f"topic: {topic}" if topic else "", seeds) if part) or self.run_id
