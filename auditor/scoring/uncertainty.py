@@ -110,6 +110,16 @@ class BootstrapSettings:
             raise AuditorError(f"unknown interval method {self.method!r}: use 'percentile' or 'bca'")
 
 
+def seed_weights(seeds: int, boot: BootstrapSettings) -> np.ndarray:
+    """The rows every statistic is computed on, as weights over the seed indices: the identity (the point
+    estimate), the B paired resamples, then for BCa one leave-one-seed-out row per seed."""
+    check_resamplable(seeds)
+    blocks = [np.ones((1, seeds)), bootstrap.resample_weights(seeds, boot.resamples, boot.seed)]
+    if boot.method == "bca":
+        blocks.append(bootstrap.jackknife_weights(seeds))
+    return np.vstack(blocks)
+
+
 @dataclass(frozen=True)
 class TibetSamples:
     """Every statistic in every row of a weight matrix (row = resample; NaN = undefined there)."""
@@ -378,12 +388,8 @@ def score_intervals(
     BCa, one leave-one-seed-out row per seed index.
     """
     boot = bootstrap_settings or BootstrapSettings()
-    seeds = counts.seeds
-    check_resamplable(seeds)
-    blocks = [np.ones((1, seeds)), bootstrap.resample_weights(seeds, boot.resamples, boot.seed)]
-    if boot.method == "bca":
-        blocks.append(bootstrap.jackknife_weights(seeds))
-    samples = tibet_samples(axes, counts, settings, np.vstack(blocks), synonyms=synonyms, embeddings=embeddings)
+    weights = seed_weights(counts.seeds, boot)
+    samples = tibet_samples(axes, counts, settings, weights, synonyms=synonyms, embeddings=embeddings)
     end = 1 + boot.resamples
 
     def bounds(matrix: np.ndarray) -> bootstrap.Bounds:
@@ -428,7 +434,7 @@ def score_intervals(
                 effect_size=interval_at(effect, samples.effect_size[0], a) if has_test else None,
             )
         )
-    return ScoreIntervals(settings=boot, seeds=seeds, axes=result)
+    return ScoreIntervals(settings=boot, seeds=counts.seeds, axes=result)
 
 
 @dataclass(frozen=True)
@@ -469,12 +475,7 @@ def difference_test(
     (:func:`auditor.metrics.bootstrap.bca_p_value_above`), so test and interval never disagree on method.
     """
     boot = bootstrap_settings or BootstrapSettings()
-    seeds = counts.seeds
-    check_resamplable(seeds)
-    blocks = [np.ones((1, seeds)), bootstrap.resample_weights(seeds, boot.resamples, boot.seed)]
-    if boot.method == "bca":
-        blocks.append(bootstrap.jackknife_weights(seeds))
-    samples = tibet_samples(axes, counts, settings, np.vstack(blocks))
+    samples = tibet_samples(axes, counts, settings, seed_weights(counts.seeds, boot))
     ids = samples.counterfactual_ids
     for prompt_id in (first, second):
         if prompt_id not in ids:
