@@ -910,9 +910,12 @@ def test_a_small_bav_keeps_its_digits_on_the_bar_and_in_the_batch_headline():
     from auditor.reporting.html import _bav_bar
 
     axis = build_view(fixture("pharmacist-sd15")).axes[0]
-    small = dataclasses.replace(axis, bav=2.5e-5, bav_ci=(1.2e-5, 6e-5), relative_bav=1.0)
+    small = dataclasses.replace(axis, bav=2.5e-5, bav_ci=(1.2e-5, 6e-5), relative_bav=1.0, relative_bav_ci=(0.4, 1.0))
     bar = _bav_bar(small)
-    assert bar.value_text == "1.00 · 0.00003" and bar.title == "BAV 0.00003, interval 0.00001 to 0.00006", bar
+    assert bar.value_text == "1.00 · 0.00003" and bar.interval == (0.4, 1.0)
+    # the hover names both intervals, and which of them the error bar draws (the bar's own, relative BAV's)
+    relative = "relative BAV 1.00, interval 0.40 to 1.00 (the error bar)"
+    assert bar.title == relative + "; BAV 0.00003, interval 0.00001 to 0.00006", bar
 
 
 def test_a_number_and_its_interval_in_two_cells_share_their_decimals_as_in_one():

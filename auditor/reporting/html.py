@@ -418,7 +418,11 @@ def _bav_bar(axis: AxisView) -> Bar:
     """An axis's bar: its relative BAV, labelled with that and its BAV (small BAVs with the decimals they need)."""
     if axis.bav is None or axis.relative_bav is None:
         return Bar(axis.name, None, "no BAV", axis.bav_note, BAV_COLOUR)
-    tooltip = f"BAV {number(axis.bav, 4)}"
+    tooltip = f"relative BAV {number(axis.relative_bav, 2)}"
+    if axis.relative_bav_ci is not None:
+        _, low, high = written_apart(axis.relative_bav, *axis.relative_bav_ci)
+        tooltip += f", interval {low} to {high} (the error bar)"
+    tooltip += f"; BAV {number(axis.bav, 4)}"
     if axis.bav_ci is not None:
         _, low, high = written_apart(axis.bav, *axis.bav_ci, 4)
         tooltip += f", interval {low} to {high}"
@@ -431,7 +435,7 @@ def _report_charts(view: ReportView) -> dict[str, Any]:
     bav = bar_chart(
         [_bav_bar(axis) for axis in view.axes],
         title="Relative BAV per axis",
-        axis_label="relative BAV (value shown: relative · BAV; error bar: interval)",
+        axis_label="relative BAV (value shown: relative · BAV; error bar: relative BAV's interval, at most 1)",
         scale_max=1.0,
     )
     cas = {
