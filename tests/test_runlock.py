@@ -267,6 +267,10 @@ def test_a_prompt_audits_reports_tell_a_running_record_apart_by_the_lock(tmp_pat
     assert terminal.count("This run was stopped without recording why") == 1  # the headline says it, no note again
     assert "Run p stopped" in terminal and page.count("This run was stopped without recording why") == 1
     assert '<span class="badge bad">stopped</span>' in page
+    # and what goes on from it, as every other kind of run says it
+    resume = f"Next: auditor prompt --resume {run_dir} continues it."
+    assert data["next_step"] == f"auditor prompt --resume {run_dir} continues it"
+    assert resume in terminal and f"<strong>Next:</strong> auditor prompt --resume {run_dir} continues it." in page
     holder = hold_lock(run_dir)
     try:
         terminal, data, page = shown()
@@ -277,4 +281,5 @@ def test_a_prompt_audits_reports_tell_a_running_record_apart_by_the_lock(tmp_pat
     assert data["shown_status"] == "running"
     assert terminal.count("This run is running now") == 1 and page.count("This run is running now") == 1
     assert "Run p running" in terminal and "without recording why" not in terminal + page
+    assert data["next_step"] is None and "--resume" not in terminal + page  # a resume would be refused now
     assert report_json(record)["status_phrase"] == STATUS_PHRASES["running"]  # no folder to ask

@@ -39,7 +39,7 @@ def report_json(record: RunRecord, run_dir: Path | None = None) -> dict[str, Any
     from auditor.reporting.prompt_audit import build_view
     from auditor.reporting.status import running_now
 
-    return build_view(record, running_now(record, run_dir)).as_dict()
+    return build_view(record, running_now(record, run_dir), run_dir).as_dict()
 
 
 __all__ = ["build_view", "render_terminal", "report_json", "write_html_report"]

@@ -619,5 +619,5 @@ def _report_context(view: ReportView, run_dir: Path) -> dict[str, Any]:
 
 def write_html_report(record: RunRecord, run_dir: Path) -> Path:
     """Write ``run_dir/report.html`` for ``record`` (atomically) and return its path."""
-    view = build_view(record, running_now(record, Path(run_dir)))
+    view = build_view(record, running_now(record, Path(run_dir)), Path(run_dir))
     return write_run_page(run_dir, "report.html.j2", **_report_context(view, Path(run_dir)))

@@ -8,6 +8,8 @@ the view only reads and orders the record.
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from auditor.records import INITIAL_PROMPT_ID, AxisScore, ConceptFrequency, RunRecord
 from auditor.reporting.glossary import METRICS
 from auditor.reporting.ranking import rank_with_ties
@@ -19,6 +21,7 @@ from auditor.reporting.sentences import (
     error_line,
     headline,
     lean_sentence,
+    next_step,
     notes,
     uncertainty_line,
 )
@@ -161,10 +164,11 @@ def _models(record: RunRecord) -> list[ModelLine]:
     return lines
 
 
-def build_view(record: RunRecord, alive: bool | None = None) -> ReportView:
+def build_view(record: RunRecord, alive: bool | None = None, run_dir: Path | None = None) -> ReportView:
     """Read ``record`` into the report view (no I/O; a run without scores gives a partial view). ``alive``: for a
     record that says ``running``, whether a process runs it now (:func:`~auditor.reporting.status.running_now`;
-    None where that was not asked)."""
+    None where that was not asked). ``run_dir``, the run's folder, names the command that continues a run that
+    did not complete."""
     scores = record.scores
     axes = [_axis_view(record, rank, tied, a) for rank, tied, a in _ranked(scores.axes)] if scores else []
     prompt = record.config.prompt
@@ -186,6 +190,7 @@ def build_view(record: RunRecord, alive: bool | None = None) -> ReportView:
     plan = record.plan
     seeds = record.image_seeds()
     status = status_wording(record.status, alive)
+    step = next_step(record, run_dir) if run_dir is not None and record.status != "completed" and not alive else None
     return ReportView(
         run_id=record.run_id,
         status=record.status,
@@ -225,6 +230,7 @@ def build_view(record: RunRecord, alive: bool | None = None) -> ReportView:
         sets=_sets(record),
         notes=notes(record),
         errors=[error_line(error) for error in record.errors],
+        next_step=step,
         metrics=[m for key, m in METRICS.items() if key in used],
         config=record.config.model_dump(mode="json"),
         environment=record.environment.model_dump(mode="json"),

@@ -224,9 +224,15 @@ def unfinished_note(record: StudyRecord, run_dir: Path) -> str | None:
     if error is not None:
         where = f" at {error.stage}" + (f": {error.message}" if error.message else "")
     how = "stopped without recording why" if alive is False else record.status
+    return f"this run did not complete ({how}{where}); {next_step(record, run_dir)}"
+
+
+def next_step(record: StudyRecord, run_dir: Path) -> str:
+    """What goes on from a run that did not complete: the command that continues it, or a new run where a resume
+    would stop the same way (:meth:`~auditor.records.StudyRecord.fails_again_on_resume`)."""
     if record.fails_again_on_resume():
-        return f"this run did not complete ({how}{where}); a resume would stop the same way: start a new run"
-    return f"this run did not complete ({how}{where}); {record.resume_command(run_dir)} continues it"
+        return "a resume would stop the same way: start a new run"
+    return f"{record.resume_command(run_dir)} continues it"
 
 
 def _stated_error(record: StudyRecord) -> RunError | None:

@@ -197,6 +197,9 @@ class ReportView:
     sets: list[SetView]
     notes: list[str]
     errors: list[str]
+    #: For a run that did not complete and that no process runs: the command that continues it (or that a new run
+    #: is needed). None for a completed or running run, or one read without its folder.
+    next_step: str | None
     metrics: list[MetricInfo]
     config: dict[str, Any]
     environment: dict[str, Any]
