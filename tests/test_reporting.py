@@ -412,6 +412,10 @@ def test_html_report_is_self_contained(tmp_path):
     assert html.count("<svg") >= 1 + 3 * 3  # BAV, and per axis CAS plus concept charts
     assert "stable-diffusion-v1-5/stable-diffusion-v1-5" in html and "0-5 (6 seeds)" in html
     assert "Intersectionality" in html and "T2IAT" in html and "0.93" in html
+    assert "not the noise. \nA vision-language model answered" in html  # a sentence ending in a block keeps its space
+    # settings read as words, not as Python's reprs
+    assert "<td>compile</td><td>no</td>" in html and "<td>steps</td><td>default</td>" in html
+    assert "False" not in html and "None" not in html and "[]" not in html
 
 
 def test_html_links_only_images_inside_the_run_folder(tmp_path):
