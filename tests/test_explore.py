@@ -175,6 +175,8 @@ def test_a_planted_bias_is_found_in_the_top_k_confirmed_and_everything_is_record
     html = (exploration.run_dir / "report.html").read_text(encoding="utf-8")
     assert "Lineage of the prompts" in html and "Images spent over rounds" in html and "a photo of a nurse" in html
     assert 'src="images/' in html
+    # the verdict stands beside the arm it judges, where a narrow window's scroller cannot hide it
+    assert "<th>axis</th><th>confirmed</th>" in html and '<span class="badge">confirmed</span>' in html
     # the world's openai: backend takes no seed: its images are told apart by position, never as "seed None"
     assert "seed None" not in html and 'title="image 0"' in html and "the backend takes no seed" in html
     assert "<script>" not in html and "&lt;script&gt;" in html  # LLM text is escaped
