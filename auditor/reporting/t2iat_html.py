@@ -18,7 +18,7 @@ from auditor.metrics.t2iat import quartiles
 from auditor.records import AssociationResult, GeneratedImage, OccupationsRecord, PromptSet, T2IATRecord
 from auditor.reporting.glossary import METRICS
 from auditor.reporting.html import GRID_IMAGES, ImageCell, ImageLinks, Spread, range_chart, thumbnail, write_run_page
-from auditor.reporting.numbers import p_value
+from auditor.reporting.numbers import number, p_value
 from auditor.reporting.sentences import association_span, unfinished_note
 from auditor.reporting.t2iat import (
     ASSOCIATION_DIGITS,
@@ -104,7 +104,7 @@ def test_page(record: T2IATRecord, run_dir: Path) -> dict[str, Any]:
                 label=f"{group}: {names[group]}",
                 quartiles=quartiles(scores) if scores else None,
                 mean=mean,
-                value_text="no usable image" if mean is None else f"mean {mean:+.3g} (n = {len(scores)})",
+                value_text="no usable image" if mean is None else f"mean {number(mean, 4, signed=True)} (n = {len(scores)})",
                 title=f"Asc of {len(scores)} images of {names[group]} against {group}A and {group}B",
             )
         )
@@ -160,7 +160,8 @@ def occupations_page(record: OccupationsRecord, run_dir: Path) -> dict[str, Any]
                 quartiles=(o.quartiles[0], o.quartiles[1], o.quartiles[2]) if len(o.quartiles) == 3 else None,
                 mean=o.image_association,
                 reference=o.text_association,
-                value_text=f"image {o.image_association:+.3g}, text {o.text_association:+.3g}",
+                value_text=f"image {number(o.image_association, 4, signed=True)}, text "
+                f"{number(o.text_association, 4, signed=True)}",
                 title=f"{occupation}: {len(o.image_scores)} neutral images",
             )
         )
