@@ -561,7 +561,7 @@ def test_occupations_resume_takes_only_where_and_how_and_refuses_other_runs(tmp_
     narrow = run_auditor("t2iat", "report", "occ", env={"COLUMNS": "80"}).stdout  # every number whole in 80 columns
     assert "…" not in narrow and "image-text" in narrow
     assert_fits(narrow, 80, whole=(str(tmp_path),))
-    image, text = (number(value, 4, signed=True) for value in (occupation.image_association, occupation.text_association))
+    image, text = (number(v, 4, signed=True) for v in (occupation.image_association, occupation.text_association))
     assert f"image {image}, text {text}" in html  # decimals as the table writes them, never 7.98e-05
 
     images_only = run_auditor("t2iat", "occupations", "--resume", "occ", "--embedder", "dinov2:facebook/dinov2-small")

@@ -104,7 +104,9 @@ def test_page(record: T2IATRecord, run_dir: Path) -> dict[str, Any]:
                 label=f"{group}: {names[group]}",
                 quartiles=quartiles(scores) if scores else None,
                 mean=mean,
-                value_text="no usable image" if mean is None else f"mean {number(mean, 4, signed=True)} (n = {len(scores)})",
+                value_text=(
+                    "no usable image" if mean is None else f"mean {number(mean, 4, signed=True)} (n = {len(scores)})"
+                ),
                 title=f"Asc of {len(scores)} images of {names[group]} against {group}A and {group}B",
             )
         )
