@@ -12,6 +12,7 @@ CLIP's own ``logits_per_image`` on the same files, never real genders.
 from __future__ import annotations
 
 import csv
+import html
 import json
 import re
 from dataclasses import dataclass
@@ -372,6 +373,13 @@ def test_html_report_has_the_scatter_diagonal_and_escapes_text(image_run):
         r for r in record.amplification if r.method == "keyword" and r.template == 1 and r.amplification is not None
     ]
     assert scatters[0].count("<circle") == len(keyword_1)
+    # red or blue only where A's interval lies wholly on one side of 0; grey where it holds 0
+    def colour(row) -> str:
+        low, high = row.amplification_ci.low, row.amplification_ci.high
+        return "#b71c1c" if low > 0 else "#1565c0" if high < 0 else "#757575"
+
+    assert sorted(re.findall(r'<circle [^>]*fill="(#[0-9a-f]{6})"', scatters[0])) == sorted(map(colour, keyword_1))
+    assert "holding 0 (no direction shown)" in page
     # Occupations and captions are escaped everywhere, SVG included; no script ever reaches the page.
     assert "R&amp;D engineer" in page and "R&D engineer" not in page
     assert "&lt;script&gt;alert(1)&lt;/script&gt;" in page and "<script" not in page
@@ -436,6 +444,10 @@ def test_caption_proxy_is_labelled_everywhere(data, proxy_run):
     assert all("caption proxy" in s["finding"] for s in output["summary"])
     page = Path(output["report_html"]).read_text(encoding="utf-8")
     assert "T is a caption proxy:</strong> the % female among" in page and "T (caption proxy)" in page
+    left_out = [row for row in record.amplification if row.method == "no-indicator" and row.template == 1]
+    occupations, note = ", ".join(row.occupation for row in left_out), left_out[0].note  # one reason, said once
+    assert {row.note for row in left_out} == {note} and len(left_out) > 1
+    assert f"Not drawn, without an A: {occupations}: {note}</p>" in html.unescape(page)
     shown = run_auditor("amplification", "report", "amp", env=env)
     assert shown.returncode == 0 and "T is a caption proxy: the % female among" in shown.stdout
     noted = [row for row in record.amplification if row.note and row.template == 1]

@@ -19,6 +19,7 @@ from rich.text import Text
 
 from auditor.core.console import say, say_whole
 from auditor.core.store import run_files, run_files_text
+from auditor.core.text import first_few
 from auditor.corpora.selection import NO_INDICATOR_METHODS, Selection
 from auditor.records import (
     AmplificationRecord,
@@ -310,6 +311,8 @@ def write_amplification_html(record: AmplificationRecord, run_dir: Path) -> Path
         config=record.config,
         seeds=seeds_phrase(record.image_seeds()),
         scatters=_scatters(record),
+        undrawn=_undrawn(record),
+        point_colours=POINT_COLOURS,
         thumbnails=_thumbnails(record, Path(run_dir)),
         generated={side.prompt_id: side for side in record.generated},
         unfinished=unfinished_note(record, Path(run_dir)),
@@ -339,7 +342,7 @@ def _scatters(record: AmplificationRecord) -> dict[tuple[str, int], Any]:
                     f"{share_text(row.training)}, A {signed_interval(row.amplification, row.amplification_ci)}",
                     x_interval=(row.training.low, row.training.high),
                     y_interval=(row.generated.low, row.generated.high),
-                    colour="#b71c1c" if row.amplification > 0 else "#1565c0",
+                    colour=_point_colour(row),
                 )
                 for row in rows
                 if row.amplification is not None
@@ -352,6 +355,34 @@ def _scatters(record: AmplificationRecord) -> dict[tuple[str, int], Any]:
                 regions=REGIONS,
             )
     return charts
+
+
+def _undrawn(record: AmplificationRecord) -> dict[tuple[str, int], str]:
+    """(method, template) -> the occupations its scatter leaves out, for want of an A, grouped by why."""
+    undrawn: dict[tuple[str, int], dict[str, list[str]]] = {}
+    for row in record.amplification:
+        if row.amplification is None:
+            why = undrawn.setdefault((row.method, row.template), {})
+            why.setdefault(row.note or "no A", []).append(row.occupation)
+    return {
+        key: "; ".join(f"{first_few(occupations)}: {note}" for note, occupations in why.items())
+        for key, why in undrawn.items()
+    }
+
+
+#: A point's colour: A's interval above 0 (amplified), below 0 (de-amplified), or neither.
+POINT_COLOURS = {"amplified": "#b71c1c", "deamplified": "#1565c0", "undecided": "#757575"}
+
+
+def _point_colour(row: OccupationAmplification) -> str:
+    """Red or blue only where A's interval lies wholly above or below 0: a point on or near the diagonal whose
+    interval holds 0 is grey, not the colour of a direction it does not show. Without an interval, A's sign."""
+    ci = row.amplification_ci
+    if ci is not None and ci.low is not None and ci.high is not None:
+        side = ci.low if ci.excludes(0.0) else 0.0
+    else:
+        side = row.amplification or 0.0
+    return POINT_COLOURS["amplified" if side > 0 else "deamplified" if side < 0 else "undecided"]
 
 
 def _thumbnails(record: AmplificationRecord, run_dir: Path) -> dict[str, list[ImageCell]]:
