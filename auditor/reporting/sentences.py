@@ -343,7 +343,9 @@ def uncertainty_line(scores: Scores, seeds: int, seeded: bool = True) -> str | N
         method = "BCa" if i.method == "bca" else "percentile"
         parts.append(
             f"{i.level:.0%} {method} intervals from {i.resamples} paired-bootstrap resamples of the "
-            f"{resampled(i.seeds, seeded)} (drawn with --ci-seed {i.seed})"
+            f"{resampled(i.seeds, seeded)} (drawn with --ci-seed {i.seed}); a single CAS is biased low at small "
+            "sizes, so its interval can miss (even lie below it): each finding rests on a difference of CAS values "
+            "and its interval, where the two biases largely cancel"
         )
     elif seeds < MIN_SEEDS:
         parts.append(f"no intervals ({too_few_seeds(seeds, seeded)})")
