@@ -14,7 +14,7 @@ from rich.console import Console
 from rich.text import Text
 
 from auditor.core.store import write_model
-from auditor.records import ChatMessage, Difference, Interval, RunError, RunRecord, load_record
+from auditor.records import INITIAL_PROMPT_ID, ChatMessage, Difference, Interval, RunError, RunRecord, load_record
 from auditor.reporting import render_terminal, report_json, write_html_report
 from auditor.reporting.compare import (
     compare_records,
@@ -393,6 +393,17 @@ def test_the_page_names_what_planned_the_axes(tmp_path):
             llm=llm, axes=["age"]
         )
     assert "An LLM (<code>openai:gpt-4o-mini</code>) listed" in page(llm="openai:gpt-4o-mini")
+
+
+def test_an_axis_shows_its_counterfactuals_in_one_order_in_table_images_and_concept_charts():
+    """Lowest CAS first everywhere in an axis's section: a reader matching images to concept charts pairs the
+    right sets (the charts followed the plan's order)."""
+    for axis in build_view(fixture()).axes:
+        order = [cf.prompt_id for cf in axis.counterfactuals]
+        cas = [cf.cas for cf in axis.counterfactuals if cf.cas is not None]
+        assert cas == sorted(cas)
+        for columns in (axis.overall_concepts, axis.aligned_concepts):
+            assert [column.prompt_id for column in columns] == [INITIAL_PROMPT_ID, *order]
 
 
 def test_html_report_is_self_contained(tmp_path):

@@ -75,7 +75,8 @@ def _axis_view(record: RunRecord, rank: int, tied: bool, score: AxisScore) -> Ax
         )
         for cf in sorted(score.counterfactuals, key=lambda c: (c.cas is None, c.cas or 0.0))  # no CAS last
     ]
-    ids = [(INITIAL_PROMPT_ID, prompt)] + [(cf.prompt_id, cf.prompt) for cf in score.counterfactuals]
+    # the concept columns in the order of the CAS table and the image rows above them (lowest CAS first)
+    ids = [(INITIAL_PROMPT_ID, prompt)] + [(cf.prompt_id, cf.prompt) for cf in cfs]
     overall = [_column(pid, text, prompt, scores.top_concepts.get(pid, [])) for pid, text in ids]
     aligned = [
         _column(pid, text, prompt, scores.axis_top_concepts.get(pid, {}).get(score.axis, [])) for pid, text in ids
