@@ -658,7 +658,7 @@ def test_compare_claims_no_change_between_runs_that_make_concepts_differently():
     data["config"]["scoring"]["include_captions"] = False
     b = RunRecord.model_validate(data)
     view = compare_records(a, b, change_intervals(a, b, BootstrapSettings(resamples=50, seed=1)))
-    assert any("include_captions True in A, False in B" in note for note in view.notes)
+    assert any("include_captions yes in A, no in B" in note for note in view.notes)
     assert any(note.startswith("Deltas are B minus A, without intervals, so no change") for note in view.notes)
     assert all(x.delta_ci is None and all(cf.delta_ci is None for cf in x.counterfactuals) for x in view.axes)
     assert any(note.startswith("BAV is not compared on age:") for note in view.notes)
@@ -681,7 +681,7 @@ def test_compare_claims_no_change_between_runs_that_ask_other_questions_and_name
     assert "The runs ask the images other questions (1 question only in A, 1 question only in B)" in said
     assert "Deltas are B minus A, without intervals, so no change is claimed" in said  # not "(--bootstrap 0)"
     assert all(x.delta_ci is None and all(cf.delta_ci is None for cf in x.counterfactuals) for x in view.axes)
-    assert "negative_prompt None in A, 'blurry' in B" in " ".join(view.notes)
+    assert "negative_prompt default in A, 'blurry' in B" in " ".join(view.notes)
 
 
 def test_compare_matches_counterfactuals_ignoring_case_and_spacing():
@@ -722,6 +722,8 @@ def test_compare_of_runs_sharing_no_counterfactual_says_nothing_is_compared(tmp_
     page = write_comparison_html(view, tmp_path / "compare.html", FIXTURES / a.run_id, FIXTURES / a.run_id)
     heading = "<h1>Comparing two audits of “a photo of a pharmacist” and “a photo of a chef”</h1>"
     assert heading in page.read_text()
+    # each image row names its run, so two runs of one model (before and after a mitigation) are told apart
+    assert f'<th class="set" scope="row">B, run <code>{b.run_id}</code>: {b.config.t2i.spec}</th>' in page.read_text()
     assert compare_records(a, a).prompts == ["a photo of a pharmacist"]
 
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections import Counter
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -30,7 +31,7 @@ from auditor.reporting.numbers import number, with_bounds
 from auditor.reporting.sentences import bounds, error_line, unfinished_note
 from auditor.reporting.tables import borderless_table
 from auditor.reporting.views import Bounds
-from auditor.reporting.wording import Segment, counted, made_by, prompt_segments, quote
+from auditor.reporting.wording import Segment, counted, made_by, prompt_segments, quote, setting_text
 from auditor.scoring.comparison import NOISE_DIGITS, ChangeIntervals
 from auditor.scoring.uncertainty import MIN_SEEDS, too_few_seeds
 
@@ -329,7 +330,7 @@ def _concept_settings_differ(a: RunRecord, b: RunRecord) -> str:
         "include_captions": (a.config.scoring.include_captions, b.config.scoring.include_captions),
         "min_frequency": (a.config.scoring.min_frequency, b.config.scoring.min_frequency),
     }
-    return "; ".join(f"{name} {first} in A, {second} in B" for name, (first, second) in settings.items() if first != second)
+    return "; ".join(_differences((name, first, second) for name, (first, second) in settings.items()))
 
 
 def _questions_differ(a: RunRecord, b: RunRecord) -> str | None:
@@ -362,10 +363,19 @@ def settings_differ(a: RunRecord, b: RunRecord) -> str | None:
         (name, getattr(a.config.generation, name), getattr(b.config.generation, name))
         for name in GenerationSettings.IMAGE_OPTIONS
     ] + [(name, getattr(a.config.perception, name), getattr(b.config.perception, name)) for name in _PERCEPTION_FIELDS]
-    differ = [f"{name} {first!r} in A, {second!r} in B" for name, first, second in pairs if first != second]
+    differ = _differences(pairs)
     if not differ:
         return None
     return f"The runs differ in settings that change their images or answers: {'; '.join(differ)}."
+
+
+def _differences(settings: Iterable[tuple[str, Any, Any]]) -> list[str]:
+    """``name 'blurry' in A, default in B`` for each (name, A's value, B's value) that differs, in words."""
+    return [
+        f"{name} {setting_text(first, quoted=True)} in A, {setting_text(second, quoted=True)} in B"
+        for name, first, second in settings
+        if first != second
+    ]
 
 
 def _only(axis: AxisScore) -> AxisOnly:

@@ -27,6 +27,7 @@ from auditor.reporting.prompt_audit import build_view
 from auditor.reporting.sentences import error_line, unstated_errors
 from auditor.reporting.status import running_now
 from auditor.reporting.views import AxisView, Concept, ConceptColumn, ImageView, ReportView, SetView
+from auditor.reporting.wording import setting_text
 
 if TYPE_CHECKING:
     import jinja2
@@ -559,18 +560,6 @@ def _cells(
     return cells(value, interval, digits, signed=signed, missing=missing)
 
 
-def _setting(value: Any) -> str:
-    """A recorded setting as a settings table shows it, in words rather than Python's: None is the model's own
-    default, a flag is yes or no, a list its items (none when empty)."""
-    if value is None:
-        return "default"
-    if isinstance(value, bool):
-        return "yes" if value else "no"
-    if isinstance(value, list):
-        return ", ".join(map(str, value)) or "none"
-    return str(value)
-
-
 def template_environment() -> jinja2.Environment:
     """The jinja2 environment of all report templates: autoescape on, undefined names are errors."""
     import jinja2
@@ -587,7 +576,7 @@ def template_environment() -> jinja2.Environment:
     )
     env.filters["number"] = _number
     env.filters["error_line"] = error_line
-    env.filters["setting"] = _setting
+    env.filters["setting"] = setting_text
     env.globals["unstated_errors"] = unstated_errors
     env.globals["cells"] = _cells
     env.filters["p_value"] = partial(p_value, missing="–")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import difflib
 import re
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # pragma: no cover
     from auditor.records import AuditPlan, GeneratedImage
@@ -102,6 +102,18 @@ def made_by(image: GeneratedImage) -> str:
 
 def quote(text: str) -> str:
     return f"'{text}'"
+
+
+def setting_text(value: Any, *, quoted: bool = False) -> str:
+    """A recorded setting as a person reads it, in words rather than Python's: None is the model's own default, a
+    flag is yes or no, a list its items (none when empty); text in quotes when ``quoted`` (inside a sentence)."""
+    if value is None:
+        return "default"
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, list):
+        return ", ".join(map(str, value)) or "none"
+    return quote(value) if quoted and isinstance(value, str) else str(value)
 
 
 def plan_notes(plan: AuditPlan) -> list[str]:
