@@ -493,6 +493,21 @@ def test_rows_with_equal_bavs_share_a_rank_in_every_report(tmp_path):
     assert headline.replace("'", "&#39;") in page
 
 
+def test_rows_ranked_apart_never_read_as_the_same_bav(tmp_path):
+    """0.00552 and 0.00546 both read 0.0055 at four decimals, beside ranks 1 and 2: the leaderboard takes the
+    decimals that tell them apart, in the terminal and on the page; the page also says what its intervals are."""
+    from auditor.reporting.numbers import separating_decimals
+
+    assert separating_decimals([(1, 0.3), (1, 0.3), (3, 0.1)], 4) == 4
+    assert separating_decimals([(1, 0.00552), (2, 0.00546), (3, None)], 4) == 5
+    assert separating_decimals([(1, 0.5), (1, 0.5000001)], 2) == 2  # a shared rank may read alike
+    record = batch_record([(0.00552, 0.001, 0.01), (0.00546, 0.001, 0.01)])
+    data, text, page = batch_reports(record, tmp_path)
+    assert "0.00552" in text and "0.00546" in text and "0.00552" in page and "0.00546" in page
+    uncertainty = "<tr><th>uncertainty</th><td>95% percentile intervals from 1000 paired-bootstrap resamples"
+    assert uncertainty + " (--ci-seed 0)" in page
+
+
 def test_a_batch_where_no_row_leans_says_so_plainly(tmp_path):
     record = batch_record([(0.0, 0.0, 0.0), (0.0, 0.0, 0.0)])
     data, text, _page = batch_reports(record, tmp_path)

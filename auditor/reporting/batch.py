@@ -18,9 +18,9 @@ from rich.text import Text
 from auditor.core.console import say_whole
 from auditor.core.store import REPORT_FILE, run_files, run_files_text
 from auditor.records import BatchRecord, BatchRow
-from auditor.reporting.numbers import number, with_span
+from auditor.reporting.numbers import number, separating_decimals, with_span
 from auditor.reporting.ranking import Ranked, rank_with_ties
-from auditor.reporting.sentences import unfinished_note
+from auditor.reporting.sentences import intervals_asked, unfinished_note
 from auditor.reporting.tables import borderless_table
 from auditor.reporting.wording import counted, dropped_axes_summary, quote
 from auditor.scoring.uncertainty import no_interval_reason
@@ -93,8 +93,13 @@ def notes(record: BatchRecord) -> list[str]:
     return [note for note in found if note]
 
 
-def _bav(row: BatchRow) -> str:
-    return with_span(row.bav, row.bav_ci, 4)
+def _bav(row: BatchRow, digits: int = 4) -> str:
+    return with_span(row.bav, row.bav_ci, digits)
+
+
+def bav_decimals(rows: list[Row]) -> int:
+    """The leaderboard's BAV decimals: 4, or more where two rows ranked apart would read as the same number."""
+    return separating_decimals([(ranked.rank, ranked.row.bav) for ranked in rows], 4)
 
 
 def _row_json(ranked: Row) -> dict[str, Any]:
@@ -142,10 +147,12 @@ def render_batch(record: BatchRecord, run_dir: Path, console: Console) -> None:
     table.add_column("axis", no_wrap=True)
     table.add_column("BAV", no_wrap=True)
     table.add_column("male - female", no_wrap=True)
-    for ranked in leaderboard(record):
+    rows = leaderboard(record)
+    places = bav_decimals(rows)
+    for ranked in rows:
         row = ranked.row
         lean = with_span(row.lean, row.lean_ci, signed=True)
-        bav = "no BAV" if row.bav is None else _bav(row)
+        bav = "no BAV" if row.bav is None else _bav(row, places)
         table.add_row(ranked.place, Text(row.prompt), Text(row.axis), bav, lean)
     if table.rows:  # a batch stopped before any audit was scored has no leaderboard: the headline says so
         console.print(table)
@@ -184,13 +191,16 @@ def write_batch_report(record: BatchRecord, run_dir: Path) -> Path:
     """Write ``run_dir/report.html`` (the leaderboard, linking every prompt's own report) atomically."""
     from auditor.reporting.html import write_run_page
 
+    rows = leaderboard(record)
     return write_run_page(
         run_dir,
         "batch.html.j2",
         record=record,
         headline=headline(record),
         unfinished=unfinished_note(record, run_dir),
-        rows=leaderboard(record),
+        intervals=intervals_asked(record.config.scoring),
+        rows=rows,
+        bav_digits=bav_decimals(rows),
         notes=notes(record),
         no_intervals=no_intervals(record),
         links={audit.audit_id: f"{audit.folder}/{REPORT_FILE}" for audit in record.audits},

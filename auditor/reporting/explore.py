@@ -25,7 +25,7 @@ from auditor.records import Arm, Candidate, Confirmation, ExploreRecord, Interva
 from auditor.reporting.glossary import METRICS
 from auditor.reporting.numbers import decimals, number, p_equals, p_value, with_span
 from auditor.reporting.ranking import Ranked, rank_with_ties
-from auditor.reporting.sentences import unfinished_note
+from auditor.reporting.sentences import intervals_asked, unfinished_note
 from auditor.reporting.tables import WRAPPED_VALUE_WIDTH, borderless_table
 from auditor.reporting.wording import counted, dropped_axes_summary, made_by, quote
 
@@ -415,6 +415,7 @@ def write_explore_report(record: ExploreRecord, run_dir: Path) -> Path:
         findings=[(row, text) for row in rows if (text := finding(row, record)) is not None],
         summary=summary(record),
         unfinished=unfinished_note(record, run_dir),
+        intervals=intervals_asked(record.config.scoring),
         unscored=unscored_note(record),
         cut_tie=cut_tie_note(record, rows),
         dropped_axes=dropped_axes(record),

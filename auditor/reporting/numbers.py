@@ -11,7 +11,7 @@ of them that is not 0 rounds to 0.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 
 from auditor.records import Interval
 
@@ -28,6 +28,17 @@ def decimals(values: Iterable[float | None], digits: int) -> int:
         if all(float(f"{v:.{places}f}") != 0 for v in shown):
             return places
     return digits + MOST_EXTRA_DECIMALS
+
+
+def separating_decimals(ranked: Sequence[tuple[int, float | None]], digits: int) -> int:
+    """The fewest decimals, ``digits`` or more, at which a leaderboard's neighbouring rows of different rank
+    (``(rank, value)``, best first) never read as the same number; rows that share a rank may."""
+    most = digits + MOST_EXTRA_DECIMALS
+    for places in range(digits, most):
+        written = [(rank, f"{value:.{places}f}") for rank, value in ranked if value is not None]
+        if all(a[1] != b[1] for a, b in zip(written, written[1:]) if a[0] != b[0]):
+            return places
+    return most
 
 
 def number(value: float | None, digits: int = 2, *, signed: bool = False, missing: str = "-") -> str:

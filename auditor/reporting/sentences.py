@@ -31,6 +31,7 @@ from auditor.records import (
     RunError,
     RunRecord,
     Scores,
+    ScoringSettings,
     StudyRecord,
 )
 from auditor.reporting.numbers import number, p_equals, with_bounds, with_span, written_apart
@@ -331,6 +332,16 @@ def _bav(axis: AxisView) -> str:
     """An axis's BAV with its interval, ``0.0123 [0.0050, 0.0210]``."""
     low, high = axis.bav_ci if axis.bav_ci else (None, None)
     return with_bounds(axis.bav, low, high, 4)
+
+
+def intervals_asked(scoring: ScoringSettings) -> str:
+    """The intervals a study's settings ask of each audit, for a page's facts (a batch, an exploration): level,
+    method, resamples and the seed that draws them."""
+    method = "BCa" if scoring.ci_method == "bca" else "percentile"
+    return (
+        f"{scoring.ci_level:.0%} {method} intervals from {scoring.bootstrap} paired-bootstrap resamples "
+        f"(--ci-seed {scoring.ci_seed})"
+    )
 
 
 def uncertainty_line(scores: Scores, seeds: int, seeded: bool = True) -> str | None:
