@@ -794,6 +794,12 @@ def test_an_effect_size_interval_over_some_resamples_says_so_in_the_terminal_and
     said = "the interval is over the 52.3% of resamples in which the number exists"
     assert f"effect size d   +0.316 [+0.316, +0.316] (small; {said})" in console.export_text()
     assert f"d = +0.316 [+0.316, +0.316] (small; {said})" in association_text(result)
+    narrow = Console(width=60, record=True)
+    render_association(result, "flowers", "insects", narrow)
+    lines = narrow.export_text().rstrip("\n").split("\n")
+    assert len(lines) > 4 and all(line.startswith("  ") for line in lines)  # a wrapped value keeps its column:
+    value_column = lines[1].index("+0.316")
+    assert all(line[:value_column].strip() == "" for line in lines[2:] if not line.lstrip().startswith(("p-", "images")))
     whole = result.model_copy(update={"effect_size_ci": ci(0.2, 0.4, 1.0)})
     assert "d = +0.316 [+0.200, +0.400] (small), p" in association_text(whole)
     # S is undefined in a draw that leaves a group without an image (all of its images flagged at the drawn seeds)

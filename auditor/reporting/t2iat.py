@@ -6,6 +6,7 @@ a user (test names, stimuli, occupations) is printed literally, never as rich ma
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -29,7 +30,7 @@ from auditor.reporting.sentences import (
     unfinished_note,
     why_no_effect_size,
 )
-from auditor.reporting.tables import column_table
+from auditor.reporting.tables import column_table, facts_table
 from auditor.reporting.wording import counted
 from auditor.scoring.uncertainty import no_interval_reason
 
@@ -86,14 +87,19 @@ ASSOCIATION_DIGITS = 5
 EFFECT_SIZE_DIGITS = 3
 
 
-def render_association(result: AssociationResult, x_name: str, y_name: str, console: Console) -> None:
+def render_association(
+    result: AssociationResult, x_name: str, y_name: str, console: Console, more: Sequence[tuple[str, str]] = ()
+) -> None:
     """S and d (with their intervals over seeds, where the run made them), d's label, p and the group sizes, one
-    per line."""
+    per line, then ``more`` (label, text) lines alike."""
     d = effect_size_text(result, EFFECT_SIZE_DIGITS, f"undefined (the {why_no_effect_size(result)})")
-    say(console, f"  association S   {association_span(result, ASSOCIATION_DIGITS)}")
-    say(console, f"  effect size d   {d}")
-    say(console, f"  p-value         {_p_text(result)}")
-    say(console, f"  images          {x_name}: {result.n_x}, {y_name}: {result.n_y}")
+    facts = [
+        ("association S", association_span(result, ASSOCIATION_DIGITS)),
+        ("effect size d", d),
+        ("p-value", _p_text(result)),
+        ("images", f"{x_name}: {result.n_x}, {y_name}: {result.n_y}"),
+    ]
+    console.print(facts_table([*facts, *more]))
 
 
 def intervals_note(record: T2IATRecord) -> str | None:
@@ -147,11 +153,10 @@ def render_test_run(record: T2IATRecord, run_dir: Path, console: Console) -> Non
     say(console, f"T2IAT {test.title or test.name}: {test.x.name} vs {test.y.name} with {test.a.name} vs {test.b.name}")
     _unfinished(record, run_dir, console)
     if result is not None:
-        render_association(result, test.x.name, test.y.name, console)
-        if (note := intervals_note(record)) is not None:
-            say(console, f"  intervals       {note}")
+        note = intervals_note(record)
         reading = association_reading(result, test.x.name, test.y.name, test.a.name, test.b.name)
-        say(console, f"  reading         {reading}")
+        more = [*([("intervals", note)] if note is not None else []), ("reading", reading)]
+        render_association(result, test.x.name, test.y.name, console, more)
     say_whole(console, run_files_text(run_dir))
 
 

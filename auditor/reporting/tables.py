@@ -7,14 +7,28 @@ line up the same way.
 
 from __future__ import annotations
 
-from collections.abc import Collection
+from collections.abc import Collection, Iterable
 
+from rich.console import RenderableType
+from rich.padding import Padding
 from rich.table import Table
+from rich.text import Text
 
 
 def borderless_table() -> Table:
     """An empty table with bold headers, no borders and one space between columns (none at the edges)."""
     return Table(box=None, padding=(0, 1), collapse_padding=True, show_edge=False, pad_edge=False, header_style="bold")
+
+
+def facts_table(rows: Iterable[tuple[str, str]], indent: int = 2) -> RenderableType:
+    """Labels and their values, indented: on a narrow terminal a long value wraps under itself, not under the
+    labels (printed as lines, its second line started at column 0)."""
+    grid = Table.grid(padding=(0, 3))
+    grid.add_column(no_wrap=True)
+    grid.add_column()
+    for label, value in rows:
+        grid.add_row(Text(label), Text(value))
+    return Padding(grid, (0, 0, 0, indent))
 
 
 #: Narrowest a wrapping value column gets (a score beside its interval): a bound such as "[-0.00067," stays whole.
