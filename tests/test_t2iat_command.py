@@ -799,7 +799,8 @@ def test_an_effect_size_interval_over_some_resamples_says_so_in_the_terminal_and
     lines = narrow.export_text().rstrip("\n").split("\n")
     assert len(lines) > 4 and all(line.startswith("  ") for line in lines)  # a wrapped value keeps its column:
     value_column = lines[1].index("+0.316")
-    assert all(line[:value_column].strip() == "" for line in lines[2:] if not line.lstrip().startswith(("p-", "images")))
+    wrapped = [line for line in lines[2:] if not line.lstrip().startswith(("p-", "images"))]
+    assert wrapped and all(line[:value_column].strip() == "" for line in wrapped)
     whole = result.model_copy(update={"effect_size_ci": ci(0.2, 0.4, 1.0)})
     assert "d = +0.316 [+0.200, +0.400] (small), p" in association_text(whole)
     # S is undefined in a draw that leaves a group without an image (all of its images flagged at the drawn seeds)
