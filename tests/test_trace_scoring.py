@@ -431,3 +431,23 @@ def test_too_few_triplets_for_the_swap_test_to_name_a_side_is_said_in_every_repo
         "with 3 triplets no stage can be called closer to either side: the swap test's smallest p is 0.25, not "
         "below 0.01; no number of triplets does with --bootstrap 40 (its p cannot go below 1/41): raise it"
     )
+
+
+def test_a_chi_square_difference_resting_on_small_expected_counts_is_called_approximate_where_it_is_claimed():
+    """The caveat sits in the claim's own sentence, beside each test it concerns, not only in a count before it."""
+    from types import SimpleNamespace
+
+    from auditor.records import ChiSquareResult
+    from auditor.reporting.trace import chi_square_summary
+
+    def test(p_adjusted: float, note: str | None) -> ChiSquareResult:
+        return ChiSquareResult(scope="objects", sets=["neutral", "feminine"], objects=4, statistic=9.0, dof=3,
+                               p_value=p_adjusted / 2, p_adjusted=p_adjusted, smallest_expected=1.0, note=note)  # fmt: skip
+
+    record = SimpleNamespace(
+        chi_square=[test(0.001, None), test(0.02, "3 of 8 expected counts below 5")],
+        config=SimpleNamespace(scoring=SimpleNamespace(alpha=0.05)),
+    )
+    said = chi_square_summary(record)
+    assert "1 of them had expected counts below 5" in said
+    assert "(adjusted p = 0.001)" in said and "(adjusted p = 0.02, approximate)" in said

@@ -201,7 +201,10 @@ def chi_square_summary(record: TraceRecord) -> str:
         summary += f" {rough} of them had expected counts below 5, where χ² is approximate (see their notes)."
     significant = [t for t in ran if t.p_adjusted is not None and t.p_adjusted < alpha]
     if significant:
-        listed = "; ".join(f"{_scope(t)}, {_sets(t)} (adjusted p {p_equals(t.p_adjusted)})" for t in significant)
+        listed = "; ".join(
+            f"{_scope(t)}, {_sets(t)} (adjusted p {p_equals(t.p_adjusted)}{', approximate' if t.note else ''})"
+            for t in significant
+        )
         summary += f" Object distributions differ (adjusted p below {alpha:g}) in: {listed}."
     else:
         summary += f" No adjusted p-value is below {alpha:g}: no difference in object distributions is claimed."
