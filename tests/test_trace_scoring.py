@@ -440,9 +440,9 @@ def test_a_chi_square_difference_resting_on_small_expected_counts_is_called_appr
     from auditor.records import ChiSquareResult
     from auditor.reporting.trace import chi_square_summary
 
-    def test(p_adjusted: float, note: str | None) -> ChiSquareResult:
+    def test(adjusted: float, note: str | None) -> ChiSquareResult:
         return ChiSquareResult(scope="objects", sets=["neutral", "feminine"], objects=4, statistic=9.0, dof=3,
-                               p_value=p_adjusted / 2, p_adjusted=p_adjusted, smallest_expected=1.0, note=note)  # fmt: skip
+                               p_value=adjusted / 2, p_adjusted=adjusted, smallest_expected=1.0, note=note)  # fmt: skip
 
     record = SimpleNamespace(
         chi_square=[test(0.001, None), test(0.02, "3 of 8 expected counts below 5")],
