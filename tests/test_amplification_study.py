@@ -380,6 +380,9 @@ def test_html_report_has_the_scatter_diagonal_and_escapes_text(image_run):
 
     assert sorted(re.findall(r'<circle [^>]*fill="(#[0-9a-f]{6})"', scatters[0])) == sorted(map(colour, keyword_1))
     assert "holding 0 (no direction shown)" in page
+    # each thumbnail says what the face filter made of it, without hovering
+    captions = set(re.findall(r'width="96" height="96" loading="lazy">\n<br><span class="meta">([^<]+)</span>', page))
+    assert {"no face", "several faces"} <= captions and captions & {"woman", "man", "ambiguous"}
     # Occupations and captions are escaped everywhere, SVG included; no script ever reaches the page.
     assert "R&amp;D engineer" in page and "R&D engineer" not in page
     assert "&lt;script&gt;alert(1)&lt;/script&gt;" in page and "<script" not in page

@@ -385,8 +385,13 @@ def _point_colour(row: OccupationAmplification) -> str:
     return POINT_COLOURS["amplified" if side > 0 else "deamplified" if side < 0 else "undecided"]
 
 
+#: What the face filter decided of an image it did not classify, in the words under its thumbnail.
+FACE_CAPTIONS = {"no_face": "no face", "many_faces": "several faces", "small_face": "face too small"}
+
+
 def _thumbnails(record: AmplificationRecord, run_dir: Path) -> dict[str, list[ImageCell]]:
-    """Prompt id -> its first images with the face verdict and decision as a tooltip."""
+    """Prompt id -> its first images, each captioned with the face filter's verdict or the gender decided (the
+    tooltip adds P(woman))."""
     links = ImageLinks.between(run_dir, run_dir)
     verdicts = {side.prompt_id: {image.index: image for image in side.images} for side in record.generated}
     cells = {}
@@ -395,11 +400,13 @@ def _thumbnails(record: AmplificationRecord, run_dir: Path) -> dict[str, list[Im
         for image in prompt_set.images[:GRID_IMAGES]:
             said = verdicts.get(prompt_set.prompt_id, {}).get(image.index)
             title = f"image {image.index}"
+            caption = None
             if said is not None:
+                caption = FACE_CAPTIONS.get(said.face, "not looked at") if said.gender is None else said.gender
                 title += f": {said.face or 'not looked at'}"
                 if said.gender is not None:
                     title += f", {said.gender} (P(woman) = {said.p_woman:.3f})"
-            row.append(thumbnail(image, prompt_set.prompt, links, title))
+            row.append(thumbnail(image, prompt_set.prompt, links, title, caption))
         cells[prompt_set.prompt_id] = row
     return cells
 

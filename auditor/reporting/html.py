@@ -481,6 +481,8 @@ class ImageCell:
     alt: str
     title: str
     flagged_nsfw: bool
+    #: A few words under the image, where what a study decided about it should show without hovering.
+    caption: str | None = None
 
 
 @dataclass(frozen=True)
@@ -516,8 +518,10 @@ class ImageLinks:
         return "/".join(quote(part) for part in relative.parts), None
 
 
-def thumbnail(image: GeneratedImage | ImageView, prompt: str, links: ImageLinks, title: str) -> ImageCell:
-    """One image of ``prompt``'s set as a page shows it, ``title`` as its tooltip."""
+def thumbnail(
+    image: GeneratedImage | ImageView, prompt: str, links: ImageLinks, title: str, caption: str | None = None
+) -> ImageCell:
+    """One image of ``prompt``'s set as a page shows it, ``title`` as its tooltip and ``caption`` under it."""
     src, missing = links.url(image.file)
     return ImageCell(
         index=image.index,
@@ -527,6 +531,7 @@ def thumbnail(image: GeneratedImage | ImageView, prompt: str, links: ImageLinks,
         alt=f"image {image.index} of '{prompt}'",
         title=title,
         flagged_nsfw=image.flagged_nsfw,
+        caption=caption,
     )
 
 
