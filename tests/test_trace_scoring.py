@@ -382,6 +382,10 @@ def test_an_object_seen_in_one_triplet_has_an_interval_over_only_some_resamples_
     assert note in json.loads(json.dumps(trace_json(record, tmp_path)))["interval_notes"]
     page = write_trace_report(record, tmp_path).read_text()
     assert f"<li>{note}</li>" in page and "Objects are ranked when seen 15 times in a set." in page
+    # and beside the interval itself, where a reader looks (the other objects' intervals are over every resample)
+    over = f"the interval is over the {share}% of resamples in which the number exists"
+    assert f'[0.00, 0.00] <abbr class="meta" title="{over}">({share}%)</abbr></td>' in page
+    assert page.count('<abbr class="meta" title="the interval is over the') == page.count(f">({share}%)</abbr>")
     # No pairs were measured: no stage has data, and none is called undecided as if a test had run.
     assert record.similarity and all(row.difference is None for row in record.similarity)
     assert "<td>undecided</td>" not in page and page.count("<td>–</td>") >= len(record.similarity)

@@ -434,7 +434,13 @@ def association_span(result: AssociationResult, digits: int) -> str:
 def partial_interval_note(ci: Interval) -> str | None:
     """``is over the 52.3% of resamples in which the number exists`` for an interval drawn from only some of the
     resamples (a number undefined in the others, e.g. an effect size where a draw has no spread); else None."""
-    if not 0 < ci.defined < 1:
+    share = defined_share(ci)
+    return None if share is None else f"is over the {share} of resamples in which the number exists"
+
+
+def defined_share(ci: Interval | None) -> str | None:
+    """``52.3%``: the share of resamples an interval is drawn from, where the number is undefined in the others;
+    None for an interval over all of them (or none)."""
+    if ci is None or not 0 < ci.defined < 1:
         return None
-    share = math.floor(round(ci.defined * 1000, 6)) / 10  # rounded down: 99.96% of them is not "100%"
-    return f"is over the {share:g}% of resamples in which the number exists"
+    return f"{math.floor(round(ci.defined * 1000, 6)) / 10:g}%"  # rounded down: 99.96% of them is not "100%"
