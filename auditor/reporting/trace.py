@@ -441,6 +441,8 @@ class PictureView:
     missing: str | None
     prompts: dict[str, str]
     words: dict[str, str | None]
+    #: "triplet 3, seed 42": which images the picture shows (trace is diffusers-only, so every image has a seed).
+    heading: str
 
 
 def write_trace_report(record: TraceRecord, run_dir: Path) -> Path:
@@ -450,10 +452,13 @@ def write_trace_report(record: TraceRecord, run_dir: Path) -> Path:
     run_dir = Path(run_dir)
     links = ImageLinks.between(run_dir, run_dir)
     pictures = []
+    seeds = record.config.seeds
     for picture in record.pictures:
         src, missing = links.url(picture.file)
         triplet = record.triplets[picture.triplet]
-        pictures.append(PictureView(src, missing, dict(triplet.prompts), dict(picture.words)))
+        index = picture.image_index
+        heading = f"triplet {picture.triplet}, " + (f"seed {seeds[index]}" if index < len(seeds) else f"image {index}")
+        pictures.append(PictureView(src, missing, dict(triplet.prompts), dict(picture.words), heading))
     top_k = record.config.scoring.top_k
     masculine, feminine = lean_lists(record.ranking, top_k)
     humans = sorted(record.humans, key=lambda r: (-(r.neutral + r.feminine + r.masculine), r.name))
