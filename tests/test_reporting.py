@@ -331,6 +331,8 @@ def test_terminal_report_fits_80_columns_and_says_what_it_found():
     assert "How to read these numbers" in flat and "High:" in flat
     assert "T2IAT" in flat and "d = 0.93 (large)" in flat
     assert "█" in text  # bars are drawn
+    # the CAS table's narrow "emb." column is named under each table that has it
+    assert flat.count("emb.: Mean cosine similarity of the image embeddings") == len(view.axes)
 
 
 def test_terminal_report_wraps_long_prompts_instead_of_cutting_them():

@@ -161,6 +161,8 @@ def _axis(axis: AxisView) -> RenderableType:
         _text(("CAS per counterfactual, lowest first", "bold")),
         _cas_table(axis),
     ]
+    if any(cf.embedding_similarity is not None for cf in axis.counterfactuals):  # the table's narrow column, named
+        parts.append(Text(f"emb.: {METRICS['embedding_similarity'].description}", style="dim"))
     if axis.lean_sentence is not None:
         parts.append(_text((f"{METRICS['lean'].name}: ", "bold"), axis.lean_sentence))
     if axis.association is not None:
