@@ -378,6 +378,12 @@ def _strips(record: ExploreRecord, rows: list[Row], run_dir: Path) -> dict[str, 
     return strips
 
 
+def _columns(lines: list[tuple[str, list[Any]]]) -> list[str]:
+    """The column heads of an arm's image strips: each column's seed (its index for a backend that takes none)."""
+    widest = max((cells for _, cells in lines), key=len, default=[])
+    return [f"image {cell.index}" if cell.seed is None else f"seed {cell.seed}" for cell in widest]
+
+
 def _spend_chart(record: ExploreRecord):
     from auditor.reporting.html import Bar, bar_chart
 
@@ -405,13 +411,15 @@ def write_explore_report(record: ExploreRecord, run_dir: Path) -> Path:
     run_dir = Path(run_dir)
     rows = leaderboard(record)
     top = [row for row in rows if row.arm.confirmation is not None] or rows[: record.config.top_k]
+    strips = _strips(record, top, run_dir)
     return write_run_page(
         run_dir,
         "explore.html.j2",
         record=record,
         rows=rows,
         top=top,
-        strips=_strips(record, top, run_dir),
+        strips=strips,
+        strip_columns={arm_id: _columns(lines) for arm_id, lines in strips.items()},
         findings=[(row, text) for row in rows if (text := finding(row, record)) is not None],
         summary=summary(record),
         unfinished=unfinished_note(record, run_dir),
