@@ -501,9 +501,11 @@ def test_rows_ranked_apart_never_read_as_the_same_bav(tmp_path):
     assert separating_decimals([(1, 0.3), (1, 0.3), (3, 0.1)], 4) == 4
     assert separating_decimals([(1, 0.00552), (2, 0.00546), (3, None)], 4) == 5
     assert separating_decimals([(1, 0.5), (1, 0.5000001)], 2) == 2  # a shared rank may read alike
+    assert separating_decimals([(1, 0.3), (2, 0.3 - 1e-12)], 4) == 4  # noise no decimals show: no more of them
     record = batch_record([(0.00552, 0.001, 0.01), (0.00546, 0.001, 0.01)])
     data, text, page = batch_reports(record, tmp_path)
     assert "0.00552" in text and "0.00546" in text and "0.00552" in page and "0.00546" in page
+    assert "(0.00552 [" in data["headline"]  # the headline quotes its top row as the table writes it
     uncertainty = "<tr><th>uncertainty</th><td>95% percentile intervals from 1000 paired-bootstrap resamples"
     assert uncertainty + " (--ci-seed 0)" in page
 

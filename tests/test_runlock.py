@@ -271,6 +271,9 @@ def test_a_prompt_audits_reports_tell_a_running_record_apart_by_the_lock(tmp_pat
     resume = f"Next: auditor prompt --resume {run_dir} continues it."
     assert data["next_step"] == f"auditor prompt --resume {run_dir} continues it"
     assert resume in terminal and f"<strong>Next:</strong> auditor prompt --resume {run_dir} continues it." in page
+    narrow = Console(width=40, record=True)
+    render_terminal(record, run_dir, narrow)
+    assert resume in narrow.export_text().splitlines()  # whole on its line: the command copies back as it is
     holder = hold_lock(run_dir)
     try:
         terminal, data, page = shown()

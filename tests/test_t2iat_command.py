@@ -797,7 +797,7 @@ def test_an_effect_size_interval_over_some_resamples_says_so_in_the_terminal_and
     narrow = Console(width=60, record=True)
     render_association(result, "flowers", "insects", narrow)
     lines = narrow.export_text().rstrip("\n").split("\n")
-    assert len(lines) > 4 and all(line.startswith("  ") for line in lines)  # a wrapped value keeps its column:
+    assert len(lines) > 4 and all(line.startswith("  ") and line == line.rstrip() for line in lines)
     value_column = lines[1].index("+0.316")
     wrapped = [line for line in lines[2:] if not line.lstrip().startswith(("p-", "images"))]
     assert wrapped and all(line[:value_column].strip() == "" for line in wrapped)

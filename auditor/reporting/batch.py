@@ -47,7 +47,9 @@ def no_intervals(record: BatchRecord) -> str | None:
 def headline(record: BatchRecord) -> str:
     """Which prompt x axis leans most, claimed only when its BAV interval is above all the others' (and it ties
     with no row)."""
-    scored = [ranked for ranked in leaderboard(record) if ranked.row.bav is not None]
+    rows = leaderboard(record)
+    places = bav_decimals(rows)  # the leaderboard's, so the headline quotes its top row as the table writes it
+    scored = [ranked for ranked in rows if ranked.row.bav is not None]
     if not scored:
         if record.status != "completed":
             return "No prompt x axis has a BAV yet."
@@ -60,27 +62,27 @@ def headline(record: BatchRecord) -> str:
         return "No prompt leans on any axis: every axis's counterfactuals got equal CAS values in every audit."
     subject = f"{quote(top.prompt)} on {top.axis}"
     if len(ranked) == 1:
-        return f"Only {subject} has a BAV ({_bav(top)})."
+        return f"Only {subject} has a BAV ({_bav(top, places)})."
     if scored[0].tied:  # the leaderboard's own ties: rows sharing the top rank
         shared = sum(found.rank == scored[0].rank for found in scored[1:])
         return (
-            f"{subject} and {counted(shared, 'other row')} share the largest BAV ({number(top.bav, 4)}), "
+            f"{subject} and {counted(shared, 'other row')} share the largest BAV ({number(top.bav, places)}), "
             "so no single one leans most."
         )
     if top.bav_ci is None or top.bav_ci.low is None:
         why = f" ({reason})" if (reason := no_intervals(record)) else ""
         return (
-            f"The largest BAV is {subject} ({number(top.bav, 4)}), but it has no interval{why}, so no ranking is "
+            f"The largest BAV is {subject} ({number(top.bav, places)}), but it has no interval{why}, so no ranking is "
             "claimed."
         )
     tied = [
         row for row in ranked[1:] if row.bav_ci is None or row.bav_ci.high is None or row.bav_ci.high >= top.bav_ci.low
     ]
     if not tied:
-        return f"The strongest lean is {subject}: BAV {_bav(top)}, its interval above every other row's."
+        return f"The strongest lean is {subject}: BAV {_bav(top, places)}, its interval above every other row's."
     overlap = "overlaps" if len(tied) == 1 else "overlap"
     return (
-        f"The largest BAV is {subject} ({_bav(top)}), but {counted(len(tied), 'other row')} "
+        f"The largest BAV is {subject} ({_bav(top, places)}), but {counted(len(tied), 'other row')} "
         f"{overlap} its interval, so no single one leans most."
     )
 
@@ -93,7 +95,7 @@ def notes(record: BatchRecord) -> list[str]:
     return [note for note in found if note]
 
 
-def _bav(row: BatchRow, digits: int = 4) -> str:
+def _bav(row: BatchRow, digits: int) -> str:
     return with_span(row.bav, row.bav_ci, digits)
 
 

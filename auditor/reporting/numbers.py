@@ -32,13 +32,13 @@ def decimals(values: Iterable[float | None], digits: int) -> int:
 
 def separating_decimals(ranked: Sequence[tuple[int, float | None]], digits: int) -> int:
     """The fewest decimals, ``digits`` or more, at which a leaderboard's neighbouring rows of different rank
-    (``(rank, value)``, best first) never read as the same number; rows that share a rank may."""
-    most = digits + MOST_EXTRA_DECIMALS
-    for places in range(digits, most):
+    (``(rank, value)``, best first) never read as the same number; rows that share a rank may. ``digits`` where
+    no more decimals would tell them apart (values that differ by floating-point noise)."""
+    for places in range(digits, digits + MOST_EXTRA_DECIMALS + 1):
         written = [(rank, f"{value:.{places}f}") for rank, value in ranked if value is not None]
         if all(a[1] != b[1] for a, b in zip(written, written[1:]) if a[0] != b[0]):
             return places
-    return most
+    return digits
 
 
 def number(value: float | None, digits: int = 2, *, signed: bool = False, missing: str = "-") -> str:

@@ -30,7 +30,7 @@ from auditor.reporting.sentences import (
     unfinished_note,
     why_no_effect_size,
 )
-from auditor.reporting.tables import column_table, facts_table
+from auditor.reporting.tables import column_table, say_facts
 from auditor.reporting.wording import counted
 from auditor.scoring.uncertainty import no_interval_reason
 
@@ -99,7 +99,7 @@ def render_association(
         ("p-value", _p_text(result)),
         ("images", f"{x_name}: {result.n_x}, {y_name}: {result.n_y}"),
     ]
-    console.print(facts_table([*facts, *more]))
+    say_facts(console, [*facts, *more])
 
 
 def intervals_note(record: T2IATRecord) -> str | None:

@@ -1,4 +1,4 @@
-"""The one table shape of the terminal reports: no borders, one space between columns.
+"""The one table shape of the terminal reports (no borders, one space between columns), and their label/value lines.
 
 Reports read in 80 columns and are pasted into notes and issues, where box-drawing
 characters only add width and noise; every borderless table starts here so they all
@@ -7,10 +7,10 @@ line up the same way.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterable
+import textwrap
+from collections.abc import Collection, Sequence
 
-from rich.console import RenderableType
-from rich.padding import Padding
+from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
@@ -20,15 +20,22 @@ def borderless_table() -> Table:
     return Table(box=None, padding=(0, 1), collapse_padding=True, show_edge=False, pad_edge=False, header_style="bold")
 
 
-def facts_table(rows: Iterable[tuple[str, str]], indent: int = 2) -> RenderableType:
-    """Labels and their values, indented: on a narrow terminal a long value wraps under itself, not under the
-    labels (printed as lines, its second line started at column 0)."""
-    grid = Table.grid(padding=(0, 3))
-    grid.add_column(no_wrap=True)
-    grid.add_column()
+def say_facts(console: Console, rows: Sequence[tuple[str, str]], indent: int = 2, gap: int = 3) -> None:
+    """Labels and their values, indented, the values in one column: on a narrow terminal a long value wraps under
+    itself, not under the labels (printed as lines, its second line started at column 0). No line carries
+    trailing spaces, and a word longer than the column (a path) is left whole for the terminal to fold."""
+    label_width = max((len(label) for label, _ in rows), default=0)
+    start = indent + label_width + gap
+    width = max(console.width - start, MIN_FACT_WIDTH)
     for label, value in rows:
-        grid.add_row(Text(label), Text(value))
-    return Padding(grid, (0, 0, 0, indent))
+        lines = textwrap.wrap(value, width, break_long_words=False, break_on_hyphens=False) or [""]
+        console.print(Text(" " * indent + label.ljust(label_width + gap) + lines[0]), soft_wrap=True)
+        for line in lines[1:]:
+            console.print(Text(" " * start + line), soft_wrap=True)
+
+
+#: The narrowest column :func:`say_facts` wraps its values to, however narrow the terminal.
+MIN_FACT_WIDTH = 20
 
 
 #: Narrowest a wrapping value column gets (a score beside its interval): a bound such as "[-0.00067," stays whole.

@@ -18,6 +18,7 @@ from rich.rule import Rule
 from rich.table import Table
 from rich.text import Text
 
+from auditor.core.console import say_whole
 from auditor.records import RunRecord
 from auditor.reporting.glossary import METRICS
 from auditor.reporting.numbers import cells, number, with_span
@@ -221,7 +222,6 @@ def _notes(view: ReportView) -> Iterable[RenderableType]:
         yield from (_text(("error: ", "red"), e) for e in view.errors)
     # how a scored run that did not complete ended (the headline says it of a run without scores)
     ended = [f"This run {view.status_phrase}."] if view.scored and view.status != "completed" else []
-    ended += [f"Next: {view.next_step}."] if view.next_step else []
     if view.notes or ended:
         yield _section("Notes")
         yield from (_text("- ", note) for note in [*ended, *view.notes])
@@ -247,6 +247,9 @@ def render_terminal(record: RunRecord, run_dir: Path | None, console: Console) -
     """Print the report of ``record`` on ``console`` (any width from about 60 columns up), with the arguments every
     study's terminal report takes; with its ``run_dir``, a record that says ``running`` reads as running now or
     stopped, by the folder's lock."""
-    for part in view_renderables(build_view(record, running_now(record, run_dir), run_dir)):
+    view = build_view(record, running_now(record, run_dir), run_dir)
+    for part in view_renderables(view):
         console.print(part)
         console.print()
+    if view.next_step:  # last, where it is seen, and whole: a command broken at the width would not copy back
+        say_whole(console, f"Next: {view.next_step}.")
