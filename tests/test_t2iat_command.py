@@ -13,7 +13,7 @@ from auditor.core.errors import AuditorError, BackendError
 from auditor.core.langdata import load_wordnet
 from auditor.records import GenerationSettings, OccupationsRecord, T2IATRecord
 from auditor.reporting.numbers import number
-from auditor.reporting.t2iat import association_reading
+from auditor.reporting.t2iat import IMAGE_COLUMN, TEXT_COLUMN, association_reading, occupation_values
 from auditor.reporting.t2iat_html import association_text
 from auditor.studies.t2iat_tests import (
     all_prompts,
@@ -561,8 +561,9 @@ def test_occupations_resume_takes_only_where_and_how_and_refuses_other_runs(tmp_
     narrow = run_auditor("t2iat", "report", "occ", env={"COLUMNS": "80"}).stdout  # every number whole in 80 columns
     assert "…" not in narrow and "image-text" in narrow
     assert_fits(narrow, 80, whole=(str(tmp_path),))
-    image, text = (number(v, 4, signed=True) for v in (occupation.image_association, occupation.text_association))
-    assert f"image {image}, text {text}" in html  # decimals as the table writes them, never 7.98e-05
+    _, places = occupation_values(record)  # each column's decimals, as the table writes them (never 7.98e-05)
+    image = number(occupation.image_association, places[IMAGE_COLUMN], signed=True)
+    assert f"image {image}, text {number(occupation.text_association, places[TEXT_COLUMN], signed=True)}" in html
 
     images_only = run_auditor("t2iat", "occupations", "--resume", "occ", "--embedder", "dinov2:facebook/dinov2-small")
     assert images_only.returncode == 2 and "only a CLIP embedder makes" in images_only.stderr

@@ -187,6 +187,10 @@ def occupations_json(record: OccupationsRecord, run_dir: Path) -> dict[str, Any]
     }
 
 
+#: Where :func:`occupation_values` puts the image and the text association in a row.
+IMAGE_COLUMN, TEXT_COLUMN = 3, 4
+
+
 def occupation_values(record: OccupationsRecord) -> tuple[list[tuple[float | None, ...]], list[int]]:
     """Per occupation: the image scores' Q1, median and Q3, the image and text associations, image − text, and S
     against the mix (None where missing); and each column's decimals, 4 or as many more as a small value in it

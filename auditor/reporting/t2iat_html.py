@@ -23,6 +23,8 @@ from auditor.reporting.sentences import association_span, unfinished_note
 from auditor.reporting.t2iat import (
     ASSOCIATION_DIGITS,
     EFFECT_SIZE_DIGITS,
+    IMAGE_COLUMN,
+    TEXT_COLUMN,
     association_reading,
     effect_size_text,
     intervals_note,
@@ -142,6 +144,7 @@ def occupations_page(record: OccupationsRecord, run_dir: Path) -> dict[str, Any]
     scoring still shows the images it made).
     """
     scored = {o.occupation: o for o in record.occupations}
+    numbers, places = occupation_values(record)  # the table's values and each column's decimals
     spreads = []
     for occupation in record.config.occupations:
         o = scored.get(occupation)
@@ -162,8 +165,8 @@ def occupations_page(record: OccupationsRecord, run_dir: Path) -> dict[str, Any]
                 quartiles=(o.quartiles[0], o.quartiles[1], o.quartiles[2]) if len(o.quartiles) == 3 else None,
                 mean=o.image_association,
                 reference=o.text_association,
-                value_text=f"image {number(o.image_association, 4, signed=True)}, text "
-                f"{number(o.text_association, 4, signed=True)}",
+                value_text=f"image {number(o.image_association, places[IMAGE_COLUMN], signed=True)}, text "
+                f"{number(o.text_association, places[TEXT_COLUMN], signed=True)}",  # as the table writes them
                 title=f"{occupation}: {len(o.image_scores)} neutral images",
             )
         )
@@ -178,7 +181,6 @@ def occupations_page(record: OccupationsRecord, run_dir: Path) -> dict[str, Any]
         )
         for occupation in record.config.occupations
     }
-    numbers, places = occupation_values(record)
     return {
         "chart": chart,
         "numbers": numbers,  # the table's, with each column's decimals
