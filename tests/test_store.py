@@ -68,6 +68,9 @@ def test_a_runs_folder_that_is_a_file_is_refused(tmp_path):
     (tmp_path / "runs").write_text("not a folder")
     with pytest.raises(AuditorError, match="the runs folder .*runs is a file"):
         RunStore(tmp_path / "runs")
+    (tmp_path / "gone").symlink_to(tmp_path / "nowhere")  # not a file, and no run could be made under it
+    with pytest.raises(AuditorError, match=r"the runs folder .*gone is a broken link \(to .*nowhere\); give a folder"):
+        RunStore(tmp_path / "gone")
 
 
 def test_store_cannot_escape_its_root(tmp_path):

@@ -138,8 +138,10 @@ class RunStore:
 
     def __init__(self, root: Path):
         self.root = Path(root)
-        if self.root.exists() and not self.root.is_dir():  # "no runs in it" would hide the mistake
-            raise AuditorError(f"the runs folder {self.root} is a file; give a folder (--runs-dir or AUDITOR_RUNS_DIR)")
+        if (self.root.exists() or self.root.is_symlink()) and not self.root.is_dir():  # "no runs in it" would hide it
+            raise AuditorError(
+                f"the runs folder {_what_is(self.root)}; give a folder (--runs-dir or AUDITOR_RUNS_DIR)"
+            )
 
     def path_for(self, run_id: str) -> Path:
         return self.root / check_run_id(run_id)
