@@ -386,7 +386,12 @@ def _point_colour(row: OccupationAmplification) -> str:
 
 
 #: What the face filter decided of an image it did not classify, in the words under its thumbnail.
-FACE_CAPTIONS = {"no_face": "no face", "many_faces": "several faces", "small_face": "face too small"}
+FACE_CAPTIONS = {
+    None: "NSFW-flagged",  # the safety checker blacked it out: no face was looked for
+    "no_face": "no face",
+    "many_faces": "several faces",
+    "small_face": "face too small",
+}
 
 
 def _thumbnails(record: AmplificationRecord, run_dir: Path) -> dict[str, list[ImageCell]]:
@@ -402,8 +407,8 @@ def _thumbnails(record: AmplificationRecord, run_dir: Path) -> dict[str, list[Im
             title = f"image {image.index}"
             caption = None
             if said is not None:
-                caption = FACE_CAPTIONS.get(said.face, "not looked at") if said.gender is None else said.gender
-                title += f": {said.face or 'not looked at'}"
+                caption = FACE_CAPTIONS.get(said.face, said.face) if said.gender is None else said.gender
+                title += f": {FACE_CAPTIONS.get(said.face, said.face)}"
                 if said.gender is not None:
                     title += f", {said.gender} (P(woman) = {said.p_woman:.3f})"
             row.append(thumbnail(image, prompt_set.prompt, links, title, caption))
