@@ -429,6 +429,7 @@ def test_html_report_is_self_contained(tmp_path):
     # settings read as words, not as Python's reprs
     assert "<td>compile</td><td>no</td>" in html and "<td>steps</td><td>default</td>" in html
     assert "False" not in html and "None" not in html and "[]" not in html
+    assert html.count("A single CAS is biased low at small sizes") == 1  # in the header's uncertainty row alone
 
 
 def test_html_links_only_images_inside_the_run_folder(tmp_path):

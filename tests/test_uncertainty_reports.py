@@ -145,8 +145,8 @@ def test_terminal_and_json_show_intervals_and_without_them_nothing_is_claimed():
     cas = next(cf for cf in record.scores.axes[0].counterfactuals)
     assert f"{cas.cas:.2f} [{cas.cas_ci.low:.2f}, {cas.cas_ci.high:.2f}]" in human.stdout
     # beside every CAS interval, the page and the terminal say what it cannot show (README: read them with care)
-    assert "a single CAS is biased low at small sizes" in data["uncertainty"]
-    assert "a single CAS is biased low at small sizes" in " ".join(human.stdout.split())
+    assert data["cas_caveat"].startswith("A single CAS is biased low at small sizes")
+    assert f"{data['uncertainty']}. {data['cas_caveat']}" in " ".join(human.stdout.replace("│", " ").split())
 
     bare = record.model_dump(mode="json")
     bare["scores"]["intervals"] = None

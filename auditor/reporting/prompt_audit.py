@@ -14,6 +14,7 @@ from auditor.records import INITIAL_PROMPT_ID, AxisScore, ConceptFrequency, RunR
 from auditor.reporting.glossary import METRICS
 from auditor.reporting.ranking import rank_with_ties
 from auditor.reporting.sentences import (
+    CAS_INTERVAL_CAVEAT,
     association_view,
     axis_finding,
     bav_note,
@@ -208,6 +209,7 @@ def build_view(record: RunRecord, alive: bool | None = None, run_dir: Path | Non
         seeding=seeds_phrase(seeds),
         cas_normalization=scores.cas_normalization if scores else None,
         uncertainty=uncertainty_line(scores, record.config.images_per_prompt, seeds is not None) if scores else None,
+        cas_caveat=CAS_INTERVAL_CAVEAT if any(cf.cas_ci for axis in axes for cf in axis.counterfactuals) else None,
         axes=axes,
         initial_concepts=_concepts(scores.top_concepts.get(INITIAL_PROMPT_ID, [])) if scores else [],
         initial_aligned=(

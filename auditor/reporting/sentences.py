@@ -344,6 +344,14 @@ def intervals_asked(scoring: ScoringSettings) -> str:
     )
 
 
+#: What a CAS interval cannot show, said wherever CAS values carry intervals (the README's "read them with care").
+CAS_INTERVAL_CAVEAT = (
+    "A single CAS is biased low at small sizes, so its interval can miss its large-sample value (even lie below its "
+    "own estimate); the findings rest on CAS differences, BAV and adjusted p-values, in which these biases largely "
+    "cancel."
+)
+
+
 def uncertainty_line(scores: Scores, seeds: int, seeded: bool = True) -> str | None:
     """How the intervals and adjusted p-values were made, for the report's settings; without intervals, why
     (``seeds``: images per prompt set; ``seeded``: whether a seed made each, else the resamples are of image
@@ -354,9 +362,7 @@ def uncertainty_line(scores: Scores, seeds: int, seeded: bool = True) -> str | N
         method = "BCa" if i.method == "bca" else "percentile"
         parts.append(
             f"{i.level:.0%} {method} intervals from {i.resamples} paired-bootstrap resamples of the "
-            f"{resampled(i.seeds, seeded)} (drawn with --ci-seed {i.seed}); a single CAS is biased low at small "
-            "sizes, so its interval can miss (even lie below it): each finding rests on a difference of CAS values "
-            "and its interval, where the two biases largely cancel"
+            f"{resampled(i.seeds, seeded)} (drawn with --ci-seed {i.seed})"
         )
     elif seeds < MIN_SEEDS:
         parts.append(f"no intervals ({too_few_seeds(seeds, seeded)})")

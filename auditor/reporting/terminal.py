@@ -77,7 +77,8 @@ def _header(view: ReportView) -> Panel:
         )
     )
     if view.uncertainty:
-        lines.append(_text(("Uncertainty  ", "bold"), view.uncertainty))
+        caveat = f". {view.cas_caveat}" if view.cas_caveat else ""
+        lines.append(_text(("Uncertainty  ", "bold"), view.uncertainty + caveat))
     lines.append(Text())
     lines.append(_text((view.headline, "bold")))
     return Panel(Group(*lines), title=Text("auditor report", style="bold"), title_align="left", expand=True)

@@ -188,6 +188,8 @@ class ReportView:
     seeding: str
     cas_normalization: str | None
     uncertainty: str | None
+    #: :data:`~auditor.reporting.sentences.CAS_INTERVAL_CAVEAT` where CAS values carry intervals, else None.
+    cas_caveat: str | None
     axes: list[AxisView]
     initial_concepts: list[Concept]
     initial_aligned: dict[str, list[Concept]]
