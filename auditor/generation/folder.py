@@ -27,7 +27,7 @@ from typing import Any
 from auditor.core.errors import AuditorError, ImagesMissingError
 from auditor.core.registry import Spec
 from auditor.core.store import read_text_file, slugify
-from auditor.core.text import single_spaced
+from auditor.core.text import first_few, single_spaced
 from auditor.core.weights import LoadOptions
 from auditor.generation.base import GeneratedPicture, GenerationItem
 from auditor.records import GenerationSettings, ModelRef
@@ -84,8 +84,7 @@ class FolderImages:
     def _lacking(self, item: GenerationItem) -> str | None:
         entry = self._prompts.get(prompt_key(item.prompt))
         if entry is None:
-            labels = [repr(p.label) for p in self._prompts.values()]
-            known = ", ".join(labels[:5]) + (", ..." if len(labels) > 5 else "")
+            known = first_few([repr(p.label) for p in self._prompts.values()], 5)
             return f"no images for prompt {item.prompt!r} (it has images for {known})"
         if item.index >= len(entry.files):
             return f"prompt {item.prompt!r} has {len(entry.files)} images, image {item.index + 1} was asked for"

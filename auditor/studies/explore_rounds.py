@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Literal
 
 from auditor.core.errors import AuditorError, StartAgainError
+from auditor.core.text import first_few
 from auditor.executors.generation import PromptRequest, described_text_to_image, uncached
 from auditor.executors.perception import AnswerReader, merge_answers
 from auditor.records import INITIAL_PROMPT_ID, Arm, ArmStep, ExploreRecord, Round, StopReason
@@ -55,7 +56,7 @@ def allocate_round(study: Exploration, number: int) -> Round | None:
     wanting = [arm for arm in study.record.arms if arm.state == "alive" and arm.seeds < config.max_images_per_prompt]
     if not wanting and not study.record.arms:
         rejected = [c for c in study.record.candidates if c.rejected_for is not None]
-        reasons = "; ".join(f"\"{c.prompt}\": {c.reason}" for c in rejected[:3]) + ("; ..." if len(rejected) > 3 else "")
+        reasons = first_few([f"\"{c.prompt}\": {c.reason}" for c in rejected], separator="; ")
         raise StartAgainError(
             f"nothing to explore: every candidate prompt was rejected ({reasons or 'none was proposed'}); "
             "give other seed prompts or another --topic, or more --proposals or --max-prompts"
