@@ -24,7 +24,7 @@ from auditor.records import GeneratedImage, RunRecord
 from auditor.reporting.glossary import METRICS
 from auditor.reporting.numbers import IntervalLike, cells, number, p_value, written_apart
 from auditor.reporting.prompt_audit import build_view
-from auditor.reporting.sentences import defined_share, error_line, unstated_errors
+from auditor.reporting.sentences import defined_share, error_line, partial_interval_note, unstated_errors
 from auditor.reporting.status import running_now
 from auditor.reporting.views import AxisView, Concept, ConceptColumn, ImageView, ReportView, SetView
 from auditor.reporting.wording import setting_text
@@ -585,6 +585,7 @@ def template_environment() -> jinja2.Environment:
     env.globals["unstated_errors"] = unstated_errors
     env.globals["cells"] = _cells
     env.globals["defined_share"] = defined_share
+    env.globals["partial_interval_note"] = partial_interval_note
     env.filters["p_value"] = partial(p_value, missing="–")
     env.globals["metrics"] = METRICS
     env.globals["auditor_version"] = __version__  # every page's generator tag and footer

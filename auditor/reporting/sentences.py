@@ -337,11 +337,13 @@ def _bav(axis: AxisView) -> str:
 def intervals_asked(scoring: ScoringSettings) -> str:
     """The intervals a study's settings ask of each audit, for a page's facts (a batch, an exploration): level,
     method, resamples and the seed that draws them."""
-    method = "BCa" if scoring.ci_method == "bca" else "percentile"
-    return (
-        f"{scoring.ci_level:.0%} {method} intervals from {scoring.bootstrap} paired-bootstrap resamples "
-        f"(--ci-seed {scoring.ci_seed})"
-    )
+    return f"{_intervals(scoring.ci_level, scoring.ci_method, scoring.bootstrap)} (--ci-seed {scoring.ci_seed})"
+
+
+def _intervals(level: float, method: str, resamples: int) -> str:
+    """``95% percentile intervals from 1000 paired-bootstrap resamples``."""
+    name = "BCa" if method == "bca" else "percentile"
+    return f"{level:.0%} {name} intervals from {resamples} paired-bootstrap resamples"
 
 
 #: What a CAS interval cannot show, said wherever CAS values carry intervals (the README's "read them with care").
@@ -359,10 +361,9 @@ def uncertainty_line(scores: Scores, seeds: int, seeded: bool = True) -> str | N
     parts = []
     if scores.intervals is not None:
         i = scores.intervals
-        method = "BCa" if i.method == "bca" else "percentile"
         parts.append(
-            f"{i.level:.0%} {method} intervals from {i.resamples} paired-bootstrap resamples of the "
-            f"{resampled(i.seeds, seeded)} (drawn with --ci-seed {i.seed})"
+            f"{_intervals(i.level, i.method, i.resamples)} of the {resampled(i.seeds, seeded)} "
+            f"(drawn with --ci-seed {i.seed})"
         )
     elif seeds < MIN_SEEDS:
         parts.append(f"no intervals ({too_few_seeds(seeds, seeded)})")

@@ -62,7 +62,7 @@ class TraceOptions:
 
     def validate(self) -> None:
         """Reject bad input before a run folder is created or a model loaded."""
-        from auditor.generation.registry import T2I_BACKENDS
+        from auditor.generation.registry import preflight_t2i
         from auditor.perception.registry import DETECTORS, EMBEDDERS, SEGMENTERS, VQA_BACKENDS
 
         if (self.captions is None) == (not self.professions):
@@ -93,7 +93,7 @@ class TraceOptions:
         if self.segmenter is not None:
             SEGMENTERS.check(self.segmenter)
         # The options agree; now each model must be where it is said to be (a local path exists, a key is set).
-        T2I_BACKENDS.preflight(self.t2i)
+        preflight_t2i(self.t2i, self.generation)
         VQA_BACKENDS.preflight(self.vqa)
         for registry, specs in ((EMBEDDERS, self.embedders), (DETECTORS, [self.detector]), (SEGMENTERS, [self.segmenter])):
             for spec in filter(None, specs):
