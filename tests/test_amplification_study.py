@@ -450,7 +450,7 @@ def test_caption_proxy_is_labelled_everywhere(data, proxy_run):
     left_out = [row for row in record.amplification if row.method == "no-indicator" and row.template == 1]
     occupations, note = ", ".join(row.occupation for row in left_out), left_out[0].note  # one reason, said once
     assert {row.note for row in left_out} == {note} and len(left_out) > 1
-    assert f"Not drawn, without an A: {occupations}: {note}</p>" in html.unescape(page)
+    assert f"Not drawn, without an A: {occupations} ({note})</p>" in html.unescape(page)
     shown = run_auditor("amplification", "report", "amp", env=env)
     assert shown.returncode == 0 and "T is a caption proxy: the % female among" in shown.stdout
     noted = [row for row in record.amplification if row.note and row.template == 1]

@@ -365,7 +365,7 @@ def _undrawn(record: AmplificationRecord) -> dict[tuple[str, int], str]:
             why = undrawn.setdefault((row.method, row.template), {})
             why.setdefault(row.note or "no A", []).append(row.occupation)
     return {
-        key: "; ".join(f"{first_few(occupations)}: {note}" for note, occupations in why.items())
+        key: "; ".join(f"{first_few(occupations)} ({note})" for note, occupations in why.items())
         for key, why in undrawn.items()
     }
 
