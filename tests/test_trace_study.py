@@ -275,6 +275,7 @@ def test_trace_study_end_to_end_numbers_match_independent_computations(
     assert "Prompt-to-image trace" in html and "pictures/triplet-0000.png" in html
     seed = record.config.seeds[record.pictures[0].image_index]  # which images a picture shows, and in what order
     assert f"<strong>triplet 0, seed {seed}</strong>: columns left to right neutral, feminine, masculine" in html
+    assert "<tr><th>space</th><th>measure</th><th>closer to</th>" in html  # each stage's verdict beside its name
     roles = [role for role, _ in record.models_by_role()]  # the header says which model did what
     assert roles == ["t2i", "vqa", "embedder", "embedder", "detector", "segmenter"], roles
     assert all(f"<tr><th>{role}</th>" in html for role in roles)
