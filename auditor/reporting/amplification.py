@@ -407,8 +407,9 @@ def _thumbnails(record: AmplificationRecord, run_dir: Path) -> dict[str, list[Im
             title = f"image {image.index}"
             caption = None
             if said is not None:
-                caption = FACE_CAPTIONS.get(said.face, said.face) if said.gender is None else said.gender
-                title += f": {FACE_CAPTIONS.get(said.face, said.face)}"
+                verdict = FACE_CAPTIONS.get(said.face, said.face)
+                caption = verdict if said.gender is None else said.gender
+                title += f": {verdict}"
                 if said.gender is not None:
                     title += f", {said.gender} (P(woman) = {said.p_woman:.3f})"
             row.append(thumbnail(image, prompt_set.prompt, links, title, caption))

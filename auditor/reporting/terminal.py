@@ -118,7 +118,8 @@ def _cf_prompt(cf: CounterfactualView) -> Text:
     return _text(*[(s.text, "bold") if s.changed else s.text for s in cf.segments])
 
 
-def _cas_table(axis: AxisView) -> Table:
+def _cas_table(axis: AxisView) -> RenderableType:
+    """The axis's CAS per counterfactual, with the embedding similarity in a narrow column named under the table."""
     embedding = any(cf.embedding_similarity is not None for cf in axis.counterfactuals)
     intervals = any(cf.cas_ci for cf in axis.counterfactuals)
     columns = [("counterfactual", "left"), ("bar", ""), ("CAS", "right")]
@@ -135,6 +136,8 @@ def _cas_table(axis: AxisView) -> Table:
         table.add_row(*row)
         for warning in cf.warnings:
             table.add_row(_text(("  warning: ", "yellow"), warning))
+    if embedding:
+        return Group(table, Text(f"emb.: {METRICS['embedding_similarity'].description}", style="dim"))
     return table
 
 
@@ -163,8 +166,6 @@ def _axis(axis: AxisView) -> RenderableType:
         _text(("CAS per counterfactual, lowest first", "bold")),
         _cas_table(axis),
     ]
-    if any(cf.embedding_similarity is not None for cf in axis.counterfactuals):  # the table's narrow column, named
-        parts.append(Text(f"emb.: {METRICS['embedding_similarity'].description}", style="dim"))
     if axis.lean_sentence is not None:
         parts.append(_text((f"{METRICS['lean'].name}: ", "bold"), axis.lean_sentence))
     if axis.association is not None:
