@@ -10,7 +10,6 @@ import typer
 from auditor.commands import common
 from auditor.commands.prompt import audit_options, check_axes_fit, scoring_settings
 from auditor.core.errors import AuditorError
-from auditor.records import PerceptionSettings
 
 if TYPE_CHECKING:  # pragma: no cover
     from auditor.studies.prompt_audit import PromptAuditOptions
@@ -86,7 +85,7 @@ def batch(
                 batch_size, compile_models, steps=steps, guidance_scale=guidance, scheduler=scheduler, width=width,
                 height=height, negative_prompt=negative_prompt,
             ),
-            PerceptionSettings(batch_size=vqa_batch_size, concurrency=vqa_concurrency),
+            common.perception_settings(vqa_batch_size, vqa_concurrency),
             scoring_settings(cas_normalization.value, top_k, bootstrap, ci_method.value, ci_seed, alpha),
             max_axes=max_axes, max_counterfactuals=max_counterfactuals, llm_retries=llm_retries,
             llm_temperature=temperature, llm_seed=llm_seed, device=device,

@@ -26,6 +26,15 @@ from typing import TYPE_CHECKING, Any, NoReturn
 
 import typer
 
+from auditor.core.defaults import (
+    DEFAULT_EMBEDDER,
+    DEFAULT_T2I,
+    DEFAULT_VQA,
+    MAX_GUIDANCE,
+    MAX_SEED,
+    MAX_SIDE,
+    default_llm_spec,
+)
 from auditor.core.errors import (
     AuditorError,
     BackendError,
@@ -36,7 +45,6 @@ from auditor.core.errors import (
     Terminated,
     out_of_memory,
 )
-from auditor.core.settings import DEFAULT_EMBEDDER, DEFAULT_T2I, DEFAULT_VQA, MAX_GUIDANCE, MAX_SEED, MAX_SIDE
 from auditor.reporting.wording import counted
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -44,7 +52,7 @@ if TYPE_CHECKING:  # pragma: no cover
 
     from auditor.core.cache import ContentCache
     from auditor.core.store import RunStore
-    from auditor.records import GenerationSettings
+    from auditor.records import GenerationSettings, PerceptionSettings
     from auditor.studies.progress import ProgressReporter
     from auditor.studies.run import RecordT, Resumption, StudyRun
 
@@ -282,6 +290,14 @@ def generation_settings(batch_size: str, compile_models: bool, **settings: Any) 
     return made
 
 
+def perception_settings(vqa_batch_size: int, vqa_concurrency: int) -> PerceptionSettings:
+    """Perception settings from ``--vqa-batch-size`` and ``--vqa-concurrency`` (records load only when a command
+    runs, not for its ``--help``)."""
+    from auditor.records import PerceptionSettings
+
+    return PerceptionSettings(batch_size=vqa_batch_size, concurrency=vqa_concurrency)
+
+
 #: How far an option may set an image setting (--width, --height, --guidance): bounded where a typo is made, not
 #: in the records, so a run recorded with a larger value stays readable.
 OPTION_LIMITS = {"width": MAX_SIDE, "height": MAX_SIDE, "guidance_scale": MAX_GUIDANCE}
@@ -319,8 +335,6 @@ RESUME_OPTIONS = RESUME_BASE | {"vqa", "embedder", "vqa_concurrency"}
 def planner_spec(llm: str | None) -> str:
     """The LLM a planning command uses: ``--llm`` as given, else OpenAI when its key is set, else the offline
     planner (:func:`say_offline_fallback` tells the user)."""
-    from auditor.core.settings import default_llm_spec
-
     return llm or default_llm_spec()
 
 

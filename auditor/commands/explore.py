@@ -11,7 +11,6 @@ import typer
 from auditor.commands import common
 from auditor.commands.prompt import scoring_settings
 from auditor.core.errors import AuditorError
-from auditor.records import PerceptionSettings
 
 if TYPE_CHECKING:  # pragma: no cover
     from auditor.records import ExploreRecord
@@ -140,7 +139,7 @@ def explore(
             generation=common.generation_settings(
                 batch_size, compile_models, steps=steps, guidance_scale=guidance, scheduler=scheduler
             ),
-            perception=PerceptionSettings(batch_size=vqa_batch_size, concurrency=vqa_concurrency),
+            perception=common.perception_settings(vqa_batch_size, vqa_concurrency),
             scoring=scoring_settings("distribution", 10, bootstrap, ci_method.value, ci_seed, alpha),
             max_axes=max_axes,
             max_counterfactuals=max_counterfactuals,

@@ -8,17 +8,12 @@ from typing import TYPE_CHECKING
 import typer
 
 from auditor.commands import common
-from auditor.core.settings import DEFAULT_EMBEDDER
-from auditor.records import (
-    GenerationSettings,
-    PerceptionSettings,
-    RunRecord,
-    ScoringSettings,
-)
+from auditor.core.defaults import DEFAULT_EMBEDDER
 
 if TYPE_CHECKING:  # pragma: no cover
     from rich.console import Console
 
+    from auditor.records import GenerationSettings, PerceptionSettings, RunRecord, ScoringSettings
     from auditor.studies.prompt_audit import PromptAuditOptions
 
 
@@ -82,7 +77,7 @@ def prompt(
                 batch_size, compile_models, steps=steps, guidance_scale=guidance, scheduler=scheduler, width=width,
                 height=height, negative_prompt=negative_prompt,
             ),
-            PerceptionSettings(batch_size=vqa_batch_size, concurrency=vqa_concurrency),
+            common.perception_settings(vqa_batch_size, vqa_concurrency),
             scoring_settings(cas_normalization.value, top_k, bootstrap, ci_method.value, ci_seed, alpha),
             max_axes=max_axes, max_counterfactuals=max_counterfactuals, llm_retries=llm_retries,
             llm_temperature=temperature, llm_seed=llm_seed, review=review, device=device,
@@ -106,6 +101,8 @@ def prompt(
 def scoring_settings(
     cas_normalization: str, top_k: int, bootstrap: int, ci_method: str, ci_seed: int, alpha: float
 ) -> ScoringSettings:
+    from auditor.records import ScoringSettings
+
     common.check_alpha(alpha)
     return ScoringSettings(
         cas_normalization=cas_normalization, top_k=top_k, bootstrap=bootstrap, ci_method=ci_method, ci_seed=ci_seed,

@@ -9,7 +9,6 @@ import typer
 
 from auditor.commands import common
 from auditor.core.console import out, print_json, say_whole
-from auditor.core.runlock import is_running
 
 if TYPE_CHECKING:  # pragma: no cover
     from auditor.records import AnyRecord
@@ -61,6 +60,8 @@ def _row(folder: Path, record: AnyRecord) -> dict:
     ``running`` also says whether a process still runs it (``alive``; a killed one's record says ``running``
     too, and the listing shows it as stopped); one that is not complete nor alive gets the command that continues
     it, unless it failed in a way a resume would repeat."""
+    from auditor.core.runlock import is_running
+
     row = {
         "run_id": folder.name,  # what other commands take (a copied or renamed run's record keeps its first id)
         "kind": record.kind,

@@ -18,8 +18,8 @@ import typer
 
 from auditor.commands import common
 from auditor.core.console import out, print_json
+from auditor.core.defaults import DEFAULT_EMBEDDER
 from auditor.core.errors import AuditorError
-from auditor.core.settings import DEFAULT_EMBEDDER
 
 if TYPE_CHECKING:  # pragma: no cover
     from auditor.core.cache import ContentCache

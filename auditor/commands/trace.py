@@ -8,8 +8,8 @@ from typing import TYPE_CHECKING
 import typer
 
 from auditor.commands import common
+from auditor.core.defaults import DEFAULT_T2I, DEFAULT_VQA
 from auditor.core.errors import AuditorError
-from auditor.core.settings import DEFAULT_T2I, DEFAULT_VQA
 
 if TYPE_CHECKING:  # pragma: no cover
     from auditor.records import TraceScoringSettings

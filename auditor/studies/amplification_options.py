@@ -11,9 +11,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from auditor.core.defaults import DEFAULT_EMBEDDER
 from auditor.core.errors import AuditorError
 from auditor.core.registry import with_absolute_path
-from auditor.core.settings import DEFAULT_EMBEDDER
 from auditor.corpora.prompts import occupation_prompt
 from auditor.corpora.readers import BATCH_ROWS
 from auditor.corpora.selection import METHODS, NN_METHODS, PER_OCCUPATION, Method

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from auditor.core.defaults import MAX_SEED
 from auditor.core.errors import AuditorError
-from auditor.core.settings import MAX_SEED
 from auditor.core.text import single_spaced
 from auditor.records import ExploreConfig, GenerationSettings, Objective, PerceptionSettings, ScoringSettings
 from auditor.studies.run import spec_ref

@@ -13,9 +13,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from auditor.core.cache import ContentCache
+from auditor.core.defaults import DEFAULT_EMBEDDER
 from auditor.core.environment import collect_environment
 from auditor.core.errors import AuditorError
-from auditor.core.settings import DEFAULT_EMBEDDER
 from auditor.core.store import (
     PLAN_DRAFT_FILE,
     TRANSCRIPT_FILE,

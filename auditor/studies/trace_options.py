@@ -10,8 +10,8 @@ from dataclasses import dataclass, field
 
 from pydantic import ValidationError
 
+from auditor.core.defaults import DEFAULT_T2I, DEFAULT_VQA
 from auditor.core.errors import AuditorError
-from auditor.core.settings import DEFAULT_T2I, DEFAULT_VQA
 from auditor.core.store import describe_validation_error
 from auditor.executors import DEFAULT_EXECUTOR, check_executor, check_placement
 from auditor.records import GenerationSettings, PerceptionSettings, TraceConfig, TraceScoringSettings
