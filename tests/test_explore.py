@@ -180,6 +180,9 @@ def test_a_planted_bias_is_found_in_the_top_k_confirmed_and_everything_is_record
     # the world's openai: backend takes no seed: its images are told apart by position, never as "seed None"
     assert "seed None" not in html and 'title="image 0"' in html and "the backend takes no seed" in html
     assert '<th></th><th class="num" scope="col">image 0</th><th class="num" scope="col">image 1</th>' in html
+    strips = html[html.index('id="images"'):html.index('id="lineage"')]
+    assert '<th class="set" scope="row">a photo of a nurse</th>' in strips  # the candidate's own prompt: nothing marked
+    assert re.search(r'<th class="set" scope="row">a photo of a <mark>\w+</mark> nurse</th>', strips), strips
     assert "<script>" not in html and "&lt;script&gt;" in html  # LLM text is escaped
     for path in exploration.run_dir.rglob("*"):
         if path.is_file() and path.suffix in {".json", ".html"}:

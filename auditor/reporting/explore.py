@@ -27,7 +27,7 @@ from auditor.reporting.numbers import decimals, number, p_equals, p_value, with_
 from auditor.reporting.ranking import Ranked, rank_with_ties
 from auditor.reporting.sentences import intervals_asked, unfinished_note
 from auditor.reporting.tables import WRAPPED_VALUE_WIDTH, borderless_table
-from auditor.reporting.wording import counted, dropped_axes_summary, made_by, quote
+from auditor.reporting.wording import Segment, counted, dropped_axes_summary, made_by, prompt_segments, quote
 
 #: Rows of the terminal leaderboard (the JSON and HTML have them all).
 TERMINAL_ROWS = 15
@@ -360,8 +360,17 @@ def lineage(record: ExploreRecord) -> list[LineageNode]:
     return [node(c) for c in record.candidates if c.parent is None or c.parent not in ids]
 
 
-def _strips(record: ExploreRecord, rows: list[Row], run_dir: Path) -> dict[str, list[tuple[str, list[Any]]]]:
-    """Arm id -> (prompt, image cells) per prompt set of each top arm: its first exploration images."""
+@dataclass(frozen=True)
+class Strip:
+    """One prompt set's row of images in an arm's strips; ``segments`` mark the words its counterfactual changed."""
+
+    segments: list[Segment]
+    cells: list[Any]
+
+
+def _strips(record: ExploreRecord, rows: list[Row], run_dir: Path) -> dict[str, list[Strip]]:
+    """Arm id -> one strip per prompt set of each top arm (the candidate's own prompt first): its first
+    exploration images."""
     from auditor.reporting.html import ImageLinks, thumbnail
     from auditor.scoring.arms import arm_prompts, set_id
 
@@ -373,14 +382,15 @@ def _strips(record: ExploreRecord, rows: list[Row], run_dir: Path) -> dict[str, 
         for prompt_id, prompt in arm_prompts(row.candidate, row.arm.axis).items():
             found = sets.get(set_id(row.candidate.candidate_id, prompt_id))
             images = [image for image in (found.images if found else []) if image.index < row.arm.seeds][:STRIP_IMAGES]
-            lines.append((prompt, [thumbnail(image, prompt, links, made_by(image)) for image in images]))
+            segments = prompt_segments(row.candidate.prompt, prompt) if lines else [Segment(prompt, False)]
+            lines.append(Strip(segments, [thumbnail(image, prompt, links, made_by(image)) for image in images]))
         strips[row.arm.arm_id] = lines
     return strips
 
 
-def _columns(lines: list[tuple[str, list[Any]]]) -> list[str]:
+def _columns(lines: list[Strip]) -> list[str]:
     """The column heads of an arm's image strips: each column's seed (its index for a backend that takes none)."""
-    widest = max((cells for _, cells in lines), key=len, default=[])
+    widest = max((line.cells for line in lines), key=len, default=[])
     return [f"image {cell.index}" if cell.seed is None else f"seed {cell.seed}" for cell in widest]
 
 
