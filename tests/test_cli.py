@@ -18,6 +18,21 @@ from tests.clitools import run_auditor
 from tests.factories import make_record
 
 
+def loaded_by(argv: list[str], prefixes: tuple[str, ...]) -> tuple[list[str], str]:
+    """The modules starting with one of ``prefixes`` that ``auditor *argv`` loaded, run in a fresh interpreter,
+    and what it printed."""
+    code = (
+        "import json, sys\n"
+        "from auditor.cli import main\n"
+        f"sys.argv = ['auditor', *{argv!r}]\n"
+        "try:\n    main()\nexcept SystemExit:\n    pass\n"
+        f"print('LOADED', json.dumps(sorted(m for m in sys.modules if m.startswith({prefixes!r}))))\n"
+    )
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    printed, _, loaded = result.stdout.rpartition("LOADED ")
+    return json.loads(loaded), printed
+
+
 @pytest.mark.parametrize("command", [["--help"], ["runs"]])
 def test_help_and_a_listing_import_no_model_or_numeric_library(tmp_path, command):
     """What every command pays before it does anything: no model library, and for commands that only read records'
@@ -25,16 +40,9 @@ def test_help_and_a_listing_import_no_model_or_numeric_library(tmp_path, command
     write_model(tmp_path / "runs" / "r1" / "record.json", make_record("r1"))
     argv = [*command, "--runs-dir", str(tmp_path / "runs")] if command == ["runs"] else command
     heavy = ("torch", "diffusers", "transformers", "nltk", "openai", "langchain", "numpy", "scipy", "yaml", "jinja2")
-    code = (
-        "import sys\n"
-        "from auditor.cli import main\n"
-        f"sys.argv = ['auditor', *{argv!r}]\n"
-        "try:\n    main()\nexcept SystemExit:\n    pass\n"
-        f"print('HEAVY', [m for m in {heavy!r} if m in sys.modules])\n"
-    )
-    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    assert "HEAVY []" in result.stdout
-    assert ("doctor" if command == ["--help"] else "r1") in result.stdout
+    loaded, printed = loaded_by(argv, heavy)
+    assert loaded == []
+    assert ("doctor" if command == ["--help"] else "r1") in printed
 
 
 @pytest.mark.parametrize(("command", "not_loaded"), [
@@ -44,16 +52,9 @@ def test_help_and_a_listing_import_no_model_or_numeric_library(tmp_path, command
 def test_help_builds_no_record_models(command, not_loaded):
     """A command's ``--help`` (and a usage error) is the command line alone, not the building of auditor's record
     models and settings, which took more than half of its 0.4 s."""
-    code = (
-        "import sys\n"
-        "from auditor.cli import main\n"
-        f"sys.argv = ['auditor', *{command!r}]\n"
-        "try:\n    main()\nexcept SystemExit:\n    pass\n"
-        f"print('LOADED', sorted({{m for m in sys.modules if m.startswith({not_loaded!r})}}))\n"
-    )
-    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    assert "LOADED []" in result.stdout
-    assert ("--vqa-batch-size" if "prompt" in command else "doctor") in result.stdout
+    loaded, printed = loaded_by(command, not_loaded)
+    assert loaded == []
+    assert ("--vqa-batch-size" if "prompt" in command else "doctor") in printed
 
 
 def test_doctor_reports_credentials_without_their_values():
