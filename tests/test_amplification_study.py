@@ -396,6 +396,11 @@ def test_report_command_shows_the_stored_run(image_run):
     assert shown.returncode == 0, shown.stderr
     assert "Mean amplification A" in shown.stdout and "R&D engineer" in shown.stdout
     assert "T: the selected examples' images" in shown.stdout
+    # the house table shape, no box, and G, T and A to one decimal as on the page, within 80 columns
+    assert not set("│┃─━┏┡") & set(shown.stdout)
+    rows = [line for line in shown.stdout.splitlines() if line.startswith(("occupation ", "nurse ", "R&D engineer "))]
+    assert rows and all(len(line.rstrip()) <= 80 for line in rows), rows
+    assert all(len(re.findall(r"\d\.\d \[[+-]?\d+\.\d, [+-]?\d+\.\d\]", line)) == 3 for line in rows[1:3]), rows
     again = run_auditor("amplification", "report", "amp", "--json", env=env)
     assert json.loads(again.stdout)["summary"] == output["summary"]
     general = run_auditor("report", "amp", "--json", env=env)  # `auditor report` shows any run, this one too

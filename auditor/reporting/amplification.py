@@ -13,8 +13,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from rich.console import Console
-from rich.table import Table
+from rich.console import Console, Group
 from rich.text import Text
 
 from auditor.core.console import say, say_whole
@@ -33,6 +32,7 @@ from auditor.reporting.glossary import METRICS
 from auditor.reporting.html import GRID_IMAGES, ImageCell, ImageLinks, thumbnail, write_run_page
 from auditor.reporting.numbers import p_equals, p_value, with_bounds, with_span
 from auditor.reporting.sentences import unfinished_note
+from auditor.reporting.tables import column_table
 from auditor.reporting.wording import counted, seeds_phrase
 
 #: What the reader is told whenever T is not image-based.
@@ -254,10 +254,13 @@ def render_amplification(record: AmplificationRecord, run_dir: Path, console: Co
     if (unfinished := unfinished_note(record, run_dir)) is not None:
         say_whole(console, unfinished)
     if record.summary:
-        table = Table(title="Mean amplification A in points (> 0: images further from parity than training)")
-        for header, justify in (("method", "left"), ("prompt", "left"), ("n", "right"), ("mean A [95%]", "right"),
-                                ("p", "right"), ("Holm p", "right")):  # fmt: skip
-            table.add_column(header, justify=justify)
+        console.print(
+            Text("Mean amplification A in points (> 0: images further from parity than training)", style="bold")
+        )
+        table = column_table(
+            ("method", "left"), ("prompt", "left"), ("n", "right"), ("mean A [95%]", "right"), ("p", "right"),
+            ("Holm p", "right"), first_min_width=10, wrapping={"mean A [95%]"},
+        )  # fmt: skip
         for s in record.summary:
             table.add_row(
                 Text(s.method), "all" if s.template is None else str(s.template), str(s.occupations),
@@ -282,21 +285,23 @@ def render_amplification(record: AmplificationRecord, run_dir: Path, console: Co
     say_whole(console, run_files_text(run_dir))
 
 
-def _occupation_table(rows: Sequence[OccupationAmplification], method: str, template: str, basis: TBasis) -> Table:
-    table = Table(title=Text(f"{method}, prompt 1 ({template})"))
-    table.add_column("occupation")
-    for header in ("G % [95%]", f"{t_label(basis)} % [95%]", "A [95%]"):
-        table.add_column(header, justify="right")
-    table.add_column("flip")
+def _occupation_table(rows: Sequence[OccupationAmplification], method: str, template: str, basis: TBasis) -> Group:
+    """G, T and A of each occupation under one selection method, to one decimal as on the page: each value may
+    break before its interval on a narrow terminal rather than push a column out."""
+    shares = ("G % [95%]", f"{t_label(basis)} % [95%]", "A [95%]")
+    table = column_table(
+        ("occupation", "left"), *((header, "right") for header in shares), ("flip", "left"), first_min_width=10,
+        wrapping=set(shares),
+    )  # fmt: skip
     for row in rows:
         table.add_row(
             Text(row.occupation),
-            share_text(row.generated, 0),
-            share_text(row.training, 0),
+            share_text(row.generated),
+            share_text(row.training),
             signed_interval(row.amplification, row.amplification_ci),
             "yes" if row.flipped else "",
         )
-    return table
+    return Group(Text(f"{method}, prompt 1 ({template})", style="bold"), table)
 
 
 # --------------------------------------------------------------------------- HTML
@@ -468,14 +473,16 @@ def render_captions(
         chosen = [s for s in selections if s.method == method]
         ranked = any(s.prompt for s in chosen)
         nearest = f", nearest to {template!r}" if ranked else ""
-        table = Table(title=Text(f"{method}{nearest}; % female = caption proxy"))
-        table.add_column("occupation")
-        for header in ("matched", "selected", "male", "female", "both", "none", "% female [95%]"):
-            table.add_column(header, justify="right")
+        console.print(Text(f"{method}{nearest}; % female = caption proxy", style="bold"))
+        table = column_table(
+            ("occupation", "left"),
+            *((header, "right") for header in ("matched", "selected", "male", "female", "both", "none")),
+            ("% female [95%]", "right"), first_min_width=10, wrapping={"% female [95%]"},
+        )  # fmt: skip
         for s in chosen:
             counts = s.counts()
             proxy = s.caption_proxy()
-            shown = "–" if proxy.percent is None else with_bounds(proxy.percent, proxy.low, proxy.high, 0)
+            shown = "–" if proxy.percent is None else with_bounds(proxy.percent, proxy.low, proxy.high, 1)
             table.add_row(
                 Text(s.occupation), f"{s.matched:,}", str(len(s.captions)),
                 *(str(counts[k]) for k in ("male", "female", "both", "none")), shown,

@@ -9,7 +9,6 @@ from pathlib import Path
 from typing import Any
 
 from rich.console import Console
-from rich.table import Table
 from rich.text import Text
 
 from auditor.records import Interval, Scores
@@ -107,9 +106,8 @@ def render_scores(scores: Scores, prompt: str | None, source: Path, console: Con
                 style="dim",
             )
         )
-    concepts = Table(title=f"top concepts (per image, top {TABLE_TOP_CONCEPTS})")
-    concepts.add_column("prompt set")
-    concepts.add_column("concepts")
+    console.print(Text(f"Top concepts (per image, top {TABLE_TOP_CONCEPTS})", style="bold"))
+    concepts = column_table(("prompt set", "left"), ("concepts", "left"), first_min_width=10, wrapping={"concepts"})
     for prompt_id, top in scores.top_concepts.items():
         words = ", ".join(f"{item.concept} {item.frequency:.2f}" for item in top[:TABLE_TOP_CONCEPTS])
         concepts.add_row(Text(prompt_id), Text(words or "(none)"))
