@@ -119,6 +119,25 @@ def test_models_load_once_for_the_whole_batch(tiny_models, tmp_path, monkeypatch
     assert {t.stage: t.computed for t in record.timings}["generate"] == 3 * 3 * 2  # 3 prompts x 3 sets x 2 images
 
 
+def test_an_optional_embedder_that_fails_is_tried_once_and_every_audit_says_why(
+    tiny_models, clip_without_weights, tmp_path
+):
+    cache = ContentCache(tmp_path / "cache.sqlite")
+    audit = tiny_audit(tiny_models, embedder=f"clip:{clip_without_weights}", embedder_required=False)
+    try:
+        batch = start_batch(
+            BatchOptions(source="list", prompts=PROMPTS[:2], audit=audit), RunStore(tmp_path / "runs"), cache,
+            QuietProgress(), "b",
+        )  # fmt: skip
+        record = batch.run()
+    finally:
+        cache.close()
+    assert record.status == "completed"
+    audits = [load_record(batch.run_dir / entry.folder / "record.json", RunRecord) for entry in record.audits]
+    assert all(a.config.embedder is None and "CLIP" in a.embedder_skipped for a in audits)
+    assert audits[0].embedder_skipped == audits[1].embedder_skipped
+
+
 def test_a_resume_naming_other_weights_audits_every_prompt_again_with_them(tiny_models, tmp_path):
     """The leaderboard ranks one model's results: completed audits are audited again too, and said so once."""
     from auditor.studies.run import Resumption

@@ -3,6 +3,7 @@ cache, runs resume across executors, failures name their stage, and the writer k
 
 from __future__ import annotations
 
+import json
 import shutil
 import sqlite3
 import subprocess
@@ -350,6 +351,31 @@ def test_a_named_embedder_that_fails_to_load_fails_every_resume_until_it_is_poin
         cache.close()
     assert record.status == "completed" and record.config.embedder.spec == f"clip:{tiny_models.clip}"
     assert all(cf.embedding_similarity is not None for cf in record.scores.axes[0].counterfactuals)
+
+
+def test_an_optional_embedder_that_fails_to_load_leaves_a_record_and_reports_that_say_why(
+    tiny_models, clip_without_weights, tmp_path
+):
+    """The default CLIP model is optional: without its weights the audit completes without embedding scores, and
+    the record keeps why, so its reports say it long after the run's notice scrolled away (or --quiet dropped it).
+    A resume naming an embedder drops the old reason."""
+    store, cache = RunStore(tmp_path / "runs"), ContentCache(tmp_path / "cache.sqlite")
+    optional = options(
+        tiny_models, "sequential", images=2, max_axes=1, embedder=f"clip:{clip_without_weights}", embedder_required=False
+    )  # fmt: skip
+    try:
+        record = start_audit(optional, store, cache, QuietProgress(), run_name="r").run()
+        assert record.status == "completed" and record.config.embedder is None
+        assert "CLIP" in record.embedder_skipped
+        assert load_record(store.root / "r" / "record.json").embedder_skipped == record.embedder_skipped
+        shown = run_auditor("report", "r", "--json", "--runs-dir", str(store.root))
+        assert json.loads(shown.stdout)["notes"][0].startswith("No embedding scores: the default image embedder")
+        assert "No embedding scores" in (store.root / "r" / "report.html").read_text(encoding="utf-8")
+        assert "No embedding scores" in run_auditor("report", "r", "--runs-dir", str(store.root)).stdout
+        none = resume_audit("r", store, cache, QuietProgress(), Resumption(models={"embedder": "none"}))
+        assert none.record.embedder_skipped is None  # embeddings now not asked for: no reason to give
+    finally:
+        cache.close()
 
 
 #: Starts a local Ray in a process of its own, as ``auditor prompt --executor ray`` does, then sends itself SIGTERM.

@@ -494,8 +494,9 @@ class EmbedReader(ImageReader):
     """Unit-length image embeddings of every usable image (cached by image sha256).
 
     ``required=False``: an embedder that cannot be loaded is skipped with a notice (and
-    dropped from the config) instead of failing the run. ``also`` is called with the
-    loaded embedder before it is released (e.g. to embed prompt texts too).
+    dropped from the config; :attr:`skip_reason` says why, for the study's record) instead of
+    failing the run. ``also`` is called with the loaded embedder before it is released (e.g.
+    to embed prompt texts too).
     """
 
     stage = EMBED
@@ -512,7 +513,8 @@ class EmbedReader(ImageReader):
         super().__init__(study, chunk_size)
         self.required = required
         self.also = also
-        self.skipped = False
+        #: Why the optional embedder was skipped (its load error), or None when it was not.
+        self.skip_reason: str | None = None
         self.fingerprint = ""
         #: Image sha256 -> unit-length embedding, for every image read so far.
         self.by_image: dict[str, np.ndarray] = {}
@@ -534,11 +536,15 @@ class EmbedReader(ImageReader):
                 raise
             self.study.progress.notice(f"embedding scores skipped: {exc} (pass --embedder none to silence this)")
             config.embedder = None
-            self.skipped = True
+            self.skip_reason = str(exc)
             return False
         config.embedder = embedder.ref.model_copy(update={"spec": config.embedder.spec})
         self.fingerprint = embedder.cache_fingerprint()
         return True
+
+    @property
+    def skipped(self) -> bool:
+        return self.skip_reason is not None
 
     def finish(self) -> None:
         if self.also is not None:

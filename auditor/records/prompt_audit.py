@@ -246,6 +246,11 @@ class RunRecord(StudyRecord):
     answers: dict[str, list[ImageAnswers]] = Field(default_factory=dict, description="Prompt id -> answers per image.")
     concepts: dict[str, SetConcepts] = Field(default_factory=dict, description="Prompt id -> concept histograms.")
     scores: Scores | None = Field(default=None, description="CAS, BAV, top-K and embedding scores.")
+    embedder_skipped: str | None = Field(
+        default=None,
+        description="Why the run has no embedding scores although none was asked: the default image embedder "
+        "could not be loaded (its error).",
+    )
 
     def subject(self) -> str:
         return self.config.prompt

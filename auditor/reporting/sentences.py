@@ -379,6 +379,8 @@ def notes(record: RunRecord) -> list[str]:
     """The prompt audit report's notes. How the run ended is not among them: the headline says it of a run without
     scores, the page's banner and the terminal's notes of one with scores."""
     notes = []
+    if record.embedder_skipped is not None:
+        notes.append(f"No embedding scores: the default image embedder could not be loaded ({record.embedder_skipped}).")
     if record.plan is not None:
         notes += plan_notes(record.plan)
     if record.scores is not None:

@@ -233,10 +233,11 @@ class Batch(StudyRun[BatchRecord]):
         with self.stage(stage) as outcome:
             self.progress.start(stage, len(live), f"{stage}: prompts")
             try:
-                skipped = False  # the optional default embedder could not be loaded: do not try again per prompt
+                skipped: str | None = None  # why the optional default embedder could not be loaded: not tried again per prompt
                 for audit in list(live):
-                    if skipped:
+                    if skipped is not None:
                         audit.record.config.embedder = None
+                        audit.record.embedder_skipped = skipped
                     had_embedder = audit.record.config.embedder is not None
                     try:
                         audit.run_step(stage, dict(audit.steps())[stage])
@@ -244,7 +245,8 @@ class Batch(StudyRun[BatchRecord]):
                         if stage != "plan":
                             raise
                         live.remove(audit)  # its record says why; the batch goes on without it
-                    skipped = skipped or (had_embedder and audit.record.config.embedder is None)
+                    if had_embedder and audit.record.config.embedder is None:
+                        skipped = audit.record.embedder_skipped
                     timing = next((t for t in audit.record.timings if t.stage == stage), None)
                     if timing is not None:
                         outcome.computed += timing.computed

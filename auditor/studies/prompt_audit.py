@@ -227,6 +227,8 @@ class PromptAudit(StudyRun[RunRecord]):
         readers = [answers] if embed is None else [answers, embed]
         self.run_images([PromptRequest(pid, prompt, axis) for pid, prompt, axis in plan.prompt_sets()], readers)
         self.record.answers = answers.answers()
+        if embed is not None:
+            self.record.embedder_skipped = embed.skip_reason
         if config.embedder is None:  # none asked (a resume's --embedder none), or the optional one was not found
             self.forget_timing("embed")
             self.embeddings = None
@@ -288,6 +290,8 @@ def resume_audit(
     """
     run_dir, record = reopen_run(run, store, RunRecord)
     point_models(record.config, resumption)
+    if "embedder" in resumption.models:  # none now asked, or one named to be loaded: no earlier skip stands
+        record.embedder_skipped = None
     embedder = record.config.embedder
     required = "embedder" in resumption.models or named_model_is_required(
         embedder.spec if embedder else None, DEFAULT_EMBEDDER

@@ -96,7 +96,7 @@ class TraceEmbedReader(EmbedReader):
             if self.required:
                 raise
             self.study.note(f"image embedder {self.spec} skipped: {exc} (name the embedders with --embedder)")
-            self.skipped = True
+            self.skip_reason = str(exc)
             return False
         self.ref = embedder.ref.model_copy(update={"spec": self.spec})
         self.fingerprint = embedder.cache_fingerprint()
