@@ -309,6 +309,27 @@ def test_a_run_failing_on_a_full_disk_raises_its_own_error_when_the_record_canno
     cache.close()
 
 
+def test_a_run_writes_its_page_before_its_record_says_how_it_ended(tiny_models, tmp_path, monkeypatch):
+    """A kill between the two then leaves a record a resume finishes, never a completed run without its page."""
+    from auditor.studies.run import StudyRun
+
+    store, cache = RunStore(tmp_path / "runs"), ContentCache(tmp_path / "cache.sqlite")
+    audit = start_audit(tiny_options(tiny_models), store, cache, QuietProgress(), run_name="r")
+    page = audit.run_dir / "report.html"
+    pages_at_ended_saves = []
+    save = StudyRun.save
+
+    def noted(study) -> None:
+        if study.record.status != "running":
+            pages_at_ended_saves.append(page.is_file() and study.record.status in page.read_text(encoding="utf-8"))
+        save(study)
+
+    monkeypatch.setattr(StudyRun, "save", noted)
+    assert audit.run().status == "completed"
+    cache.close()
+    assert pages_at_ended_saves and all(pages_at_ended_saves)
+
+
 def test_a_resume_that_turns_the_embedder_off_keeps_no_embedding_time_or_scores(tiny_models, tmp_path):
     from auditor.studies.run import Resumption
 

@@ -513,6 +513,9 @@ class StudyRun(Generic[RecordT]):
         written (the disk that filled up and failed the stage) is skipped: the caller raises the error that ended
         the run, which says more, and the cache keeps what was computed for the resume.
 
+        The page is written before the record is saved: a kill between the two leaves a record that does not say
+        how the run ended, which ``auditor runs`` offers to resume, never a completed run without its page.
+
         A completed run whose attempt ends early having written none of its files is put back as it was instead
         (:mod:`auditor.core.snapshot`): its results still describe its files."""
         if status != "completed" and self._completed_folder is not None and self._completed_folder.unchanged():
@@ -525,8 +528,10 @@ class StudyRun(Generic[RecordT]):
             self.record.errors.append(error)
         try:
             with _ctrl_c_ignored():
-                self.save()
-                self.after_end()
+                try:
+                    self.after_end()
+                finally:
+                    self.save()
         except AuditorError:
             if error is None:
                 raise
