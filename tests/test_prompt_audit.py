@@ -350,6 +350,7 @@ def test_a_resume_that_turns_the_embedder_off_keeps_no_embedding_time_or_scores(
     "args, message",
     [
         (["", "--llm", "offline"], "prompt is empty"),
+        (["--llm", "offline"], 'no prompt given: auditor prompt "a photo of a pharmacist" audits one'),
         ([PROMPT, "--images", "0", "--llm", "offline"], "'--images': Input should be greater than or equal to 1"),
         ([PROMPT, "--t2i", "nosuch:model", "--llm", "offline"], "unknown text-to-image backend 'nosuch:model'"),
         ([PROMPT, "--vqa", "nosuch:model", "--llm", "offline"], "unknown VQA backend"),

@@ -9,6 +9,7 @@ import typer
 
 from auditor.commands import common
 from auditor.core.defaults import DEFAULT_EMBEDDER
+from auditor.core.errors import AuditorError
 
 if TYPE_CHECKING:  # pragma: no cover
     from rich.console import Console
@@ -19,8 +20,8 @@ if TYPE_CHECKING:  # pragma: no cover
 
 def prompt(
     ctx: typer.Context,
-    text: str = typer.Argument("", metavar="PROMPT", help="The text-to-image prompt to audit."),
-    llm: str | None = typer.Option(None, "--llm", help="Planner: openai:<model>, langchain:<provider>:<model> or offline."),
+    text: str | None = typer.Argument(None, metavar="PROMPT", help="The text-to-image prompt to audit."),
+    llm: str | None = common.LLM,
     t2i: str = common.T2I,
     vqa: str = common.VQA,
     embedder: str = common.EMBEDDER,
@@ -68,6 +69,10 @@ def prompt(
     store = common.run_store(runs_dir)
     options = None
     if not resume:
+        if text is None:
+            raise AuditorError(
+                'no prompt given: auditor prompt "a photo of a pharmacist" audits one (--resume RUN continues a run)'
+            )
         fixed_axes = common.parse_axes(axes)
         if fixed_axes is not None:
             llm = common.llm_for_fixed_axes(llm)
