@@ -228,6 +228,21 @@ def test_diffusers_missing_weights_is_one_line_naming_the_model(model, expected)
     assert "\n" not in message
     assert f"cannot load text-to-image model {model!r}" in message and expected in message
     assert "--t2i diffusers:/path/to/local/copy" in message
+    if "hub" in expected:  # the download command the installed huggingface_hub has (1.0 has no huggingface-cli)
+        assert f"(hf download {model})" in message
+
+
+@pytest.mark.parametrize(("installed", "command"), [("2.4.0", "hf download"), ("0.34.1", "hf download"),
+                                                    ("0.26.2", "huggingface-cli download")])  # fmt: skip
+def test_the_download_command_suggested_is_the_installed_hubs(installed, command, monkeypatch):
+    from auditor.core import weights
+
+    monkeypatch.setattr("importlib.metadata.version", lambda name: installed)
+    weights.download_command.cache_clear()
+    try:
+        assert weights.download_command() == command
+    finally:
+        weights.download_command.cache_clear()
 
 
 def test_a_resume_onto_the_images_api_refuses_the_runs_own_settings_it_cannot_take(tiny_models, monkeypatch):

@@ -303,9 +303,22 @@ def load_error_message(what: str, model_id: str, hint: str, exc: BaseException) 
     if _unreachable(exc):
         return (
             f"{prefix}: not in the local Hugging Face cache and the hub is unreachable; "
-            f"download it (huggingface-cli download {model_id}) or {hint}"
+            f"download it ({download_command()} {model_id}) or {hint}"
         )
     return f"{prefix}: {_first_line(exc)}; {hint}"
+
+
+@lru_cache(maxsize=1)
+def download_command() -> str:
+    """The command that downloads a model with the installed huggingface_hub: ``hf download`` from 0.34 on (1.0
+    removed ``huggingface-cli``), ``huggingface-cli download`` before."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        major, minor = (int(part) for part in re.findall(r"\d+", version("huggingface_hub"))[:2])
+    except (PackageNotFoundError, ValueError):
+        return "hf download"
+    return "hf download" if (major, minor) >= (0, 34) else "huggingface-cli download"
 
 
 def _unreachable(exc: BaseException) -> bool:
