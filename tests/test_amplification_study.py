@@ -526,7 +526,9 @@ def _one_line(result, fragment: str) -> None:
         (["--template", "{occupation} {article.x}"], "may only use {occupation} and {article}, as they are"),
         (["--template", "a {occupation.title}"], "(not {occupation.title})"),
         (["--embedder", "dinov2:/models/dino"], "--embedder must be a CLIP model"),
+        (["--embedder", "none"], "--embedder none: the zero-shot gender classifier is a CLIP model"),
         (["--face-detector", "haar:JUNK"], "not a cascade XML file"),  # a resume would fail the same way
+        (["--bootstrap", "0"], "intervals and tests are read off the resamples and cannot be turned off"),
     ],
 )
 def test_bad_input_is_one_line_and_creates_no_run(tmp_path, extra, fragment):

@@ -269,6 +269,10 @@ def test_run_rejects_bad_definitions_and_specs_before_loading_models(tmp_path):
         run_auditor("t2iat", "occupations", "--embedder", "dinov2:facebook/dinov2-small", process=True),
         "the occupation study compares the prompts' text embeddings too, which only a CLIP embedder makes",
     )
+    _assert_one_line_error(  # "none", which a prompt audit takes, is not taken for an unknown backend
+        run_auditor("t2iat", "run", "ok.yaml", "--embedder", "none", process=True),
+        "--embedder none: T2IAT's associations are made of the images' embeddings, so this study needs one",
+    )
     (tmp_path / "jobs.txt").write_text("nurse\n")
     same = ("--male-prompt", "a photo of a {occupation}", "--female-prompt", "A photo of a  {occupation}")
     _assert_one_line_error(  # the same images from the same seeds: nothing to measure

@@ -177,7 +177,7 @@ def test_trace_the_profession_set(tiny_models, tiny_tracing_models, tmp_path):
             ["captions.jsonl", "--embedder", "none", "--embedder", "clip:x"],
             "--embedder none turns image embeddings off",
         ),
-        (["captions.jsonl", "--bootstrap", "0"], "bootstrap"),
+        (["captions.jsonl", "--bootstrap", "0"], "read off the resamples and cannot be turned off: give at least 40"),
         (["captions.jsonl", "--executor", "overlapped"], "auditor trace runs its stages one after the other"),
         (["captions.jsonl", "--ray-address", "auto"], "error: --ray-address is for --executor ray"),
         (["captions.jsonl", "--batch-size", "many"], "--batch-size takes a positive integer or 'auto'"),

@@ -29,10 +29,13 @@ app = typer.Typer(
     rich_markup_mode=None,
 )
 
-_OCCUPATION = typer.Option(None, "--occupation", help="An occupation (repeat for several); default: the built-in list.")
+_OCCUPATION = typer.Option(
+    None, "--occupation", metavar="NAME", help="An occupation (repeat for several); default: the built-in list."
+)
 _OCCUPATIONS = typer.Option(None, "--occupations", help="Occupations, one per line ('#' comments); default: built in.")
 _METHOD = typer.Option(
-    ["all"], "--method", help="keyword, nn, no-indicator, nn+no-indicator or all (repeat for several)."
+    ["all"], "--method", metavar="METHOD",
+    help="keyword, nn, no-indicator, nn+no-indicator or all (repeat for several).",
 )
 _CAPTION_COLUMN_HELP = (
     "Caption column (default: 'caption', else 'TEXT'); a number (1 = the first) reads a CSV/TSV without a header row"
@@ -94,7 +97,8 @@ def run(
     occupations_file: Path | None = _OCCUPATIONS,
     method: list[str] = _METHOD,
     template: list[str] | None = typer.Option(
-        None, "--template", help="Prompt template: 1-4 (the paper's Table 1), all (default), or text with {occupation}."
+        None, "--template", metavar="TEMPLATE",
+        help="Prompt template: 1-4 (the paper's Table 1), all (default), or text with {occupation} (repeatable).",
     ),
     images: int = typer.Option(500, "--images", min=1, max=common.MAX_IMAGES, help="Images per occupation and template (the paper uses 500)."),
     caption_column: str | None = typer.Option(
@@ -128,7 +132,7 @@ def run(
     guidance: float | None = common.guidance_option(),
     scheduler: str | None = common.SCHEDULER,
     bootstrap: int = typer.Option(
-        10_000, "--bootstrap", min=common.MIN_BOOTSTRAP, max=common.MAX_BOOTSTRAP,
+        10_000, "--bootstrap", min=0, max=common.MAX_BOOTSTRAP, callback=common.required_bootstrap_count,
         help="Bootstrap resamples behind the intervals of A and its mean.",
     ),
     ci_seed: int = common.CI_SEED,

@@ -171,6 +171,16 @@ def bootstrap_count(value: int | None) -> int | None:
     return value
 
 
+def required_bootstrap_count(value: int) -> int:
+    """``--bootstrap`` of a study whose tests resample (trace, amplification): no 0, from :data:`MIN_BOOTSTRAP`."""
+    if value == 0:
+        raise typer.BadParameter(
+            f"this study's intervals and tests are read off the resamples and cannot be turned off: give at least "
+            f"{MIN_BOOTSTRAP}"
+        )
+    return bootstrap_count(value)
+
+
 _BOOTSTRAP_HELP = "Paired-bootstrap resamples over seeds behind every interval (at least 40); 0 turns intervals off."
 _CI_METHOD_HELP = "Interval method: percentile, or bca (falls back to percentile, noted, where it degenerates)."
 _CI_SEED_HELP = "Seed of the bootstrap resampling (the same seed gives the same intervals)."

@@ -55,6 +55,7 @@ def trace(
     embedders: list[str] | None = typer.Option(
         None,
         "--embedder",
+        metavar="SPEC",
         help="Image embedder to compare paired images with, repeatable: clip:<id>, dinov2:<id>, "
         "hf-vision:<id> (any vision backbone), or 'none'. Default: clip:openai/clip-vit-base-patch32 and "
         "dinov2:facebook/dinov2-small (skipped with a note when unavailable).",
@@ -93,7 +94,7 @@ def trace(
         40, "--vqa-max-tokens", min=1, help="Length limit of an object list, in tokens."
     ),
     bootstrap: int = typer.Option(
-        1000, "--bootstrap", min=common.MIN_BOOTSTRAP, max=common.MAX_BOOTSTRAP,
+        1000, "--bootstrap", min=0, max=common.MAX_BOOTSTRAP, callback=common.required_bootstrap_count,
         help="Resamples of the triplets behind every interval, and the most sign swaps behind a swap test's p "
         "(all of them when there are fewer).",
     ),

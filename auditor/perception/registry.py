@@ -7,6 +7,7 @@ from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 
+from auditor.core.errors import AuditorError
 from auditor.core.registry import FolderKind, Registry
 
 #: transformers ``model_type`` of a local folder -> VQA spec prefix.
@@ -83,6 +84,13 @@ EMBEDDERS.register(
     "dinov2", "auditor.perception.vision:load_dinov2", folder=_model_folder_of(_EMBEDDER_PREFIX_BY_MODEL_TYPE, "dinov2")
 )
 EMBEDDERS.register("hf-vision", "auditor.perception.vision:load_vision", folder=_TRANSFORMERS_FOLDER)
+
+
+def check_needed_embedder(spec: str, need: str) -> None:
+    """``--embedder none`` turns embeddings off where a study can go without them (a prompt audit); a study whose
+    numbers ``need`` them refuses it in its own words, not as an unknown backend."""
+    if spec.strip().lower() == "none":
+        raise AuditorError(f"--embedder none: {need}, so this study needs one (clip:<hub id or folder>)")
 
 DETECTORS = Registry("detector", "--detector", infer=_infer_by_model_type(_DETECTOR_PREFIX_BY_MODEL_TYPE))
 DETECTORS.register(

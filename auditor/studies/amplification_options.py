@@ -76,7 +76,7 @@ class AmplificationOptions:
     def validate(self) -> None:
         """Reject bad input before a run folder is created or a model loaded."""
         from auditor.generation.registry import preflight_t2i
-        from auditor.perception.registry import EMBEDDERS, FACE_DETECTORS, SENTENCE_EMBEDDERS
+        from auditor.perception.registry import EMBEDDERS, FACE_DETECTORS, SENTENCE_EMBEDDERS, check_needed_embedder
 
         check_images_and_seeds(self.images, self.seeds)
         check_placement(self.executor, self.device)
@@ -90,6 +90,7 @@ class AmplificationOptions:
         if self.bootstrap < 1:
             raise AuditorError(f"--bootstrap must be at least 1 (got {self.bootstrap})")
         preflight_t2i(self.t2i, self.generation)
+        check_needed_embedder(self.embedder, "the zero-shot gender classifier is a CLIP model")
         if EMBEDDERS.check(self.embedder).prefix != "clip":
             raise AuditorError(
                 f"--embedder must be a CLIP model (clip:<id|path>) for the zero-shot classifier, not {self.embedder!r}"

@@ -78,13 +78,14 @@ class T2IATOptions:
         """Reject bad input before a run folder is created or a model loaded."""
         from auditor.executors import check_placement
         from auditor.generation.registry import preflight_t2i
-        from auditor.perception.registry import EMBEDDERS
+        from auditor.perception.registry import EMBEDDERS, check_needed_embedder
 
         check_images_and_seeds(self.images, self.seeds)
         check_placement(self.executor, self.device)
         if self.permutations < 1:
             raise AuditorError(f"--permutations must be at least 1 (got {self.permutations})")
         preflight_t2i(self.t2i, self.generation)
+        check_needed_embedder(self.embedder, "T2IAT's associations are made of the images' embeddings")
         EMBEDDERS.preflight(self.embedder)
 
     def config_fields(self) -> dict[str, Any]:
