@@ -1,6 +1,6 @@
 # One-command setup: `make test` and `make audit PROMPT="..."` install the system packages
 # auditor needs (WordNet 3.0 from Debian/Ubuntu, as root; otherwise they say what to run),
-# create .venv when missing, install torch ($(TORCH), e.g. TORCH="torch==2.5.1 --index-url URL"
+# create .venv when missing, install torch ($(TORCH), e.g. TORCH="torch==2.11.0 --index-url URL"
 # for a CUDA build), auditor with its extras and the language data, then run.
 # A stamp keyed on pyproject.toml and TORCH makes a second call skip the Python installs.
 PYTHON ?= python3

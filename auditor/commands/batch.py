@@ -23,9 +23,7 @@ def batch(
     values: Path | None = typer.Option(
         None, "--values", help="Values of the file's {placeholder} templates (.txt, .csv, .tsv, .json, .yaml)."
     ),
-    llm: str | None = typer.Option(
-        None, "--llm", help="Planner: openai:<model>, langchain:<provider>:<model> or offline."
-    ),
+    llm: str | None = common.LLM,
     t2i: str = common.T2I,
     vqa: str = common.VQA,
     embedder: str = common.EMBEDDER,

@@ -28,6 +28,7 @@ import typer
 
 from auditor.core.defaults import (
     DEFAULT_EMBEDDER,
+    DEFAULT_OPENAI_LLM,
     DEFAULT_T2I,
     DEFAULT_VQA,
     MAX_GUIDANCE,
@@ -69,12 +70,18 @@ COMPILE = typer.Option(
     "--compile",
     help="torch.compile the UNet and VAE decoder (compiles for minutes once; runs eagerly where it cannot compile).",
 )
+#: What ``--llm`` is when not given (:func:`planner_spec`).
+LLM_DEFAULT_HELP = f"default: {DEFAULT_OPENAI_LLM} when OPENAI_API_KEY is set, else offline"
+LLM = typer.Option(
+    None, "--llm", help=f"Planner: openai:<model>, langchain:<provider>:<model> or offline ({LLM_DEFAULT_HELP})."
+)
 EXECUTOR = typer.Option(
     "sequential",
     "--executor",
     help="How the stages run: sequential (one after the other) or overlapped (the stages that read the images, "
-    "VQA or embeddings, alongside generation; every model in memory at once) in this process, or ray (each stage "
-    "on Ray workers across GPUs and machines; pip install 'auditor[ray]'). Same results either way.",
+    "such as VQA, embeddings or face detection, alongside generation; every model in memory at once) in this "
+    "process, or ray (each stage on Ray workers across GPUs and machines; pip install 'auditor[ray]'). Same results "
+    "either way.",
 )
 RAY_ADDRESS = typer.Option(
     None,

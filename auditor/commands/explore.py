@@ -39,7 +39,8 @@ def explore(
     llm: str | None = typer.Option(
         None,
         "--llm",
-        help="Proposer and planner: openai:<model>, langchain:<provider>:<model>, or offline (WordNet templates).",
+        help="Proposer and planner: openai:<model>, langchain:<provider>:<model>, or offline (WordNet templates; "
+        f"{common.LLM_DEFAULT_HELP}).",
     ),
     axes: str | None = common.AXES,
     objective: str = typer.Option("bav", "--objective", help="Rank arms by bav, or lean (|CAS(male) - CAS(female)|)."),

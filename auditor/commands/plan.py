@@ -17,12 +17,7 @@ PLAN_FILE = "plan.json"
 
 def plan(
     text: str = typer.Argument(..., metavar="PROMPT", help="The text-to-image prompt to plan an audit for."),
-    llm: str | None = typer.Option(
-        None,
-        "--llm",
-        help="Planner: openai:<model>, langchain:<provider>:<model> or offline "
-        "(default: openai:gpt-4o-mini when OPENAI_API_KEY is set, else offline).",
-    ),
+    llm: str | None = common.LLM,
     max_axes: int | None = typer.Option(None, "--max-axes", min=1, help="Keep the first N axes."),
     max_counterfactuals: int | None = common.MAX_COUNTERFACTUALS,
     llm_retries: int = common.LLM_RETRIES,

@@ -63,7 +63,6 @@ _NAME = typer.Option(None, "--name", help="Run folder name (default: date-time-t
 _RESUME = typer.Option(None, "--resume", help="Continue an earlier run of this command (id or folder) with its own settings.")
 #: Options a resumed run takes: where its models are, where they run, and how to show progress.
 RESUME_OPTIONS = common.RESUME_BASE | {"embedder"}
-_RUNS_DIR = typer.Option(None, "--runs-dir", "--out", help="Runs folder (default: AUDITOR_RUNS_DIR or ./runs).")
 _JSON = typer.Option(False, "--json", help="Print one JSON object.")
 
 
@@ -209,7 +208,7 @@ def run(
     ci_seed: int = common.CI_SEED,
     name: str | None = _NAME,
     resume: str | None = _RESUME,
-    runs_dir: Path | None = _RUNS_DIR,
+    runs_dir: Path | None = common.RUNS_DIR,
     device: str | None = common.DEVICE,
     allow_partial_weights: bool = common.ALLOW_PARTIAL_WEIGHTS,
     quiet: bool = common.QUIET,
@@ -270,7 +269,7 @@ def occupations(
     effect_size_sd: EffectSizeSdChoice = _EFFECT_SIZE_SD,
     name: str | None = _NAME,
     resume: str | None = _RESUME,
-    runs_dir: Path | None = _RUNS_DIR,
+    runs_dir: Path | None = common.RUNS_DIR,
     device: str | None = common.DEVICE,
     allow_partial_weights: bool = common.ALLOW_PARTIAL_WEIGHTS,
     quiet: bool = common.QUIET,
@@ -310,7 +309,7 @@ def report(
     ),
     html: bool = typer.Option(False, "--html", help="(Re)write report.html in the run folder and print its path."),
     json_output: bool = _JSON,
-    runs_dir: Path | None = _RUNS_DIR,
+    runs_dir: Path | None = common.RUNS_DIR,
 ) -> None:
     """Show a stored T2IAT test or occupation study again: terminal, JSON, or a fresh report.html."""
     from auditor.commands.report import show_stored
