@@ -132,7 +132,10 @@ def test_resolve_says_what_a_name_that_is_no_run_looks_like(tmp_path):
     missing_file = tmp_path / "missing.json"
     (store.root / "half-made").mkdir(parents=True)  # a run folder without its record
     why = {}
-    names = ("nope", "sd-1.5", "half-made", str(missing_file), str(tmp_path / "empty"), str(tmp_path / "notes.txt"))
+    names = (
+        "nope", "sd-1.5", "half-made", str(missing_file), str(tmp_path / "empty"), str(tmp_path / "notes.txt"),
+        "b1/audits/001-x",
+    )  # fmt: skip
     for given in names:
         with pytest.raises(AuditorError) as info:
             store.resolve(given)
@@ -141,6 +144,8 @@ def test_resolve_says_what_a_name_that_is_no_run_looks_like(tmp_path):
     assert why["sd-1.5"].startswith("no run 'sd-1.5' in ")  # a run id may hold a dot
     assert why["half-made"] == f"{store.root / 'half-made'} holds no record.json: not a run folder"
     assert why[str(missing_file)] == f"no file or folder {missing_file}"
+    # a batch's audit as its page names it: looked for here and in the runs folder, and the error says both
+    assert why["b1/audits/001-x"] == f"no file or folder b1/audits/001-x here or in {store.root}"
     assert why[str(tmp_path / "empty")] == f"{tmp_path / 'empty'} holds no record.json: not a run folder"
     assert why[str(tmp_path / "notes.txt")] == (
         f"{tmp_path / 'notes.txt'} is a file, not a run: give the run's folder, its id or its record.json"

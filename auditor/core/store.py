@@ -232,6 +232,8 @@ class RunStore:
                 named = " or ".join(str(path.parent.relative_to(self.root)) for path in audits)
                 return f"no run {text!r} in {self.root}: it is an audit of a batch, named {named}"
             return f"no run {text!r} in {self.root} (and no file or folder of that name)"
+        if "/" in text and self._inside(text) is not None:  # looked for here and as a batch's audit, in the runs
+            return f"no file or folder {text} here or in {self.root}"
         return f"no file or folder {text}"
 
     def list_records(self) -> list[tuple[Path, AnyRecord | None, str | None]]:
