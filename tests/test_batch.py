@@ -120,8 +120,10 @@ def test_models_load_once_for_the_whole_batch(tiny_models, tmp_path, monkeypatch
 
 
 def test_an_optional_embedder_that_fails_is_tried_once_and_every_audit_says_why(
-    tiny_models, clip_without_weights, tmp_path
+    tiny_models, clip_without_weights, tmp_path, monkeypatch
 ):
+    """The reason is an error's text, so a credential in it is blanked before the records keep it."""
+    monkeypatch.setenv("AUDITOR_TEST_TOKEN", str(clip_without_weights))  # a "secret" the load error quotes
     cache = ContentCache(tmp_path / "cache.sqlite")
     audit = tiny_audit(tiny_models, embedder=f"clip:{clip_without_weights}", embedder_required=False)
     try:
@@ -135,6 +137,7 @@ def test_an_optional_embedder_that_fails_is_tried_once_and_every_audit_says_why(
     assert record.status == "completed"
     audits = [load_record(batch.run_dir / entry.folder / "record.json", RunRecord) for entry in record.audits]
     assert all(a.config.embedder is None and "CLIP" in a.embedder_skipped for a in audits)
+    assert all("***" in a.embedder_skipped and str(clip_without_weights) not in a.embedder_skipped for a in audits)
     assert audits[0].embedder_skipped == audits[1].embedder_skipped
 
 

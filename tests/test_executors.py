@@ -374,8 +374,24 @@ def test_an_optional_embedder_that_fails_to_load_leaves_a_record_and_reports_tha
         assert "No embedding scores" in run_auditor("report", "r", "--runs-dir", str(store.root)).stdout
         none = resume_audit("r", store, cache, QuietProgress(), Resumption(models={"embedder": "none"}))
         assert none.record.embedder_skipped is None  # embeddings now not asked for: no reason to give
+
+        # Ctrl-C as the skip is told: the interrupted record keeps the reason, and so does the run its resume ends
+        with pytest.raises(KeyboardInterrupt):
+            start_audit(optional, store, cache, InterruptedAtTheSkip(), run_name="stopped").run()
+        stopped = load_record(store.root / "stopped" / "record.json")
+        assert stopped.status == "interrupted" and stopped.embedder_skipped == record.embedder_skipped
+        resumed = resume_audit("stopped", store, cache, QuietProgress()).run()
+        assert resumed.status == "completed" and resumed.embedder_skipped == record.embedder_skipped
     finally:
         cache.close()
+
+
+class InterruptedAtTheSkip(QuietProgress):
+    """Ctrl-C the moment the run says the optional embedder was skipped."""
+
+    def notice(self, message: str) -> None:
+        if message.startswith("embedding scores skipped"):
+            raise KeyboardInterrupt
 
 
 #: Starts a local Ray in a process of its own, as ``auditor prompt --executor ray`` does, then sends itself SIGTERM.

@@ -31,6 +31,7 @@ import numpy as np
 
 from auditor.core.cache import json_bytes
 from auditor.core.errors import AuditorError
+from auditor.core.redaction import redact
 from auditor.core.weights import computes_alike
 from auditor.executors.base import ModelRecipe
 from auditor.executors.generation import StoredImage
@@ -494,9 +495,10 @@ class EmbedReader(ImageReader):
     """Unit-length image embeddings of every usable image (cached by image sha256).
 
     ``required=False``: an embedder that cannot be loaded is skipped with a notice (and
-    dropped from the config; :attr:`skip_reason` says why, for the study's record) instead of
-    failing the run. ``also`` is called with the loaded embedder before it is released (e.g.
-    to embed prompt texts too).
+    dropped from the config) instead of failing the run; :attr:`skip_reason` says why, and
+    ``on_skip`` is told it at once, so a record saved before the stage ends keeps it.
+    ``also`` is called with the loaded embedder before it is released (e.g. to embed prompt
+    texts too).
     """
 
     stage = EMBED
@@ -509,10 +511,12 @@ class EmbedReader(ImageReader):
         chunk_size: int,
         required: bool = True,
         also: Callable[[Embedder], None] | None = None,
+        on_skip: Callable[[str], None] | None = None,
     ):
         super().__init__(study, chunk_size)
         self.required = required
         self.also = also
+        self.on_skip = on_skip
         #: Why the optional embedder was skipped (its load error), or None when it was not.
         self.skip_reason: str | None = None
         self.fingerprint = ""
@@ -534,9 +538,13 @@ class EmbedReader(ImageReader):
         except AuditorError as exc:
             if self.required:
                 raise
-            self.study.progress.notice(f"embedding scores skipped: {exc} (pass --embedder none to silence this)")
+            self.skip_reason = redact(str(exc))
             config.embedder = None
-            self.skip_reason = str(exc)
+            if self.on_skip is not None:  # kept before it is said: a Ctrl-C then cannot come between
+                self.on_skip(self.skip_reason)
+            self.study.progress.notice(
+                f"embedding scores skipped: {self.skip_reason} (pass --embedder none to silence this)"
+            )
             return False
         config.embedder = embedder.ref.model_copy(update={"spec": config.embedder.spec})
         self.fingerprint = embedder.cache_fingerprint()

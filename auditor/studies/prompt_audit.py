@@ -223,17 +223,24 @@ class PromptAudit(StudyRun[RunRecord]):
             on_answers=checkpoint,
         )
         # The default CLIP model is optional: without its weights the audit goes on without embedding scores.
-        embed = self.embed_reader(required=self.embedder_required) if config.embedder is not None else None
+        embed = (
+            self.embed_reader(required=self.embedder_required, on_skip=self._embedder_skipped)
+            if config.embedder is not None
+            else None
+        )
         readers = [answers] if embed is None else [answers, embed]
         self.run_images([PromptRequest(pid, prompt, axis) for pid, prompt, axis in plan.prompt_sets()], readers)
         self.record.answers = answers.answers()
-        if embed is not None:
-            self.record.embedder_skipped = embed.skip_reason
         if config.embedder is None:  # none asked (a resume's --embedder none), or the optional one was not found
             self.forget_timing("embed")
             self.embeddings = None
         else:
             self.embeddings = embed.vectors()
+
+    def _embedder_skipped(self, reason: str) -> None:
+        """Keep why the optional embedder was skipped in the record as soon as it is, for every later save (an
+        interruption's, a resume's) and the reports."""
+        self.record.embedder_skipped = reason
 
     def score(self) -> None:
         from auditor.scoring.intervals import score_run

@@ -566,14 +566,20 @@ class StudyRun(Generic[RecordT]):
 
         return self.models.get("t2i", self.record.config.t2i.spec, lambda: load_text_to_image(self))
 
-    def embed_reader(self, *, required: bool = True, also: Callable[[Embedder], None] | None = None) -> EmbedReader:
+    def embed_reader(
+        self,
+        *,
+        required: bool = True,
+        also: Callable[[Embedder], None] | None = None,
+        on_skip: Callable[[str], None] | None = None,
+    ) -> EmbedReader:
         """The embed stage for :meth:`run_images`: unit-length image embeddings (cached by image sha256).
 
         With ``required=False`` an embedder that cannot be loaded is skipped with a notice
-        (and dropped from the config) instead of failing the run. ``also`` is called with
+        (and dropped from the config) instead of failing the run, and ``on_skip`` told why. ``also`` is called with
         the loaded embedder before it is released (e.g. to embed prompt texts too).
         Its ``vectors()`` are prompt id -> embeddings of the usable images once the stage ran.
         """
         from auditor.executors.perception import EmbedReader
 
-        return EmbedReader(self, EMBED_BATCH_SIZE, required=required, also=also)
+        return EmbedReader(self, EMBED_BATCH_SIZE, required=required, also=also, on_skip=on_skip)

@@ -35,6 +35,7 @@ from auditor.core.cache import ContentCache
 from auditor.core.devices import release_accelerator_memory
 from auditor.core.environment import collect_environment
 from auditor.core.errors import AuditorError
+from auditor.core.redaction import redact
 from auditor.core.registry import parse_spec
 from auditor.core.store import RunStore, atomic_write_bytes
 from auditor.executors.base import ModelRecipe
@@ -95,8 +96,10 @@ class TraceEmbedReader(EmbedReader):
         except AuditorError as exc:
             if self.required:
                 raise
-            self.study.note(f"image embedder {self.spec} skipped: {exc} (name the embedders with --embedder)")
-            self.skip_reason = str(exc)
+            self.skip_reason = redact(str(exc))
+            self.study.note(
+                f"image embedder {self.spec} skipped: {self.skip_reason} (name the embedders with --embedder)"
+            )
             return False
         self.ref = embedder.ref.model_copy(update={"spec": self.spec})
         self.fingerprint = embedder.cache_fingerprint()
