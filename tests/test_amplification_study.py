@@ -414,6 +414,8 @@ def test_cli_resume_of_a_finished_run_recomputes_nothing(image_run):
     _one_line(refused, "--resume continues a run with its own settings; --images cannot change them")
     unknown = run_auditor("amplification", "run", "--resume", "amp", "--executor", "nope", env=env, process=True)
     _one_line(unknown, "unknown executor 'nope' for --executor")
+    none = run_auditor("amplification", "run", "--resume", "amp", "--embedder", "none", env=env, process=True)
+    _one_line(none, "--embedder none: the zero-shot gender classifier is a CLIP model, so this study needs one")
     # a run may move between executors: they compute the same images, so nothing is redone
     resumed = run_auditor("amplification", "run", "--resume", "amp", "--executor", "overlapped", "--json", env=env)
     assert resumed.returncode == 0, resumed.stderr[-2000:]

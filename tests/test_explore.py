@@ -583,7 +583,7 @@ def test_an_exploration_whose_every_candidate_is_rejected_says_so_and_offers_no_
         ),
         (["--topic", "x", "--seeds-per-round", "3"], "--seeds-per-round must be at least 4, for an interval (got 3)"),
         (["--topic", "x", "--confirm-images", "2"], "--confirm-images must be 0 (no confirmation) or at least 4"),
-        (["--topic", "x", "--bootstrap", "0"], "explore needs intervals"),
+        (["--topic", "x", "--bootstrap", "0"], "read off the resamples and cannot be turned off"),
         (  # two bad options at once: both named, so one retry fixes them
             ["--topic", "x", "--seeds-per-round", "3", "--confirm-images", "2"],
             "at least 4, for an interval (got 3); --confirm-images must be 0 (no confirmation) or at least 4",

@@ -571,6 +571,8 @@ def test_occupations_resume_takes_only_where_and_how_and_refuses_other_runs(tmp_
 
     images_only = run_auditor("t2iat", "occupations", "--resume", "occ", "--embedder", "dinov2:facebook/dinov2-small")
     assert images_only.returncode == 2 and "only a CLIP embedder makes" in images_only.stderr
+    none = run_auditor("t2iat", "occupations", "--resume", "occ", "--embedder", "none")
+    assert none.returncode == 2 and "--embedder none: T2IAT's associations are made of" in none.stderr
     assert OccupationsRecord.model_validate_json((tmp_path / "runs" / "occ" / "record.json").read_text()) == resumed
 
     taken = run_auditor("t2iat", "occupations", "--occupations", "jobs.txt", *models, "--name", "occ", process=True)

@@ -131,9 +131,8 @@ def run(
     steps: int | None = common.steps_option(),
     guidance: float | None = common.guidance_option(),
     scheduler: str | None = common.SCHEDULER,
-    bootstrap: int = typer.Option(
-        10_000, "--bootstrap", min=0, max=common.MAX_BOOTSTRAP, callback=common.required_bootstrap_count,
-        help="Bootstrap resamples behind the intervals of A and its mean.",
+    bootstrap: int = common.required_bootstrap_option(
+        10_000, "Bootstrap resamples behind the intervals of A and its mean."
     ),
     ci_seed: int = common.CI_SEED,
     name: str | None = typer.Option(None, "--name", help="Run folder name (default: date-time-amplification)."),

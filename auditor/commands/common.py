@@ -179,13 +179,21 @@ def bootstrap_count(value: int | None) -> int | None:
 
 
 def required_bootstrap_count(value: int) -> int:
-    """``--bootstrap`` of a study whose tests resample (trace, amplification): no 0, from :data:`MIN_BOOTSTRAP`."""
-    if value == 0:
+    """``--bootstrap`` of a study whose tests resample (trace, amplification, explore): from :data:`MIN_BOOTSTRAP`."""
+    if value <= 0:
         raise typer.BadParameter(
             f"this study's intervals and tests are read off the resamples and cannot be turned off: give at least "
             f"{MIN_BOOTSTRAP}"
         )
     return bootstrap_count(value)
+
+
+def required_bootstrap_option(default: int, help: str) -> Any:
+    """``--bootstrap`` for a study that cannot go without its intervals: its help names the least it takes."""
+    return typer.Option(
+        default, "--bootstrap", max=MAX_BOOTSTRAP, callback=required_bootstrap_count,
+        help=f"{help} At least {MIN_BOOTSTRAP}.",
+    )  # fmt: skip
 
 
 _BOOTSTRAP_HELP = "Paired-bootstrap resamples over seeds behind every interval (at least 40); 0 turns intervals off."

@@ -83,7 +83,9 @@ def explore(
     scheduler: str | None = common.SCHEDULER,
     vqa_batch_size: int = common.VQA_BATCH_SIZE,
     vqa_concurrency: int = common.VQA_CONCURRENCY,
-    bootstrap: int = common.BOOTSTRAP,
+    bootstrap: int = common.required_bootstrap_option(
+        1000, "Paired-bootstrap resamples over seeds behind every interval and confirmation test."
+    ),
     ci_method: common.IntervalMethodChoice = common.CI_METHOD,
     ci_seed: int = common.CI_SEED,
     alpha: float = typer.Option(

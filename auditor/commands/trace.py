@@ -93,10 +93,10 @@ def trace(
     vqa_max_tokens: int = typer.Option(
         40, "--vqa-max-tokens", min=1, help="Length limit of an object list, in tokens."
     ),
-    bootstrap: int = typer.Option(
-        1000, "--bootstrap", min=0, max=common.MAX_BOOTSTRAP, callback=common.required_bootstrap_count,
-        help="Resamples of the triplets behind every interval, and the most sign swaps behind a swap test's p "
-        "(all of them when there are fewer).",
+    bootstrap: int = common.required_bootstrap_option(
+        1000,
+        "Resamples of the triplets behind every interval, and the most sign swaps behind a swap test's p (all of "
+        "them when there are fewer).",
     ),
     ci_seed: int = common.CI_SEED,
     alpha: float = typer.Option(

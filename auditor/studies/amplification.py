@@ -40,7 +40,7 @@ from auditor.perception.zero_shot import classify, decide
 from auditor.records import AmplificationRecord, StageTiming, TrainingData
 from auditor.scoring.amplification import amplification_rows, summaries
 from auditor.studies.amplification_generated import generated_sides, generation_requests
-from auditor.studies.amplification_options import AmplificationOptions, selection_request
+from auditor.studies.amplification_options import CLASSIFIER_NEEDS_CLIP, AmplificationOptions, selection_request
 from auditor.studies.amplification_training import (
     EXAMPLES_FILE,
     NoImage,
@@ -243,9 +243,11 @@ def resume_amplification(
     ``text_embedder``) and which executor runs the rest.
     """
     from auditor.generation.registry import T2I_BACKENDS
-    from auditor.perception.registry import EMBEDDERS, SENTENCE_EMBEDDERS
+    from auditor.perception.registry import EMBEDDERS, SENTENCE_EMBEDDERS, check_needed_embedder
 
     run_dir, record = reopen_run(run, store, AmplificationRecord)
+    if "embedder" in resumption.models:
+        check_needed_embedder(resumption.models["embedder"], CLASSIFIER_NEEDS_CLIP)
     if record.config.text_embedder is None and "text_embedder" in resumption.models:
         SENTENCE_EMBEDDERS.preflight(resumption.models["text_embedder"])  # checked, but the run has no nn method
         resumption = resumption.without_model("text_embedder")

@@ -29,6 +29,8 @@ from auditor.studies.run import check_images_and_seeds, paired_seeds, spec_ref
 PAPER_IMAGES = 500
 #: Bootstrap resamples behind the intervals of A and of its mean.
 BOOTSTRAP = 10_000
+#: Why the amplification study cannot take ``--embedder none``.
+CLASSIFIER_NEEDS_CLIP = "the zero-shot gender classifier is a CLIP model"
 
 
 def parse_methods(values: list[str]) -> list[Method]:
@@ -90,7 +92,7 @@ class AmplificationOptions:
         if self.bootstrap < 1:
             raise AuditorError(f"--bootstrap must be at least 1 (got {self.bootstrap})")
         preflight_t2i(self.t2i, self.generation)
-        check_needed_embedder(self.embedder, "the zero-shot gender classifier is a CLIP model")
+        check_needed_embedder(self.embedder, CLASSIFIER_NEEDS_CLIP)
         if EMBEDDERS.check(self.embedder).prefix != "clip":
             raise AuditorError(
                 f"--embedder must be a CLIP model (clip:<id|path>) for the zero-shot classifier, not {self.embedder!r}"

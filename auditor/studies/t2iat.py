@@ -56,6 +56,8 @@ if TYPE_CHECKING:  # pragma: no cover
 OCCUPATION_PROMPT = "a photo of a {occupation}"
 OCCUPATION_MALE_PROMPT = "a photo of a male {occupation}"
 OCCUPATION_FEMALE_PROMPT = "a photo of a female {occupation}"
+#: Why a T2IAT study cannot take ``--embedder none``.
+EMBEDDINGS_NEEDED = "T2IAT's associations are made of the images' embeddings"
 
 
 @dataclass
@@ -85,7 +87,7 @@ class T2IATOptions:
         if self.permutations < 1:
             raise AuditorError(f"--permutations must be at least 1 (got {self.permutations})")
         preflight_t2i(self.t2i, self.generation)
-        check_needed_embedder(self.embedder, "T2IAT's associations are made of the images' embeddings")
+        check_needed_embedder(self.embedder, EMBEDDINGS_NEEDED)
         EMBEDDERS.preflight(self.embedder)
 
     def config_fields(self) -> dict[str, Any]:
@@ -322,9 +324,11 @@ def resume_t2iat(
     executor runs the rest.
     """
     from auditor.generation.registry import T2I_BACKENDS
-    from auditor.perception.registry import EMBEDDERS
+    from auditor.perception.registry import EMBEDDERS, check_needed_embedder
 
     run_dir, record = reopen_run(run, store, study.record_type)
+    if "embedder" in resumption.models:
+        check_needed_embedder(resumption.models["embedder"], EMBEDDINGS_NEEDED)
     resumption.apply(record.config, {"t2i": T2I_BACKENDS, "embedder": EMBEDDERS})
     if isinstance(record, OccupationsRecord):
         check_text_embedder(record.config.embedder.spec)
