@@ -229,7 +229,9 @@ def test_diffusers_missing_weights_is_one_line_naming_the_model(model, expected)
     assert f"cannot load text-to-image model {model!r}" in message and expected in message
     assert "--t2i diffusers:/path/to/local/copy" in message
     if "hub" in expected:  # the download command the installed huggingface_hub has (1.0 has no huggingface-cli)
-        assert f"(hf download {model})" in message
+        from auditor.core.weights import download_command
+
+        assert f"({download_command()} {model})" in message
 
 
 @pytest.mark.parametrize(("installed", "command"), [("2.4.0", "hf download"), ("0.34.1", "hf download"),
