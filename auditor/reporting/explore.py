@@ -181,6 +181,18 @@ def dropped_axes(record: ExploreRecord) -> str | None:
 # --------------------------------------------------------------------------- JSON
 
 
+def duplicate_guard(record: ExploreRecord) -> str:
+    """How the guard told a near-duplicate proposal, in words: it decided which candidates were explored, and
+    without the default sentence embedder it fell back to exact matching, which the record keeps the reason of."""
+    config = record.config
+    if config.text_embedder is not None:
+        return f"{config.text_embedder.spec}, cosine above {config.duplicate_threshold:g} to an earlier candidate"
+    exact = "exact match (case, spacing and punctuation ignored)"
+    if record.text_embedder_skipped is not None:
+        return f"{exact}: the default sentence embedder could not be loaded ({record.text_embedder_skipped})"
+    return f"{exact}, as --text-embedder none asked"
+
+
 def explore_json(record: ExploreRecord, run_dir: Path | None = None) -> dict[str, Any]:
     """What ``auditor explore --json`` prints: the leaderboard best first, spend and stop reason."""
     rows = leaderboard(record)
@@ -198,6 +210,7 @@ def explore_json(record: ExploreRecord, run_dir: Path | None = None) -> dict[str
         "llm_calls": record.llm_calls,
         "rounds": sum(1 for r in record.rounds if r.phase == "explore"),
         "dropped_axes": dropped_axes(record),
+        "duplicate_guard": duplicate_guard(record),
         "leaderboard": [_row_json(row) for row in rows],
         "cut_tie": cut_tie_note(record, rows),
         "unscored": [
@@ -328,6 +341,7 @@ def render_explore(record: ExploreRecord, run_dir: Path, console: Console) -> No
         console.print(Text(f"\nRejected candidates ({len(rejected)})", style="bold"))
         for candidate in rejected:
             console.print(Text(f"- {candidate.candidate_id} {quote(candidate.prompt)}: {candidate.reason}"))
+    console.print(Text(f"Near-duplicates: {duplicate_guard(record)}"))
     console.print(Text("\nWhat the numbers mean", style="bold"))
     for key in ("arm_score", "difference", "p_adjusted"):
         console.print(Text(f"- {METRICS[key].name}: {METRICS[key].explanation}"))
@@ -437,6 +451,7 @@ def write_explore_report(record: ExploreRecord, run_dir: Path) -> Path:
         unscored=unscored_note(record),
         cut_tie=cut_tie_note(record, rows),
         dropped_axes=dropped_axes(record),
+        duplicate_guard=duplicate_guard(record),
         lineage=lineage(record),
         spend=_spend_chart(record),
         stop_reasons=STOP_REASONS,

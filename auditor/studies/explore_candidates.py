@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from auditor.core.errors import AuditorError
+from auditor.core.redaction import redact
 from auditor.records import Arm, Candidate, ExploreConfig, ExploreRecord
 from auditor.reporting.wording import plan_notes
 from auditor.scoring.arms import has_lean
@@ -197,10 +198,12 @@ class CandidateIntake:
         except AuditorError as exc:
             if self.study.text_embedder_required:
                 raise
-            self.study.progress.notice(
-                f"near-duplicates by exact match only: {exc} (pass --text-embedder none to silence this)"
-            )
+            reason = redact(str(exc))
             self.config.text_embedder = None
+            self.study.record.text_embedder_skipped = reason  # kept before it is said, as an embedder's skip is
+            self.study.progress.notice(
+                f"near-duplicates by exact match only: {reason} (pass --text-embedder none to silence this)"
+            )
             return None
         loaded = embedder.ref.model_copy(update={"spec": ref.spec})
         if ref.fingerprint is not None and loaded.fingerprint != ref.fingerprint:  # a resume's --text-embedder
