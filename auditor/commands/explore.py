@@ -53,7 +53,10 @@ def explore(
     time_limit: str | None = typer.Option(
         None, "--time", help="Exploration time, e.g. 30m or 2h (checked between rounds)."
     ),
-    max_images_per_prompt: int = typer.Option(48, "--max-images-per-prompt", min=2, max=common.MAX_IMAGES, help="Seeds an arm may reach (at least --seeds-per-round)."),
+    max_images_per_prompt: int = typer.Option(
+        48, "--max-images-per-prompt", min=2, max=common.MAX_IMAGES,
+        help="Seeds an arm may reach (at least --seeds-per-round).",
+    ),
     confirm_images: int = typer.Option(
         24, "--confirm-images", min=0, help="Fresh seeds per prompt set to confirm the top arms (0: none, else 4 or more)."
     ),

@@ -380,7 +380,9 @@ def notes(record: RunRecord) -> list[str]:
     scores, the page's banner and the terminal's notes of one with scores."""
     notes = []
     if record.embedder_skipped is not None:
-        notes.append(f"No embedding scores: the default image embedder could not be loaded ({record.embedder_skipped}).")
+        notes.append(
+            f"No embedding scores: the default image embedder could not be loaded ({record.embedder_skipped})."
+        )
     if record.plan is not None:
         notes += plan_notes(record.plan)
     if record.scores is not None:

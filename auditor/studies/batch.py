@@ -233,7 +233,8 @@ class Batch(StudyRun[BatchRecord]):
         with self.stage(stage) as outcome:
             self.progress.start(stage, len(live), f"{stage}: prompts")
             try:
-                skipped: str | None = None  # why the optional default embedder could not be loaded: not tried again per prompt
+                # why the optional default embedder could not be loaded: not tried again per prompt
+                skipped: str | None = None
                 for audit in list(live):
                     if skipped is not None:
                         audit.record.config.embedder = None
