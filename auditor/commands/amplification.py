@@ -91,7 +91,8 @@ def run(
     ctx: typer.Context,
     t2i: str = common.T2I,
     captions: str | None = typer.Option(
-        None, "--captions", help="Training sample: CSV/TSV/JSONL/Parquet/TXT file, folder or glob (streamed)."
+        None, "--captions",
+        help="Training sample (required for a new run): CSV/TSV/JSONL/Parquet/TXT file, folder or glob (streamed).",
     ),
     occupation: list[str] | None = _OCCUPATION,
     occupations_file: Path | None = _OCCUPATIONS,
