@@ -120,6 +120,26 @@ def test_a_resume_that_turns_the_image_embedders_off_says_so_in_the_record(tiny_
                for note in record.notes)  # fmt: skip
 
 
+def test_default_image_embedders_that_cannot_load_are_skipped_with_a_note_in_the_record(
+    tiny_models, tiny_tracing_models, tmp_path
+):
+    """Without --embedder the paper's CLIP and DINOv2 are optional: offline (no hub here) each is skipped, and the
+    record's notes say which and why, with no embedder recorded for the run."""
+    args = [
+        str(_captions(tmp_path)), "--t2i", f"diffusers:{tiny_tracing_models.t2i}", "--vqa", f"blip2:{tiny_models.vqa}",
+        "--steps", "2", "--seeds", "1", "--limit", "1", "--bootstrap", "100", "--name", "t", "--quiet",
+    ]  # fmt: skip
+    result = run_auditor("trace", *args)
+    assert result.returncode == 0, result.stderr
+    record = load_record(Path(result.stdout.strip()) / "record.json", TraceRecord)
+    assert record.config.image_embedders == []
+    skipped = [note for note in record.notes if note.startswith("image embedder ")]
+    assert [note.split(" skipped: ")[0] for note in skipped] == [
+        "image embedder clip:openai/clip-vit-base-patch32", "image embedder dinov2:facebook/dinov2-small"
+    ]
+    assert all(note.endswith("(name the embedders with --embedder)") for note in skipped)
+
+
 def test_a_trace_stopped_by_a_missing_model_resumes_with_the_model_where_it_is_now(tiny_models, tiny_tracing_models,
                                                                                    tmp_path):
     moved = tmp_path / "moved-vqa"

@@ -532,23 +532,30 @@ class EmbedReader(ImageReader):
         return self.required
 
     def open(self, load: Callable[[ModelRecipe], Any] | None = None) -> bool:
-        config = self.study.record.config
         try:
             self.model = embedder = self._load(load)
         except AuditorError as exc:
             if self.required:
                 raise
-            self.skip_reason = redact(str(exc))
-            config.embedder = None
-            if self.on_skip is not None:  # kept before it is said: a Ctrl-C then cannot come between
-                self.on_skip(self.skip_reason)
-            self.study.progress.notice(
-                f"embedding scores skipped: {self.skip_reason} (pass --embedder none to silence this)"
-            )
+            self.skip_reason = redact(str(exc))  # an error's text: a credential in it is blanked before it is kept
+            self._skip(self.skip_reason)
             return False
-        config.embedder = embedder.ref.model_copy(update={"spec": config.embedder.spec})
+        self._adopt(embedder.ref)
         self.fingerprint = embedder.cache_fingerprint()
         return True
+
+    def _skip(self, reason: str) -> None:
+        """Drop the optional embedder from the config, tell the study why (kept before it is said: a Ctrl-C then
+        cannot come between), then the user."""
+        self.study.record.config.embedder = None
+        if self.on_skip is not None:
+            self.on_skip(reason)
+        self.study.progress.notice(f"embedding scores skipped: {reason} (pass --embedder none to silence this)")
+
+    def _adopt(self, ref: ModelRef) -> None:
+        """Record what was loaded for the config's ``embedder``, under the spec the user gave."""
+        config = self.study.record.config
+        config.embedder = ref.model_copy(update={"spec": config.embedder.spec})
 
     @property
     def skipped(self) -> bool:

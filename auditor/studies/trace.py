@@ -26,16 +26,15 @@ step (and each generation batch), so an interrupted run resumes without recomput
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Iterator, Mapping
 from functools import partial
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from auditor.core.cache import ContentCache
 from auditor.core.devices import release_accelerator_memory
 from auditor.core.environment import collect_environment
 from auditor.core.errors import AuditorError
-from auditor.core.redaction import redact
 from auditor.core.registry import parse_spec
 from auditor.core.store import RunStore, atomic_write_bytes
 from auditor.executors.base import ModelRecipe
@@ -90,20 +89,11 @@ class TraceEmbedReader(EmbedReader):
     def recipe(self) -> ModelRecipe:
         return ModelRecipe(self.kind, self.spec)
 
-    def open(self, load: Callable[[ModelRecipe], Any] | None = None) -> bool:
-        try:
-            self.model = embedder = self._load(load)
-        except AuditorError as exc:
-            if self.required:
-                raise
-            self.skip_reason = redact(str(exc))
-            self.study.note(
-                f"image embedder {self.spec} skipped: {self.skip_reason} (name the embedders with --embedder)"
-            )
-            return False
-        self.ref = embedder.ref.model_copy(update={"spec": self.spec})
-        self.fingerprint = embedder.cache_fingerprint()
-        return True
+    def _skip(self, reason: str) -> None:
+        self.study.note(f"image embedder {self.spec} skipped: {reason} (name the embedders with --embedder)")
+
+    def _adopt(self, ref: ModelRef) -> None:
+        self.ref = ref.model_copy(update={"spec": self.spec})
 
 
 class TraceStudy(StudyRun[TraceRecord]):
