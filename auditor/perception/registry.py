@@ -92,6 +92,7 @@ def check_needed_embedder(spec: str, need: str) -> None:
     if spec.strip().lower() == "none":
         raise AuditorError(f"--embedder none: {need}, so this study needs one (clip:<hub id or folder>)")
 
+
 DETECTORS = Registry("detector", "--detector", infer=_infer_by_model_type(_DETECTOR_PREFIX_BY_MODEL_TYPE))
 DETECTORS.register(
     "grounding-dino",

@@ -249,8 +249,8 @@ class ExploreRecord(StudyRecord):
     elapsed: float = Field(default=0, ge=0, description="Seconds spent exploring, over all attempts (for --time).")
     text_embedder_skipped: str | None = Field(
         default=None,
-        description="Why the guard matched near-duplicates exactly although none was asked: the default sentence "
-        "embedder could not be loaded (its error).",
+        description="Why the guard matched near-duplicates exactly though --text-embedder none was not given: the "
+        "default sentence embedder could not be loaded (its error).",
     )
     stop_reason: StopReason | None = Field(default=None, description="Why the exploration stopped adding images.")
     stop_detail: str | None = Field(default=None, description="The stop reason in words.")

@@ -248,8 +248,8 @@ class RunRecord(StudyRecord):
     scores: Scores | None = Field(default=None, description="CAS, BAV, top-K and embedding scores.")
     embedder_skipped: str | None = Field(
         default=None,
-        description="Why the run has no embedding scores although none was asked: the default image embedder "
-        "could not be loaded (its error).",
+        description="Why the run has no embedding scores though --embedder none was not given: the default image "
+        "embedder could not be loaded (its error).",
     )
 
     def subject(self) -> str:
