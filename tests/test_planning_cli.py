@@ -147,3 +147,19 @@ def test_plan_has_no_seed_option_because_seed_means_image_seeds():
     assert result.returncode == 2
     [line] = result.stderr.strip().splitlines()
     assert line.startswith("error: No such option: --seed") and "--llm-seed" in line
+
+
+def test_plan_out_refuses_a_run_folder_before_asking_the_llm(fake_openai, tmp_path):
+    """A run's transcript.json is its own (perhaps paid-for) planning conversation: ``plan --out`` there would
+    replace it with another prompt's."""
+    run = tmp_path / "runs" / "nurse"
+    run.mkdir(parents=True)
+    (run / "record.json").write_text("{}")
+    (run / "transcript.json").write_text("[]")
+    refused = run_auditor("plan", PROMPT, "--llm", "openai:gpt-4o-mini", "--out", str(run), process=True)
+    assert refused.returncode == 2 and refused.stderr == (
+        f"error: --out {run} is a run folder (it holds record.json), whose transcript.json is its own: "
+        "give another folder\n"
+    )
+    assert (run / "transcript.json").read_text() == "[]" and not (run / "plan.json").exists()
+    assert fake_openai.chat_requests() == []

@@ -749,6 +749,17 @@ def test_compare_command(tmp_path):
             "the comparison page, e.g. compare.html\n" if why == "is a folder" else "the comparison page\n"
         )
     assert (tmp_path / "link.html").is_symlink()
+    run_a = tmp_path / "runs" / "pharmacist-sd15"
+    for owned in (run_a / "record.json", run_a / "images" / "initial" / "000.png"):
+        before = owned.read_bytes()
+        refused = run_auditor("compare", "pharmacist-sd15", "pharmacist-sd21", "--html", str(owned), process=True)
+        assert refused.returncode == 2 and refused.stderr == (
+            f"error: --html {owned} is a file of the run {run_a}: write the comparison page elsewhere, or under a "
+            "new name\n"
+        )
+        assert owned.read_bytes() == before
+    beside = run_auditor("compare", "pharmacist-sd15", "pharmacist-sd21", "--html", str(run_a / "vs-sd21.html"))
+    assert beside.returncode == 0 and (run_a / "vs-sd21.html").is_file()  # a new page in a run folder is fine
     failed = tmp_path / "runs" / "broken"
     shutil.copytree(tmp_path / "runs" / "pharmacist-sd21", failed)
     write_model(failed / "record.json", failed_record(load_record(failed / "record.json")))

@@ -32,6 +32,8 @@ def plan(
     from auditor.core.errors import AuditorError
     from auditor.planning import check_llm_spec, make_plan, review_plan, transcript_of
 
+    if out_dir is not None:
+        _check_out_dir(out_dir)  # before the LLM is paid
     spec = check_llm_spec(common.planner_spec(llm), temperature, llm_seed)
     common.say_offline_fallback(llm, spec, notice)
     try:
@@ -62,6 +64,21 @@ def plan(
         print_json(audit_plan.model_dump(mode="json"))
     else:
         _show(audit_plan)
+
+
+def _check_out_dir(out_dir: Path) -> None:
+    """``--out`` names a folder for this plan: not a file, and not a run's folder, whose transcript is its own
+    planning conversation (an audit's, perhaps paid for) and would be replaced by this one."""
+    from auditor.core.errors import AuditorError
+    from auditor.core.store import RECORD_FILE
+
+    if out_dir.exists() and not out_dir.is_dir():
+        raise AuditorError(f"--out {out_dir} is a file; give a folder for plan.json and transcript.json")
+    if (out_dir / RECORD_FILE).exists():
+        raise AuditorError(
+            f"--out {out_dir} is a run folder (it holds {RECORD_FILE}), whose transcript.json is its own: "
+            "give another folder"
+        )
 
 
 def _write_transcript(out_dir: Path, transcript: list[ChatMessage]) -> Path:

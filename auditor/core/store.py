@@ -277,6 +277,16 @@ def run_files_text(run_dir: Path) -> str:
     return f"\nrun folder: {files['run_dir']}{page}"
 
 
+def run_folder_holding(path: Path) -> Path | None:
+    """The run folder that ``path`` lies in (the nearest folder above it with a record), or None. Its files are the
+    run's own: a command that writes elsewhere by a user-given path (a comparison page, a plan) must not replace
+    them."""
+    for folder in Path(path).absolute().parents:
+        if _has_record(folder):
+            return folder
+    return None
+
+
 def _is_file(path: Path) -> bool:
     """``path.is_file()``, except that a path in a folder we may not read counts as a file:
     reading it then fails with one line saying why (``is_file`` raises there)."""

@@ -24,6 +24,7 @@ from rich.text import Text
 
 from auditor.core.console import say_whole
 from auditor.core.errors import AuditorError
+from auditor.core.store import run_folder_holding
 from auditor.core.text import text_key
 from auditor.records import INITIAL_PROMPT_ID, AxisScore, GeneratedImage, GenerationSettings, Interval, RunRecord
 from auditor.reporting.glossary import METRICS, MetricInfo
@@ -453,11 +454,16 @@ def render_comparison_terminal(view: ComparisonView, console: Console) -> None:
 def check_page_path(path: Path) -> None:
     """The comparison page's path (``--html``) names a plain file (its folders are made): the page is written beside
     it and renamed over it, which would replace a device or a link there (``/dev/stdout`` with a file), not write
-    through it. ``auditor compare`` asks before its bootstrap."""
+    through it; nor may it replace a run's own file (its record, page or images). ``auditor compare`` asks before its
+    bootstrap."""
     if path.is_dir():
         raise AuditorError(f"--html {path} is a folder; give a file name for the comparison page, e.g. compare.html")
     if path.is_symlink() or (path.exists() and not path.is_file()):
         raise AuditorError(f"--html {path} is not a plain file; give a file name for the comparison page")
+    if path.exists() and (run_dir := run_folder_holding(path)) is not None:
+        raise AuditorError(
+            f"--html {path} is a file of the run {run_dir}: write the comparison page elsewhere, or under a new name"
+        )
 
 
 def write_comparison_html(view: ComparisonView, path: Path, run_dir_a: Path, run_dir_b: Path) -> Path:
