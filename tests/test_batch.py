@@ -388,7 +388,7 @@ def test_a_batch_in_which_every_audit_failed_fails_and_a_resume_retries_them(tin
         (["list.txt", "--axes", "height"], "unknown axis 'height'"),
         (["list.txt", "--axes", "setting"], "--axes fit none of the batch's 2 prompts; the first: the offline planner"),
         (["values.yaml"], "values.yaml: a .yaml file is not a prompts list; give .txt (one prompt per line), .csv"),
-        (["huge.csv"], "huge.csv: not a CSV file auditor can read (field larger than field limit"),
+        (["huge.csv"], "huge.csv:2: not a CSV file auditor can read (field larger than field limit"),
     ],
 )
 def test_bad_batch_input_is_one_line_and_creates_nothing(tmp_path, args, message):

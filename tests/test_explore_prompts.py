@@ -80,6 +80,13 @@ def test_a_literal_brace_is_doubled_on_every_line(tmp_path):
         ({"p.csv": 'prompt,n\n"a cat\non a mat",1\n,2\n'}, "p.csv:4: the 'prompt' cell is empty"),  # its file line
         ({"p.csv": "prompt,n\na,1\n\n,2\n"}, "p.csv:4: the 'prompt' cell is empty"),  # past a blank line
         ({"p.tsv": "text\na cat\n"}, "p.tsv: the TSV file has no 'prompt' column"),
+        # an unquoted comma would cut the prompt short, a quote never closed would swallow the rest of the file
+        ({"p.csv": "prompt\na cat, smiling\n"}, 'p.csv:2: 2 cells, but the header has 1 column (quote a cell that'),
+        ({"p.csv": "prompt,n\na,1\n\nb,2,3\n"}, "p.csv:4: 3 cells, but the header has 2 columns"),
+        ({"p.tsv": "prompt\tn\na\tb\tc\n"}, "p.tsv:2: 3 cells, but the header has 2 columns (a cell cannot hold"),
+        ({"p.csv": 'prompt\na cat\n\n"a dog\nb\n'}, 'p.csv:4: not a CSV file auditor can read (a quote (") opened'),
+        ({"p.csv": 'prompt\n"a cat" x\n'}, "p.csv:2: not a CSV file auditor can read (',' expected after '\"')"),
+        ({"p.txt": "a {job}\n", "v.csv": "job\nnurse, senior\n"}, "v.csv:2: 2 cells, but the header has 1 column"),
         ({"p.txt": "a photo of a {job}\n", "v.txt": "nurse\nnurse\n"}, "p.txt filled from --values"),
         ({"p.txt": "a cat\nA cat\na {x}\n", "v.txt": "dog\n"}, "p.txt: the prompt 'A cat' appears twice"),
         (

@@ -107,13 +107,16 @@ def _text_lines(text: str) -> list[str]:
 
 #: How each table suffix is read: a CSV file quotes cells with ``"``, a TSV file (tab-separated) takes them as
 #: written, quotes included (a cell there cannot hold a tab or a line break).
-DIALECTS = {".csv": {"delimiter": ","}, ".tsv": {"delimiter": "\t", "quoting": csv.QUOTE_NONE}}
+#: CSV is read strictly: a quote never closed, or text after a closing quote, is an error, not a cell that runs on
+#: to the end of the file.
+DIALECTS = {".csv": {"delimiter": ",", "strict": True}, ".tsv": {"delimiter": "\t", "quoting": csv.QUOTE_NONE}}
 
 
 def _csv_rows(text: str, path: Path, read: str | None = None) -> list[tuple[int, dict[str, str]]]:
-    """The rows with a value, each with the file line it starts on (a quoted cell may span lines; cells past the
-    header's columns are left out). A column read (``read``, or every one) that the header names twice is
-    refused: the reader would keep one of them unsaid."""
+    """The rows with a value, each with the file line it starts on (a quoted cell may span lines). A row with more
+    cells than the header has columns is refused (an unquoted comma in a prompt would cut it short without a word),
+    and so is a column read (``read``, or every one) that the header names twice: the reader would keep one of them
+    unsaid."""
     kind = Path(path).suffix[1:].upper()
     taken: list[tuple[int, str]] = []  # every line the reader has read, numbered
 
@@ -123,6 +126,7 @@ def _csv_rows(text: str, path: Path, read: str | None = None) -> list[tuple[int,
             yield line
 
     reader = csv.DictReader(numbered_lines(), **DIALECTS[Path(path).suffix.lower()])
+    read_so_far = 0
     try:
         if not reader.fieldnames:
             raise AuditorError(f"{path}: the {kind} file has no header row")
@@ -133,11 +137,19 @@ def _csv_rows(text: str, path: Path, read: str | None = None) -> list[tuple[int,
         for row in reader:
             lines, read_so_far = taken[read_so_far:], len(taken)  # the row's, after any blank lines the reader skipped
             start = next((number for number, line in lines if line.strip()), lines[0][0])
+            if extra := row.get(None):
+                cells, columns = len(reader.fieldnames) + len(extra), len(reader.fieldnames)
+                raise AuditorError(
+                    f"{path}:{start}: {cells} cells, but the header has {columns} column{'s' * (columns != 1)} "
+                    + ("(a cell cannot hold a tab)" if kind == "TSV" else '(quote a cell that holds a comma: "a, b")')
+                )
             if any(isinstance(value, str) and value.strip() for key, value in row.items() if key is not None):
                 rows.append((start, row))
         return rows
-    except csv.Error as exc:  # e.g. a cell over the csv module's field size limit
-        raise AuditorError(f"{path}: not a {kind} file auditor can read ({exc})") from None
+    except csv.Error as exc:  # a quote never closed, or a cell over the csv module's field size limit
+        start = next((number for number, line in taken[read_so_far:] if line.strip()), len(taken))
+        why = 'a quote (") opened here is never closed' if str(exc) == "unexpected end of data" else str(exc)
+        raise AuditorError(f"{path}:{start}: not a {kind} file auditor can read ({why})") from None
 
 
 def _column(row: dict[str, str], name: str, path: Path, number: int) -> str:
