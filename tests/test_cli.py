@@ -216,6 +216,7 @@ def test_a_group_without_a_command_shows_its_help():
         (["schemas", "--out", "{blocker}/schemas"], {}),
         (["schemas", "--out", "{blocker}"], {}),
         (["selftest", "--out", "{blocker}/selftest"], {}),
+        (["selftest", "--out", "{blocker}"], {}),
         (["prompt", "a photo of a cat", "--llm", "offline"], {"AUDITOR_CACHE_PATH": "{blocker}/cache.sqlite"}),
     ],
 )

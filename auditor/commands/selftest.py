@@ -28,7 +28,7 @@ def selftest(
     from auditor.commands.prompt import show_results
     from auditor.core.cache import ContentCache
     from auditor.core.console import err, out, say_whole
-    from auditor.core.store import RunStore
+    from auditor.core.store import RunStore, write_problem
     from auditor.records import GenerationSettings, PerceptionSettings
     from auditor.studies.progress import QuietProgress, RichProgress
     from auditor.studies.prompt_audit import PromptAuditOptions, start_audit
@@ -36,13 +36,16 @@ def selftest(
 
     folder = out_dir or Path(tempfile.mkdtemp(prefix="auditor-selftest-"))
     try:
-        folder.mkdir(parents=True, exist_ok=True)
+        (folder / "models").mkdir(parents=True, exist_ok=True)
     except OSError as exc:
-        raise AuditorError(f"cannot create the selftest folder {folder}: {exc.strerror or exc}") from None
+        raise AuditorError(f"cannot write the selftest folder {folder}: {write_problem(folder / 'models', exc)}") from None
     say_whole(out, f"selftest folder: {folder}")
     out.print("Building tiny randomly initialised models (no downloads).")
     out.print("Their scores are MEANINGLESS; it checks the installation, not a model's bias.")  # < 80 columns
-    models = build_tiny_models(folder / "models")
+    try:
+        models = build_tiny_models(folder / "models")
+    except OSError as exc:  # a folder that takes no new files (read-only, full)
+        raise AuditorError(f"cannot write the tiny models into {folder / 'models'}: {exc.strerror or exc}") from None
     options = PromptAuditOptions(
         prompt=SELFTEST_PROMPT,
         llm="offline",
