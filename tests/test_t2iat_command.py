@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from pathlib import Path
 
 import numpy as np
@@ -101,11 +102,13 @@ def test_score_npz_uses_monte_carlo_above_the_split_limit_and_is_seeded(tmp_path
         for _ in range(3)
     ]
     first, second, third = (json.loads(r.stdout) for r in runs)
-    assert first["exact"] is False and first["permutations"] == 300
+    assert (first["exact"], first["permutations"], first["permutation_seed"]) == (False, 300, 4)  # all it rests on
     assert first == second == third
     assert first["p_value"] >= 1 / 301
     other = run_auditor("t2iat", "score", str(path), "--json", "--permutations", "300", "--permutation-seed", "5")
     assert json.loads(other.stdout)["p_value"] != first["p_value"]  # the option reaches the generator
+    human = run_auditor("t2iat", "score", str(path), "--permutations", "300", "--permutation-seed", "4").stdout
+    assert "(Monte Carlo, 300 permutations)" in human and re.search(r"\n  permutation seed +4\n", human)
 
 
 def test_seed_means_image_seeds_so_score_refuses_it(tmp_path):

@@ -96,11 +96,11 @@ def score(
             spread=effect_size_sd.value,
         )
     )
-    if json_output:
-        print_json({"file": str(file), **result.model_dump()})
+    if json_output:  # the seed with the numbers: a Monte Carlo p depends on it
+        print_json({"file": str(file), **result.model_dump(), "permutation_seed": permutation_seed})
         return
     out.print(f"T2IAT association of {file}", markup=False, highlight=False)
-    render_association(result, "X", "Y", out)
+    render_association(result, "X", "Y", out, () if result.exact else [("permutation seed", str(permutation_seed))])
 
 
 # --------------------------------------------------------------------------- list
