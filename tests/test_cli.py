@@ -123,6 +123,10 @@ def test_runs_lists_records(tmp_path):
         (["t2iat", "run", "--permutation-seed", "-1"], "--permutation-seed"),
         (["prompt", "x", "--llm", "offline", "--seed", "99999999999999999999"], "--seed takes seeds from 0 to 2^63 - 1"),
         (["prompt", "x", "--llm", "offline", "--images", "3", "--seed", "4,-1"], "--seed takes seeds from 0 to 2^63 - 1"),
+        (
+            ["prompt", "x", "--llm", "offline", "--images", "4", "--seed", str(2**63 - 3)],
+            f"--seed {2**63 - 3} leaves no room below 2^63 for the seeds of 4 images ({2**63 - 3} to {2**63})",
+        ),
         (["prompt", "x", "--llm", "offline", "--guidance", "nan"], "--guidance nan: input should be a finite number"),
         (["prompt", "x", "--llm", "offline", "--steps", "99999999999999999999"], "--steps"),  # schedulers: <= 1000
         (["prompt", "x", "--llm", "offline", "--device", "tpu"], "'tpu' is not a device auditor runs on"),

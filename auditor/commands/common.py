@@ -265,10 +265,16 @@ def parse_seeds(text: str | None, images: int) -> list[int] | None:
         values = [int(part) for part in parts]
     except ValueError:
         raise AuditorError(f"--seed takes an integer or a comma-separated list of integers, not {text!r}") from None
-    seeds = list(range(values[0], values[0] + images)) if len(values) == 1 else values
-    if seeds and not 0 <= min(seeds) <= max(seeds) <= MAX_SEED:
-        raise AuditorError(f"--seed takes seeds from 0 to 2^63 - 1, not {text!r} (for {counted(images, 'image')})")
-    return seeds
+    if not all(0 <= value <= MAX_SEED for value in values):
+        raise AuditorError(f"--seed takes seeds from 0 to 2^63 - 1, not {text!r}")
+    if len(values) > 1:
+        return values
+    if values[0] + images - 1 > MAX_SEED:  # the seed is fine, the run of seeds from it is not
+        raise AuditorError(
+            f"--seed {values[0]} leaves no room below 2^63 for the seeds of {counted(images, 'image')} "
+            f"({values[0]} to {values[0] + images - 1}); give at most {MAX_SEED - images + 1}"
+        )
+    return list(range(values[0], values[0] + images))
 
 
 def generation_settings(batch_size: str, compile_models: bool, **settings: Any) -> GenerationSettings:
