@@ -206,3 +206,20 @@ def test_image_paths(tmp_path):
     assert image_path("file:///abs/5.png", source).as_posix() == "/abs/5.png"
     with pytest.raises(StartAgainError, match="download the images first"):  # a resume reads the same file
         image_path("https://example.com/a.jpg", source)
+
+
+@pytest.mark.parametrize("block_bytes", [1 << 20, 1 << 12])
+def test_a_jsonl_error_names_its_file_line(tmp_path, monkeypatch, block_bytes):
+    """Arrow counts a JSON error's row from 0 within the block it was parsing and skips blank lines: the error
+    names the file's line, in the first block (found at open) as in a later one."""
+    from auditor.corpora import readers
+
+    monkeypatch.setattr(readers, "_BLOCK_BYTES", block_bytes)
+    lines = [json.dumps({"caption": f"a teacher {i}"}) for i in range(1_500)]
+    lines[700:700] = ["", "   "]  # blank lines are no rows
+    lines.insert(1_200, '{"caption": oops}')  # file line 1,201
+    path = tmp_path / "captions.jsonl"
+    path.write_text("\n".join(lines) + "\n")
+    with pytest.raises(AuditorError) as caught:
+        list(CaptionReader(path))
+    assert str(caught.value) == f"cannot read {path}: JSON parse error: Invalid value. (line 1201)"

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import glob
 import io
+import re
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -228,7 +229,7 @@ def _column_names(path: Path, kind: str, headerless: bool = False) -> list[str]:
 
         return list(pjson.open_json(path, read_options=pjson.ReadOptions(block_size=_BLOCK_BYTES)).schema.names)
     except (OSError, ValueError) as exc:  # pyarrow.ArrowInvalid is a ValueError
-        raise AuditorError(f"cannot read {path}: {_first_line(exc)}") from exc
+        raise AuditorError(f"cannot read {path}: {_problem(path, kind, exc, 0)}") from exc
 
 
 def _csv_options(kind: str, convert=None, headerless: bool = False) -> dict:
@@ -246,13 +247,47 @@ def _csv_options(kind: str, convert=None, headerless: bool = False) -> dict:
 def _read(
     path: Path, kind: str, caption: str | None, image: str | None, batch_rows: int, headerless: bool = False
 ) -> Iterator[_Chunk]:
+    done = 0  # rows read before a failing block
     try:
         if kind == "txt":
-            yield from _read_txt(path, batch_rows)
+            chunks = _read_txt(path, batch_rows)
         else:
-            yield from _read_table(path, kind, caption, image, batch_rows, headerless)
+            chunks = _read_table(path, kind, caption, image, batch_rows, headerless)
+        for chunk in chunks:
+            done += chunk.read
+            yield chunk
     except (OSError, ValueError) as exc:
-        raise AuditorError(f"cannot read {path}: {_first_line(exc)}") from exc
+        raise AuditorError(f"cannot read {path}: {_problem(path, kind, exc, done)}") from exc
+
+
+#: Where Arrow's JSON reader says a parse error is: the row within the block it was parsing.
+_JSON_ROW = re.compile(r"\s*in row (\d+)$")
+
+
+def _problem(path: Path, kind: str, exc: BaseException, done: int) -> str:
+    """What went wrong reading ``path``, in the reader's words; a JSONL error is placed by its file line, where Arrow
+    counts rows from 0 within the block it read (after the ``done`` rows of the blocks before)."""
+    message = _first_line(exc)
+    if kind != "jsonl" or (match := _JSON_ROW.search(message)) is None:
+        return message
+    row = done + int(match[1])
+    line = _nonblank_line(path, row)
+    where = f"line {line}" if line is not None else f"JSON object {row + 1}"
+    return f"{message[: match.start()]} ({where})"
+
+
+def _nonblank_line(path: Path, index: int) -> int | None:
+    """The 1-based number of the line holding the ``index``-th (0-based) JSON object of a JSONL file: Arrow skips
+    blank lines and reads one object per line. Read only on the way to an error, as far as that line."""
+    import pyarrow as pa
+
+    with pa.input_stream(str(path), compression="detect") as raw:
+        seen = -1
+        for number, line in enumerate(io.TextIOWrapper(raw, encoding="utf-8-sig", errors="replace"), 1):
+            seen += bool(line.strip())
+            if seen == index:
+                return number
+    return None
 
 
 def _read_txt(path: Path, batch_rows: int) -> Iterator[_Chunk]:
