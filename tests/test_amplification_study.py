@@ -416,6 +416,8 @@ def test_cli_resume_of_a_finished_run_recomputes_nothing(image_run):
     _one_line(unknown, "unknown executor 'nope' for --executor")
     none = run_auditor("amplification", "run", "--resume", "amp", "--embedder", "none", env=env, process=True)
     _one_line(none, "--embedder none: the zero-shot gender classifier is a CLIP model, so this study needs one")
+    no_text = run_auditor("amplification", "run", "--resume", "amp", "--text-embedder", "none", env=env, process=True)
+    _one_line(no_text, "--text-embedder none: the nn methods (nn, nn+no-indicator) rank captions by their sentence")
     # a run may move between executors: they compute the same images, so nothing is redone
     resumed = run_auditor("amplification", "run", "--resume", "amp", "--executor", "overlapped", "--json", env=env)
     assert resumed.returncode == 0, resumed.stderr[-2000:]
@@ -529,6 +531,7 @@ def _one_line(result, fragment: str) -> None:
         (["--template", "a {occupation.title}"], "(not {occupation.title})"),
         (["--embedder", "dinov2:/models/dino"], "--embedder must be a CLIP model"),
         (["--embedder", "none"], "--embedder none: the zero-shot gender classifier is a CLIP model"),
+        (["--method", "nn", "--text-embedder", "none"], "--text-embedder none: the nn methods (nn) rank captions by their"),
         (["--face-detector", "haar:JUNK"], "not a cascade XML file"),  # a resume would fail the same way
         (["--bootstrap", "0"], "intervals and tests are read off the resamples and cannot be turned off"),
     ],
@@ -561,6 +564,9 @@ def test_captions_command_bad_input(tmp_path):
         "no such caption file or folder",
     )
     _one_line(run_auditor("amplification", "run", "--occupation", "nurse", process=True), "--captions FILE is required")
+    no_text = run_auditor("amplification", "captions", str(captions), "--occupation", "nurse", "--method", "nn",
+                          "--text-embedder", "none", process=True)  # fmt: skip
+    _one_line(no_text, "--text-embedder none: the nn methods (nn) rank captions by their sentence embeddings, so they")
 
 
 # --------------------------------------------------------------------------- resume

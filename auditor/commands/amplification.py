@@ -212,10 +212,8 @@ def captions(
 ) -> None:
     """The training side alone: per occupation, the selected captions' gender labels and their caption proxy of T."""
     from auditor.core.weights import LoadOptions
-    from auditor.corpora.selection import NN_METHODS
-    from auditor.perception.registry import SENTENCE_EMBEDDERS
     from auditor.reporting.amplification import captions_json, render_captions
-    from auditor.studies.amplification_options import check_templates, parse_methods
+    from auditor.studies.amplification_options import check_templates, check_text_embedder, parse_methods
     from auditor.studies.caption_selection import SelectionRequest, select_training_captions
 
     listed, _ = _occupations(occupation, occupations_file)
@@ -226,8 +224,7 @@ def captions(
     check_templates(chosen, listed)
     if per_occupation < 1:
         raise AuditorError(f"--per-occupation must be at least 1 (got {per_occupation})")
-    if any(m in NN_METHODS for m in methods):
-        SENTENCE_EMBEDDERS.preflight(text_embedder)
+    check_text_embedder(methods, text_embedder)
     from auditor.corpora.prompts import occupation_prompt
 
     request = SelectionRequest(

@@ -40,7 +40,12 @@ from auditor.perception.zero_shot import classify, decide
 from auditor.records import AmplificationRecord, StageTiming, TrainingData
 from auditor.scoring.amplification import amplification_rows, summaries
 from auditor.studies.amplification_generated import generated_sides, generation_requests
-from auditor.studies.amplification_options import CLASSIFIER_NEEDS_CLIP, AmplificationOptions, selection_request
+from auditor.studies.amplification_options import (
+    CLASSIFIER_NEEDS_CLIP,
+    AmplificationOptions,
+    check_text_embedder,
+    selection_request,
+)
 from auditor.studies.amplification_training import (
     EXAMPLES_FILE,
     NoImage,
@@ -248,9 +253,10 @@ def resume_amplification(
     run_dir, record = reopen_run(run, store, AmplificationRecord)
     if "embedder" in resumption.models:
         check_needed_embedder(resumption.models["embedder"], CLASSIFIER_NEEDS_CLIP)
-    if record.config.text_embedder is None and "text_embedder" in resumption.models:
-        SENTENCE_EMBEDDERS.preflight(resumption.models["text_embedder"])  # checked, but the run has no nn method
-        resumption = resumption.without_model("text_embedder")
+    if "text_embedder" in resumption.models:  # checked as a new run's: only for the nn methods
+        check_text_embedder(record.config.methods, resumption.models["text_embedder"])
+        if record.config.text_embedder is None:  # the run has no nn method
+            resumption = resumption.without_model("text_embedder")
     resumption.apply(
         record.config, {"t2i": T2I_BACKENDS, "embedder": EMBEDDERS, "text_embedder": SENTENCE_EMBEDDERS}
     )

@@ -44,6 +44,20 @@ def parse_methods(values: list[str]) -> list[Method]:
     return [m for m in METHODS if m in wanted]
 
 
+def check_text_embedder(methods: list[str], spec: str) -> None:
+    """The nn methods rank captions by their sentence embeddings: their embedder is checked before anything runs,
+    and ``none`` is refused in its own words, not as an unknown backend (the other methods use none)."""
+    from auditor.perception.registry import SENTENCE_EMBEDDERS
+
+    if nn := [method for method in methods if method in NN_METHODS]:
+        if spec.strip().lower() == "none":
+            raise AuditorError(
+                f"--text-embedder none: the nn methods ({', '.join(nn)}) rank captions by their sentence "
+                "embeddings, so they need an embedder (minilm, the default, or a local model folder)"
+            )
+        SENTENCE_EMBEDDERS.preflight(spec)
+
+
 @dataclass
 class AmplificationOptions:
     """What ``auditor amplification run`` was asked to do (checked by :meth:`validate`)."""
@@ -78,7 +92,7 @@ class AmplificationOptions:
     def validate(self) -> None:
         """Reject bad input before a run folder is created or a model loaded."""
         from auditor.generation.registry import preflight_t2i
-        from auditor.perception.registry import EMBEDDERS, FACE_DETECTORS, SENTENCE_EMBEDDERS, check_needed_embedder
+        from auditor.perception.registry import EMBEDDERS, FACE_DETECTORS, check_needed_embedder
 
         check_images_and_seeds(self.images, self.seeds)
         check_placement(self.executor, self.device)
@@ -99,8 +113,7 @@ class AmplificationOptions:
             )
         EMBEDDERS.preflight(self.embedder)
         FACE_DETECTORS.preflight(self.face_detector)
-        if any(m in NN_METHODS for m in self.methods):
-            SENTENCE_EMBEDDERS.preflight(self.text_embedder)
+        check_text_embedder(self.methods, self.text_embedder)
         # Recorded as an absolute path: a resume from another folder reads the same file.
         self.captions = str(Path(self.captions).expanduser().absolute())
         selection_request(self, self.batch_rows).reader()
