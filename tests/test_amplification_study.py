@@ -531,7 +531,7 @@ def _one_line(result, fragment: str) -> None:
         (["--template", "a {occupation.title}"], "(not {occupation.title})"),
         (["--embedder", "dinov2:/models/dino"], "--embedder must be a CLIP model"),
         (["--embedder", "none"], "--embedder none: the zero-shot gender classifier is a CLIP model"),
-        (["--method", "nn", "--text-embedder", "none"], "--text-embedder none: the nn methods (nn) rank captions by their"),
+        (["--method", "nn", "--text-embedder", "none"], "--text-embedder none: the nn methods (nn) rank captions by"),
         (["--face-detector", "haar:JUNK"], "not a cascade XML file"),  # a resume would fail the same way
         (["--bootstrap", "0"], "intervals and tests are read off the resamples and cannot be turned off"),
     ],
