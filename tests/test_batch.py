@@ -382,6 +382,7 @@ def test_a_batch_in_which_every_audit_failed_fails_and_a_resume_retries_them(tin
     "args, message",
     [
         (["missing.txt"], "no such file: missing.txt"),
+        (["folder"], "error: folder is a folder; give a file"),
         (["template.txt"], "is a template; give its values with --values"),
         ([], "give a PROMPTS_FILE"),
         (["template.txt", "--resume", "x"], "leave out PROMPTS_FILE"),
@@ -393,6 +394,7 @@ def test_a_batch_in_which_every_audit_failed_fails_and_a_resume_retries_them(tin
 )
 def test_bad_batch_input_is_one_line_and_creates_nothing(tmp_path, args, message):
     (tmp_path / "huge.csv").write_text("prompt\n" + "a" * 200_000 + "\n")  # over the csv module's cell limit
+    (tmp_path / "folder").mkdir()
     (tmp_path / "template.txt").write_text("a photo of a {occupation}\n")
     (tmp_path / "list.txt").write_text("a photo of a nurse\na photo of a chef\n")
     (tmp_path / "values.yaml").write_text("occupation: [nurse, chef]\n")  # --values, given as the prompts by a slip

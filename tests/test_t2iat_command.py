@@ -150,6 +150,7 @@ def test_score_refuses_files_that_are_not_npz(tmp_path):
     (tmp_path / "notes.npz").write_text("not an archive")
     _assert_one_line_error(run_auditor("t2iat", "score", "notes.npz", process=True), "is not an .npz archive")
     _assert_one_line_error(run_auditor("t2iat", "score", "missing.npz", process=True), "no such file: missing.npz")
+    _assert_one_line_error(run_auditor("t2iat", "score", str(tmp_path), process=True), f"{tmp_path} is a folder; give an")
 
 
 # --------------------------------------------------------------------------- test definitions

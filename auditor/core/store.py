@@ -317,7 +317,11 @@ def read_text_file(path: Path) -> str:
         return Path(path).read_text(encoding="utf-8-sig")
     except FileNotFoundError:
         raise AuditorError(f"no such file: {path}") from None
-    except (OSError, UnicodeDecodeError) as exc:
+    except IsADirectoryError:
+        raise AuditorError(f"{path} is a folder; give a file") from None
+    except OSError as exc:
+        raise AuditorError(f"cannot read {path}: {exc.strerror or exc}") from None
+    except UnicodeDecodeError as exc:
         raise AuditorError(f"cannot read {path}: {exc}") from None
 
 

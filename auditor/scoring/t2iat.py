@@ -188,8 +188,12 @@ def load_npz(path: Path) -> dict[str, np.ndarray]:
             return {name: data[name] for name in NPZ_ARRAYS}
     except FileNotFoundError:
         raise AuditorError(f"no such file: {path}") from None
+    except IsADirectoryError:
+        raise AuditorError(f"{path} is a folder; give an .npz file") from None
     except ValueError as exc:  # object arrays: numpy refuses to unpickle them
         first = str(exc).strip().splitlines()[0].split(". ")[0]
         raise AuditorError(f"{path} holds an array numpy cannot load without pickle ({first}); store numbers") from None
-    except (OSError, zipfile.BadZipFile, EOFError) as exc:
+    except OSError as exc:
+        raise AuditorError(f"cannot read {path}: {exc.strerror or exc}") from None
+    except (zipfile.BadZipFile, EOFError) as exc:
         raise AuditorError(f"cannot read {path}: {exc}") from None
