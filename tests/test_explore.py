@@ -606,6 +606,7 @@ def test_an_exploration_whose_every_candidate_is_rejected_says_so_and_offers_no_
     "args, message",
     [
         ([], "give seed prompts or --topic"),
+        (["a dog\x07"], "'a dog\\x07' holds the control character U+0007: give it as printable text"),
         (["--topic", "people at work", "--axes", "gender,shoe_size"], "unknown axis 'shoe_size'"),
         (["--topic", "x", "--axes", "age", "--objective", "lean"], "--axes must include gender"),
         (["--topic", "x", "--objective", "max"], "--objective must be 'bav' or 'lean'"),

@@ -74,6 +74,8 @@ def test_a_literal_brace_is_doubled_on_every_line(tmp_path):
         ({"p.txt": "a photo of a {occupation}\n"}, "is a template; give its values with --values"),
         ({"p.txt": "a cat\n", "v.txt": "x\n"}, "no prompt of"),
         ({"p.txt": "a cat\nA cat\n"}, "appears twice (prompts 1 and 2)"),
+        ({"p.txt": "a cat\na dog\x00\n"}, "p.txt: prompt 2 holds the control character U+0000 (a UTF-16 or"),
+        ({"p.txt": "a {x}\n", "v.txt": "dog\x07\n"}, "v.txt: prompt 1 holds the control character U+0007"),
         ({"p.txt": "# only a comment\n"}, "lists no prompts"),
         ({"p.csv": "text\na cat\n"}, "has no 'prompt' column"),
         ({"p.csv": "prompt,Prompt\na,b\n"}, "the header names the column 'prompt' twice"),

@@ -126,6 +126,8 @@ def test_bad_input_is_one_line(tmp_path):
     for args, message in [
         (("plan", "", "--llm", "offline"), "error: the prompt is empty"),
         (("plan", "\u200b\x1b", "--llm", "offline"), "error: the prompt is empty (nothing but spaces or invisible"),
+        (("plan", "a dog\x1b[2J", "--llm", "offline"), "error: the prompt holds the control character U+001B: give"),
+        (("prompt", "a dog\x07", "--llm", "offline"), "error: the prompt holds the control character U+0007: give"),
         (("plan", PROMPT, "--llm", "gpt4"), "error: unknown --llm 'gpt4'"),
         (("plan", PROMPT, "--temperature", "0.7"),
          "error: --temperature sets how an LLM samples, but the planner is the offline one"),

@@ -28,6 +28,14 @@ def has_visible_text(text: str) -> bool:
     return any(unicodedata.category(char) not in INVISIBLE_CATEGORIES for char in text)
 
 
+def control_character(text: str) -> str | None:
+    """The first control character of ``text`` that is not whitespace (NUL, BEL, ESC...), written ``U+0000``, or
+    None. Nobody types one into a prompt: it comes from a damaged or mis-read file (UTF-16 read as UTF-8 has a NUL
+    after every letter), and would reach the model, the cache key and the record unseen."""
+    found = next((char for char in text if unicodedata.category(char) == "Cc" and not char.isspace()), None)
+    return None if found is None else f"U+{ord(found):04X}"
+
+
 def text_key(text: str) -> str:
     """How two texts a person wrote are compared (prompts, counterfactuals, templates): case and runs of whitespace
     aside."""

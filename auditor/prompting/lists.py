@@ -29,7 +29,7 @@ import yaml
 
 from auditor.core.errors import AuditorError
 from auditor.core.store import read_text_file
-from auditor.core.text import has_visible_text, single_spaced
+from auditor.core.text import control_character, has_visible_text, single_spaced
 from auditor.prompting.articles import filled_template
 
 
@@ -56,6 +56,12 @@ def read_prompt_list(path: Path, values: Path | None = None) -> list[str]:
         raise AuditorError(f"{path} lists no prompts")
     seen: dict[str, tuple[int, bool]] = {}
     for number, (prompt, filled) in enumerate(prompts, 1):
+        if control := control_character(prompt):
+            source = f"{path} filled from --values {values}" if filled else str(path)
+            raise AuditorError(
+                f"{source}: prompt {number} holds the control character {control} (a UTF-16 or damaged file? "
+                "save it as UTF-8 text)"
+            )
         if prompt.casefold() in seen:
             first, first_filled = seen[prompt.casefold()]
             source = f"{path} filled from --values {values}" if filled or first_filled else str(path)

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 
 from auditor.core.defaults import MAX_SEED
 from auditor.core.errors import AuditorError
-from auditor.core.text import single_spaced
+from auditor.core.text import control_character, has_visible_text, single_spaced
 from auditor.records import ExploreConfig, GenerationSettings, Objective, PerceptionSettings, ScoringSettings
 from auditor.studies.run import spec_ref
 
@@ -64,8 +64,11 @@ def validate_options(options: ExploreOptions) -> None:
     from auditor.planning.offline import check_axes
     from auditor.scoring.uncertainty import MIN_SEEDS
 
-    options.seeds = [single_spaced(seed) for seed in options.seeds if seed.strip()]
-    options.topic = single_spaced(options.topic) if options.topic and options.topic.strip() else None
+    for text in [*options.seeds, options.topic or ""]:
+        if control := control_character(text):
+            raise AuditorError(f"{text!r} holds the control character {control}: give it as printable text")
+    options.seeds = [single_spaced(seed) for seed in options.seeds if has_visible_text(seed)]
+    options.topic = single_spaced(options.topic) if options.topic and has_visible_text(options.topic) else None
     if not options.seeds and not options.topic:
         raise AuditorError('give seed prompts or --topic, e.g. auditor explore --topic "people at work"')
     options.llm = check_llm_spec(options.llm, options.llm_temperature, options.llm_seed)
