@@ -120,6 +120,12 @@ def test_runs_lists_records(tmp_path):
         (["score"], "Missing argument"),
         (["plan"], "Missing argument 'PROMPT'"),  # plan has no --resume: its prompt is required
         (["score", "x.json", "--ci-seed", "-1"], "--ci-seed"),  # numpy takes no negative seed
+        # options of the intervals beside --bootstrap 0, which makes none: a slip, said (not dropped unsaid)
+        (["score", "x.json", "--bootstrap", "0", "--ci-method", "bca"], "--ci-method bca sets how intervals are made"),
+        (["score", "x.json", "--bootstrap", "0", "--ci-seed", "3"], "--ci-seed 3 seeds the resampling, but --boot"),
+        (["prompt", "x", "--llm", "offline", "--bootstrap", "0", "--ci-method", "bca"], "but --bootstrap 0 turns"),
+        (["compare", "a", "b", "--bootstrap", "0", "--ci-seed", "2"], "--ci-seed 2 seeds the resampling, but --boot"),
+        (["t2iat", "run", "ses", "--bootstrap", "0", "--ci-seed", "1"], "--ci-seed 1 seeds the resampling, but --boot"),
         (["t2iat", "run", "--permutation-seed", "-1"], "--permutation-seed"),
         (["prompt", "x", "--llm", "offline", "--seed", "99999999999999999999"], "--seed takes seeds from 0 to 2^63 - 1"),
         (["prompt", "x", "--llm", "offline", "--images", "3", "--seed", "4,-1"], "--seed takes seeds from 0 to 2^63 - 1"),

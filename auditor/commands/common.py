@@ -188,6 +188,17 @@ def required_bootstrap_count(value: int) -> int:
     return bootstrap_count(value)
 
 
+def check_interval_options(bootstrap: int | None, ci_method: str | None = None, ci_seed: int | None = None) -> None:
+    """``--ci-method bca`` and a ``--ci-seed`` say how intervals are made: beside ``--bootstrap 0``, which makes
+    none, one is a slip to point out (as ``--temperature`` is with the offline planner), not to drop unsaid."""
+    if bootstrap != 0:
+        return
+    if ci_method == "bca":
+        raise AuditorError("--ci-method bca sets how intervals are made, but --bootstrap 0 turns them off")
+    if ci_seed:
+        raise AuditorError(f"--ci-seed {ci_seed} seeds the resampling, but --bootstrap 0 turns it off")
+
+
 def required_bootstrap_option(default: int, help: str) -> Any:
     """``--bootstrap`` for a study that cannot go without its intervals: its help names the least it takes."""
     return typer.Option(

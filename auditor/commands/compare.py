@@ -39,6 +39,7 @@ def compare(
     from auditor.scoring.comparison import change_intervals
     from auditor.scoring.uncertainty import MIN_SEEDS, BootstrapSettings
 
+    common.check_interval_options(bootstrap, ci_seed=ci_seed)
     if html is not None:
         check_page_path(html)  # before the bootstrap
     store = common.run_store(runs_dir)

@@ -109,6 +109,7 @@ def scoring_settings(
     from auditor.records import ScoringSettings
 
     common.check_alpha(alpha)
+    common.check_interval_options(bootstrap, ci_method, ci_seed)
     return ScoringSettings(
         cas_normalization=cas_normalization, top_k=top_k, bootstrap=bootstrap, ci_method=ci_method, ci_seed=ci_seed,
         alpha=alpha,

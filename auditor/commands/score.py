@@ -34,6 +34,7 @@ def score(
     each with its paired-bootstrap interval over seeds."""
     from auditor.reporting.scores import all_warnings, render_scores, scores_summary
 
+    common.check_interval_options(bootstrap, ci_method.value if ci_method else None, ci_seed)
     overrides = {
         "cas_normalization": cas_normalization.value if cas_normalization else None,
         "bootstrap": bootstrap,

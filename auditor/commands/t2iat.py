@@ -223,6 +223,7 @@ def run(
         raise AuditorError("--resume continues a run with its own test: give the test or --resume, not both")
     if test_name is None and resume is None:
         raise AuditorError("name a test (see `auditor t2iat list`) or a YAML file, or continue a run with --resume")
+    common.check_interval_options(bootstrap, ci_seed=ci_seed)
     start = None
     if test_name is not None:
         test, source = resolve_test(test_name)
