@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
 import pytest
 
@@ -102,6 +103,25 @@ def test_resolve_finds_runs_by_id_folder_or_record(tmp_path):
     assert store.resolve(folder / "record.json") == folder
     with pytest.raises(AuditorError, match="no run"):
         store.resolve("missing")
+
+
+def test_a_name_that_is_a_run_id_and_another_runs_folder_here_is_refused(tmp_path, monkeypatch):
+    """``nurse`` in a folder holding a run ``nurse`` of its own, beside the runs folder's ``nurse``: either reading
+    could be meant, so neither is taken without a word; the same run reached both ways is no ambiguity."""
+    store = RunStore(tmp_path / "runs")
+    write_model(store.root / "nurse" / "record.json", make_record("nurse"))
+    write_model(tmp_path / "work" / "nurse" / "record.json", make_record("other"))
+    monkeypatch.chdir(tmp_path / "work")
+    with pytest.raises(AuditorError) as info:
+        store.resolve("nurse")
+    assert str(info.value) == (
+        f"'nurse' names two runs: {store.root / 'nurse'} (a run id) and the folder {tmp_path / 'work' / 'nurse'}; "
+        "give the path of the one you mean"
+    )
+    assert store.resolve("./nurse") == Path("nurse") and store.resolve(store.root / "nurse") == store.root / "nurse"
+    monkeypatch.chdir(tmp_path)  # runs/nurse from the folder above: the run id's folder itself
+    assert store.resolve("nurse") == store.root / "nurse"
+    assert RunStore(Path("runs")).resolve("nurse") == Path("runs") / "nurse"
 
 
 def test_a_batchs_audit_is_found_by_its_path_in_the_runs_folder_and_its_id_alone_says_so(tmp_path, monkeypatch):

@@ -187,9 +187,16 @@ class RunStore:
     def resolve(self, run: str | Path) -> Path:
         """Find a run folder from a run id (looked up here first), a folder path or the path of its record file, or a
         path inside the runs folder (a batch's audit: ``b1/audits/001-a-photo-of-a-nurse``). Another file, even a copy
-        of a record, names no run: the run is its folder's record, images and lock."""
+        of a record, names no run: the run is its folder's record, images and lock. A name that is both a run id here
+        and another run's folder in the working directory is refused: either reading could be the one meant."""
         text = str(run)
         if _RUN_ID_PATTERN.fullmatch(text) and _has_record(self.root / text):
+            here = Path(text)
+            if _has_record(here) and here.resolve() != (self.root / text).resolve():  # which one is meant?
+                raise AuditorError(
+                    f"{text!r} names two runs: {self.root / text} (a run id) and the folder {here.absolute()}; give "
+                    "the path of the one you mean"
+                )
             return self.root / text
         for candidate in filter(None, (Path(run), self._inside(text))):
             if not _is_file(candidate):
