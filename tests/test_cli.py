@@ -242,6 +242,15 @@ def test_unwritable_output_paths_are_one_line(tmp_path, args, env):
     assert "File exists" not in result.stderr  # the OS's words for a file where a folder was wanted say little
 
 
+def test_selftest_says_a_file_stands_where_its_models_folder_goes(tmp_path):
+    (tmp_path / "st").mkdir()
+    (tmp_path / "st" / "models").write_text("not a folder")
+    result = run_auditor("selftest", "--out", str(tmp_path / "st"), process=True)
+    assert result.returncode == 2 and result.stderr == (
+        f"error: cannot write the selftest folder {tmp_path / 'st'}: {tmp_path / 'st' / 'models'} is not a folder\n"
+    )
+
+
 @pytest.mark.parametrize(
     "command, refused",
     [

@@ -38,6 +38,8 @@ def test_prompt_lists_in_every_format_and_templates_with_values(tmp_path):
     assert read_prompt_list(tmp_path / "z.txt") == ["a cat", "a dog"]
     (tmp_path / "n.csv").write_text("prompt,note,note\na chef,1,2\n")  # only the prompt column must be one
     assert read_prompt_list(tmp_path / "n.csv") == ["a chef"]
+    (tmp_path / "t.csv").write_text("prompt\na cat,\na dog,,\n")  # empty cells past the header cut nothing
+    assert read_prompt_list(tmp_path / "t.csv") == ["a cat", "a dog"]
     # A byte-order mark (Excel's "CSV UTF-8") is not part of the first prompt or column name.
     bom = "\ufeff"
     (tmp_path / "b.txt").write_text(f"{bom}a photo of a nurse\n", encoding="utf-8")

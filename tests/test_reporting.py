@@ -758,8 +758,13 @@ def test_compare_command(tmp_path):
             "new name\n"
         )
         assert owned.read_bytes() == before
-    beside = run_auditor("compare", "pharmacist-sd15", "pharmacist-sd21", "--html", str(run_a / "vs-sd21.html"))
-    assert beside.returncode == 0 and (run_a / "vs-sd21.html").is_file()  # a new page in a run folder is fine
+    for _ in range(2):  # a new page in a run folder is fine, and so is writing it again
+        beside = run_auditor("compare", "pharmacist-sd15", "pharmacist-sd21", "--html", str(run_a / "vs-sd21.html"))
+        assert beside.returncode == 0 and (run_a / "vs-sd21.html").is_file(), beside.stderr
+    (tmp_path / "notes.html").write_text("my notes")  # outside every run, reached from inside one: no run's file
+    outside = run_auditor("compare", "pharmacist-sd15", "pharmacist-sd21", "--runs-dir", "..", "--html",
+                          "../../notes.html", cwd=run_a)  # fmt: skip
+    assert outside.returncode == 0, outside.stderr
     failed = tmp_path / "runs" / "broken"
     shutil.copytree(tmp_path / "runs" / "pharmacist-sd21", failed)
     write_model(failed / "record.json", failed_record(load_record(failed / "record.json")))

@@ -38,7 +38,9 @@ def selftest(
     try:
         (folder / "models").mkdir(parents=True, exist_ok=True)
     except OSError as exc:
-        raise AuditorError(f"cannot write the selftest folder {folder}: {write_problem(folder / 'models', exc)}") from None
+        models = folder / "models"
+        why = f"{models} is not a folder" if models.exists() and not models.is_dir() else write_problem(models, exc)
+        raise AuditorError(f"cannot write the selftest folder {folder}: {why}") from None
     say_whole(out, f"selftest folder: {folder}")
     out.print("Building tiny randomly initialised models (no downloads).")
     out.print("Their scores are MEANINGLESS; it checks the installation, not a model's bias.")  # < 80 columns

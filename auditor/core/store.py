@@ -288,7 +288,9 @@ def run_folder_holding(path: Path) -> Path | None:
     """The run folder that ``path`` lies in (the nearest folder above it with a record), or None. Its files are the
     run's own: a command that writes elsewhere by a user-given path (a comparison page, a plan) must not replace
     them."""
-    for folder in Path(path).absolute().parents:
+    path = Path(path)
+    where = path.parent.resolve()  # ``..`` and links resolved: where the file really is
+    for folder in (where, *where.parents):
         if _has_record(folder):
             return folder
     return None

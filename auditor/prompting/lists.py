@@ -143,7 +143,8 @@ def _csv_rows(text: str, path: Path, read: str | None = None) -> list[tuple[int,
         for row in reader:
             lines, read_so_far = taken[read_so_far:], len(taken)  # the row's, after any blank lines the reader skipped
             start = next((number for number, line in lines if line.strip()), lines[0][0])
-            if extra := row.get(None):
+            extra = row.get(None) or []
+            if any(cell.strip() for cell in extra):  # empty cells past the header (a trailing comma) cut nothing
                 cells, columns = len(reader.fieldnames) + len(extra), len(reader.fieldnames)
                 raise AuditorError(
                     f"{path}:{start}: {cells} cells, but the header has {columns} column{'s' * (columns != 1)} "

@@ -454,16 +454,29 @@ def render_comparison_terminal(view: ComparisonView, console: Console) -> None:
 def check_page_path(path: Path) -> None:
     """The comparison page's path (``--html``) names a plain file (its folders are made): the page is written beside
     it and renamed over it, which would replace a device or a link there (``/dev/stdout`` with a file), not write
-    through it; nor may it replace a run's own file (its record, page or images). ``auditor compare`` asks before its
-    bootstrap."""
+    through it; nor may it replace a run's own file (its record, page or images), only an earlier comparison page.
+    ``auditor compare`` asks before its bootstrap."""
     if path.is_dir():
         raise AuditorError(f"--html {path} is a folder; give a file name for the comparison page, e.g. compare.html")
     if path.is_symlink() or (path.exists() and not path.is_file()):
         raise AuditorError(f"--html {path} is not a plain file; give a file name for the comparison page")
-    if path.exists() and (run_dir := run_folder_holding(path)) is not None:
+    if path.exists() and not _is_comparison_page(path) and (run_dir := run_folder_holding(path)) is not None:
         raise AuditorError(
             f"--html {path} is a file of the run {run_dir}: write the comparison page elsewhere, or under a new name"
         )
+
+
+#: The line in a comparison page's head that tells it from a run's own files: ``--html`` may replace it there.
+COMPARISON_PAGE_MARK = '<meta name="auditor-page" content="comparison">'
+
+
+def _is_comparison_page(path: Path) -> bool:
+    """Whether ``path`` is a comparison page written earlier (its head, in the first few KiB, has the mark)."""
+    try:
+        with open(path, "rb") as handle:
+            return COMPARISON_PAGE_MARK.encode() in handle.read(4096)
+    except OSError:
+        return False
 
 
 def write_comparison_html(view: ComparisonView, path: Path, run_dir_a: Path, run_dir_b: Path) -> Path:
@@ -507,6 +520,7 @@ def write_comparison_html(view: ComparisonView, path: Path, run_dir_a: Path, run
         image_columns=columns,
         charts=charts,
         colours={"a": RUN_A_COLOUR, "b": RUN_B_COLOUR},
+        page_mark=COMPARISON_PAGE_MARK,
     )
     try:
         atomic_write_text(path, html)
