@@ -570,3 +570,22 @@ def test_the_batch_sums_up_the_axes_its_prompts_plans_dropped(tmp_path):
     assert data["notes"] == [note] and f"- {note}" in text and f"<li>{note}</li>" in page
     assert "axes fixed by --axes: gender, setting (not every prompt's plan kept them all: see the notes)" in page
     assert batch_json(batch_record([(0.3, 0.2, 0.4)]))["notes"] == []
+
+
+def test_the_leaderboard_wraps_its_numbers_at_a_narrow_terminal_never_cuts_them(tmp_path):
+    import io
+
+    from rich.console import Console
+
+    from auditor.records import Interval
+    from auditor.reporting.batch import render_batch
+
+    record = batch_record([(0.3, 0.2, 0.4), (0.1, 0.0, 0.2)])
+    for row, (low, high) in zip(record.leaderboard, [(0.05, 0.25), (-0.35, -0.15)]):
+        row.lean, row.lean_ci = (low + high) / 2, Interval(low=low, high=high, method="percentile", defined=1.0)
+    for width in (50, 60):
+        console = Console(width=width, file=io.StringIO(), record=True)
+        render_batch(record, tmp_path, console)
+        table = console.export_text().split("# prompt")[1]  # below the headline
+        assert "…" not in table and "0.4000]" in table and "0.2000]" in table, table  # each interval's upper end
+        assert "+0.25]" in table and "-0.15]" in table and "female" in table, table

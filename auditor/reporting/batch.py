@@ -147,8 +147,9 @@ def render_batch(record: BatchRecord, run_dir: Path, console: Console) -> None:
     table.add_column("#", justify="right", no_wrap=True)
     table.add_column("prompt", overflow="fold", ratio=1, min_width=12)
     table.add_column("axis", no_wrap=True)
-    table.add_column("BAV", no_wrap=True)
-    table.add_column("male - female", no_wrap=True)
+    # numbers with their intervals wrap at a space when the terminal is narrow, never cut off
+    table.add_column("BAV")
+    table.add_column("male - female")
     rows = leaderboard(record)
     places = bav_decimals(rows)
     for ranked in rows:
