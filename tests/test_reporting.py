@@ -368,7 +368,10 @@ def test_report_command_terminal_json_and_html(tmp_path):
     machine = run_auditor("report", str(run_dir), "--json", process=True)
     assert machine.returncode == 0, machine.stderr
     assert "\x1b[" not in machine.stdout
-    assert json.loads(machine.stdout) == json.loads(json.dumps(report_json(load_record(run_dir / "record.json"))))
+    shown = json.loads(machine.stdout)
+    assert shown == json.loads(json.dumps(report_json(load_record(run_dir / "record.json"), run_dir)))
+    # where the run is, first, as `auditor prompt --json` and every other study's JSON say it
+    assert list(shown)[:2] == ["run_dir", "report_html"] and shown["run_dir"] == str(run_dir.resolve())
     page = run_auditor("report", "pharmacist-sd15", "--html", "--runs-dir", str(tmp_path / "runs"))
     assert page.returncode == 0, page.stderr
     assert Path(page.stdout.strip()) == run_dir / "report.html"

@@ -170,17 +170,14 @@ def check_axes_fit(options: PromptAuditOptions) -> None:
 def show_results(record: RunRecord, run_dir: Path, *, quiet: bool, json_output: bool) -> None:
     """Show the finished run's report (terminal or JSON); report.html is already in the run folder."""
     from auditor.core.console import say_whole
-    from auditor.core.store import run_files, run_files_text
+    from auditor.core.store import run_files_text
     from auditor.reporting import render_terminal, report_json
 
     def render(record: RunRecord, run_dir: Path, console: Console) -> None:
         render_terminal(record, run_dir, console)
         say_whole(console, run_files_text(run_dir))
 
-    common.show_result(
-        record, run_dir, quiet=quiet, json_output=json_output,
-        as_json=lambda record, run_dir: run_files(run_dir) | report_json(record, run_dir), render=render,
-    )  # fmt: skip
+    common.show_result(record, run_dir, quiet=quiet, json_output=json_output, as_json=report_json, render=render)
 
 
 def register(app: typer.Typer) -> None:

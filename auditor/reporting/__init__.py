@@ -34,12 +34,15 @@ def __getattr__(name: str) -> Any:
 
 
 def report_json(record: RunRecord, run_dir: Path | None = None) -> dict[str, Any]:
-    """The terminal report's content as plain JSON-ready data (what ``auditor report --json`` prints); with its
-    ``run_dir``, a record that says ``running`` reads as running now or stopped, by the folder's lock."""
+    """The terminal report's content as plain JSON-ready data (what ``auditor report --json`` and ``auditor prompt
+    --json`` print); with its ``run_dir``, first where the run folder and its page are (as every study's JSON says),
+    and a record that says ``running`` reads as running now or stopped, by the folder's lock."""
+    from auditor.core.store import run_files
     from auditor.reporting.prompt_audit import build_view
     from auditor.reporting.status import running_now
 
-    return build_view(record, running_now(record, run_dir), run_dir).as_dict()
+    files = run_files(run_dir) if run_dir is not None else {}
+    return files | build_view(record, running_now(record, run_dir), run_dir).as_dict()
 
 
 __all__ = ["build_view", "render_terminal", "report_json", "write_html_report"]
