@@ -211,6 +211,8 @@ def test_an_interrupted_batch_resumes_without_recomputing(tiny_models, tmp_path)
     shown = run_auditor("report", str(batch.run_dir)).stdout
     assert f"{said}\n" in shown and "No prompt x axis has a BAV yet." in shown
     assert "male - female" not in shown  # no leaderboard's header without a row under it
+    data = json.loads(run_auditor("report", str(batch.run_dir), "--json").stdout)  # the same for programs
+    assert data["next_step"] == f"auditor batch --resume {batch.run_dir} continues it"
     page = (batch.run_dir / "report.html").read_text(encoding="utf-8")
     assert f"<strong>T{said[1:]}.</strong>" in page
     made = cache.entries("generate")

@@ -35,7 +35,8 @@ def report(
 
 def show_stored(record: StudyRecord, folder: Path, *, html: bool, json_output: bool) -> None:
     """A stored run of any kind, as every ``report`` command shows it: with ``html``, report.html written again and
-    its path printed (on stderr when ``json_output`` puts JSON on stdout); the JSON; or else the terminal report."""
+    its path printed (on stderr when ``json_output`` puts JSON on stdout); the JSON (with ``next_step`` for a run
+    that did not complete and runs no more); or else the terminal report."""
     from auditor.core.console import err
     from auditor.core.store import RECORD_FILE
     from auditor.reporting.status import STOPPED_MEANING, running_now
@@ -49,7 +50,12 @@ def show_stored(record: StudyRecord, folder: Path, *, html: bool, json_output: b
         path = write(record, folder)
         say_whole(err if json_output else out, str(path))
     if json_output:  # a running record says whether a process runs it, as `auditor runs --json` does
-        print_json(as_json(record, folder) | ({"alive": alive} if alive is not None else {}))
+        data = as_json(record, folder) | ({"alive": alive} if alive is not None else {})
+        if record.status != "completed" and alive is not True and "next_step" not in data:
+            from auditor.reporting.sentences import next_step
+
+            data["next_step"] = next_step(record, folder)  # what the terminal says goes on from it, for every kind
+        print_json(data)
     elif not html:
         render(record, folder, out)
 
