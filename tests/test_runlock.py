@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import json
 import os
@@ -286,3 +287,23 @@ def test_a_prompt_audits_reports_tell_a_running_record_apart_by_the_lock(tmp_pat
     assert "Run p running" in terminal and "without recording why" not in terminal + page
     assert data["next_step"] is None and "--resume" not in terminal + page  # a resume would be refused now
     assert report_json(record)["status_phrase"] == STATUS_PHRASES["running"]  # no folder to ask
+
+
+def test_a_live_display_refused_by_the_lock_leaves_no_frame_above_the_refusal():
+    """``explore --resume`` of a run another process runs: its round table would be drawn above the one-line
+    refusal; an attempt that ended otherwise keeps its last frame."""
+    import io
+
+    from rich.console import Console
+
+    from auditor.core.errors import RunBusyError
+    from auditor.studies.progress import LiveProgress
+
+    shown = []
+    for refusal in (RunBusyError("run r is being run by pid 1"), None):
+        console = Console(file=io.StringIO(), width=80)
+        with contextlib.suppress(RunBusyError), LiveProgress(console, lambda: "round 2 · arms alive 16 of 16"):
+            if refusal is not None:
+                raise refusal
+        shown.append(console.file.getvalue())
+    assert shown[0].strip() == "" and shown[1] == "round 2 · arms alive 16 of 16\n"

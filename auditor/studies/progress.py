@@ -23,6 +23,7 @@ from rich.progress import (
     TimeRemainingColumn,
 )
 
+from auditor.core.errors import RunBusyError, RunLockError
 from auditor.core.redaction import redact
 
 
@@ -211,7 +212,9 @@ class LiveProgress:
         self._progress.start()
         return self
 
-    def __exit__(self, *_exc: object) -> None:
+    def __exit__(self, exc_type: type[BaseException] | None, *_exc: object) -> None:
+        if exc_type is not None and issubclass(exc_type, RunBusyError | RunLockError):
+            self._progress.live.transient = True  # refused before it began: the one-line refusal is all there is
         self._progress.stop()
 
     def refresh(self) -> None:
