@@ -35,19 +35,20 @@ def selftest(
     from auditor.tiny import build_tiny_models
 
     folder = out_dir or Path(tempfile.mkdtemp(prefix="auditor-selftest-"))
+    models_dir = folder / "models"
     try:
-        (folder / "models").mkdir(parents=True, exist_ok=True)
+        models_dir.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
-        models = folder / "models"
-        why = f"{models} is not a folder" if models.exists() and not models.is_dir() else write_problem(models, exc)
+        standing = models_dir.exists() and not models_dir.is_dir()
+        why = f"{models_dir} is not a folder" if standing else write_problem(models_dir, exc)
         raise AuditorError(f"cannot write the selftest folder {folder}: {why}") from None
     say_whole(out, f"selftest folder: {folder}")
     out.print("Building tiny randomly initialised models (no downloads).")
     out.print("Their scores are MEANINGLESS; it checks the installation, not a model's bias.")  # < 80 columns
     try:
-        models = build_tiny_models(folder / "models")
+        models = build_tiny_models(models_dir)
     except OSError as exc:  # a folder that takes no new files (read-only, full)
-        raise AuditorError(f"cannot write the tiny models into {folder / 'models'}: {exc.strerror or exc}") from None
+        raise AuditorError(f"cannot write the tiny models into {models_dir}: {exc.strerror or exc}") from None
     options = PromptAuditOptions(
         prompt=SELFTEST_PROMPT,
         llm="offline",

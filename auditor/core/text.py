@@ -36,6 +36,15 @@ def control_character(text: str) -> str | None:
     return None if found is None else f"U+{ord(found):04X}"
 
 
+def refuse_control_characters(text: str, what: str) -> None:
+    """One line naming ``what`` (e.g. "the prompt") and its first control character (:func:`control_character`),
+    for text typed or given on the command line."""
+    from auditor.core.errors import AuditorError
+
+    if control := control_character(text):
+        raise AuditorError(f"{what} holds the control character {control}: give it as printable text")
+
+
 def text_key(text: str) -> str:
     """How two texts a person wrote are compared (prompts, counterfactuals, templates): case and runs of whitespace
     aside."""

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from auditor.core.errors import AuditorError
-from auditor.core.text import control_character, has_visible_text, single_spaced
+from auditor.core.text import has_visible_text, refuse_control_characters, single_spaced
 from auditor.planning.questions import question_for_axis
 from auditor.planning.registry import LLM_BACKENDS, check_llm_spec, planner_fingerprint
 from auditor.planning.review import review_plan
@@ -64,8 +64,7 @@ def make_plan(
             "the prompt is empty (nothing but spaces or invisible characters): give the text-to-image prompt to plan "
             'for, e.g. "a photo of a pharmacist"'
         )
-    if control := control_character(prompt):
-        raise AuditorError(f"the prompt holds the control character {control}: give it as printable text")
+    refuse_control_characters(prompt, "the prompt")
     if axes is not None:
         from auditor.planning.offline import OfflinePlanner
 

@@ -57,17 +57,21 @@ def read_prompt_list(path: Path, values: Path | None = None) -> list[str]:
     seen: dict[str, tuple[int, bool]] = {}
     for number, (prompt, filled) in enumerate(prompts, 1):
         if control := control_character(prompt):
-            source = f"{path} filled from --values {values}" if filled else str(path)
             raise AuditorError(
-                f"{source}: prompt {number} holds the control character {control} (a UTF-16 or damaged file? "
-                "save it as UTF-8 text)"
+                f"{_source(path, values, filled)}: prompt {number} holds the control character {control} (a UTF-16 "
+                "or damaged file? save it as UTF-8 text)"
             )
         if prompt.casefold() in seen:
             first, first_filled = seen[prompt.casefold()]
-            source = f"{path} filled from --values {values}" if filled or first_filled else str(path)
+            source = _source(path, values, filled or first_filled)
             raise AuditorError(f"{source}: the prompt {prompt!r} appears twice (prompts {first} and {number})")
         seen[prompt.casefold()] = number, filled
     return [prompt for prompt, _ in prompts]
+
+
+def _source(path: Path, values: Path | None, filled: bool) -> str:
+    """Where a prompt of the list came from, for an error about it: the file, or the file filled from the values."""
+    return f"{path} filled from --values {values}" if filled else str(path)
 
 
 #: Suffixes of a ``--values`` mapping: given as the prompts file, each of its lines would become a prompt.

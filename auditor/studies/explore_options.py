@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 
 from auditor.core.defaults import MAX_SEED
 from auditor.core.errors import AuditorError
-from auditor.core.text import control_character, has_visible_text, single_spaced
+from auditor.core.text import has_visible_text, refuse_control_characters, single_spaced
 from auditor.records import ExploreConfig, GenerationSettings, Objective, PerceptionSettings, ScoringSettings
 from auditor.studies.run import spec_ref
 
@@ -65,8 +65,7 @@ def validate_options(options: ExploreOptions) -> None:
     from auditor.scoring.uncertainty import MIN_SEEDS
 
     for text in [*options.seeds, options.topic or ""]:
-        if control := control_character(text):
-            raise AuditorError(f"{text!r} holds the control character {control}: give it as printable text")
+        refuse_control_characters(text, repr(text))
     options.seeds = [single_spaced(seed) for seed in options.seeds if has_visible_text(seed)]
     options.topic = single_spaced(options.topic) if options.topic and has_visible_text(options.topic) else None
     if not options.seeds and not options.topic:

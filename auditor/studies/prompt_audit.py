@@ -21,7 +21,7 @@ from auditor.core.store import (
     TRANSCRIPT_FILE,
     RunStore,
 )
-from auditor.core.text import control_character, has_visible_text, single_spaced
+from auditor.core.text import has_visible_text, refuse_control_characters, single_spaced
 from auditor.executors.generation import PromptRequest
 from auditor.records import (
     ChatMessage,
@@ -89,8 +89,7 @@ def validate_options(options: PromptAuditOptions) -> None:
             "the prompt is empty (nothing but spaces or invisible characters): give the text-to-image prompt to "
             'audit, e.g. "a photo of a pharmacist"'
         )
-    if control := control_character(options.prompt):
-        raise AuditorError(f"the prompt holds the control character {control}: give it as printable text")
+    refuse_control_characters(options.prompt, "the prompt")
     options.prompt = single_spaced(options.prompt)  # as a batch file or an exploration reads it: one cache key
     check_images_and_seeds(options.images, options.seeds)
     check_placement(options.executor, options.device)
