@@ -133,6 +133,8 @@ def test_bad_prompt_lists_are_one_line(tmp_path, files, message):
         ("a photo of a female nurse", ("gender", "female")),
         ("A Woman at work", ("gender", "woman")),
         ("a businessman in an office", ("gender", "businessman")),
+        ("a hospital matron", ("gender", "matron")),
+        ("two nuns in a garden", ("gender", "nuns")),  # plurals say as much as the singular
         ("he is cooking", ("gender", "he")),
         ("a middle-aged farmer", ("age", "middle-aged")),
         ("an Asian chef", ("ethnicity", "asian")),
