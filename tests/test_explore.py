@@ -291,6 +291,9 @@ def test_killed_and_resumed_it_recomputes_nothing(world, tmp_path, stage, stop_a
     # planned), nor as generated: that counts what the attempts that finished a round's images made
     assert record.images_reused == 0 and all(r.images_reused == 0 for r in record.rounds)
     assert sum(r.images_generated for r in record.rounds) == record.images_spent - killed_round_cached
+    # and the report's spend chart says where the rest came from
+    html = (tmp_path / "runs" / record.run_id / "report.html").read_text(encoding="utf-8")
+    assert f"{killed_round_cached} charged images were made by an interrupted attempt" in html
     assert len(world.image_requests()) == made + cache.misses["generate"]  # and nothing beyond the misses
     assert cache.misses["perceive"] == 2 * (record.images_spent - len(answered))  # gender + caption of the rest
     assert len(vision_requests(world)) == asked + cache.misses["perceive"]

@@ -21,7 +21,7 @@ from rich.text import Text
 
 from auditor.core.console import say_whole
 from auditor.core.store import run_files, run_files_text
-from auditor.records import Arm, Candidate, Confirmation, ExploreRecord, Interval
+from auditor.records import Arm, Candidate, Confirmation, ExploreRecord, Interval, Round
 from auditor.reporting.glossary import METRICS
 from auditor.reporting.numbers import decimals, number, p_equals, p_value, with_span
 from auditor.reporting.ranking import Ranked, rank_with_ties
@@ -408,6 +408,16 @@ def _columns(lines: list[Strip]) -> list[str]:
     return [f"image {cell.index}" if cell.seed is None else f"seed {cell.seed}" for cell in widest]
 
 
+def _round_images(current: Round) -> str:
+    """Where a round's images came from. A finished round's charged images that it did not generate were found in
+    the cache after it was planned: made by an attempt cut short (a resume) or by another run sharing the cache."""
+    text = f"{current.images_charged} charged, {current.images_generated} generated, {current.images_reused} reused"
+    earlier = current.images_charged - current.images_generated
+    if current.status == "done" and earlier > 0:
+        text += f"; {earlier} charged images were made by an interrupted attempt or another run sharing the cache"
+    return text
+
+
 def _spend_chart(record: ExploreRecord):
     from auditor.reporting.html import Bar, bar_chart
 
@@ -416,7 +426,7 @@ def _spend_chart(record: ExploreRecord):
             f"round {r.round}" + (" (confirm)" if r.phase == "confirm" else ""),
             float(r.images_spent),
             f"{r.images_spent} (+{r.images_charged})",
-            f"{r.images_charged} charged, {r.images_generated} generated, {r.images_reused} reused",
+            _round_images(r),
         )
         for r in record.rounds
     ]
