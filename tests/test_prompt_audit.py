@@ -676,6 +676,37 @@ def test_a_second_ctrl_c_while_a_stopping_run_writes_its_page_leaves_it_whole(ti
     assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # Ctrl-C works again afterwards
 
 
+def test_sigterm_while_a_completing_run_writes_its_page_waits_and_then_stops_nothing(
+    tiny_models, tmp_path, monkeypatch, capsys
+):
+    """A scheduler's SIGTERM as a run that completed writes its page: it waits until the page and record are written
+    (a record saying completed without its page, or a half page, is what it would leave otherwise), and then stops
+    nothing: the run is not called a partial one to resume, and the command goes on to show it."""
+    import auditor.reporting as reporting
+    from auditor.cli import _terminate
+    from auditor.commands.common import run_resumable
+
+    write = reporting.write_html_report
+
+    def terminated_meanwhile(record, run_dir):
+        os.kill(os.getpid(), signal.SIGTERM)
+        return write(record, run_dir)
+
+    monkeypatch.setattr(reporting, "write_html_report", terminated_meanwhile)
+    store, cache = RunStore(tmp_path / "runs"), ContentCache(tmp_path / "cache.sqlite")
+    previous = signal.signal(signal.SIGTERM, _terminate)  # as the command line installs it
+    try:
+        record = run_resumable(start_audit(tiny_options(tiny_models), store, cache, QuietProgress(), run_name="r"))
+        assert signal.getsignal(signal.SIGTERM) is _terminate  # put back, and the SIGTERM was delivered to it
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+        cache.close()
+    assert record.status == "completed" == load_record(tmp_path / "runs" / "r" / "record.json").status
+    assert (tmp_path / "runs" / "r" / "report.html").read_text(encoding="utf-8").rstrip().endswith("</html>")
+    said = capsys.readouterr().err
+    assert "note: the run has ended and is recorded" in said and "partial run" not in said
+
+
 def test_ctrl_c_once_the_result_is_shown_leaves_a_completed_run_exit_0(tiny_models, tmp_path):
     """A run that ended and was recorded has nothing left for Ctrl-C (or SIGTERM) to stop: pressed as its result
     prints, or as the interpreter exits, it does not turn the run into exit 130, a finalizer's traceback, or death by

@@ -488,7 +488,9 @@ def run_resumable(study: StudyRun[RecordT], display: AbstractContextManager | No
     Ctrl-C exits with code 130 and one line; an error becomes the same one-line error
     naming the run folder and the ``--resume`` that continues it (or saying that a completed
     run was left as it was). A live ``display`` runs around the study only, so it has drawn its
-    last frame before that line is printed, and the line stays the last thing on screen.
+    last frame before that line is printed, and the line stays the last thing on screen. An
+    interruption that comes once the run has ended completed and is recorded stops nothing: it is
+    noted and the record returned, as while the result is shown (:func:`ignore_interruptions`).
     """
     try:
         with display if display is not None else nullcontext():
@@ -496,6 +498,9 @@ def run_resumable(study: StudyRun[RecordT], display: AbstractContextManager | No
     except KeyboardInterrupt as exc:
         if study.left_as_it_was:
             exit_interrupted(f"run {study.run_dir} is left as it was: {AS_IT_WAS}", exc)
+        if study.completed_now:  # it came once the run had ended and was recorded: nothing is left to stop
+            note_interruption()
+            return study.record
         exit_interrupted(f"partial run kept in {study.run_dir}; continue with --resume {study.run_dir}", exc)
     except (RunBusyError, RunLockError):
         raise  # another process runs it, or its folder cannot be locked: nothing changed, nothing to continue
@@ -569,6 +574,11 @@ def ignore_interruptions() -> None:
 
 def _noted_once(number: int, _frame: object) -> None:
     signal.signal(number, signal.SIG_DFL)
+    note_interruption()
+
+
+def note_interruption() -> None:
+    """Say that an interruption came too late to stop anything (the process goes on to show the result)."""
     print("note: the run has ended and is recorded; exiting (interrupt again to stop at once)", file=sys.stderr)
 
 

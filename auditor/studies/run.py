@@ -250,18 +250,26 @@ class ModelPool:
 
 
 @contextmanager
-def _ctrl_c_ignored() -> Iterator[None]:
-    """Ctrl-C is ignored while an ending run writes its record and page: a second press after the first (the run
-    is stopping already) would leave the page half written, and the page is what the person reads next. Only the
-    main thread can set signal handlers; elsewhere nothing changes."""
+def _interruptions_held() -> Iterator[None]:
+    """While an ending run writes its record and page, Ctrl-C is ignored and SIGTERM waits until they are written.
+
+    A second Ctrl-C after the first (the run is stopping already) or a scheduler's SIGTERM would otherwise leave the
+    run without the page the person reads next, or a record saying ``completed`` without it. A SIGTERM that came
+    meanwhile is delivered again, to the handler there was before, once the writes are done. Only the main thread
+    can set signal handlers; elsewhere nothing changes."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
-    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    terminated = threading.Event()
+    previous_int = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    previous_term = signal.signal(signal.SIGTERM, lambda _signum, _frame: terminated.set())
     try:
         yield
     finally:  # None: a handler not set from Python, which is the default's
-        signal.signal(signal.SIGINT, signal.SIG_DFL if previous is None else previous)
+        signal.signal(signal.SIGINT, signal.SIG_DFL if previous_int is None else previous_int)
+        signal.signal(signal.SIGTERM, signal.SIG_DFL if previous_term is None else previous_term)
+        if terminated.is_set():
+            signal.raise_signal(signal.SIGTERM)
 
 
 class StudyRun(Generic[RecordT]):
@@ -312,6 +320,8 @@ class StudyRun(Generic[RecordT]):
         self._completed_folder: FolderSnapshot | None = None
         #: The attempt failed or was stopped without changing a file of a completed run, which was put back as it was.
         self.left_as_it_was = False
+        #: This attempt ended completed, its record and page written: nothing is left for an interruption to stop.
+        self.completed_now = False
         #: Notices given once per attempt (:meth:`notice_once`).
         self._said: set[str] = set()
 
@@ -463,6 +473,7 @@ class StudyRun(Generic[RecordT]):
         remove_partial_writes(self.run_dir)
         self._completed_folder = FolderSnapshot(self.run_dir) if self.record.status == "completed" else None
         self.left_as_it_was = False
+        self.completed_now = False
         self.clear_scores()
         self.record.status = "running"
         self.record.errors = []
@@ -527,11 +538,12 @@ class StudyRun(Generic[RecordT]):
         if error is not None:
             self.record.errors.append(error)
         try:
-            with _ctrl_c_ignored():
+            with _interruptions_held():
                 try:
                     self.after_end()
                 finally:
                     self.save()
+                    self.completed_now = status == "completed"
         except AuditorError:
             if error is None:
                 raise
