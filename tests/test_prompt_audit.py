@@ -652,18 +652,24 @@ class TerminateAfter(StopAfter):
                 os.kill(os.getpid(), signal.SIGTERM)
 
 
-def test_a_second_ctrl_c_while_a_stopping_run_writes_its_page_leaves_it_whole(tiny_models, tmp_path, monkeypatch):
-    """Ctrl-C pressed twice: the first stops generation, the second comes while the record and page are written.
-    It is ignored there (the run is stopping already), so the page a person opens next is whole."""
+def signal_while_the_page_is_written(monkeypatch, number: signal.Signals) -> None:
+    """Send this process ``number`` each time a run's page is about to be written (Ctrl-C or a scheduler's SIGTERM
+    arriving while an ending run writes its record and page)."""
     import auditor.reporting as reporting
 
     write = reporting.write_html_report
 
-    def pressed_again(record, run_dir):
-        os.kill(os.getpid(), signal.SIGINT)
+    def signalled(record, run_dir):
+        os.kill(os.getpid(), number)
         return write(record, run_dir)
 
-    monkeypatch.setattr(reporting, "write_html_report", pressed_again)
+    monkeypatch.setattr(reporting, "write_html_report", signalled)
+
+
+def test_a_second_ctrl_c_while_a_stopping_run_writes_its_page_leaves_it_whole(tiny_models, tmp_path, monkeypatch):
+    """Ctrl-C pressed twice: the first stops generation, the second comes while the record and page are written.
+    It is ignored there (the run is stopping already), so the page a person opens next is whole."""
+    signal_while_the_page_is_written(monkeypatch, signal.SIGINT)
     store, cache = RunStore(tmp_path / "runs"), ContentCache(tmp_path / "cache.sqlite")
     try:
         study = start_audit(tiny_options(tiny_models), store, cache, StopAfter("generate", 2), run_name="r")
@@ -682,17 +688,10 @@ def test_sigterm_while_a_completing_run_writes_its_page_waits_and_then_stops_not
     """A scheduler's SIGTERM as a run that completed writes its page: it waits until the page and record are written
     (a record saying completed without its page, or a half page, is what it would leave otherwise), and then stops
     nothing: the run is not called a partial one to resume, and the command goes on to show it."""
-    import auditor.reporting as reporting
     from auditor.cli import _terminate
     from auditor.commands.common import run_resumable
 
-    write = reporting.write_html_report
-
-    def terminated_meanwhile(record, run_dir):
-        os.kill(os.getpid(), signal.SIGTERM)
-        return write(record, run_dir)
-
-    monkeypatch.setattr(reporting, "write_html_report", terminated_meanwhile)
+    signal_while_the_page_is_written(monkeypatch, signal.SIGTERM)
     store, cache = RunStore(tmp_path / "runs"), ContentCache(tmp_path / "cache.sqlite")
     previous = signal.signal(signal.SIGTERM, _terminate)  # as the command line installs it
     try:
