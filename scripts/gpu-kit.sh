@@ -9,7 +9,7 @@
 set -euo pipefail
 python=${1:-.venv/bin/python}
 kit=.gpu-kit
-#: Imported on the benchmark's path and missing from the device image (KINDS.md lists it).
+#: Imported on the benchmark's path and missing from the device image (its CUDA torch, transformers and accelerate stay).
 packages=(diffusers pydantic pydantic-core pydantic-settings annotated-types typing-inspection
   typing-extensions python-dotenv nltk defusedxml importlib-metadata)
 
