@@ -388,3 +388,30 @@ def test_ctrl_c_while_the_command_line_loads_is_one_line_not_a_traceback(tmp_pat
     rest = proc.stderr.read()
     assert proc.wait(timeout=60) == 130 and rest.endswith("error: interrupted\n"), rest
     assert "Traceback" not in rest
+
+
+def test_the_readme_command_table_names_only_options_the_commands_take():
+    """The README's command table is where people look up an option first: one it names that a command no longer
+    takes (renamed, or moved to another command) is a doc that lies."""
+    from pathlib import Path
+
+    import typer
+
+    from auditor.cli import app
+    from tests.clitools import SOURCE_ROOT
+
+    root = typer.main.get_command(app)
+    rows = [line for line in (Path(SOURCE_ROOT) / "README.md").read_text(encoding="utf-8").splitlines()
+            if line.startswith("| `auditor ")]  # fmt: skip
+    assert len(rows) > 15
+    wrong = []
+    for row in rows:
+        usage = row.split("`")[1]
+        words = usage.split()[1:]
+        command = root
+        while words and words[0] in getattr(command, "commands", {}):
+            command = command.commands[words.pop(0)]
+        named = set(re.findall(r"(?<![\w-])--?[a-z][a-z0-9-]*", usage.split(" but ")[0]))
+        taken = {option for parameter in command.params for option in parameter.opts + parameter.secondary_opts}
+        wrong += [f"{command.name} {option}" for option in sorted(named - taken)]
+    assert wrong == []
