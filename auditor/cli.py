@@ -8,6 +8,7 @@ stderr and a non-zero exit code, never a traceback.
 
 from __future__ import annotations
 
+import atexit
 import signal
 import sys
 import threading
@@ -56,6 +57,7 @@ def main() -> None:
     SIGTERM (a scheduler's time limit) interrupts a run as Ctrl-C does (:class:`Terminated`), so its record says
     ``interrupted``, not ``running``, and it gets its page."""
     signal.signal(signal.SIGTERM, _terminate)
+    _register_teardown_once()
     try:
         code = app(standalone_mode=False, prog_name="auditor")
         if code == INTERRUPTED:  # outside a command's own handling, typer turns an interruption into 130 and returns it
@@ -77,6 +79,19 @@ def main() -> None:
     if isinstance(code, int) and code:
         sys.exit(code)
 
+
+def _register_teardown_once() -> None:
+    """Register :func:`~auditor.commands.common.ignored_through_teardown` before anything else registers an exit
+    function (a run's ``import ray`` does), so it runs after all of them; once however often ``main`` runs."""
+    global _TEARDOWN_REGISTERED
+    if not _TEARDOWN_REGISTERED:
+        from auditor.commands.common import ignored_through_teardown
+
+        atexit.register(ignored_through_teardown)
+        _TEARDOWN_REGISTERED = True
+
+
+_TEARDOWN_REGISTERED = False
 
 #: Set once this process gets SIGTERM: typer's exit code alone does not tell it from Ctrl-C.
 SIGTERM_RECEIVED = threading.Event()

@@ -415,3 +415,38 @@ def test_the_readme_command_table_names_only_options_the_commands_take():
         taken = {option for parameter in command.params for option in parameter.opts + parameter.secondary_opts}
         wrong += [f"{command.name} {option}" for option in sorted(named - taken)]
     assert wrong == []
+
+
+#: Runs the command line, ends as a shown result does (interruptions only noted from there on), and gets SIGTERM in
+#: the interpreter's teardown, once Python has put the default handlers back: a module global's finalizer sends it.
+SIGTERM_IN_TEARDOWN = """
+import os, signal, sys
+
+class SignalledAtTeardown:
+    def __del__(self):
+        os.kill(os.getpid(), signal.SIGTERM)
+        print("survived the signal", flush=True)
+
+signalled = SignalledAtTeardown()
+from auditor.cli import main
+from auditor.commands.common import ignore_interruptions
+
+sys.argv = ["auditor", "runs", "--runs-dir", sys.argv[1]]
+try:
+    main()
+finally:
+    ignore_interruptions()
+"""
+
+
+def test_a_sigterm_while_the_interpreter_tears_down_after_a_shown_result_does_not_kill_it(tmp_path):
+    """Once the exit functions have run, Python puts the signals' defaults back and tears its modules down (most of a
+    second with torch loaded): a scheduler's SIGTERM then killed a run that had ended and was recorded (exit 143, no
+    word said). The command line's last exit function keeps such a signal ignored through the teardown."""
+    from tests.clitools import SOURCE_ROOT
+
+    environment = {**os.environ, "PYTHONPATH": SOURCE_ROOT}
+    done = subprocess.run([sys.executable, "-c", SIGTERM_IN_TEARDOWN, str(tmp_path)], capture_output=True, text=True,
+                          env=environment, timeout=120)  # fmt: skip
+    assert done.returncode == 0, (done.returncode, done.stderr)
+    assert "survived the signal" in done.stdout and "Traceback" not in done.stderr

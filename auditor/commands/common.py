@@ -565,11 +565,25 @@ def show_result(
 def ignore_interruptions() -> None:
     """For the rest of the process, a first Ctrl-C or SIGTERM is noted and the process goes on exiting; a second
     stops it at once (the signal's default), should the exit hang (a Ray cluster that no longer answers). Set from
-    the main thread only; elsewhere nothing changes. (In its last milliseconds the interpreter puts the signals'
-    defaults back itself: a press then ends the process as it would have.)"""
+    the main thread only; elsewhere nothing changes. Through the interpreter's own teardown, which follows, a signal
+    not yet noted is ignored (:func:`ignored_through_teardown`)."""
     if threading.current_thread() is threading.main_thread():
         signal.signal(signal.SIGINT, _noted_once)
         signal.signal(signal.SIGTERM, _noted_once)
+
+
+def ignored_through_teardown() -> None:
+    """At exit, after every other exit function (the command line registers it first; Ray's shutdown, which could
+    hang, runs before it): a signal still only to be noted is ignored from here on.
+
+    Once the exit functions have run, Python puts every signal handler set from Python back to the default, except
+    an ignored signal's, and then tears its modules down: with torch loaded that takes most of a second, in which a
+    scheduler's SIGTERM killed a run that had ended and was recorded, with no word said and exit code 143."""
+    if threading.current_thread() is not threading.main_thread():
+        return
+    for number in (signal.SIGINT, signal.SIGTERM):
+        if signal.getsignal(number) is _noted_once:
+            signal.signal(number, signal.SIG_IGN)
 
 
 def _noted_once(number: int, _frame: object) -> None:
