@@ -289,6 +289,30 @@ def test_a_prompt_audits_reports_tell_a_running_record_apart_by_the_lock(tmp_pat
     assert report_json(record)["status_phrase"] == STATUS_PHRASES["running"]  # no folder to ask
 
 
+def test_report_html_writes_a_page_only_while_no_process_runs_the_run(tmp_path):
+    """``report --html`` reads the record and writes the page holding the run's lock: a run that ended in between had
+    its own page replaced by one of the record as it was. While a process runs it, it is refused (the run writes its
+    page when it ends); the lock it holds itself does not make the run read "running now"."""
+    record = make_record("p")  # planned, not scored: a run killed without recording how it ended
+    run_dir = tmp_path / "p"
+    write_model(run_dir / "record.json", record)
+    holder = hold_lock(run_dir)
+    try:
+        refused = run_auditor("report", str(run_dir), "--html")
+        shown = run_auditor("report", str(run_dir))  # where it stands now, without a page
+    finally:
+        holder.kill()
+        holder.wait()
+    assert refused.returncode != 0 and refused.stderr.count("\n") == 1
+    assert refused.stderr.startswith(f"error: run p is being run by pid {holder.pid} on ")
+    assert "it writes its report.html when it ends" in refused.stderr and not (run_dir / "report.html").exists()
+    assert shown.returncode == 0 and "running now" in " ".join(shown.stdout.split())
+    written = run_auditor("report", str(run_dir), "--html")  # nobody runs it now
+    assert written.returncode == 0, written.stderr
+    page = (run_dir / "report.html").read_text(encoding="utf-8")
+    assert '<span class="badge bad">stopped</span>' in page and "running now" not in page
+
+
 def test_a_live_display_refused_by_the_lock_leaves_no_frame_above_the_refusal():
     """``explore --resume`` of a run another process runs: its round table would be drawn above the one-line
     refusal; an attempt that ended otherwise keeps its last frame."""

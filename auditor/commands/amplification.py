@@ -254,11 +254,10 @@ def report(
 ) -> None:
     """Show a stored amplification run again: terminal, JSON, or a fresh report.html."""
     from auditor.commands.report import show_stored
-    from auditor.core.store import RECORD_FILE
     from auditor.records import AmplificationRecord, load_record
 
     folder = common.run_store(runs_dir).resolve(run_id)
-    show_stored(load_record(folder / RECORD_FILE, AmplificationRecord), folder, html=html, json_output=json_output)
+    show_stored(folder, lambda path: load_record(path, AmplificationRecord), html=html, json_output=json_output)
 
 
 def register(main_app: typer.Typer) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from contextlib import nullcontext
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -26,17 +27,28 @@ def report(
     """Show what a run found: axes ranked by how much they lean, CAS per counterfactual, concepts
     (for a batch or an exploration: its leaderboard; for a trace: its tables; a T2IAT or amplification run as
     its own report command shows it)."""
-    from auditor.core.store import RECORD_FILE
     from auditor.records import load_any_record
 
     folder = common.run_store(runs_dir).resolve(run)
-    show_stored(load_any_record(folder / RECORD_FILE), folder, html=html, json_output=json_output)
+    show_stored(folder, load_any_record, html=html, json_output=json_output)
 
 
-def show_stored(record: StudyRecord, folder: Path, *, html: bool, json_output: bool) -> None:
-    """A stored run of any kind, as every ``report`` command shows it: with ``html``, report.html written again and
-    its path printed (on stderr when ``json_output`` puts JSON on stdout); the JSON (with ``next_step`` for a run
-    that did not complete and runs no more); or else the terminal report."""
+def show_stored(folder: Path, load: Callable[[Path], StudyRecord], *, html: bool, json_output: bool) -> None:
+    """A stored run of any kind (its record read by ``load``), as every ``report`` command shows it: with ``html``,
+    report.html written again and its path printed (on stderr when ``json_output`` puts JSON on stdout); the JSON
+    (with ``next_step`` for a run that did not complete and runs no more); or else the terminal report.
+
+    The page is written holding the run's lock, refused while a process runs it: a run that ended between the read
+    of its record and the write would have its own page replaced by one of the record as it was before."""
+    from auditor.core.runlock import held_while_read
+    from auditor.core.store import RECORD_FILE
+
+    why = f"it writes its report.html when it ends (`auditor report {folder}` without --html shows it now)"
+    with held_while_read(folder, why) if html else nullcontext():
+        _show(load(folder / RECORD_FILE), folder, html=html, json_output=json_output)
+
+
+def _show(record: StudyRecord, folder: Path, *, html: bool, json_output: bool) -> None:
     from auditor.core.console import err
     from auditor.core.store import RECORD_FILE
     from auditor.reporting.status import STOPPED_MEANING, running_now

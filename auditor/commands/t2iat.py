@@ -314,14 +314,17 @@ def report(
 ) -> None:
     """Show a stored T2IAT test or occupation study again: terminal, JSON, or a fresh report.html."""
     from auditor.commands.report import show_stored
-    from auditor.core.store import RECORD_FILE
     from auditor.records import OccupationsRecord, T2IATRecord, load_any_record
 
     folder = common.run_store(runs_dir).resolve(run_id)
-    record = load_any_record(folder / RECORD_FILE)
-    if not isinstance(record, T2IATRecord | OccupationsRecord):
-        raise AuditorError(f"{folder} is {record.a_title()} record; auditor t2iat report reads T2IAT runs")
-    show_stored(record, folder, html=html, json_output=json_output)
+
+    def load_t2iat(path: Path) -> T2IATRecord | OccupationsRecord:
+        record = load_any_record(path)
+        if not isinstance(record, T2IATRecord | OccupationsRecord):
+            raise AuditorError(f"{folder} is {record.a_title()} record; auditor t2iat report reads T2IAT runs")
+        return record
+
+    show_stored(folder, load_t2iat, html=html, json_output=json_output)
 
 
 def register(main_app: typer.Typer) -> None:

@@ -17,6 +17,8 @@ import json
 import os
 import socket
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import IO
 
@@ -104,9 +106,36 @@ class RunLock:
             self._handle = None
 
 
+#: Lock folders this process holds to read a run and write from it (:func:`held_while_read`), resolved.
+_HELD_TO_READ: set[Path] = set()
+
+
+@contextmanager
+def held_while_read(run_dir: Path, why: str) -> Iterator[None]:
+    """Hold the run's lock while its record is read and something is written from it (its page), so that no attempt
+    starts or ends in between and the page never shows a record older than the run's own last page. Refused while a
+    process runs it (``why`` says what the refusal stops). To this process the run is not running meanwhile
+    (:func:`is_running`): the lock it holds is its own, and it runs nothing in the folder."""
+    lock = RunLock(run_dir)
+    try:
+        lock.acquire()
+    except RunBusyError as exc:
+        raise RunBusyError(f"{exc}; {why}") from None
+    held = lock.run_dir.resolve()
+    _HELD_TO_READ.add(held)
+    try:
+        yield
+    finally:
+        _HELD_TO_READ.discard(held)
+        lock.release()
+
+
 def is_running(run_dir: Path) -> bool | None:
     """Whether a process holds the run's lock now: True, False, or None where this cannot be told
-    (the lock file cannot be opened, or the filesystem has no ``flock``)."""
+    (the lock file cannot be opened, or the filesystem has no ``flock``). False while this process holds it only to
+    read the run (:func:`held_while_read`)."""
+    if Path(run_dir).resolve() in _HELD_TO_READ:
+        return False
     try:
         handle = open(Path(run_dir) / LOCK_FILE, encoding="utf-8")
     except FileNotFoundError:
