@@ -591,3 +591,38 @@ def test_the_leaderboard_wraps_its_numbers_at_a_narrow_terminal_never_cuts_them(
         table = console.export_text().split("# prompt")[1]  # below the headline
         assert "…" not in table and "0.4000]" in table and "0.2000]" in table, table  # each interval's upper end
         assert "+0.25]" in table and "-0.15]" in table and "female" in table, table
+
+
+def test_the_audits_of_a_batch_no_process_runs_any_more_read_stopped_not_running(tmp_path):
+    """kill -9 leaves the batch and the audit it was on saying ``running``; its reports say ``stopped`` for both, as
+    ``auditor runs`` does (the batch's lock covers its audits), and ``running`` while a process holds that lock."""
+    import io
+
+    from rich.console import Console
+
+    from auditor.core.store import write_model
+    from auditor.reporting.batch import batch_json, render_batch, write_batch_report
+    from tests.test_runlock import hold_lock
+
+    record = batch_record([(0.3, 0.2, 0.4), (None, None, None)])
+    record.status = record.audits[1].status = "running"
+    run_dir = tmp_path / "b"
+    write_model(run_dir / "record.json", record)
+
+    def shown() -> tuple[str, str, str]:
+        console = Console(width=200, file=io.StringIO(), record=True)
+        render_batch(record, run_dir, console)
+        page = write_batch_report(record, run_dir).read_text(encoding="utf-8")
+        return batch_json(record, run_dir)["audits"][1]["shown_status"], console.export_text(), page
+
+    status, terminal, page = shown()
+    assert status == "stopped" and "- 'a photo of a p1': stopped" in terminal
+    assert '<span class="badge bad">stopped</span>' in page and "<td>stopped</td>" in page and ">running<" not in page
+    holder = hold_lock(run_dir)
+    try:
+        status, terminal, page = shown()
+    finally:
+        holder.kill()
+        holder.wait()
+    assert status == "running" and "- 'a photo of a p1': running" in terminal
+    assert '<span class="badge bad">running</span>' in page and "<td>running</td>" in page

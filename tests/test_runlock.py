@@ -202,7 +202,7 @@ def test_reports_of_a_running_record_say_whether_a_process_runs_it_and_advise_a_
     from auditor.records import RunError
     from auditor.reporting.sentences import unfinished_note
     from auditor.reporting.status import STOPPED_PHRASE
-    from auditor.reporting.trace import no_scores, render_trace
+    from auditor.reporting.trace import no_scores, render_trace, write_trace_report
     from tests.test_trace_scoring import IMAGES, _record
 
     record = _record(IMAGES, [])  # not scored: its reports show what it made so far
@@ -218,6 +218,8 @@ def test_reports_of_a_running_record_say_whether_a_process_runs_it_and_advise_a_
 
     stopped = terminal()
     assert f"run hand {STOPPED_PHRASE}" in stopped and f"{resume} goes on with it" in stopped
+    badge = '<span class="badge bad">{}</span>'  # the page's status, as `auditor runs` shows it
+    assert badge.format("stopped") in write_trace_report(record, run_dir).read_text(encoding="utf-8")
     write_model(run_dir / "record.json", record)
     machine = run_auditor("report", str(run_dir), "--json")  # the JSON says so too, as `auditor runs --json` does
     assert machine.returncode == 0 and "was stopped" in machine.stderr
@@ -238,6 +240,7 @@ def test_reports_of_a_running_record_say_whether_a_process_runs_it_and_advise_a_
         assert "run hand is running now" in running and "--resume" not in running
         assert no_scores(record, run_dir).startswith("No scores yet: the run is running now")
         assert unfinished_note(record, run_dir) == "this run is running now: what it has finished so far is shown"
+        assert badge.format("running") in write_trace_report(record, run_dir).read_text(encoding="utf-8")
     finally:
         holder.kill()
         holder.wait()

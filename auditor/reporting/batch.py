@@ -21,6 +21,7 @@ from auditor.records import BatchRecord, BatchRow
 from auditor.reporting.numbers import number, separating_decimals, with_span
 from auditor.reporting.ranking import Ranked, rank_with_ties
 from auditor.reporting.sentences import intervals_asked, unfinished_note
+from auditor.reporting.status import running_now, shown_status
 from auditor.reporting.tables import borderless_table
 from auditor.reporting.wording import counted, dropped_axes_summary, quote
 from auditor.scoring.uncertainty import no_interval_reason
@@ -37,6 +38,13 @@ def leaderboard(record: BatchRecord) -> list[Row]:
     """The record's leaderboard ranked: highest BAV first (no BAV last), equal BAVs (or none) sharing a rank, since
     which of them the record lists first is only the order of the prompts."""
     return [Row(*ranked) for ranked in rank_with_ties(record.leaderboard, lambda row: (row.bav,))]
+
+
+def audit_statuses(record: BatchRecord, run_dir: Path | None) -> dict[str, str]:
+    """Audit id -> its status as ``auditor runs`` shows it: the batch's lock covers its audits, so an audit that a
+    batch no process runs any more says ``running`` in the record was stopped."""
+    alive = running_now(record, run_dir)
+    return {audit.audit_id: shown_status(audit.status, alive) for audit in record.audits}
 
 
 def no_intervals(record: BatchRecord) -> str | None:
@@ -122,6 +130,7 @@ def _row_json(ranked: Row) -> dict[str, Any]:
 def batch_json(record: BatchRecord, run_dir: Path | None = None) -> dict[str, Any]:
     """What ``auditor batch --json`` prints: the leaderboard, highest BAV first, and every audit's status."""
     data: dict[str, Any] = {"kind": "batch"}
+    shown = audit_statuses(record, run_dir)
     if run_dir is not None:
         data |= run_files(run_dir)
     return data | {
@@ -131,10 +140,11 @@ def batch_json(record: BatchRecord, run_dir: Path | None = None) -> dict[str, An
         "notes": notes(record),
         "leaderboard": [_row_json(row) for row in leaderboard(record)],
         "audits": [
-            {"audit": a.audit_id, "prompt": a.prompt, "folder": a.folder, "status": a.status, "error": a.error}
+            {"audit": a.audit_id, "prompt": a.prompt, "folder": a.folder, "status": a.status,
+             "shown_status": shown[a.audit_id], "error": a.error}
             for a in record.audits
         ],
-    }
+    }  # fmt: skip
 
 
 def render_batch(record: BatchRecord, run_dir: Path, console: Console) -> None:
@@ -162,8 +172,10 @@ def render_batch(record: BatchRecord, run_dir: Path, console: Console) -> None:
     for note in notes(record):
         console.print(Text(f"- {note}"))
     failed = [a for a in record.audits if a.status != "completed"]
+    shown = audit_statuses(record, run_dir)
     for audit in failed:
-        console.print(Text(f"- {quote(audit.prompt)}: {audit.status}" + (f" ({audit.error})" if audit.error else "")))
+        error = f" ({audit.error})" if audit.error else ""
+        console.print(Text(f"- {quote(audit.prompt)}: {shown[audit.audit_id]}{error}"))
     if record.status == "completed" and (again := _retryable(record, run_dir)):  # the batch went on past them
         say_whole(console, f"{record.resume_command(run_dir)} tries the {counted(again, 'audit')} that did not "
                            "complete again")
@@ -207,4 +219,5 @@ def write_batch_report(record: BatchRecord, run_dir: Path) -> Path:
         notes=notes(record),
         no_intervals=no_intervals(record),
         links={audit.audit_id: f"{audit.folder}/{REPORT_FILE}" for audit in record.audits},
+        audit_statuses=audit_statuses(record, run_dir),
     )

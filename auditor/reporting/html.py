@@ -25,7 +25,7 @@ from auditor.reporting.glossary import METRICS
 from auditor.reporting.numbers import IntervalLike, cells, number, p_value, written_apart
 from auditor.reporting.prompt_audit import build_view
 from auditor.reporting.sentences import defined_share, error_line, partial_interval_note, unstated_errors
-from auditor.reporting.status import running_now
+from auditor.reporting.status import running_now, shown_status
 from auditor.reporting.views import AxisView, Concept, ConceptColumn, ImageView, ReportView, SetView
 from auditor.reporting.wording import setting_text
 
@@ -599,12 +599,15 @@ def render_page(template: str, **context: Any) -> str:
 
 def write_run_page(run_dir: Path, template: str, **context: Any) -> Path:
     """Render ``template`` with ``context`` into ``run_dir/report.html`` (atomically; every study's page is this
-    file of its run folder) and return its path."""
+    file of its run folder) and return its path. A page given its ``record`` also gets ``shown_status``, the status
+    as ``auditor runs`` shows it (``stopped`` for a record saying ``running`` that no process runs)."""
     from auditor.core.store import atomic_write_text
 
     run_dir = Path(run_dir)
     if not run_dir.is_dir():
         raise AuditorError(f"run folder {run_dir} does not exist")
+    if (record := context.get("record")) is not None:
+        context["shown_status"] = shown_status(record.status, running_now(record, run_dir))
     path = run_dir / REPORT_FILE
     atomic_write_text(path, render_page(template, **context))
     return path
