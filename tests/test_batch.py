@@ -324,6 +324,44 @@ def test_ctrl_c_while_its_audits_finish_ends_the_batch_interrupted_and_resumable
     cache.close()
 
 
+def test_a_sigterm_while_an_audit_of_an_ending_batch_writes_its_page_waits_for_the_batchs_own(
+    tiny_models, tmp_path, monkeypatch
+):
+    """Ctrl-C as the first audit writes its page ends the batch, which ends the second audit too; a scheduler's SIGTERM
+    as that one writes its page waits until the batch's record and page are written as well (it was delivered as the
+    audit's were done: the batch's record stayed ``running``, its page unwritten)."""
+    import os
+    import signal
+
+    import auditor.reporting
+    from auditor.cli import _terminate
+
+    real_page, pages = auditor.reporting.write_html_report, []
+
+    def interrupted_then_terminated(record, run_dir):
+        pages.append(record.run_id)
+        if len(pages) == 1:
+            raise KeyboardInterrupt
+        os.kill(os.getpid(), signal.SIGTERM)
+        return real_page(record, run_dir)
+
+    monkeypatch.setattr(auditor.reporting, "write_html_report", interrupted_then_terminated)
+    store, cache = RunStore(tmp_path / "runs"), ContentCache(tmp_path / "cache.sqlite")
+    options = BatchOptions(source="list", prompts=PROMPTS[:2], audit=tiny_audit(tiny_models))
+    batch = start_batch(options, store, cache, QuietProgress(), "b")
+    previous = signal.signal(signal.SIGTERM, _terminate)  # as the command line installs it
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            batch.run()
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+        cache.close()
+    assert len(pages) == 2  # the second audit's page was written, and the SIGTERM came as it was
+    stopped = load_record(batch.run_dir / "record.json", BatchRecord)
+    assert stopped.status == "interrupted" and all(audit.status != "running" for audit in stopped.audits)
+    assert (batch.run_dir / "report.html").read_text(encoding="utf-8").rstrip().endswith("</html>")
+
+
 def test_a_prompt_without_a_valid_plan_fails_alone_and_the_batch_goes_on(tiny_models, fake_openai, tmp_path):
     plan = json.dumps({"gender": ["a male {x}", "a female {x}"]})
     fake_openai.chat_replies(
@@ -602,7 +640,6 @@ def test_the_audits_of_a_batch_no_process_runs_any_more_read_stopped_not_running
 
     from auditor.core.store import write_model
     from auditor.reporting.batch import batch_json, render_batch, write_batch_report
-    from tests.test_runlock import hold_lock
 
     record = batch_record([(0.3, 0.2, 0.4), (None, None, None)])
     record.status = record.audits[1].status = "running"

@@ -689,21 +689,57 @@ def test_sigterm_while_a_completing_run_writes_its_page_waits_and_then_stops_not
     (a record saying completed without its page, or a half page, is what it would leave otherwise), and then stops
     nothing: the run is not called a partial one to resume, and the command goes on to show it."""
     from auditor.cli import _terminate
-    from auditor.commands.common import run_resumable
+    from auditor.commands.common import _noted_once, run_resumable
 
     signal_while_the_page_is_written(monkeypatch, signal.SIGTERM)
     store, cache = RunStore(tmp_path / "runs"), ContentCache(tmp_path / "cache.sqlite")
-    previous = signal.signal(signal.SIGTERM, _terminate)  # as the command line installs it
+    previous = {number: signal.getsignal(number) for number in (signal.SIGINT, signal.SIGTERM)}
+    signal.signal(signal.SIGTERM, _terminate)  # as the command line installs it
     try:
         record = run_resumable(start_audit(tiny_options(tiny_models), store, cache, QuietProgress(), run_name="r"))
-        assert signal.getsignal(signal.SIGTERM) is _terminate  # put back, and the SIGTERM was delivered to it
+        # the SIGTERM was delivered once the page was written and noted: a second one stops the process at once, a
+        # first Ctrl-C is noted as it would be while the result is shown
+        assert (signal.getsignal(signal.SIGTERM), signal.getsignal(signal.SIGINT)) == (signal.SIG_DFL, _noted_once)
     finally:
-        signal.signal(signal.SIGTERM, previous)
+        for number, handler in previous.items():
+            signal.signal(number, handler)
         cache.close()
     assert record.status == "completed" == load_record(tmp_path / "runs" / "r" / "record.json").status
     assert (tmp_path / "runs" / "r" / "report.html").read_text(encoding="utf-8").rstrip().endswith("</html>")
     said = capsys.readouterr().err
     assert "note: the run has ended and is recorded" in said and "partial run" not in said
+
+
+@pytest.mark.parametrize("swap", ["install", "put back"])
+def test_a_signal_handled_as_the_hold_swaps_handlers_leaves_every_handler_as_it_was(monkeypatch, swap):
+    """``signal.signal`` first runs the handler of a signal that came meanwhile, which may raise: a SIGTERM as the hold
+    installs its handlers left Ctrl-C ignored for good, a Ctrl-C as it puts them back left SIGTERM swallowed. Here the
+    interruption is raised by the swap itself, as CPython raises it, before the handler is changed."""
+    from auditor.studies import run
+
+    real_signal = signal.signal
+    raised: list[int] = []
+
+    def signal_with_one_pending(number, handler):
+        swapping_in = handler is signal.SIG_IGN or getattr(handler, "__name__", "") == "<lambda>"
+        if not raised and number == signal.SIGTERM and swapping_in == (swap == "install"):
+            raised.append(number)
+            raise KeyboardInterrupt  # as a pending signal's handler raises, before this handler is set
+        return real_signal(number, handler)
+
+    before = {number: signal.getsignal(number) for number in (signal.SIGINT, signal.SIGTERM)}
+    monkeypatch.setattr(run.signal, "signal", signal_with_one_pending)
+    ran = []
+    try:
+        with pytest.raises(KeyboardInterrupt), run.interruptions_held():
+            ran.append(True)
+    finally:
+        monkeypatch.undo()
+        after = {number: signal.getsignal(number) for number in (signal.SIGINT, signal.SIGTERM)}
+        for number, handler in before.items():
+            signal.signal(number, handler)
+    assert raised and after == before
+    assert ran == ([] if swap == "install" else [True])
 
 
 def test_ctrl_c_once_the_result_is_shown_leaves_a_completed_run_exit_0(tiny_models, tmp_path):

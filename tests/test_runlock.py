@@ -316,6 +316,28 @@ def test_report_html_writes_a_page_only_while_no_process_runs_the_run(tmp_path):
     assert '<span class="badge bad">stopped</span>' in page and "running now" not in page
 
 
+def test_report_html_where_the_lock_cannot_be_taken_writes_the_page_unguarded_and_claims_nothing(tmp_path, monkeypatch):
+    """A lock file this process may not open (another user's, in a shared runs folder; here a folder stands there)
+    leaves ``report --html`` unguarded, as a filesystem without ``flock`` does: the page is written, and whether a
+    process runs the run stays "cannot be told", never "stopped" on the strength of a lock it does not hold."""
+    from auditor.core import runlock
+
+    record = make_record("p")
+    run_dir = tmp_path / "p"
+    write_model(run_dir / "record.json", record)
+    (run_dir / ".lock").mkdir()
+    written = run_auditor("report", str(run_dir), "--html")
+    assert written.returncode == 0 and (run_dir / "report.html").is_file(), written.stderr
+    (run_dir / ".lock").rmdir()
+
+    def no_flock(*_args, **_kwargs):
+        raise OSError(errno.ENOLCK, "No locks available")
+
+    monkeypatch.setattr(runlock.fcntl, "flock", no_flock)
+    with runlock.held_while_read(run_dir, "reading it", "why"):
+        assert is_running(run_dir) is None
+
+
 def test_a_live_display_refused_by_the_lock_leaves_no_frame_above_the_refusal():
     """``explore --resume`` of a run another process runs: its round table would be drawn above the one-line
     refusal; an attempt that ended otherwise keeps its last frame."""

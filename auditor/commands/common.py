@@ -499,7 +499,8 @@ def run_resumable(study: StudyRun[RecordT], display: AbstractContextManager | No
         if study.left_as_it_was:
             exit_interrupted(f"run {study.run_dir} is left as it was: {AS_IT_WAS}", exc)
         if study.completed_now:  # it came once the run had ended and was recorded: nothing is left to stop
-            note_interruption()
+            ignore_interruptions()
+            _noted_once(signal.SIGTERM if isinstance(exc, Terminated) else signal.SIGINT, None)
             return study.record
         exit_interrupted(f"partial run kept in {study.run_dir}; continue with --resume {study.run_dir}", exc)
     except (RunBusyError, RunLockError):
@@ -568,8 +569,10 @@ def ignore_interruptions() -> None:
     the main thread only; elsewhere nothing changes. Through the interpreter's own teardown, which follows, a signal
     not yet noted is ignored (:func:`ignored_through_teardown`)."""
     if threading.current_thread() is threading.main_thread():
-        signal.signal(signal.SIGINT, _noted_once)
-        signal.signal(signal.SIGTERM, _noted_once)
+        for number in (signal.SIGINT, signal.SIGTERM):
+            # a signal at its default was noted already (a second stops the process), or never stopped a run
+            if signal.getsignal(number) not in (signal.SIG_DFL, signal.SIG_IGN, None):
+                signal.signal(number, _noted_once)
 
 
 def ignored_through_teardown() -> None:
@@ -587,12 +590,9 @@ def ignored_through_teardown() -> None:
 
 
 def _noted_once(number: int, _frame: object) -> None:
+    """Say that an interruption came too late to stop anything (the process goes on to show the result); the next
+    one of its kind stops the process at once."""
     signal.signal(number, signal.SIG_DFL)
-    note_interruption()
-
-
-def note_interruption() -> None:
-    """Say that an interruption came too late to stop anything (the process goes on to show the result)."""
     print("note: the run has ended and is recorded; exiting (interrupt again to stop at once)", file=sys.stderr)
 
 

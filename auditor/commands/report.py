@@ -44,7 +44,7 @@ def show_stored(folder: Path, load: Callable[[Path], StudyRecord], *, html: bool
     from auditor.core.store import RECORD_FILE
 
     why = f"it writes its report.html when it ends (`auditor report {folder}` without --html shows it now)"
-    with held_while_read(folder, why) if html else nullcontext():
+    with held_while_read(folder, "writing its page: auditor report --html", why) if html else nullcontext():
         _show(load(folder / RECORD_FILE), folder, html=html, json_output=json_output)
 
 

@@ -54,8 +54,10 @@ class RunLock:
     """The lock of a run folder (see :func:`lock_folder`), held by this process from :meth:`acquire` to
     :meth:`release`."""
 
-    def __init__(self, run_dir: Path):
+    def __init__(self, run_dir: Path, purpose: str = ""):
         self.run_dir = lock_folder(run_dir)
+        #: What the holder does, when it is not running the run (said to a process refused meanwhile).
+        self._purpose = purpose
         #: How a refusal names the run that is busy.
         self._busy = f"run {self.run_dir.name} is being run"
         if self.run_dir != Path(run_dir):
@@ -95,9 +97,15 @@ class RunLock:
                 return
         handle.seek(0)
         handle.truncate()
-        handle.write(f"pid {os.getpid()} on {socket.gethostname()}\n")
+        purpose = f" ({self._purpose})" if self._purpose else ""
+        handle.write(f"pid {os.getpid()} on {socket.gethostname()}{purpose}\n")
         handle.flush()
         self._handle = handle
+
+    @property
+    def held(self) -> bool:
+        """Whether this process holds the lock (not where the filesystem has no ``flock``, which runs unguarded)."""
+        return self._handle is not None
 
     def release(self) -> None:
         """Let go of the lock (the file stays: removing it would race with a process opening it)."""
@@ -111,22 +119,29 @@ _HELD_TO_READ: set[Path] = set()
 
 
 @contextmanager
-def held_while_read(run_dir: Path, why: str) -> Iterator[None]:
+def held_while_read(run_dir: Path, purpose: str, why: str) -> Iterator[None]:
     """Hold the run's lock while its record is read and something is written from it (its page), so that no attempt
     starts or ends in between and the page never shows a record older than the run's own last page. Refused while a
-    process runs it (``why`` says what the refusal stops). To this process the run is not running meanwhile
-    (:func:`is_running`): the lock it holds is its own, and it runs nothing in the folder."""
-    lock = RunLock(run_dir)
+    process runs it (``why`` says what the refusal stops); ``purpose`` tells a run refused meanwhile what holds it.
+    To this process the run is not running meanwhile (:func:`is_running`): the lock it holds is its own, and it runs
+    nothing in the folder. A lock file this process may not open (another user's, in a shared runs folder) or a
+    filesystem without ``flock`` leaves it unguarded, as it leaves a run."""
+    lock = RunLock(run_dir, purpose)
     try:
         lock.acquire()
     except RunBusyError as exc:
         raise RunBusyError(f"{exc}; {why}") from None
-    held = lock.run_dir.resolve()
-    _HELD_TO_READ.add(held)
+    except RunLockError:
+        yield
+        return
+    held = lock.run_dir.resolve() if lock.held else None
+    if held is not None:
+        _HELD_TO_READ.add(held)
     try:
         yield
     finally:
-        _HELD_TO_READ.discard(held)
+        if held is not None:
+            _HELD_TO_READ.discard(held)
         lock.release()
 
 

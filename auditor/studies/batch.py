@@ -47,7 +47,7 @@ from auditor.studies.prompt_audit import (
     start_audit,
     validate_options,
 )
-from auditor.studies.run import ModelPool, Resumption, StudyRun, reopen_run
+from auditor.studies.run import ModelPool, Resumption, StudyRun, interruptions_held, reopen_run
 
 #: The prompt audit's steps, each run over every prompt before the next.
 STAGES: tuple[Stage, ...] = ("plan", "generate", "score")
@@ -215,12 +215,13 @@ class Batch(StudyRun[BatchRecord]):
     def end(self, status: RunStatus, error: RunError | None = None) -> None:
         """End the audits still running where the batch ends, then the batch, whose record and page then show every
         audit's status (and which is put back as it was when it and all its audits were completed and no file
-        changed)."""
-        for audit in self._live:
-            if audit.record.status == "running":
-                audit.end(status, error)
-        self._sync()
-        super().end(status, error)
+        changed). A SIGTERM meanwhile waits until the batch's own record and page are written too."""
+        with interruptions_held():
+            for audit in self._live:
+                if audit.record.status == "running":
+                    audit.end(status, error)
+            self._sync()
+            super().end(status, error)
 
     def after_end(self) -> None:
         """Write ``report.html`` (the leaderboard and links to every prompt's report) however the batch ended."""

@@ -250,26 +250,43 @@ class ModelPool:
 
 
 @contextmanager
-def _interruptions_held() -> Iterator[None]:
+def interruptions_held() -> Iterator[None]:
     """While an ending run writes its record and page, Ctrl-C is ignored and SIGTERM waits until they are written.
 
     A second Ctrl-C after the first (the run is stopping already) or a scheduler's SIGTERM would otherwise leave the
     run without the page the person reads next, or a record saying ``completed`` without it. A SIGTERM that came
-    meanwhile is delivered again, to the handler there was before, once the writes are done. Only the main thread
-    can set signal handlers; elsewhere nothing changes."""
+    meanwhile is delivered again, to the handler there was before, once the writes are done. Holds nest (a batch
+    ends its audits inside its own). Only the main thread can set signal handlers; elsewhere nothing changes."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
     terminated = threading.Event()
-    previous_int = signal.signal(signal.SIGINT, signal.SIG_IGN)
-    previous_term = signal.signal(signal.SIGTERM, lambda _signum, _frame: terminated.set())
-    try:
+    changed: list[tuple[int, Any]] = []
+    try:  # a signal handled as a handler is swapped raises there: what was changed by then is put back all the same
+        changed.append((signal.SIGINT, signal.signal(signal.SIGINT, signal.SIG_IGN)))
+        changed.append((signal.SIGTERM, signal.signal(signal.SIGTERM, lambda _signum, _frame: terminated.set())))
         yield
-    finally:  # None: a handler not set from Python, which is the default's
-        signal.signal(signal.SIGINT, signal.SIG_DFL if previous_int is None else previous_int)
-        signal.signal(signal.SIGTERM, signal.SIG_DFL if previous_term is None else previous_term)
-        if terminated.is_set():
-            signal.raise_signal(signal.SIGTERM)
+    finally:
+        _put_back(changed)
+    if terminated.is_set():
+        signal.raise_signal(signal.SIGTERM)
+
+
+def _put_back(changed: list[tuple[int, Any]]) -> None:
+    """Put back the signal handlers ``changed`` replaced, the last first. ``signal.signal`` first runs the handler of a
+    signal that came meanwhile, which may raise (a Ctrl-C put back a moment before): the handler is then set on a
+    second try and the interruption raised once every handler is back. None, a handler not set from Python, is the
+    default's."""
+    interrupted: KeyboardInterrupt | None = None
+    for number, handler in reversed(changed):
+        handler = signal.SIG_DFL if handler is None else handler
+        try:
+            signal.signal(number, handler)
+        except KeyboardInterrupt as exc:
+            interrupted = interrupted or exc
+            signal.signal(number, handler)
+    if interrupted is not None:
+        raise interrupted
 
 
 class StudyRun(Generic[RecordT]):
@@ -538,12 +555,12 @@ class StudyRun(Generic[RecordT]):
         if error is not None:
             self.record.errors.append(error)
         try:
-            with _interruptions_held():
+            with interruptions_held():
                 try:
                     self.after_end()
                 finally:
                     self.save()
-                    self.completed_now = status == "completed"
+                self.completed_now = status == "completed"  # its record and page written
         except AuditorError:
             if error is None:
                 raise
