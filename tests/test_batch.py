@@ -19,7 +19,7 @@ from auditor.studies.progress import QuietProgress
 from auditor.studies.prompt_audit import PromptAuditOptions
 from tests.clitools import run_auditor
 from tests.test_prompt_audit import StopAfter
-from tests.test_runlock import hold_lock
+from tests.test_runlock import held_elsewhere, hold_lock
 
 PROMPTS = ["a photo of a nurse", "a photo of an engineer", "a chef at work"]
 
@@ -655,11 +655,7 @@ def test_the_audits_of_a_batch_no_process_runs_any_more_read_stopped_not_running
     status, terminal, page = shown()
     assert status == "stopped" and "- 'a photo of a p1': stopped" in terminal
     assert '<span class="badge bad">stopped</span>' in page and "<td>stopped</td>" in page and ">running<" not in page
-    holder = hold_lock(run_dir)
-    try:
+    with held_elsewhere(run_dir):
         status, terminal, page = shown()
-    finally:
-        holder.kill()
-        holder.wait()
     assert status == "running" and "- 'a photo of a p1': running" in terminal
     assert '<span class="badge bad">running</span>' in page and "<td>running</td>" in page

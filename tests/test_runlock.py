@@ -10,6 +10,7 @@ import signal
 import subprocess
 import sys
 import textwrap
+from collections.abc import Iterator
 from contextlib import nullcontext
 
 import pytest
@@ -40,6 +41,17 @@ def hold_lock(run_dir) -> subprocess.Popen:
     process = subprocess.Popen([sys.executable, "-c", HOLD, str(run_dir)], stdout=subprocess.PIPE, text=True)
     assert process.stdout.readline().strip() == "held"
     return process
+
+
+@contextlib.contextmanager
+def held_elsewhere(run_dir) -> Iterator[subprocess.Popen]:
+    """The run's lock held by another process (:func:`hold_lock`) for the block, which is killed after it."""
+    holder = hold_lock(run_dir)
+    try:
+        yield holder
+    finally:
+        holder.kill()
+        holder.wait()
 
 
 def test_only_a_batch_locks_the_folders_under_its_audits_folder(tmp_path):
@@ -278,12 +290,8 @@ def test_a_prompt_audits_reports_tell_a_running_record_apart_by_the_lock(tmp_pat
     narrow = Console(width=40, record=True)
     render_terminal(record, run_dir, narrow)
     assert resume in narrow.export_text().splitlines()  # whole on its line: the command copies back as it is
-    holder = hold_lock(run_dir)
-    try:
+    with held_elsewhere(run_dir):
         terminal, data, page = shown()
-    finally:
-        holder.kill()
-        holder.wait()
     assert data["headline"].startswith("This run is running now and has no scores")
     assert data["shown_status"] == "running"
     assert terminal.count("This run is running now") == 1 and page.count("This run is running now") == 1
@@ -299,13 +307,9 @@ def test_report_html_writes_a_page_only_while_no_process_runs_the_run(tmp_path):
     record = make_record("p")  # planned, not scored: a run killed without recording how it ended
     run_dir = tmp_path / "p"
     write_model(run_dir / "record.json", record)
-    holder = hold_lock(run_dir)
-    try:
+    with held_elsewhere(run_dir) as holder:
         refused = run_auditor("report", str(run_dir), "--html")
         shown = run_auditor("report", str(run_dir))  # where it stands now, without a page
-    finally:
-        holder.kill()
-        holder.wait()
     assert refused.returncode != 0 and refused.stderr.count("\n") == 1
     assert refused.stderr.startswith(f"error: run p is being run by pid {holder.pid} on ")
     assert "it writes its report.html when it ends" in refused.stderr and not (run_dir / "report.html").exists()
