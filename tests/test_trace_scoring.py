@@ -455,3 +455,19 @@ def test_a_chi_square_difference_resting_on_small_expected_counts_is_called_appr
     said = chi_square_summary(record)
     assert "1 of them had expected counts below 5" in said
     assert "(adjusted p = 0.001)" in said and "(adjusted p = 0.02, approximate)" in said
+
+
+def test_the_settings_the_page_shows_read_as_given_and_escaped(tmp_path):
+    """The trace page's "settings as recorded" is JSON a person reads: a caption file named ``o'b&<x>.csv`` reads so
+    (escaped as any text), not as ``o\\u0027b\\u0026\\u003cx\\u003e.csv``, as Jinja's ``tojson`` (made for scripts)
+    writes it."""
+    import html
+
+    from auditor.reporting.trace import write_trace_report
+
+    record = _record(IMAGES, [])
+    record.config.captions = "o'b&<x>.csv"
+    page = write_trace_report(record, tmp_path).read_text(encoding="utf-8")
+    settings = page.split("settings as recorded")[1].split("</pre>")[0]
+    assert "o&#39;b&amp;&lt;x&gt;.csv" in settings and "<x>" not in settings and "\\u00" not in settings
+    assert '"captions": "o\'b&<x>.csv"' in html.unescape(settings)

@@ -9,6 +9,7 @@ prompt, LLM and VQA text (in HTML, attributes and SVG alike) is always escaped.
 
 from __future__ import annotations
 
+import json
 import math
 import os
 import textwrap
@@ -582,6 +583,7 @@ def template_environment() -> jinja2.Environment:
     env.filters["number"] = _number
     env.filters["error_line"] = error_line
     env.filters["setting"] = setting_text
+    env.filters["json_text"] = json_text
     env.globals["unstated_errors"] = unstated_errors
     env.globals["cells"] = _cells
     env.globals["defined_share"] = defined_share
@@ -590,6 +592,12 @@ def template_environment() -> jinja2.Environment:
     env.globals["metrics"] = METRICS
     env.globals["auditor_version"] = __version__  # every page's generator tag and footer
     return env
+
+
+def json_text(value: Any) -> str:
+    """``value`` as indented JSON for a ``<pre>`` a person reads: escaped as any text is. (Jinja's ``tojson`` is for
+    scripts: it writes ``<``, ``&`` and ``'`` as ``\\u003c`` and the like, which a page then shows as they are.)"""
+    return json.dumps(value, indent=2, ensure_ascii=False)
 
 
 def render_page(template: str, **context: Any) -> str:
