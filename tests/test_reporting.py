@@ -411,6 +411,24 @@ def test_an_axis_shows_its_counterfactuals_in_one_order_in_table_images_and_conc
             assert [column.prompt_id for column in columns] == [INITIAL_PROMPT_ID, *order]
 
 
+def test_a_bidirectional_control_in_an_llms_text_is_shown_on_the_page_not_obeyed(tmp_path):
+    """U+202E in a counterfactual the LLM wrote (or in a VQA answer) would reverse how the rest of its line reads on
+    the page, unseen: every page writes such controls as their code points, and keeps right-to-left text as it is."""
+    from auditor.reporting.html import template_environment
+
+    run_dir = copy_fixture("pharmacist-sd15", tmp_path)
+    record = load_record(run_dir / "record.json")
+    axis, written = record.plan.axes[0], record.prompt_sets[1]
+    assert written.prompt == axis.counterfactuals[0]
+    written.prompt = axis.counterfactuals[0] = written.prompt + " \u202eesruN"
+    html = write_html_report(record, run_dir).read_text(encoding="utf-8")
+    assert "\u202e" not in html and "[U+202E]esruN" in html
+    environment = template_environment()
+    assert environment.from_string("{{ text }}").render(text="\u05e9\u05dc\u05d5\u05dd \u2067x\u2069") == (
+        "\u05e9\u05dc\u05d5\u05dd [U+2067]x[U+2069]"
+    )
+
+
 def test_html_report_is_self_contained(tmp_path):
     run_dir = copy_fixture("pharmacist-sd15", tmp_path)
     record = load_record(run_dir / "record.json")

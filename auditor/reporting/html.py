@@ -575,6 +575,7 @@ def template_environment() -> jinja2.Environment:
     env = jinja2.Environment(
         loader=jinja2.FileSystemLoader(TEMPLATES),
         autoescape=True,
+        finalize=bidi_controls_shown,
         undefined=jinja2.StrictUndefined,
         trim_blocks=True,
         lstrip_blocks=True,
@@ -592,6 +593,20 @@ def template_environment() -> jinja2.Environment:
     env.globals["metrics"] = METRICS
     env.globals["auditor_version"] = __version__  # every page's generator tag and footer
     return env
+
+
+#: Unicode's explicit bidirectional controls (embeddings, overrides, isolates) -> how a page shows them.
+BIDI_CONTROLS = {code: f"[U+{code:04X}]" for code in (*range(0x202A, 0x202F), *range(0x2066, 0x206A))}
+
+
+def bidi_controls_shown(value: Any) -> Any:
+    """Every value a page prints, with each explicit bidirectional control written as its code point: one in a
+    prompt, an LLM's counterfactual or a VQA answer would otherwise reverse how the rest of its line reads (a finding
+    spoofed) and be seen by no one. Right-to-left scripts need none of them. Safe markup stays markup."""
+    if not isinstance(value, str):
+        return value
+    shown = value.translate(BIDI_CONTROLS)
+    return type(value)(shown) if shown != value else value
 
 
 def json_text(value: Any) -> str:
