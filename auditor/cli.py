@@ -18,6 +18,7 @@ import typer
 from auditor.commands import (
     amplification,
     batch,
+    common,
     compare,
     doctor,
     explore,
@@ -44,6 +45,10 @@ app = typer.Typer(
     rich_markup_mode=None,
 )
 
+# Registered as the command line loads, before a run registers an exit function (its ``import ray`` does), so it
+# runs after all of them.
+atexit.register(common.ignored_through_teardown)
+
 for command_module in (
     prompt, batch, explore, plan, doctor, report, compare, runs, schemas, score, setup, selftest, t2iat, amplification,
     trace,
@@ -57,7 +62,6 @@ def main() -> None:
     SIGTERM (a scheduler's time limit) interrupts a run as Ctrl-C does (:class:`Terminated`), so its record says
     ``interrupted``, not ``running``, and it gets its page."""
     signal.signal(signal.SIGTERM, _terminate)
-    _register_teardown_once()
     try:
         code = app(standalone_mode=False, prog_name="auditor")
         if code == INTERRUPTED:  # outside a command's own handling, typer turns an interruption into 130 and returns it
@@ -79,19 +83,6 @@ def main() -> None:
     if isinstance(code, int) and code:
         sys.exit(code)
 
-
-def _register_teardown_once() -> None:
-    """Register :func:`~auditor.commands.common.ignored_through_teardown` before anything else registers an exit
-    function (a run's ``import ray`` does), so it runs after all of them; once however often ``main`` runs."""
-    global _TEARDOWN_REGISTERED
-    if not _TEARDOWN_REGISTERED:
-        from auditor.commands.common import ignored_through_teardown
-
-        atexit.register(ignored_through_teardown)
-        _TEARDOWN_REGISTERED = True
-
-
-_TEARDOWN_REGISTERED = False
 
 #: Set once this process gets SIGTERM: typer's exit code alone does not tell it from Ctrl-C.
 SIGTERM_RECEIVED = threading.Event()
