@@ -408,18 +408,20 @@ def test_report_command_shows_the_stored_run(image_run):
 
 
 @pytest.mark.slow
-def test_cli_resume_of_a_finished_run_recomputes_nothing(image_run):
+def test_cli_resume_of_a_finished_run_recomputes_nothing(data, image_run):
     output, _, env = image_run
     refused = run_auditor("amplification", "run", "--resume", "amp", "--images", "3", env=env, process=True)
-    _one_line(refused, "--resume continues a run with its own settings; --images cannot change them")
+    _one_line(refused, "--resume continues a run with its own settings; --images 3 (the run's: 4) cannot change them")
     unknown = run_auditor("amplification", "run", "--resume", "amp", "--executor", "nope", env=env, process=True)
     _one_line(unknown, "unknown executor 'nope' for --executor")
     none = run_auditor("amplification", "run", "--resume", "amp", "--embedder", "none", env=env, process=True)
     _one_line(none, "--embedder none: the zero-shot gender classifier is a CLIP model, so this study needs one")
     no_text = run_auditor("amplification", "run", "--resume", "amp", "--text-embedder", "none", env=env, process=True)
     _one_line(no_text, "--text-embedder none: the nn methods (nn, nn+no-indicator) rank captions by their sentence")
-    # a run may move between executors: they compute the same images, so nothing is redone
-    resumed = run_auditor("amplification", "run", "--resume", "amp", "--executor", "overlapped", "--json", env=env)
+    # a run may move between executors: they compute the same images, so nothing is redone; the command that started
+    # it, typed again with --resume, restates its settings (lists included)
+    again = _run_args(data, "--captions", str(data.with_images), "--image-column", "image", "--resume", "amp")
+    resumed = run_auditor(*again, "--executor", "overlapped", env=env)
     assert resumed.returncode == 0, resumed.stderr[-2000:]
     assert json.loads(resumed.stdout)["summary"] == output["summary"]
     record = load_record(Path(output["run_dir"]) / "record.json", AmplificationRecord)

@@ -94,6 +94,15 @@ def test_batch_from_a_template_file_on_the_command_line(tiny_models, tmp_path):
     )  # fmt: skip
     assert again.returncode == 0 and again.stdout == f"{runs / 'again'}\n"
 
+    # the same command with --resume continues that batch; another prompts file is named beside the batch's
+    resumed = run_auditor(
+        "batch", "prompts.txt", "--values", "occupations.txt", *args, "--quiet", "--name", "again", "--resume", "again",
+        cwd=tmp_path, env={"OMP_NUM_THREADS": "1", "AUDITOR_RUNS_DIR": str(runs)},
+    )  # fmt: skip
+    assert resumed.returncode == 0 and resumed.stdout == f"{runs / 'again'}\n", resumed.stderr
+    other = run_auditor("batch", "other.txt", "--resume", "again", cwd=tmp_path, env={"AUDITOR_RUNS_DIR": str(runs)})
+    assert other.returncode == 2 and "; PROMPTS_FILE other.txt (the run's: prompts.txt) cannot" in other.stderr
+
 
 def test_models_load_once_for_the_whole_batch(tiny_models, tmp_path, monkeypatch):
     from auditor.generation.registry import T2I_BACKENDS
@@ -425,7 +434,7 @@ def test_a_batch_in_which_every_audit_failed_fails_and_a_resume_retries_them(tin
         (["folder"], "error: folder is a folder; give a file"),
         (["template.txt"], "is a template; give its values with --values"),
         ([], "give a PROMPTS_FILE"),
-        (["template.txt", "--resume", "x"], "leave out PROMPTS_FILE"),
+        (["template.txt", "--resume", "x"], "no run 'x' in "),
         (["list.txt", "--axes", "height"], "unknown axis 'height'"),
         (["list.txt", "--axes", "setting"], "--axes fit none of the batch's 2 prompts; the first: the offline planner"),
         (["values.yaml"], "values.yaml: a .yaml file is not a prompts list; give .txt (one prompt per line), .csv"),

@@ -537,13 +537,13 @@ def test_lean_objective_ranks_by_the_size_of_the_male_female_difference(world, t
 
 def test_explore_offline_on_tiny_models_from_the_command_line(tiny_models, tmp_path):
     """The issue's `auditor explore --topic "people at work" --axes gender --max-images 2000`, offline, kept small."""
-    result = run_auditor(
+    command = [
         "explore", "--topic", "people at work", "--axes", "gender", "--max-images", "2000", "--llm", "offline",
         "--t2i", f"diffusers:{tiny_models.t2i}", "--vqa", f"blip2:{tiny_models.vqa}", "--steps", "2",
         "--max-prompts", "3", "--max-images-per-prompt", "8", "--seeds-per-round", "4", "--confirm-images", "4",
         "--top", "2", "--bootstrap", "200", "--json", "--name", "offline",
-        env={"OMP_NUM_THREADS": "1"},
-    )  # fmt: skip
+    ]  # fmt: skip
+    result = run_auditor(*command, env={"OMP_NUM_THREADS": "1"})
     assert result.returncode == 0, result.stderr
     data = json.loads(result.stdout)
     assert data["kind"] == "explore" and data["llm_calls"] == 0 and data["images_spent"] <= 2000
@@ -551,7 +551,7 @@ def test_explore_offline_on_tiny_models_from_the_command_line(tiny_models, tmp_p
     assert len(data["leaderboard"]) == 3 and all(row["axis"] == "gender" for row in data["leaderboard"])
     folder = (tmp_path / "runs" / "offline").resolve()  # absolute however the run is named, as prompt's --json
     assert (data["run_dir"], data["report_html"]) == (str(folder), str(folder / "report.html"))
-    resumed = json.loads(run_auditor("explore", "--resume", "runs/offline", "--json").stdout)
+    resumed = json.loads(run_auditor(*command, "--resume", "runs/offline").stdout)  # as typed, with --resume
     assert (resumed["run_dir"], resumed["report_html"]) == (data["run_dir"], data["report_html"])
     record = load_record(Path(data["run_dir"]) / "record.json", ExploreRecord)
     assert {c.proposed_by for c in record.candidates} == {"offline"}

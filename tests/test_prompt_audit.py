@@ -427,9 +427,12 @@ def test_unwritable_output_folder_is_one_line(tmp_path):
 
 
 def test_missing_weights_name_the_model_and_resume_can_point_at_a_local_copy(tiny_models, tmp_path):
+    command = [  # as typed: a resume may repeat it whole (its settings are the run's own)
+        "prompt", PROMPT, "--llm", "offline", "--images", "1", "--steps", "2", "--max-axes", "1",
+        "--max-counterfactuals", "2", "--name", "r",
+    ]  # fmt: skip
     result = run_auditor(
-        "prompt", PROMPT, "--llm", "offline", "--t2i", "diffusers:nobody/no-such-model", "--images", "1", "--steps", "2",
-        "--embedder", "none", "--max-axes", "1", "--max-counterfactuals", "2", "--name", "r", process=True,
+        *command, "--t2i", "diffusers:nobody/no-such-model", "--embedder", "none", process=True
     )  # fmt: skip
     assert result.returncode == 1
     assert "nobody/no-such-model" in result.stderr and "--t2i" in result.stderr and "--resume" in result.stderr
@@ -437,13 +440,17 @@ def test_missing_weights_name_the_model_and_resume_can_point_at_a_local_copy(tin
     record = json.loads((tmp_path / "runs" / "r" / "record.json").read_text())
     assert record["status"] == "failed" and record["errors"][0]["stage"] == "generate"
 
-    refused = run_auditor("prompt", "--resume", "r", "--images", "3")
-    assert refused.returncode == 2 and "--images cannot change" in refused.stderr
+    refused = run_auditor("prompt", "--resume", "r", "--images", "3", "--compile")
+    assert refused.returncode == 2
+    assert "; --images 3 (the run's: 1), --compile (the run's: off) cannot" in refused.stderr
     another = run_auditor("prompt", "a photo of a chef", "--resume", "r")  # the argument as --help names it
-    assert another.returncode == 2 and "; PROMPT cannot change them" in another.stderr
+    assert another.returncode == 2
+    assert f"; PROMPT 'a photo of a chef' (the run's: '{PROMPT}') cannot change them" in another.stderr
+    unset = run_auditor("prompt", "--resume", "r", "--seed", "7")
+    assert unset.returncode == 2 and "; --seed 7 (not given when the run started) cannot" in unset.stderr
 
     resumed = run_auditor(
-        "prompt", "--resume", "r", "--t2i", f"diffusers:{tiny_models.t2i}", "--vqa", str(tiny_models.vqa), "--quiet"
+        *command, "--resume", "r", "--t2i", f"diffusers:{tiny_models.t2i}", "--vqa", str(tiny_models.vqa), "--quiet"
     )
     assert resumed.returncode == 0, resumed.stderr
     record = load_record(tmp_path / "runs" / "r" / "record.json")

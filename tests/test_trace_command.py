@@ -75,8 +75,11 @@ def test_trace_a_caption_file_then_resume_it(tiny_models, tiny_tracing_models, t
     timings = {t.stage: t for t in record.timings}
     assert timings["generate"].computed == 12 and timings["perceive"].computed == 12
 
-    # Resume of the finished run: every stage from the cache, the same numbers, the report in 80 columns.
-    again = run_auditor("trace", "--resume", "captions", "--executor", "sequential", env={"COLUMNS": "80"})
+    # Resume of the finished run, the command typed again: every stage from the cache, the same numbers, the report
+    # in 80 columns.
+    again = run_auditor(
+        "trace", *args, "--name", "captions", "--resume", "captions", "--executor", "sequential", env={"COLUMNS": "80"}
+    )
     assert again.returncode == 0, again.stderr
     resumed = load_record(run_dir / "record.json", TraceRecord)
     timings = {t.stage: t for t in resumed.timings}
@@ -97,7 +100,7 @@ def test_trace_a_caption_file_then_resume_it(tiny_models, tiny_tracing_models, t
     assert json.loads(redrawn.stdout)["similarity"] == report["similarity"]
 
     refused = run_auditor("trace", "--resume", "captions", "--limit", "3")
-    assert refused.returncode == 2 and "--limit cannot change them" in refused.stderr
+    assert refused.returncode == 2 and "; --limit 3 (the run's: 2) cannot change them" in refused.stderr
 
 
 def test_a_resume_that_turns_the_image_embedders_off_says_so_in_the_record(tiny_models, tiny_tracing_models, tmp_path):

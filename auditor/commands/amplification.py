@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 
 import typer
 
-from auditor.commands import common
+from auditor.commands import command_options, common
 from auditor.core.console import out, print_json
 from auditor.core.defaults import DEFAULT_EMBEDDER
 from auditor.core.errors import AuditorError
@@ -173,12 +173,15 @@ def run(
         )  # fmt: skip
         use_ray_address(executor, ray_address)
     else:
-        resumption = common.resumption(ctx, RESUME_OPTIONS)
+        from auditor.records import AmplificationRecord
+
+        resumption = common.resumption(ctx, AmplificationRecord, RESUME_OPTIONS)
     with common.study_session(quiet, json_output) as (cache, progress):
         if options is None:
             study = resume_amplification(resume, store, cache, progress, resumption)
         else:
             study = start_amplification(options, store, cache, progress, name)
+            command_options.keep(study, ctx, RESUME_OPTIONS)
         record = common.run_resumable(study)
     _show(record, study.run_dir, quiet, json_output)
 

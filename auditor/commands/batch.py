@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 
 import typer
 
-from auditor.commands import common
+from auditor.commands import command_options, common
 from auditor.commands.prompt import audit_options, check_axes_fit, scoring_settings
 from auditor.core.errors import AuditorError
 
@@ -96,14 +96,15 @@ def batch(
         )
         use_ray_address(executor, ray_address)
     else:
-        if prompts_file is not None:
-            raise AuditorError("--resume continues a batch with its own prompts; leave out PROMPTS_FILE")
-        resumption = common.resumption(ctx)
+        from auditor.records import BatchRecord
+
+        resumption = common.resumption(ctx, BatchRecord)
     with common.study_session(quiet, json_output) as (cache, progress):
         if options is None:
             study = resume_batch(resume, store, cache, progress, resumption)
         else:
             study = start_batch(options, store, cache, progress, name)
+            command_options.keep(study, ctx, common.RESUME_OPTIONS)
             common.say_offline_fallback(llm, options.audit.llm, progress.notice)
         record = common.run_resumable(study)
     from auditor.reporting.batch import batch_json, render_batch

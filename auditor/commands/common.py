@@ -53,7 +53,7 @@ if TYPE_CHECKING:  # pragma: no cover
 
     from auditor.core.cache import ContentCache
     from auditor.core.store import RunStore
-    from auditor.records import GenerationSettings, PerceptionSettings
+    from auditor.records import GenerationSettings, PerceptionSettings, StudyRecord
     from auditor.studies.progress import ProgressReporter
     from auditor.studies.run import RecordT, Resumption, StudyRun
 
@@ -399,24 +399,19 @@ def given(ctx: typer.Context, name: str) -> bool:
     return source is not None and source.name == "COMMANDLINE"
 
 
-def resumed_options(ctx: typer.Context, allowed: frozenset[str] = RESUME_OPTIONS) -> list[str]:
-    """For ``--resume``: the parameters typed on the command line, each one of ``allowed``.
+def resumed_options(ctx: typer.Context, record_type: type[StudyRecord], allowed: frozenset[str]) -> set[str]:
+    """For ``--resume``: the parameters typed on the command line that ``allowed`` says a resume may change.
 
-    Any other option would change the run's settings, so it is refused with one line
-    that names the options the command's resume does take.
+    Any other option typed is one of the run's settings, which the run keeps: it is let through where its value
+    is the run's own (the command that started the run is then continued as it was typed, with ``--resume``
+    added), and otherwise refused with one line (:func:`auditor.commands.command_options.check_restated`).
     """
-    typed = [param for param in ctx.params if given(ctx, param)]
-    flags = {  # an option by its flag, an argument as --help shows it (PROMPT, not the parameter's name)
-        param.name: param.opts[0] if param.param_type_name == "option" else (param.metavar or param.name.upper())
-        for param in ctx.command.params
-    }
-    if refused := [flags[param] for param in typed if param not in allowed]:
-        taken = sorted(flags[param] for param in allowed & set(flags) - {"resume"})
-        raise AuditorError(
-            f"--resume continues a run with its own settings; {', '.join(refused)} cannot change them "
-            f"(only {', '.join(taken)} may be given)"
-        )
-    return typed
+    typed = {param for param in ctx.params if given(ctx, param)}
+    if restated := [param.name for param in ctx.command.params if param.name in typed - allowed]:
+        from auditor.commands.command_options import check_restated
+
+        check_restated(ctx, restated, allowed, record_type)
+    return typed & allowed
 
 
 #: Options that say where one of the run's models is now (each names a field of the run's config).
@@ -424,18 +419,22 @@ MODEL_OPTIONS = ("t2i", "vqa", "embedder", "text_embedder", "detector", "segment
 
 
 def resumption(
-    ctx: typer.Context, allowed: frozenset[str] = RESUME_OPTIONS, executors: Callable[[str], str] | None = None
+    ctx: typer.Context,
+    record_type: type[StudyRecord],
+    allowed: frozenset[str] = RESUME_OPTIONS,
+    executors: Callable[[str], str] | None = None,
 ) -> Resumption:
-    """For ``--resume``: what the command line may change about the run, checked before any file is opened.
+    """For ``--resume`` of a run of ``record_type``: what the command line may change about the run, checked
+    before the run is opened (only its record's summary is read, and only to compare options typed again).
 
-    Only ``allowed`` options may be given (see :func:`resumed_options`); ``--executor`` is
+    Only ``allowed`` options may change (see :func:`resumed_options`); ``--executor`` is
     checked by ``executors`` (the study's check; default: any installed executor), and
     ``--ray-address`` applied for this process.
     """
     from auditor.executors import check_executor, use_ray_address
     from auditor.studies.run import Resumption
 
-    typed = set(resumed_options(ctx, allowed))
+    typed = resumed_options(ctx, record_type, allowed)
     params = ctx.params
     executor = (executors or check_executor)(params["executor"]) if "executor" in typed else None
     ray_address = use_ray_address(executor, params.get("ray_address"))

@@ -8,13 +8,15 @@ from typing import TYPE_CHECKING
 
 import typer
 
-from auditor.commands import common
+from auditor.commands import command_options, common
 from auditor.commands.prompt import scoring_settings
 from auditor.core.errors import AuditorError
 
 if TYPE_CHECKING:  # pragma: no cover
     from auditor.records import ExploreRecord
 
+#: Options an exploration's resume takes: a prompt audit's, and where its text embedder is now.
+RESUME_OPTIONS = common.RESUME_OPTIONS | {"text_embedder"}
 _DURATION = re.compile(r"(\d+(?:\.\d+)?)\s*([hms]?)")
 _SECONDS = {"h": 3600.0, "m": 60.0, "s": 1.0, "": 1.0}
 
@@ -158,7 +160,9 @@ def explore(
         )
         use_ray_address(executor, ray_address)
     else:
-        resumption = common.resumption(ctx, common.RESUME_OPTIONS | {"text_embedder"})  # where the guard is now
+        from auditor.records import ExploreRecord
+
+        resumption = common.resumption(ctx, ExploreRecord, RESUME_OPTIONS)
     holder: dict[str, ExploreRecord] = {}
     with common.study_session(quiet, json_output) as (cache, progress):
         live = None
@@ -174,6 +178,7 @@ def explore(
             exploration = resume_exploration(resume, store, cache, progress, resumption, on_round=on_round)
         else:
             exploration = start_exploration(options, store, cache, progress, name, on_round=on_round)
+            command_options.keep(exploration, ctx, RESUME_OPTIONS)
             common.say_offline_fallback(
                 llm, options.llm, progress.notice, "proposing from WordNet templates and planning offline"
             )

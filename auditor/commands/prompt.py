@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 
 import typer
 
-from auditor.commands import common
+from auditor.commands import command_options, common
 from auditor.core.defaults import DEFAULT_EMBEDDER
 from auditor.core.errors import AuditorError
 
@@ -92,12 +92,15 @@ def prompt(
             check_axes_fit(options)
         use_ray_address(executor, ray_address)
     else:
-        resumption = common.resumption(ctx)
+        from auditor.records import RunRecord
+
+        resumption = common.resumption(ctx, RunRecord)
     with common.study_session(quiet, json_output) as (cache, progress):
         if options is None:
             audit = resume_audit(resume, store, cache, progress, resumption)
         else:
             audit = start_audit(options, store, cache, progress, name)
+            command_options.keep(audit, ctx, common.RESUME_OPTIONS)
             common.say_offline_fallback(llm, options.llm, progress.notice)
         record = common.run_resumable(audit)
     show_results(record, audit.run_dir, quiet=quiet, json_output=json_output)

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 import typer
 
-from auditor.commands import common
+from auditor.commands import command_options, common
 from auditor.core.console import out, print_json
 from auditor.core.defaults import DEFAULT_EMBEDDER
 from auditor.core.errors import AuditorError
@@ -175,12 +175,15 @@ def _run_study(
     and run it with progress on stderr; Ctrl-C or an error says how to continue it."""
     from auditor.studies.t2iat import resume_t2iat
 
+    started = start is not None
     if start is None:
-        resumption = common.resumption(ctx, RESUME_OPTIONS)
+        resumption = common.resumption(ctx, study_type.record_type, RESUME_OPTIONS)
         start = partial(resume_t2iat, study_type, ctx.params["resume"], resumption=resumption)
     store = common.run_store(runs_dir)
     with common.study_session(quiet, json_output) as (cache, progress):
         study = start(store, cache, progress)
+        if started:
+            command_options.keep(study, ctx, RESUME_OPTIONS)
         return common.run_resumable(study), study.run_dir
 
 
@@ -219,13 +222,11 @@ def run(
     from auditor.studies.t2iat import T2IATTestRun, start_t2iat_test
     from auditor.studies.t2iat_tests import resolve_test
 
-    if test_name is not None and resume is not None:
-        raise AuditorError("--resume continues a run with its own test: give the test or --resume, not both")
     if test_name is None and resume is None:
         raise AuditorError("name a test (see `auditor t2iat list`) or a YAML file, or continue a run with --resume")
     common.check_interval_options(bootstrap, ci_seed=ci_seed)
     start = None
-    if test_name is not None:
+    if test_name is not None and resume is None:
         test, source = resolve_test(test_name)
         options = _study_options(
             t2i, embedder, images, seed, batch_size, compile_models, executor, ray_address, steps, guidance,

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 
 import typer
 
-from auditor.commands import common
+from auditor.commands import command_options, common
 from auditor.core.defaults import DEFAULT_T2I, DEFAULT_VQA
 from auditor.core.errors import AuditorError
 
@@ -136,9 +136,9 @@ def trace(
     store = common.run_store(runs_dir)
     options = None
     if resume:
-        if captions is not None:
-            raise AuditorError("--resume continues a run with its own triplets; leave out CAPTIONS_FILE")
-        resumption = common.resumption(ctx, RESUME_OPTIONS, check_trace_executor)
+        from auditor.records import TraceRecord
+
+        resumption = common.resumption(ctx, TraceRecord, RESUME_OPTIONS, check_trace_executor)
     else:
         from auditor.records import PerceptionSettings
         from auditor.studies.trace_options import TraceOptions
@@ -164,6 +164,7 @@ def trace(
             study = resume_trace(resume, store, cache, progress, resumption, named)
         else:
             study = start_trace(options, store, cache, progress, name)
+            command_options.keep(study, ctx, RESUME_OPTIONS)
         record = common.run_resumable(study)
     from auditor.reporting.trace import render_trace, trace_json
 

@@ -14,7 +14,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import ClassVar, Literal
 
-from pydantic import Field
+from pydantic import Field, JsonValue
 
 from auditor.core.errors import StartAgainError
 from auditor.records.images import PromptSet
@@ -117,7 +117,7 @@ class StudyRecord(Record):
     #: large run's record.
     SUMMARY_FIELDS: ClassVar[frozenset[str]] = frozenset({
         "schema_version", "kind", "run_id", "status", "created_at", "updated_at", "config", "timings", "errors",
-        "environment", "results_from",
+        "environment", "results_from", "command_options",
     })  # fmt: skip
 
     schema_version: Literal["2"] = Field(default=SCHEMA_VERSION, description="Version of this schema.")
@@ -138,6 +138,12 @@ class StudyRecord(Record):
         "they do). Set when the model opens, so while an attempt runs the record may still hold some results of "
         "the model before. A resume whose weights differ makes them again, or is refused by a study that adds to "
         "them (an exploration). A batch's is its audits'.",
+    )
+    command_options: dict[str, JsonValue] | None = Field(
+        default=None,
+        description="The options of the command that started the run, as its command line set them (defaults "
+        "included), by parameter name; the options a resume may change are left out. A resume that gives any "
+        "of them again continues the run only where each is the run's own. Null for a run started from Python.",
     )
 
     @classmethod
