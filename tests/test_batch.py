@@ -101,7 +101,8 @@ def test_batch_from_a_template_file_on_the_command_line(tiny_models, tmp_path):
     )  # fmt: skip
     assert resumed.returncode == 0 and resumed.stdout == f"{runs / 'again'}\n", resumed.stderr
     other = run_auditor("batch", "other.txt", "--resume", "again", cwd=tmp_path, env={"AUDITOR_RUNS_DIR": str(runs)})
-    assert other.returncode == 2 and "; PROMPTS_FILE other.txt (the run's: prompts.txt) cannot" in other.stderr
+    assert other.returncode == 2  # each file by its absolute path: the same name typed in another folder is another
+    assert f"; PROMPTS_FILE {tmp_path / 'other.txt'} (the run's: {tmp_path / 'prompts.txt'}) cannot" in other.stderr
 
 
 def test_models_load_once_for_the_whole_batch(tiny_models, tmp_path, monkeypatch):

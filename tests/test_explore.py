@@ -458,6 +458,16 @@ def test_without_the_default_text_embedder_the_guard_matches_exactly_and_every_r
     asked = record.model_copy(update={"text_embedder_skipped": None})
     assert explore_json(asked)["duplicate_guard"].endswith("as --text-embedder none asked")
 
+    # Its resume: --text-embedder none restates it (the command typed again); no guard can be added to it.
+    store, cache = RunStore(tmp_path / "runs"), ContentCache(tmp_path / "cache.sqlite")
+    try:
+        restated = resume_exploration("x", store, cache, QuietProgress(), Resumption(models={"text_embedder": "None"}))
+        assert restated.record.config.text_embedder is None and not restated.text_embedder_required
+        with pytest.raises(AuditorError, match="this exploration matched near-duplicates exactly; a resume keeps"):
+            resume_exploration("x", store, cache, QuietProgress(), Resumption(models={"text_embedder": "minilm"}))
+    finally:
+        cache.close()
+
 
 def test_a_named_text_embedder_that_fails_to_load_fails_the_resume_too(world, tmp_path):
     """Only the default MiniLM is optional (the guard then matches exactly); a resume keeps the one the user named."""
@@ -552,6 +562,10 @@ def test_explore_offline_on_tiny_models_from_the_command_line(tiny_models, tmp_p
     folder = (tmp_path / "runs" / "offline").resolve()  # absolute however the run is named, as prompt's --json
     assert (data["run_dir"], data["report_html"]) == (str(folder), str(folder / "report.html"))
     resumed = json.loads(run_auditor(*command, "--resume", "runs/offline").stdout)  # as typed, with --resume
+    seeded = run_auditor("explore", "a photo of a nurse", "--resume", "runs/offline")
+    assert seeded.returncode == 2 and "; SEED_PROMPT 'a photo of a nurse' (not given when the run started)" in (
+        seeded.stderr
+    )
     assert (resumed["run_dir"], resumed["report_html"]) == (data["run_dir"], data["report_html"])
     record = load_record(Path(data["run_dir"]) / "record.json", ExploreRecord)
     assert {c.proposed_by for c in record.candidates} == {"offline"}

@@ -439,6 +439,10 @@ def test_missing_weights_name_the_model_and_resume_can_point_at_a_local_copy(tin
     assert "Traceback" not in result.stderr and len(result.stderr.strip().splitlines()) == 1
     record = json.loads((tmp_path / "runs" / "r" / "record.json").read_text())
     assert record["status"] == "failed" and record["errors"][0]["stage"] == "generate"
+    kept = record["command_options"]  # the settings as typed or defaulted; not where the models are, nor how it ran
+    assert (kept["text"], kept["images"], kept["llm"], kept["seed"], kept["compile_models"]) == (PROMPT, 1, "offline",
+                                                                                              None, False)
+    assert not kept.keys() & {"t2i", "vqa", "embedder", "device", "executor", "resume", "runs_dir", "json_output"}
 
     refused = run_auditor("prompt", "--resume", "r", "--images", "3", "--compile")
     assert refused.returncode == 2

@@ -406,6 +406,10 @@ def test_run_a_custom_test_end_to_end_with_tiny_models(tmp_path, tiny_models):
     assert "Asc of an image" in html and "Effect size d" in html
     shown = run_auditor("t2iat", "report", "first", "--json")  # the stored run shown again, as it was printed
     assert shown.returncode == 0 and json.loads(shown.stdout) == summary
+    restated = run_auditor(*args, "--name", "first", "--resume", "first")  # the command typed again: the same run
+    assert restated.returncode == 0 and json.loads(restated.stdout)["association"] == summary["association"]
+    other = run_auditor("t2iat", "run", "weat-1", "--resume", "first")
+    assert other.returncode == 2 and "; NAME|FILE.yaml weat-1 (the run's: tiny.yaml) cannot change" in other.stderr
 
     # The recorded numbers follow from the images on disk and the same CLIP model.
     asc_x, asc_y = _recompute_asc(record, run_dir, tiny_models.clip)

@@ -10,6 +10,7 @@ through when each is the run's own, and otherwise names each one that differs be
 
 from __future__ import annotations
 
+import os
 import shlex
 from collections.abc import Collection, Mapping
 from enum import Enum
@@ -21,8 +22,8 @@ import typer
 from auditor.core.errors import AuditorError
 
 if TYPE_CHECKING:  # pragma: no cover
-    import click
     from pydantic import JsonValue
+    from typer.core import TyperArgument, TyperOption
 
     from auditor.records.base import StudyRecord
     from auditor.studies.run import StudyRun
@@ -38,14 +39,17 @@ def keep(study: StudyRun, ctx: typer.Context, resumable: Collection[str]) -> Non
 
 
 def as_json(value: object) -> JsonValue:
-    """An option's value as the record keeps it: a choice by its value, a path as its text, a text with any
+    """An option's value as the record keeps it: a choice by its value, a path absolute (``prompts.txt`` and
+    ``./prompts.txt`` typed in the same folder are one file, the same name typed elsewhere another), a text with any
     credential in it blanked (as everything auditor writes)."""
     from auditor.core.redaction import redact
 
     if isinstance(value, Enum):
         return as_json(value.value)
-    if isinstance(value, str | Path):
-        return redact(str(value))
+    if isinstance(value, Path):
+        return redact(os.path.abspath(value))
+    if isinstance(value, str):
+        return redact(value)
     if isinstance(value, list | tuple):
         return [as_json(item) for item in value]
     if value is None or isinstance(value, bool | int | float):
@@ -73,10 +77,11 @@ def check_restated(
         return
     flags = {param.name: param for param in ctx.command.params}
     taken = ", ".join(sorted(_flag(flags[param]) for param in set(resumable) & set(flags) - {"resume"}))
-    if recorded is None:  # started from Python, or before runs recorded their options: nothing to compare with
+    if recorded is None:  # started from Python, by a batch, or before runs recorded their options
         named = ", ".join(_flag(flags[param]) for param in changed)
         raise AuditorError(
-            f"--resume continues a run with its own settings; {named} cannot change them (only {taken} may be given)"
+            f"--resume continues a run with its own settings; {named} cannot change them (only {taken} may be given: "
+            "the run kept no record of the options it was started with)"
         )
     named = ", ".join(
         f"{_typed(flags[param], ctx.params[param])} ({_the_runs(recorded, param)})" for param in changed
@@ -91,12 +96,12 @@ def _differs(value: object, recorded: Mapping[str, JsonValue], param: str) -> bo
     return param not in recorded or as_json(value) != recorded[param]
 
 
-def _flag(param: click.Parameter) -> str:
+def _flag(param: TyperArgument | TyperOption) -> str:
     """An option by its flag, an argument as ``--help`` names it (PROMPT, not the parameter's name)."""
     return param.opts[0] if param.param_type_name == "option" else (param.metavar or str(param.name).upper())
 
 
-def _typed(param: click.Parameter, value: object) -> str:
+def _typed(param: TyperArgument | TyperOption, value: object) -> str:
     """The option as the command line gave it: a flag alone, anything else with its value."""
     return _flag(param) if isinstance(value, bool) else f"{_flag(param)} {_shown(as_json(value))}"
 
@@ -104,7 +109,7 @@ def _typed(param: click.Parameter, value: object) -> str:
 def _the_runs(recorded: Mapping[str, JsonValue], param: str) -> str:
     if param not in recorded:
         return "the run recorded no such option"
-    if recorded[param] is None:
+    if recorded[param] in (None, []):
         return "not given when the run started"
     return f"the run's: {_shown(recorded[param])}"
 

@@ -171,7 +171,7 @@ def _run_study(
     quiet: bool,
     json_output: bool,
 ) -> tuple[Any, Path]:
-    """Start the study (``start``), or reopen the run ``--resume`` names (only ``RESUME_OPTIONS`` may be given),
+    """Start the study (``start``), or reopen the run ``--resume`` names (only ``RESUME_OPTIONS`` may change),
     and run it with progress on stderr; Ctrl-C or an error says how to continue it."""
     from auditor.studies.t2iat import resume_t2iat
 

@@ -225,13 +225,17 @@ def start_exploration(
     return exploration
 
 
-def moved_text_embedder(recorded: ModelRef | None, spec: str) -> ModelRef:
+def moved_text_embedder(recorded: ModelRef | None, spec: str) -> ModelRef | None:
     """``--text-embedder`` on a resume: where the exploration's duplicate guard is now. The guard decides which
     proposals are new, so the rounds keep the one they ran with: its fingerprint stays in the ref, and weights that
-    differ are refused once they load (:class:`~auditor.studies.explore_candidates.CandidateIntake`)."""
+    differ are refused once they load (:class:`~auditor.studies.explore_candidates.CandidateIntake`). ``none`` for
+    an exploration that has no guard restates it (the command that started it typed again)."""
     from auditor.perception.registry import SENTENCE_EMBEDDERS
 
-    if recorded is None or spec.strip().lower() == "none":
+    turned_off = spec.strip().lower() == "none"
+    if recorded is None and turned_off:
+        return None
+    if recorded is None or turned_off:
         had = "matched near-duplicates exactly" if recorded is None else f"used {recorded.spec}"
         raise AuditorError(
             f"this exploration {had}; a resume keeps its duplicate guard, so --text-embedder may only say where "
@@ -259,11 +263,9 @@ def resume_exploration(
     point_models(record.config, resumption)
     named = record.config.text_embedder
     # The default is optional on a first attempt (without it the guard matches exactly), not once it has judged
-    # proposals: the rounds keep the guard they ran with.
-    required = (
-        moved is not None
-        or (named is not None and named.fingerprint is not None)
-        or named_model_is_required(named.spec if named else None, DEFAULT_TEXT_EMBEDDER)
+    # proposals: the rounds keep the guard they ran with. An exploration without one (``none`` restated) needs none.
+    required = named is not None and (
+        moved is not None or named.fingerprint is not None or named_model_is_required(named.spec, DEFAULT_TEXT_EMBEDDER)
     )
     return Exploration(
         run_dir, record, cache, progress, device=resumption.device, text_embedder_required=required, on_round=on_round
