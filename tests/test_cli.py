@@ -9,6 +9,7 @@ import shutil
 import signal
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -268,6 +269,30 @@ def test_resume_checks_its_options_before_it_looks_for_the_run_or_opens_the_cach
     lines = [line for line in result.stderr.splitlines() if line.strip()]
     assert len(lines) == 1 and refused in lines[0], result.stderr
     assert not (tmp_path / "cache.sqlite").exists() and not (tmp_path / "runs").exists()
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        ["prompt", "--resume", ""], ["explore", "--resume", " "], ["trace", "--resume", ""], ["score", ""],
+        ["report", ""],
+    ],  # fmt: skip
+)
+def test_an_empty_run_name_is_refused_not_read_as_the_working_directory(tmp_path, command):
+    """An unset shell variable (``--resume "$RUN"``) gives an empty name: not a new run, not the folder it is run in."""
+    result = run_auditor(*command, cwd=tmp_path)
+    assert result.returncode == 2 and result.stderr == (
+        "error: no run given (an empty name): give a run id, a run folder or its record.json\n"
+    )
+
+
+def test_an_empty_auditor_variable_is_an_unset_one(tmp_path, monkeypatch):
+    from auditor.core.settings import get_settings
+
+    monkeypatch.setenv("AUDITOR_RUNS_DIR", "")
+    monkeypatch.setenv("AUDITOR_CACHE_PATH", "")
+    settings = get_settings()
+    assert settings.runs_dir == Path("runs") and settings.cache_file == settings.home / "cache.sqlite"
 
 
 def test_out_of_memory_in_a_run_is_one_line_that_says_what_to_change(tmp_path):

@@ -32,6 +32,7 @@ from auditor.scoring.tibet_files import (
 )
 from tests.clitools import run_auditor
 from tests.factories import make_config, make_plan
+from tests.test_runlock import held_elsewhere
 
 GENDER_CFS = ["a photo of a male nurse", "a photo of a female nurse"]
 AGE_CFS = ["a photo of a young nurse", "a photo of an old nurse"]
@@ -369,6 +370,44 @@ def test_a_killed_run_without_every_answer_is_said_to_be_stopped_with_what_conti
         "(did the perceive stage finish?): this run did not complete (stopped without recording why); "
         f"auditor prompt --resume {folder} continues it\n"
     )
+
+
+def test_a_run_stopped_while_it_generated_or_asked_is_not_scored_from_what_it_had(tmp_path):
+    """Scored, a prompt set's first answers would read as the whole set's: the score names the set, how far it got,
+    how the run ended and what continues it."""
+    folder = _record(tmp_path)
+    record = load_record(folder / "record.json").model_copy(update={"status": "interrupted"})
+
+    def scored(changed: RunRecord) -> str:
+        write_model(folder / "record.json", changed)
+        result = run_auditor("score", "scored", env={"COLUMNS": "400"})
+        assert result.returncode == 2, result.stderr
+        return result.stderr
+
+    resume = f"this run did not complete (interrupted); auditor prompt --resume {folder} continues it\n"
+    fewer = {**record.answers, "gender/0": record.answers["gender/0"][:2]}
+    asked = scored(record.model_copy(update={"answers": fewer}))
+    assert asked == (
+        "error: run 'scored' has answers for 2 of the 3 images of prompt set 'gender/0' (did the perceive stage "
+        f"finish?): {resume}"
+    )
+    cut = [
+        each.model_copy(update={"images": each.images[:1]}) if each.prompt_id == "gender/1" else each
+        for each in record.prompt_sets
+    ]
+    stopped = {**record.answers, "gender/1": record.answers["gender/1"][:1]}  # killed as it made image 1 of 3
+    made = scored(record.model_copy(update={"prompt_sets": cut, "answers": stopped}))
+    assert made == (
+        f"error: run 'scored' has 1 of the 3 images of prompt set 'gender/1' (did the generate stage finish?): {resume}"
+    )
+    with held_elsewhere(folder):  # a process runs it now: nothing is shown, so the error says when to try again
+        running = scored(record.model_copy(update={"prompt_sets": cut, "answers": stopped, "status": "running"}))
+    assert running.endswith("(did the generate stage finish?): this run is running now: try again once it has ended\n")
+
+    write_model(folder / "record.json", record)  # every answer in, though the run stopped before its scores
+    noted = run_auditor("score", "scored", "--json", env={"COLUMNS": "400"})
+    assert noted.returncode == 0 and f"note: {resume}" in noted.stderr
+    assert json.loads(noted.stdout)["axes"]["gender"]["cas"] == pytest.approx(RECORD_CAS["distribution"])
 
 
 def test_a_run_rescored_in_process_follows_its_settings(tmp_path):

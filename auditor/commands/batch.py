@@ -70,7 +70,7 @@ def batch(
 
     store = common.run_store(runs_dir)
     options = None
-    if not resume:
+    if resume is None:
         if prompts_file is None:
             raise AuditorError("give a PROMPTS_FILE (one prompt per line, or CSV/TSV/JSONL with a 'prompt' column)")
         prompts = read_prompt_list(prompts_file, values)

@@ -119,7 +119,7 @@ def explore(
 
     store = common.run_store(runs_dir)
     options = None
-    if not resume:
+    if resume is None:
         if objective not in ("bav", "lean"):
             raise AuditorError(f"--objective must be 'bav' or 'lean', not {objective!r}")
         chosen_text_embedder = None if text_embedder.strip().lower() == "none" else text_embedder

@@ -68,7 +68,7 @@ def prompt(
 
     store = common.run_store(runs_dir)
     options = None
-    if not resume:
+    if resume is None:
         if text is None:
             raise AuditorError(
                 'no prompt given: auditor prompt "a photo of a pharmacist" audits one (--resume RUN continues a run)'

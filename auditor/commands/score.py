@@ -88,14 +88,16 @@ def _score_source(
     else:
         location = run_dir = common.run_store(runs_dir).resolve(source)
         record = load_record(location / RECORD_FILE)
+    from auditor.reporting.sentences import TRY_AGAIN, unfinished_note
+
     try:
         scores = score_run(record, settings_of(record.config.scoring))
     except AuditorError as exc:  # a run that did not finish its answers: say how it ended and what continues it
-        from auditor.reporting.sentences import unfinished_note
-
-        if run_dir is None or (note := unfinished_note(record, run_dir)) is None:
+        if run_dir is None or (note := unfinished_note(record, run_dir, TRY_AGAIN)) is None:
             raise
         raise AuditorError(f"{exc}: {note}") from None
+    if run_dir is not None and (note := unfinished_note(record, run_dir)) is not None:
+        notice(note)  # every answer is in (else the scoring refused), though the run itself did not finish
     return scores, "record", record.config.prompt, location, record.image_seeds() is not None
 
 

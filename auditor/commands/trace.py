@@ -135,7 +135,7 @@ def trace(
 
     store = common.run_store(runs_dir)
     options = None
-    if resume:
+    if resume is not None:
         from auditor.records import TraceRecord
 
         resumption = common.resumption(ctx, TraceRecord, RESUME_OPTIONS, check_trace_executor)

@@ -21,7 +21,8 @@ def _default_home() -> Path:
 class Settings(BaseSettings):
     """Where auditor keeps its data; every field can be set as ``AUDITOR_<NAME>``."""
 
-    model_config = SettingsConfigDict(env_prefix="AUDITOR_", extra="ignore")
+    #: An empty variable is an unset one (``AUDITOR_RUNS_DIR=`` keeps ./runs, not the working directory itself).
+    model_config = SettingsConfigDict(env_prefix="AUDITOR_", extra="ignore", env_ignore_empty=True)
 
     home: Path = Field(default_factory=_default_home, description="Folder for language data and the cache.")
     runs_dir: Path = Field(default=Path("runs"), description="Where run folders are written.")

@@ -190,6 +190,8 @@ class RunStore:
         of a record, names no run: the run is its folder's record, images and lock. A name that is both a run id here
         and another run's folder in the working directory is refused: either reading could be the one meant."""
         text = str(run)
+        if not text.strip():  # an empty shell variable: "" would read as the working directory
+            raise AuditorError("no run given (an empty name): give a run id, a run folder or its record.json")
         if _RUN_ID_PATTERN.fullmatch(text) and _has_record(self.root / text):
             here = Path(text)
             if _has_record(here) and here.resolve() != (self.root / text).resolve():  # which one is meant?

@@ -29,7 +29,7 @@ from auditor.core.text import text_key
 from auditor.records import INITIAL_PROMPT_ID, AxisScore, GeneratedImage, GenerationSettings, Interval, RunRecord
 from auditor.reporting.glossary import METRICS, MetricInfo
 from auditor.reporting.numbers import number, with_bounds
-from auditor.reporting.sentences import bounds, error_line, unfinished_note
+from auditor.reporting.sentences import TRY_AGAIN, bounds, error_line, unfinished_note
 from auditor.reporting.tables import borderless_table
 from auditor.reporting.views import Bounds
 from auditor.reporting.wording import Segment, counted, made_by, prompt_segments, quote, setting_text
@@ -202,7 +202,7 @@ def check_scored(record: RunRecord, label: str, run_dir: Path | None = None) -> 
     stopped, not running)."""
     if record.scores is not None:
         return
-    note = unfinished_note(record, run_dir) if run_dir is not None else None
+    note = unfinished_note(record, run_dir, TRY_AGAIN) if run_dir is not None else None
     if note is None:
         errors = "; ".join(error_line(error) for error in record.errors)
         note = f"it is {record.status}" + (f" ({errors})" if errors else "")

@@ -210,16 +210,22 @@ def status_phrase(record: StudyRecord, run_dir: Path) -> str:
     return status_wording(record.status, running_now(record, run_dir))
 
 
-def unfinished_note(record: StudyRecord, run_dir: Path) -> str | None:
+#: What a note on a run a process runs now adds where what it finished so far is shown, and where nothing is.
+SHOWN_SO_FAR = "what it has finished so far is shown"
+TRY_AGAIN = "try again once it has ended"
+
+
+def unfinished_note(record: StudyRecord, run_dir: Path, while_running: str = SHOWN_SO_FAR) -> str | None:
     """For a run that did not complete: how it ended, where (its last error) and the command that continues it, e.g.
     ``this run did not complete (interrupted at generate); auditor batch --resume runs/b continues it``, or that a
     new run is needed where a resume would stop the same way; for one a process runs now, that it does (a resume
-    would be refused). None for a completed run."""
+    would be refused), and ``while_running`` (:data:`TRY_AGAIN` where an error shows nothing). None for a
+    completed run."""
     if record.status == "completed":
         return None
     alive = running_now(record, run_dir)
     if alive:
-        return "this run is running now: what it has finished so far is shown"
+        return f"this run is running now: {while_running}"
     error = _stated_error(record)
     where = ""
     if error is not None:

@@ -21,6 +21,8 @@ from auditor.records import (
     CasNormalization,
     ConceptFrequency,
     CounterfactualScore,
+    GeneratedImage,
+    ImageAnswers,
     IntersectionView,
     RunRecord,
     Scores,
@@ -179,7 +181,9 @@ def record_concepts(record: RunRecord, settings: ScoringSettings | None = None) 
     """Concepts of every prompt set of ``record``, recomputed from its answers.
 
     Images flagged NSFW are left out (a blacked-out image says nothing about the prompt);
-    captions and the frequency floor follow ``settings``, by default the record's own.
+    captions and the frequency floor follow ``settings``, by default the record's own. A prompt set
+    short of its images, or of the answers of one it holds (a run stopped while it generated or
+    asked), is an error: scored, its few answers would read as the whole set's.
     """
     plan = plan_of(record)
     axes = [axis.name for axis in plan.axes]
@@ -200,6 +204,7 @@ def record_concepts(record: RunRecord, settings: ScoringSettings | None = None) 
                 f"run {record.run_id!r}: prompt set {prompt_id!r} has answers for {len(used)} images "
                 f"but only {len(generated)} were generated"
             )
+        _check_complete(record, prompt_id, generated, flagged, used)
         concepts[prompt_id] = set_concepts(
             prompt_id,
             used,
@@ -209,6 +214,27 @@ def record_concepts(record: RunRecord, settings: ScoringSettings | None = None) 
             images_total=len(generated) or None,
         )
     return concepts
+
+
+def _check_complete(
+    record: RunRecord,
+    prompt_id: str,
+    generated: Sequence[GeneratedImage],
+    flagged: set[int],
+    used: Sequence[ImageAnswers],
+) -> None:
+    expected = record.config.images_per_prompt
+    if len(generated) < expected:
+        raise AuditorError(
+            f"run {record.run_id!r} has {len(generated)} of the {expected} images of prompt set {prompt_id!r} "
+            "(did the generate stage finish?)"
+        )
+    answered = {answer.image_index for answer in used}
+    if unanswered := [image.index for image in generated if image.index not in flagged | answered]:
+        raise AuditorError(
+            f"run {record.run_id!r} has answers for {len(generated) - len(flagged) - len(unanswered)} of the "
+            f"{len(generated) - len(flagged)} images of prompt set {prompt_id!r} (did the perceive stage finish?)"
+        )
 
 
 def score_tibet_result(result: TibetResult, settings: ScoringSettings | None = None) -> Scores:
