@@ -14,7 +14,16 @@ from rich.console import Console
 from rich.text import Text
 
 from auditor.core.store import write_model
-from auditor.records import INITIAL_PROMPT_ID, ChatMessage, Difference, Interval, RunError, RunRecord, load_record
+from auditor.records import (
+    INITIAL_PROMPT_ID,
+    ChatMessage,
+    Difference,
+    GenerationSettings,
+    Interval,
+    RunError,
+    RunRecord,
+    load_record,
+)
 from auditor.reporting import render_terminal, report_json, write_html_report
 from auditor.reporting.compare import (
     compare_records,
@@ -706,6 +715,15 @@ def test_compare_claims_no_change_between_runs_that_ask_other_questions_and_name
     assert "Deltas are B minus A, without intervals, so no change is claimed" in said  # not "(--bootstrap 0)"
     assert all(x.delta_ci is None and all(cf.delta_ci is None for cf in x.counterfactuals) for x in view.axes)
     assert "negative_prompt default in A, 'blurry' in B" in " ".join(view.notes)
+
+    # Images read from a folder were made by no setting of the run: not "steps 25 in A, default in B".
+    data = a.model_dump(mode="json")
+    data["config"]["t2i"] = {"spec": "folder:/data/images", "backend": "folder", "model_id": "/data/images"}
+    data["config"]["generation"].update(dict.fromkeys(GenerationSettings.IMAGE_OPTIONS))
+    read = " ".join(compare_records(a, RunRecord.model_validate(data)).notes)
+    assert "The runs differ in settings that change their images or answers: run B read its images from a folder, " \
+        "so how they were made is not recorded." in read
+    assert "default in B" not in read
 
 
 def test_compare_matches_counterfactuals_ignoring_case_and_spacing():

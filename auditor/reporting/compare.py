@@ -359,12 +359,17 @@ _PERCEPTION_FIELDS = ("max_new_tokens", "caption_max_new_tokens", "temperature",
 
 def settings_differ(a: RunRecord, b: RunRecord) -> str | None:
     """The generation and answering settings in which the runs differ, as a note (None when they agree): a change
-    of scores may come from them, not from the model (a negative prompt added as a mitigation, other steps)."""
+    of scores may come from them, not from the model (a negative prompt added as a mitigation, other steps). A run
+    that read its images from a folder made none, so its images' settings are not known: that is said instead."""
+    read = [label for label, run in (("A", a), ("B", b)) if run.config.t2i.backend == "folder"]
     pairs = [
         (name, getattr(a.config.generation, name), getattr(b.config.generation, name))
         for name in GenerationSettings.IMAGE_OPTIONS
+        if not read
     ] + [(name, getattr(a.config.perception, name), getattr(b.config.perception, name)) for name in _PERCEPTION_FIELDS]
     differ = _differences(pairs)
+    if len(read) == 1:
+        differ.insert(0, f"run {read[0]} read its images from a folder, so how they were made is not recorded")
     if not differ:
         return None
     return f"The runs differ in settings that change their images or answers: {'; '.join(differ)}."
