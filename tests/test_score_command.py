@@ -584,7 +584,7 @@ def test_malformed_files_exit_2_with_one_line(tmp_path):
         # another study's record, though it has a 'result' key as TIBET files do
         "t2iat.json": (
             json.loads((Path(__file__).parent / "fixtures" / "records" / "t2iat_test_v1.json").read_text()),
-            "is a T2IAT test record; this command reads prompt audit records",
+            "is a T2IAT test record (made by `auditor t2iat run`); this command reads prompt audit records",
         ),
     }
     for name, (data, message) in cases.items():

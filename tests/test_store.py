@@ -59,9 +59,9 @@ def test_atomic_write_replaces_content(tmp_path):
     assert path.read_text() == "two"
 
 
-@pytest.mark.parametrize("bad", ["../escape", "a/b", ".hidden", "", "..", "x" * 200, "a\\b", "nul\0"])
+@pytest.mark.parametrize("bad", ["../escape", "a/b", ".hidden", "-dash", "", "..", "x" * 200, "a\\b", "nul\0"])
 def test_unsafe_run_ids_are_refused(bad):
-    with pytest.raises(AuditorError):
+    with pytest.raises(AuditorError, match="at most 128, starting with a letter or digit"):
         check_run_id(bad)
 
 

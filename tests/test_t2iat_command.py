@@ -593,7 +593,11 @@ def test_occupations_resume_takes_only_where_and_how_and_refuses_other_runs(tmp_
     _assert_one_line_error(elsewhere, "--ray-address is for runs on Ray; this run's executor is sequential")
     assert OccupationsRecord.model_validate_json((tmp_path / "runs" / "occ" / "record.json").read_text()) == resumed
     other_kind = run_auditor("t2iat", "run", "--resume", "occ", process=True)
-    _assert_one_line_error(other_kind, "is a T2IAT occupation study record; this command reads T2IAT test records")
+    _assert_one_line_error(
+        other_kind,
+        "is a T2IAT occupation study record (made by `auditor t2iat occupations`); this command reads T2IAT test "
+        "records (made by `auditor t2iat run`)",
+    )
     _assert_one_line_error(run_auditor("t2iat", "run", process=True), "name a test")
     _assert_one_line_error(run_auditor("t2iat", "report", "nope", process=True), "no run 'nope'")
 
@@ -713,7 +717,11 @@ def test_report_refuses_a_run_of_another_study(tmp_path):
 
     write_model(tmp_path / "runs" / "p" / "record.json", make_record("p"))
     refused = run_auditor("t2iat", "report", "p", process=True)
-    _assert_one_line_error(refused, "is a prompt audit record; auditor t2iat report reads T2IAT runs")
+    _assert_one_line_error(
+        refused,
+        "is a prompt audit record (made by `auditor prompt`); auditor t2iat report reads T2IAT runs (`auditor report` "
+        "shows a run of any kind)",
+    )
 
 
 def test_pages_of_unscored_runs_show_their_images_and_escape_every_name(tmp_path):

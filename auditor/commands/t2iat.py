@@ -322,7 +322,10 @@ def report(
     def load_t2iat(path: Path) -> T2IATRecord | OccupationsRecord:
         record = load_any_record(path)
         if not isinstance(record, T2IATRecord | OccupationsRecord):
-            raise AuditorError(f"{folder} is {record.a_title()} record; auditor t2iat report reads T2IAT runs")
+            raise AuditorError(
+                f"{folder} is {record.a_title()} record (made by `{record.made_by}`); auditor t2iat report reads T2IAT "
+                "runs (`auditor report` shows a run of any kind)"
+            )
         return record
 
     show_stored(folder, load_t2iat, html=html, json_output=json_output)

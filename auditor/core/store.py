@@ -116,7 +116,8 @@ def check_run_id(run_id: str) -> str:
     """Return ``run_id`` if it is a safe folder name (no path separators, no leading dot)."""
     if not _RUN_ID_PATTERN.fullmatch(run_id) or run_id in {".", ".."}:
         raise AuditorError(
-            f"invalid run name {run_id!r}: use letters, digits, '.', '_' or '-' (at most 128, not starting with '.')"
+            f"invalid run name {run_id!r}: use letters, digits, '.', '_' or '-' (at most 128, starting with a letter "
+            "or digit)"
         )
     return run_id
 

@@ -58,11 +58,12 @@ _SUMMARY = TypeAdapter(Annotated[Union[tuple(_SUMMARIES)], Field(discriminator="
 
 
 def load_record(path: Path, expected: type[RecordT] = RunRecord) -> RecordT:
-    """Load a record of the ``expected`` kind (a prompt audit by default); any other is a one-line error."""
+    """Load a record of the ``expected`` kind (a prompt audit by default); any other is a one-line error that names
+    the command which made it (the one that continues or shows it)."""
     record = load_any_record(path)
     if not isinstance(record, expected):
         raise AuditorError(
-            f"{path} is {record.a_title()} record; "
+            f"{path} is {record.a_title()} record (made by `{record.made_by}`); "
             f"this command reads {expected.title} records "
             f"(made by `{expected.made_by}`)"
         )
