@@ -72,17 +72,17 @@ def check_restated(
     if not isinstance(record, record_type):
         return
     recorded = record.command_options
-    changed = [param for param in restated if recorded is None or _differs(ctx.params[param], recorded, param)]
-    if not changed:
-        return
     flags = {param.name: param for param in ctx.command.params}
     taken = ", ".join(sorted(_flag(flags[param]) for param in set(resumable) & set(flags) - {"resume"}))
     if recorded is None:  # started from Python, by a batch, or before runs recorded their options
-        named = ", ".join(_flag(flags[param]) for param in changed)
+        named = ", ".join(_flag(flags[param]) for param in restated)
         raise AuditorError(
             f"--resume continues a run with its own settings; {named} cannot change them (only {taken} may be given: "
             "the run kept no record of the options it was started with)"
         )
+    changed = [param for param in restated if _differs(ctx.params[param], recorded, param)]
+    if not changed:
+        return
     named = ", ".join(
         f"{_typed(flags[param], ctx.params[param])} ({_the_runs(recorded, param)})" for param in changed
     )

@@ -176,7 +176,7 @@ def _run_study(
     from auditor.studies.t2iat import resume_t2iat
 
     started = start is not None
-    if start is None:
+    if not started:
         resumption = common.resumption(ctx, study_type.record_type, RESUME_OPTIONS)
         start = partial(resume_t2iat, study_type, ctx.params["resume"], resumption=resumption)
     store = common.run_store(runs_dir)

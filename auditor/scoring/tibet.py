@@ -211,7 +211,7 @@ def record_concepts(record: RunRecord, settings: ScoringSettings | None = None) 
             axes,
             include_captions=settings.include_captions,
             min_frequency=settings.min_frequency,
-            images_total=len(generated) or None,
+            images_total=len(generated),
         )
     return concepts
 
@@ -229,8 +229,8 @@ def _check_complete(
             f"run {record.run_id!r} has {len(generated)} of the {expected} images of prompt set {prompt_id!r} "
             "(did the generate stage finish?)"
         )
-    answered = {answer.image_index for answer in used}
-    if unanswered := [image.index for image in generated if image.index not in flagged | answered]:
+    known = flagged | {answer.image_index for answer in used}
+    if unanswered := [image.index for image in generated if image.index not in known]:
         raise AuditorError(
             f"run {record.run_id!r} has answers for {len(generated) - len(flagged) - len(unanswered)} of the "
             f"{len(generated) - len(flagged)} images of prompt set {prompt_id!r} (did the perceive stage finish?)"
